@@ -1,0 +1,69 @@
+"""The one small protocol every framework backend implements.
+
+A backend module exposes `build(ctx: BuildContext) -> Workload`. The worker imports exactly
+one backend module, so a run pays for (and is perturbed by) one framework only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from repro.models.base import Batch, ModelEntry
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    config: dict  # the resolved config
+    entry: ModelEntry
+    dims: dict
+    seeds: dict[str, int]
+    batches: list[Batch]  # NumPy, JAX layout
+    threads: int
+    cache_dir: str  # compile cache for this run (fresh when run.compile_cache=cold)
+
+
+class Workload(Protocol):
+    def step(self, i: int) -> Any:
+        """Run step i (train or forward) on batch i mod n; return the loss, not yet synced."""
+
+    def sync(self, out: Any) -> None:
+        """Block until `out` (and the step that made it) is computed."""
+
+    def loss(self, out: Any) -> float:
+        """The loss as a Python float (exactly the framework's fp32 value)."""
+
+    def compile_info(self) -> dict:
+        """Seconds spent tracing/lowering/compiling, where the framework exposes them."""
+
+    def params_sha256(self) -> str:
+        """sha256 over the parameters (and other state) in a fixed order."""
+
+    def peak_memory(self) -> dict:
+        """{'bytes': peak, 'kind': 'device' | 'host_rss', ...}."""
+
+    def effective(self) -> dict:
+        """The settings that really took effect, read back from the framework."""
+
+    def framework_info(self) -> dict:
+        """Versions, devices, thread counts, build facts for the environment record."""
+
+    def ir(self) -> dict[str, str]:
+        """Lowered IR of the step by name ('stablehlo', 'hlo'), where the framework can."""
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Whether an exception means the workload did not fit in memory."""
+    text = f"{type(exc).__name__}: {exc}"
+    return isinstance(exc, MemoryError) or any(
+        s in text for s in ("RESOURCE_EXHAUSTED", "OutOfMemoryError", "out of memory", "Out of memory",
+                            "Failed to allocate", "CUDA error: out of memory")
+    )
+
+
+def param_dtype_counts(dtypes: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for d in dtypes:
+        counts[d] = counts.get(d, 0) + 1
+    return counts
+

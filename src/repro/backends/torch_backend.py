@@ -1,0 +1,154 @@
+"""PyTorch eager and torch.compile: a plain zero_grad / forward / backward / step loop.
+
+Precision knobs are set from the policy and read back. Images arrive NHWC from the shared
+NumPy batches and are made NCHW here, once, before the timed loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import resource
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from repro.backends.base import BuildContext
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def configure(ctx: BuildContext) -> None:
+    """Process-wide settings, applied before the model is built."""
+    cfg = ctx.config
+    torch.manual_seed(ctx.seeds["torch"])
+    torch.set_num_threads(ctx.threads)
+    if cfg["run"]["deterministic"]:
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    matmul = cfg["precision"]["matmul"]
+    torch.set_float32_matmul_precision("highest" if matmul == "highest" else "high" if matmul == "high" else "medium")
+    torch.backends.cudnn.allow_tf32 = matmul != "highest"
+    if cfg["framework"]["compile"]:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = ctx.cache_dir
+
+
+def _loss(task: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if task in ("classify", "lm"):
+        return F.cross_entropy(out.float().flatten(0, -2), y.flatten().long())
+    return F.mse_loss(out.float(), y)
+
+
+class TorchWorkload:
+    def __init__(self, ctx: BuildContext):
+        configure(ctx)
+        self.ctx = ctx
+        cfg = ctx.config
+        on_gpu = cfg["hardware"]["platform"] == "gpu" and torch.cuda.is_available()
+        self.device = torch.device("cuda" if on_gpu else "cpu")
+        module = importlib.import_module(ctx.entry.torch_module)
+        self.model = module.build(ctx.dims).to(self.device, dtype=DTYPES[cfg["precision"]["param_dtype"]])
+        self.model.train(cfg["run"]["task"] == "train")
+        self.train = cfg["run"]["task"] == "train"
+        self.opt = self._optimizer(cfg["run"]) if self.train else None
+        self.autocast = cfg["precision"]["autocast"]
+        self.compute_dtype = DTYPES[cfg["precision"]["compute_dtype"]]
+        self.forward = self.model
+        if cfg["framework"]["compile"]:
+            self.forward = torch.compile(self.model, backend=cfg["framework"]["compile_backend"],
+                                         mode=None if cfg["framework"]["compile_mode"] == "default" else cfg["framework"]["compile_mode"])
+        self.batches = [self._to_device(x, y) for x, y in ctx.batches]
+        if on_gpu:
+            torch.cuda.reset_peak_memory_stats()
+
+    def _optimizer(self, run: dict) -> torch.optim.Optimizer:
+        if run["optimizer"] == "adamw":
+            return torch.optim.AdamW(self.model.parameters(), lr=run["lr"])
+        return torch.optim.SGD(self.model.parameters(), lr=run["lr"])
+
+    def _to_device(self, x: np.ndarray, y: np.ndarray):
+        tx = torch.from_numpy(np.ascontiguousarray(x))
+        if self.ctx.entry.image_input:
+            tx = tx.permute(0, 3, 1, 2).contiguous()  # NHWC → NCHW
+        if tx.is_floating_point():
+            tx = tx.to(DTYPES[self.ctx.config["precision"]["param_dtype"]])
+        return tx.to(self.device), torch.from_numpy(np.ascontiguousarray(y)).to(self.device)
+
+    def step(self, i: int):
+        x, y = self.batches[i % len(self.batches)]
+        task = self.ctx.entry.task
+        with torch.autocast(self.device.type, dtype=self.compute_dtype, enabled=self.autocast):
+            if not self.train:
+                with torch.no_grad():
+                    return _loss(task, self.forward(x), y)
+            self.opt.zero_grad(set_to_none=True)
+            loss = _loss(task, self.forward(x), y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def sync(self, out) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def loss(self, out) -> float:
+        return float(np.float32(out.detach().float().item()))
+
+    def compile_info(self) -> dict:
+        if not self.ctx.config["framework"]["compile"]:
+            return {}
+        from torch._dynamo.utils import counters
+
+        return {"graph_breaks": int(sum(counters["graph_break"].values())),
+                "compile_backend": self.ctx.config["framework"]["compile_backend"]}
+
+    def params_sha256(self) -> str:
+        h = hashlib.sha256()
+        for name, t in sorted(self.model.state_dict().items()):
+            a = t.detach().cpu().contiguous()
+            h.update(f"{name}:{a.dtype}:{tuple(a.shape)}".encode())
+            h.update(a.view(torch.uint8).numpy().tobytes() if a.numel() else b"")
+        return h.hexdigest()
+
+    def peak_memory(self) -> dict:
+        if self.device.type == "cuda":
+            return {"bytes": int(torch.cuda.max_memory_allocated()), "kind": "device",
+                    "reserved": int(torch.cuda.max_memory_reserved())}
+        return {"bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "kind": "host_rss"}
+
+    def effective(self) -> dict:
+        return {
+            "matmul_precision": torch.get_float32_matmul_precision(),
+            "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+            "param_dtypes": sorted({str(p.dtype).replace("torch.", "") for p in self.model.parameters()}),
+            "autocast": str(self.compute_dtype).replace("torch.", "") if self.autocast else None,
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "threads": torch.get_num_threads(),
+            "platform": self.device.type,
+            "compiled": bool(self.ctx.config["framework"]["compile"]),
+            "compile_cache": self.ctx.config["run"]["compile_cache"],
+            "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+        }
+
+    def framework_info(self) -> dict:
+        info = {
+            "name": "torch",
+            "versions": {"torch": torch.__version__, "cuda": torch.version.cuda,
+                         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None},
+            "devices": [str(self.device)] + ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+                                              if torch.cuda.is_available() else []),
+            "threads": torch.get_num_threads(),
+            "interop_threads": torch.get_num_interop_threads(),
+        }
+        return info
+
+    def ir(self) -> dict[str, str]:
+        return {}
+
+
+def build(ctx: BuildContext) -> TorchWorkload:
+    return TorchWorkload(ctx)

@@ -1,0 +1,161 @@
+"""The structured schema of a run's config: one dataclass per config group.
+
+conf/ holds the yaml choices; these dataclasses type and check them. They are applied by
+`validate.check()` right after Hydra composes a job, not through a ConfigStore schema in
+the defaults list, because DVC's Hydra integration (`dvc exp run -S ...`) composes conf/ in
+its own process, where our ConfigStore entries would not exist. Misspelt keys are already
+refused by Hydra's struct mode during composition; types and values are refused here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+FRAMEWORK_BACKENDS = ("jax", "torch", "torch_xla")
+PLATFORMS = ("cpu", "gpu", "tpu")
+MATMUL_PRECISIONS = ("highest", "high", "medium", "default")
+DTYPES = ("float32", "bfloat16", "float16")
+TASKS = ("train", "forward")
+OPTIMIZERS = ("sgd", "adamw")
+CACHE_STATES = ("cold", "warm")
+PROGRESS_MODES = ("auto", "rich", "plain", "none")
+
+
+class ConfigError(ValueError):
+    """A config that cannot run: names the key, the bad value and what would be valid."""
+
+
+@dataclass
+class FrameworkConfig:
+    name: str = "jax"
+    backend: str = "jax"  # which backend module runs it
+    compile: bool = False  # torch: wrap the model in torch.compile
+    compile_backend: str = "inductor"
+    compile_mode: str = "default"
+    python: Optional[str] = None  # the worker's interpreter; None = the parent's own
+
+
+@dataclass
+class PrecisionConfig:
+    name: str = "fp32"
+    matmul: str = "highest"  # highest = full fp32, high = tf32, medium/default = bf16 passes
+    param_dtype: str = "float32"
+    compute_dtype: str = "float32"
+    autocast: bool = False  # torch autocast / mixed compute with fp32 params
+    loss_scaling: bool = False
+    gpu_only: bool = False
+
+
+@dataclass
+class ShardingConfig:
+    name: str = "none"
+    mesh: Dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class HardwareConfig:
+    name: str = "cpu"
+    platform: str = "cpu"
+    device_match: str = ""  # substring of the device name the profile expects ("L4", "H100")
+    device_count: int = 1
+    memory_gb: float = 0.0
+    peak_tflops: Dict[str, float] = field(default_factory=dict)  # per precision name
+    check: bool = True  # refuse to run when the machine does not match
+
+
+@dataclass
+class DataConfig:
+    name: str = "synthetic"
+    batches: int = 4  # distinct batches made from the seed, cycled through the steps
+
+
+@dataclass
+class RunConfig:
+    seed: int = 0
+    steps: int = 20
+    warmup: int = 5  # steps (after the first two) left out of the steady state
+    batch_size: int = 32
+    task: str = "train"
+    optimizer: str = "sgd"
+    lr: float = 1e-3
+    threads: Optional[int] = None  # None: one per core, resolved and recorded
+    deterministic: bool = True
+    compile_cache: str = "cold"
+    capture_ir: bool = False
+    timeout_s: float = 3600.0
+
+
+@dataclass
+class TrackingConfig:
+    uri: str = ""
+    experiment: str = "default"
+
+
+@dataclass
+class LedgerConfig:
+    dir: str = ""
+
+
+@dataclass
+class ProgressConfig:
+    mode: str = "auto"
+
+
+@dataclass
+class Config:
+    framework: FrameworkConfig = field(default_factory=FrameworkConfig)
+    model: Any = None  # typed per model by `model_schema()`
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    sharding: ShardingConfig = field(default_factory=ShardingConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    ledger: LedgerConfig = field(default_factory=LedgerConfig)
+    progress: ProgressConfig = field(default_factory=ProgressConfig)
+
+
+# Keys that do not change a run's results: left out of the config hash.
+NON_SEMANTIC_KEYS = (
+    "tracking",
+    "ledger",
+    "progress",
+    "run.timeout_s",
+    "framework.python",
+    "hardware.check",
+)
+
+# (key, allowed values) checked by `validate.check()`.
+CHOICES = {
+    "framework.backend": FRAMEWORK_BACKENDS,
+    "hardware.platform": PLATFORMS,
+    "precision.matmul": MATMUL_PRECISIONS,
+    "precision.param_dtype": DTYPES,
+    "precision.compute_dtype": DTYPES,
+    "run.task": TASKS,
+    "run.optimizer": OPTIMIZERS,
+    "run.compile_cache": CACHE_STATES,
+    "progress.mode": PROGRESS_MODES,
+}
+
+# Keys that must be > 0 (>= 0 for those in NON_NEGATIVE).
+POSITIVE = ("run.steps", "run.batch_size", "run.lr", "run.timeout_s", "data.batches", "hardware.device_count")
+NON_NEGATIVE = ("run.warmup", "run.seed")
+
+
+def model_schema(entry) -> type:
+    """A dataclass for `model.*` of one model: its name, preset and every dimension.
+
+    Dimensions default to None, meaning "take it from the preset"; their types come from
+    the presets, so `model.width=abc` is refused as not an int.
+    """
+    types: dict[str, type] = {}
+    for dims in entry.presets.values():
+        for key, value in dims.items():
+            types.setdefault(key, type(value))
+    fields = [("name", str, dataclasses.field(default=entry.name)),
+              ("preset", str, dataclasses.field(default=entry.default_preset))]
+    fields += [(k, Optional[t], dataclasses.field(default=None)) for k, t in types.items()]
+    return dataclasses.make_dataclass(f"{entry.name.title()}ModelConfig", fields)

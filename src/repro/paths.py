@@ -1,0 +1,35 @@
+"""Where repro's files live. The repo root holds conf/, ledger/ and the default mlflow.db."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def repo_root() -> Path:
+    """The checkout root: REPRO_ROOT if set, else the folder above src/ (editable install)."""
+    if env := os.environ.get("REPRO_ROOT"):
+        return Path(env).resolve()
+    return Path(__file__).resolve().parents[2]
+
+
+def conf_dir() -> Path:
+    path = repo_root() / "conf"
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"repro's config folder {path} is missing. Install repro from a checkout with "
+            "`pip install -e .` (conf/ lives at the repo root), or set REPRO_ROOT to the checkout."
+        )
+    return path
+
+
+def src_dir() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+def default_ledger_dir() -> Path:
+    return repo_root() / "ledger"
+
+
+def default_tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"

@@ -1,0 +1,1 @@
+"""What a person sees: live progress and the closing comparison table."""

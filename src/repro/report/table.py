@@ -1,0 +1,48 @@
+"""The closing comparison: one table per model, frameworks side by side, ratios to the best."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.table import Table
+
+
+def _ms(s: float | None) -> str:
+    return "-" if s is None else f"{s * 1e3:,.2f}"
+
+
+def _mib(b: int | None) -> str:
+    return "-" if b is None else f"{b / 2**20:,.0f}"
+
+
+def comparison_tables(records: list[dict]) -> list[Table]:
+    by_model: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        m = r["config"]["model"]
+        by_model[f"{m['name']}/{m['preset']}"].append(r)
+    tables = []
+    for model, rows in by_model.items():
+        ok = [r["results"]["steady_median_s"] for r in rows if r["status"] == "ok"]
+        best = min(ok) if ok else None
+        first = rows[0]["config"]
+        title = (f"{model} · batch {first['run']['batch_size']} · {first['precision']['name']} · "
+                 f"{first['hardware']['name']} · {first['run']['task']} step (ms)")
+        t = Table(title=title, title_justify="left")
+        for col in ("framework", "status", "first", "second", "steady median", "p10–p90", "× best",
+                    "samples/s", "peak MiB", "final loss", "loss sha256", "ledger"):
+            t.add_column(col, justify="left" if col in ("framework", "status", "ledger", "loss sha256") else "right")
+        for r in rows:
+            res = r.get("results") or {}
+            med = res.get("steady_median_s")
+            t.add_row(
+                r["config"]["framework"]["name"], r["status"], _ms(res.get("first_step_s")),
+                _ms(res.get("second_step_s")), _ms(med),
+                f"{_ms(res.get('steady_p10_s'))}–{_ms(res.get('steady_p90_s'))}" if med else "-",
+                f"{med / best:.2f}" if med and best else "-",
+                f"{res['samples_per_s']:,.0f}" if med else "-",
+                _mib((res.get("peak_memory") or {}).get("bytes")),
+                f"{res['final_loss']:.5f}" if "final_loss" in res else "-",
+                res.get("loss_sha256", "-")[:12], r["id"],
+            )
+        tables.append(t)
+    return tables

@@ -1,0 +1,127 @@
+"""One job, parent side: ledger "started" → MLflow child run → worker → results recorded.
+
+Whatever the worker does (finishes, fails, runs out of memory, is killed), the job ends with
+a "finished" ledger record naming the "started" one and a terminated MLflow run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from repro import __version__
+from repro.config import config_hash
+from repro.ledger import Ledger
+from repro.runner import envcapture, launch, seeding
+from repro.tracking.mlflow_tracker import flatten
+
+CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
+
+
+def label(config: dict) -> str:
+    m = config["model"]
+    return f"{config['framework']['name']} {m['name']}/{m['preset']} {config['precision']['name']}"
+
+
+def _cache_dir(config: dict, run_dir: Path) -> str:
+    if config["run"]["compile_cache"] == "warm":
+        path = CACHE_ROOT / config["framework"]["backend"]
+        path.mkdir(parents=True, exist_ok=True)
+        return str(path)
+    return str(run_dir / "compile-cache")
+
+
+def _metrics(results: dict) -> dict[str, float]:
+    flat = flatten({k: v for k, v in results.items() if k not in ("loss_sha256", "params_sha256")})
+    return {k.replace(".", "/"): v for k, v in flat.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def run_job(config: dict, session, job: int, overrides: list[str]) -> dict:
+    ledger = Ledger(config["ledger"]["dir"])
+    tracker = session.tracker_for(config)
+    chash = config_hash(config)
+    base = {
+        "kind": "run",
+        "config_hash": chash,
+        "config": config,
+        "overrides": overrides,
+        "sweep": session.sweep_info(job),
+        "git": session.git,
+        "repro_version": __version__,
+    }
+    started = ledger.append({**base, "status": "started"})
+    run_id = tracker.start_run(label(config), parent_id=session.parent_run_id(tracker), tags={
+        "repro.config_hash": chash, "repro.ledger_id": started["id"], "repro.status": "started",
+        "repro.framework": config["framework"]["name"], "repro.model": config["model"]["name"],
+        "repro.sweep_id": session.sweep_id, "git.commit": str(session.git["commit"]),
+        "git.dirty": str(session.git["dirty"]),
+    })
+    tracker.log(run_id, params=flatten(config))
+    mlflow_ref = {"tracking_uri": tracker.uri, "experiment_id": tracker.experiment_id, "run_id": run_id}
+
+    run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
+    try:
+        spec = {"config": config, "config_hash": chash, "out_dir": str(run_dir),
+                "cache_dir": _cache_dir(config, run_dir)}
+        spec_path = run_dir / "spec.json"
+        spec_path.write_text(json.dumps(spec))
+        session.display.job_started(job, label(config), config["run"]["steps"])
+        outcome = launch.run_worker(spec_path, run_dir / "worker.log", config["framework"]["python"],
+                                    seeding.worker_env(config), config["run"]["timeout_s"],
+                                    lambda ev: session.display.event(job, ev))
+        record = _finished_record(base, started, outcome, mlflow_ref)
+        final = ledger.append(record)
+        _log_outcome(tracker, run_id, config, final, outcome)
+        session.display.job_finished(job, final)
+        session.finished(final)
+        if outcome.status == "interrupted":
+            raise KeyboardInterrupt
+        return {"ledger_id": final["id"], "status": final["status"]}
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, mlflow_ref: dict) -> dict:
+    ev = outcome.events
+    record = {**base, "status": outcome.status, "prev": started["id"], "mlflow": mlflow_ref,
+              "wall_s": outcome.wall_s}
+    if "environment" in ev:
+        record["environment"] = ev["environment"]["environment"]
+        record["seeds"] = ev["environment"]["seeds"]
+        record["data"] = ev["environment"]["data"]
+    if "result" in ev:
+        record["results"] = ev["result"]["results"]
+        record["results"]["loss"] = ev["result"]["series"]["loss"]
+        record["effective"] = ev["result"]["effective"]
+    if outcome.status != "ok":
+        record["error"] = {
+            "reason": envcapture.redact(outcome.reason),
+            "returncode": outcome.returncode,
+            "traceback": ev.get("error", {}).get("traceback", []),
+            "log_tail": [envcapture.redact(line) for line in outcome.log_tail],
+        }
+    return record
+
+
+def _log_outcome(tracker, run_id: str, config: dict, record: dict, outcome: launch.WorkerOutcome) -> None:
+    tags = {"repro.status": record["status"], "repro.ledger_id": record["id"]}
+    env = record.get("environment")
+    if env:
+        tags["repro.env_fingerprint"] = env["fingerprint"]
+    if record.get("data"):
+        tags["repro.data_sha256"] = record["data"].get("md5") or record["data"].get("sha256")
+    series = outcome.events.get("result", {}).get("series")
+    tracker.log(run_id, tags=tags, metrics=_metrics(record.get("results", {})), series=series)
+    tracker.log_text(run_id, "config.yaml", yaml.safe_dump(config, sort_keys=False))
+    tracker.log_json(run_id, "ledger_record.json", record)
+    if env:
+        tracker.log_json(run_id, "environment.json", env)
+    ir_files = outcome.events.get("result", {}).get("ir_files", [])
+    if ir_files:
+        tracker.log_files(run_id, ir_files, folder="ir")
+    tracker.end(run_id, record["status"])

@@ -1,0 +1,113 @@
+"""Start a worker process and follow it to its end, whatever that end is.
+
+The parent blocks on the worker's event pipe (no polling). A watcher thread reaps the
+worker and kills its process group, so helpers it forked (compile workers) cannot hold the
+pipe open. A timer enforces `run.timeout_s`. Ctrl-C kills the worker and is re-raised.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from repro import paths
+from repro.runner.events import EVENTS_FD_ENV, read_events
+
+LOG_TAIL_LINES = 40
+
+
+@dataclass
+class WorkerOutcome:
+    status: str  # ok | failed | oom | killed | interrupted
+    returncode: int | None
+    events: dict = field(default_factory=dict)  # the last event of each kind
+    reason: str = ""
+    log_tail: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _status(events: dict, returncode: int | None, timed_out: bool) -> tuple[str, str]:
+    if timed_out:
+        return "failed", "timed out (run.timeout_s) and was killed"
+    if "result" in events and returncode == 0:
+        return "ok", ""
+    if "error" in events:
+        err = events["error"]
+        return err["status"], f"{err['type']}: {err['message']}"
+    if returncode is not None and returncode < 0:
+        name = signal.Signals(-returncode).name
+        return "killed", f"worker killed by {name}"
+    return "failed", f"worker exited with code {returncode} without a result"
+
+
+def worker_command(python: str | None, spec_path: Path) -> list[str]:
+    return [python or sys.executable, "-m", "repro.runner.worker", str(spec_path)]
+
+
+def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[str, str],
+               timeout_s: float, on_event: Callable[[dict], None]) -> WorkerOutcome:
+    read_fd, write_fd = os.pipe()
+    full_env = {**os.environ, **env, EVENTS_FD_ENV: str(write_fd)}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.src_dir()), os.environ.get("PYTHONPATH")]))
+    start = time.perf_counter()
+    with open(log_path, "w") as log:
+        try:
+            proc = subprocess.Popen(worker_command(python, spec_path), stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, env=full_env, pass_fds=(write_fd,),
+                                    start_new_session=True)
+        except OSError as e:
+            os.close(read_fd)
+            os.close(write_fd)
+            return WorkerOutcome("failed", None, reason=f"could not start the worker interpreter {python!r}: {e}")
+    os.close(write_fd)
+    timed_out = threading.Event()
+
+    def on_timeout() -> None:
+        timed_out.set()
+        _kill_group(proc.pid)
+
+    def reap() -> None:
+        proc.wait()
+        _kill_group(proc.pid)  # stragglers it forked would keep the event pipe open
+
+    timer = threading.Timer(timeout_s, on_timeout)
+    timer.daemon = True
+    timer.start()
+    threading.Thread(target=reap, daemon=True).start()
+    events: dict = {}
+    try:
+        with os.fdopen(read_fd) as stream:
+            for event in read_events(stream):
+                events[event["event"]] = event
+                on_event(event)
+        proc.wait()
+    except KeyboardInterrupt:
+        _kill_group(proc.pid)
+        proc.wait()
+        return WorkerOutcome("interrupted", proc.returncode, events, "interrupted (Ctrl-C)",
+                             _tail(log_path), time.perf_counter() - start)
+    finally:
+        timer.cancel()
+    status, reason = _status(events, proc.returncode, timed_out.is_set())
+    return WorkerOutcome(status, proc.returncode, events, reason, _tail(log_path), time.perf_counter() - start)
+
+
+def _tail(path: Path) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+    except OSError:
+        return []

@@ -1,0 +1,52 @@
+"""One root seed → the seed of every RNG, and the process settings that fix the numbers.
+
+Everything that must be set before a framework is imported (hash seed, thread variables,
+cuBLAS workspace) goes into the worker's environment; the rest is applied in the worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+SEED_NAMES = ("python", "numpy", "torch", "jax", "data")
+
+
+def derive(root: int) -> dict[str, int]:
+    """Independent 31-bit seeds, one per consumer, all from the root seed."""
+    return {
+        name: int.from_bytes(hashlib.sha256(f"repro:{root}:{name}".encode()).digest()[:4], "big") >> 1
+        for name in SEED_NAMES
+    }
+
+
+def resolve_threads(configured: int | None) -> int:
+    return configured or len(os.sched_getaffinity(0))
+
+
+def worker_env(config: dict) -> dict[str, str]:
+    """Variables the worker must start with (before any framework import)."""
+    run = config["run"]
+    threads = str(resolve_threads(run["threads"]))
+    env = {
+        "PYTHONHASHSEED": str(derive(run["seed"])["python"]),
+        "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        "OPENBLAS_NUM_THREADS": threads,
+        "REPRO_THREADS": threads,
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
+    if run["deterministic"]:
+        env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    if config["hardware"]["platform"] == "cpu":
+        env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+def seed_python_numpy(seeds: dict[str, int]) -> None:
+    import random
+
+    import numpy as np
+
+    random.seed(seeds["python"])
+    np.random.seed(seeds["numpy"] % 2**32)

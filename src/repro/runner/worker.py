@@ -1,0 +1,88 @@
+"""The worker: one fresh process per run. `python -m repro.runner.worker SPEC.json`.
+
+It seeds everything, imports one framework, builds the workload, measures it and streams
+events to the parent. It never imports MLflow or Hydra, and it writes nothing but events
+and the IR files the parent asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from repro import backends, models
+from repro.backends.base import BuildContext, is_oom
+from repro.data import make_batches
+from repro.runner import envcapture, measure, seeding
+from repro.runner.events import EventWriter
+
+TRACEBACK_LINES = 30
+
+
+def _flops(config: dict, entry, dims: dict, median_s: float) -> dict:
+    batch = config["run"]["batch_size"]
+    per_step = entry.train_flops(dims, batch) if config["run"]["task"] == "train" else batch * entry.flops_per_example(dims)
+    out = {"flops_per_step": per_step, "achieved_tflops": per_step / median_s / 1e12}
+    peak = config["hardware"]["peak_tflops"].get(config["precision"]["name"])
+    if peak:
+        out["mfu"] = out["achieved_tflops"] / peak
+    return out
+
+
+def run(spec: dict, events: EventWriter) -> None:
+    config = spec["config"]
+    run_cfg = config["run"]
+    seeds = seeding.derive(run_cfg["seed"])
+    seeding.seed_python_numpy(seeds)
+    entry = models.get(config["model"]["name"])
+    dims = {k: v for k, v in config["model"].items() if k not in ("name", "preset")}
+    batches, data_record = make_batches(config, entry, dims, seeds["data"])
+
+    t0 = time.perf_counter()
+    backend = backends.load(config["framework"]["backend"])
+    t1 = time.perf_counter()
+    ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches,
+                       threads=seeding.resolve_threads(run_cfg["threads"]), cache_dir=spec["cache_dir"])
+    workload = backend.build(ctx)
+    t2 = time.perf_counter()
+    events.emit("environment", environment=envcapture.capture(workload.framework_info()),
+                seeds=seeds, data=data_record)
+
+    times, losses = measure.timed_loop(workload, run_cfg["steps"], events.emit)
+
+    results = measure.summarise(times, losses, run_cfg["warmup"], run_cfg["batch_size"])
+    results["params_sha256"] = workload.params_sha256()
+    results["peak_memory"] = workload.peak_memory()
+    results["compile"] = workload.compile_info()
+    results["setup"] = {"import_s": t1 - t0, "build_s": t2 - t1}
+    results["param_count"] = entry.param_count(dims)
+    results.update(_flops(config, entry, dims, results["steady_median_s"]))
+    ir_files = []
+    for name, text in workload.ir().items():
+        path = Path(spec["out_dir"]) / name
+        path.write_text(text)
+        ir_files.append(str(path))
+    events.emit("result", results=results, series={"loss": losses, "step_time_s": times},
+                effective=workload.effective(), ir_files=ir_files)
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    events = EventWriter.from_env()
+    events.emit("hello", pid=os.getpid())
+    try:
+        run(spec, events)
+    except BaseException as e:  # noqa: BLE001 - every failure becomes a recorded result
+        tb = traceback.format_exc().splitlines()[-TRACEBACK_LINES:]
+        events.emit("error", status="oom" if is_oom(e) else "failed", type=type(e).__name__,
+                    message=envcapture.redact(str(e))[:2000],
+                    traceback=[envcapture.redact(line) for line in tb])
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

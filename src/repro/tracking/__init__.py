@@ -1,0 +1,1 @@
+"""Experiment tracking (MLflow), opened once per sweep in the parent process only."""

@@ -1,0 +1,104 @@
+"""MLflow through its client API: a parent run per sweep, a child run per job.
+
+Every write is batched (`log_batch`: one call per step is ~50× slower on sqlite), and the
+store is opened once per sweep. MLflow is imported here only, never in a worker.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import mlflow
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+# MLflow's per-call limits for log_batch.
+MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
+
+STATUS = {"ok": "FINISHED", "failed": "FAILED", "oom": "FAILED", "killed": "FAILED", "interrupted": "KILLED"}
+
+
+def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, f"{key}."))
+        else:
+            out[key] = v
+    return out
+
+
+def _chunks(items: list, size: int) -> Iterable[list]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _sqlite_artifact_root(uri: str) -> str | None:
+    """For a local sqlite store, artifacts beside the database (not under the cwd)."""
+    if uri.startswith("sqlite:///"):
+        return (Path(uri[len("sqlite:///"):]).parent / "mlruns").resolve().as_uri()
+    return None
+
+
+class Tracker:
+    def __init__(self, uri: str, experiment: str):
+        self.uri = uri
+        self.client = MlflowClient(tracking_uri=uri)
+        found = self.client.get_experiment_by_name(experiment)
+        if found is None:
+            root = _sqlite_artifact_root(uri)
+            self.experiment_id = self.client.create_experiment(
+                experiment, artifact_location=f"{root}/{experiment}" if root else None)
+        else:
+            self.experiment_id = found.experiment_id
+        self.experiment = experiment
+
+    def start_run(self, name: str, tags: dict[str, str], parent_id: str | None = None) -> str:
+        tags = dict(tags)
+        if parent_id:
+            tags["mlflow.parentRunId"] = parent_id
+        run = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
+        return run.info.run_id
+
+    def log(self, run_id: str, *, params: dict | None = None, tags: dict | None = None,
+            metrics: dict[str, float] | None = None, series: dict[str, list[float]] | None = None) -> None:
+        now = int(time.time() * 1000)
+        ms = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items() if v is not None]
+        for key, values in (series or {}).items():
+            ms += [Metric(key, float(v), now, step) for step, v in enumerate(values)]
+        ps = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
+        ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
+        for chunk in _chunks(ps, MAX_PARAMS):
+            self.client.log_batch(run_id, params=chunk)
+        for chunk in _chunks(ts, MAX_TAGS):
+            self.client.log_batch(run_id, tags=chunk)
+        for chunk in _chunks(ms, MAX_METRICS):
+            self.client.log_batch(run_id, metrics=chunk)
+
+    def log_json(self, run_id: str, name: str, obj: Any) -> None:
+        self.log_text(run_id, name, json.dumps(obj, indent=1, sort_keys=True, default=str))
+
+    def log_text(self, run_id: str, name: str, text: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            path.write_text(text)
+            self.client.log_artifact(run_id, str(path))
+
+    def log_files(self, run_id: str, paths: Iterable[str], folder: str | None = None) -> None:
+        for p in paths:
+            self.client.log_artifact(run_id, p, artifact_path=folder)
+
+    def end(self, run_id: str, status: str) -> None:
+        self.client.set_terminated(run_id, status=STATUS.get(status, status))
+
+    def run_url(self, run_id: str) -> str:
+        return f"#/experiments/{self.experiment_id}/runs/{run_id}"
+
+
+def version() -> str:
+    return mlflow.__version__
