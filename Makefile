@@ -1,0 +1,31 @@
+# Every target installs what it needs into .venv first (once; redone when pyproject changes).
+#   make quickstart   the small JAX-vs-PyTorch comparison on CPU
+#   make test         the test suite (what CI runs)
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# torch first: on this machine kind `torch==2.13.0` is a CPU build that lies on disk; a bare
+# `torch` would pull a multi-GB CUDA build. Override TORCH on a GPU box (TORCH="torch").
+TORCH ?= torch==2.13.0
+# CI sets CONSTRAINTS=-c .ci/constraints.txt (exact pins); a user's install uses pyproject ranges.
+CONSTRAINTS ?=
+STAMP := $(VENV)/.installed
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(CONSTRAINTS) "$(TORCH)"
+	$(PY) -m pip install -q $(CONSTRAINTS) -e ".[all]"
+	touch $(STAMP)
+
+.PHONY: install quickstart test bench
+install: $(STAMP)
+
+quickstart: $(STAMP)
+	$(PY) -m repro +exp=quickstart
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) benchmarks/harness_overhead.py

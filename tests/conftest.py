@@ -1,0 +1,77 @@
+"""Shared test helpers: run the real CLI in a subprocess against an isolated ledger and store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from repro import hardware
+
+
+@dataclass
+class Sandbox:
+    """A working folder with its own ledger and sqlite MLflow store."""
+
+    root: Path
+
+    @property
+    def ledger(self) -> Path:
+        return self.root / "ledger"
+
+    @property
+    def db(self) -> Path:
+        return self.root / "mlflow.db"
+
+    @property
+    def uri(self) -> str:
+        return f"sqlite:///{self.db}"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+        env.update(MLFLOW_TRACKING_URI=self.uri, PYTHONUNBUFFERED="1", **extra)
+        return env
+
+    def repro_cmd(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "repro", *args, f"ledger.dir={self.ledger}", "progress.mode=plain"]
+
+    def run(self, *args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
+        """`python -m repro ARGS` with cwd in the sandbox (Hydra's outputs/ land there)."""
+        return subprocess.run(self.repro_cmd(*args), cwd=self.root, env=self.env(**env), capture_output=True,
+                              text=True, timeout=timeout)
+
+    def records(self) -> list[dict]:
+        return [json.loads(p.read_text()) for p in sorted(self.ledger.glob("*/*.json"))]
+
+    def heads(self) -> list[dict]:
+        from repro.ledger import Ledger
+
+        return Ledger(self.ledger).heads()
+
+    def mlflow_runs(self, experiment: str) -> list:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=self.uri)
+        exp = client.get_experiment_by_name(experiment)
+        assert exp is not None, f"no MLflow experiment {experiment!r} in {self.uri}"
+        return client.search_runs([exp.experiment_id], max_results=1000)
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    return Sandbox(tmp_path)
+
+
+def pytest_collection_modifyitems(config, items):
+    has_gpu = bool(hardware.nvidia_gpus())
+    has_tpu = bool(hardware.tpu_type())
+    for item in items:
+        if "gpu" in item.keywords and not has_gpu:
+            item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU (nvidia-smi found none)"))
+        if "tpu" in item.keywords and not has_tpu:
+            item.add_marker(pytest.mark.skip(reason="needs a TPU"))

@@ -1,0 +1,55 @@
+"""A bad config fails before anything runs: clear message, exit code 2, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from repro.config import ConfigError, plan
+
+BAD = [
+    (["framework=jaxx"], ["framework/jaxx", "jax", "torch", "torch_compile"]),
+    (["model.width=-1"], ["model.width=-1", "> 0"]),
+    (["model.widht=3"], ["model.widht"]),
+    (["model.width=abc"], ["model.width", "Integer"]),
+    (["run.steps=0"], ["run.steps=0", "> 0"]),
+    (["run.task=fwd"], ["run.task", "train", "forward"]),
+    (["model.preset=huge"], ["huge", "tiny"]),
+    (["+exp=quickstart", "framework=jax,jaxx"], ["framework/jaxx"]),
+    (["+exp=vit_l4"], ["hardware=l4", "NVIDIA L4", "CPU only", "hardware=cpu"]),
+]
+
+
+@pytest.mark.parametrize("args,expected", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_plan_refuses_with_named_key(args, expected):
+    with pytest.raises(ConfigError) as err:
+        plan(args)
+    for text in expected:
+        assert text in str(err.value)
+
+
+@pytest.mark.parametrize("args", [["framework=jaxx"], ["model.width=-1"], ["+exp=vit_l4"]])
+def test_cli_exit_2_and_nothing_written(sandbox, args):
+    proc = sandbox.run(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert "invalid config, nothing was run" in proc.stderr
+    assert not sandbox.ledger.exists()
+    assert not sandbox.db.exists()
+    assert not (sandbox.root / "outputs").exists() and not (sandbox.root / "multirun").exists()
+
+
+def test_quickstart_plan_is_six_jobs():
+    p = plan(["+exp=quickstart"])
+    assert p.multirun
+    combos = {(j["model"]["name"], j["framework"]["name"]) for j in p.jobs}
+    assert combos == {(m, f) for m in ("mlp", "vit") for f in ("jax", "torch", "torch_compile")}
+
+
+def test_vit_l4_is_the_published_setup():
+    jobs = plan(["+exp=vit_l4", "hardware=cpu"]).jobs
+    assert [j["framework"]["name"] for j in jobs] == ["jax", "torch", "torch_compile"]
+    for j in jobs:
+        m, r = j["model"], j["run"]
+        assert (m["image"], m["patch"], m["width"], m["depth"], m["heads"], m["mlp"], m["classes"]) == (
+            224, 16, 768, 12, 12, 3072, 1000)
+        assert (r["batch_size"], r["steps"], r["warmup"], r["optimizer"], r["lr"]) == (32, 50, 10, "sgd", 1e-3)
+        assert j["precision"]["matmul"] == "high"  # TF32 on both sides

@@ -1,0 +1,58 @@
+"""Small pieces of the run path: identity hash, seeds, environment capture, git state, stats."""
+
+from __future__ import annotations
+
+import subprocess
+
+from repro.config import config_hash, plan
+from repro.runner import envcapture, gitinfo, measure, seeding
+
+
+def test_config_hash_ignores_output_places_but_not_results_keys():
+    a = plan(["model=mlp"]).jobs[0]
+    b = plan(["model=mlp", "ledger.dir=/elsewhere", "tracking.experiment=x", "progress.mode=none"]).jobs[0]
+    c = plan(["model=mlp", "run.seed=1"]).jobs[0]
+    d = plan(["model=mlp", "model.preset=tiny", "model.width=128"]).jobs[0]  # = the preset's value
+    assert config_hash(a) == config_hash(b) == config_hash(d)
+    assert config_hash(a) != config_hash(c)
+
+
+def test_seeds_are_stable_and_distinct():
+    s = seeding.derive(0)
+    assert s == seeding.derive(0)
+    assert len(set(s.values())) == len(s)
+    assert s != seeding.derive(1)
+
+
+def test_secret_variables_never_captured(monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "abc123")
+    monkeypatch.setenv("TORCH_SECRET_KEY", "zzz999")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    vars_ = envcapture.result_variables()
+    assert "XLA_FLAGS" in vars_ and "TORCH_SECRET_KEY" not in vars_ and "HF_TOKEN" not in vars_
+    assert envcapture.redact("token abc123 in a traceback") == "token *** in a traceback"
+
+
+def test_ledger_records_do_not_make_the_tree_dirty(tmp_path):
+    def git(*a):
+        subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    (tmp_path / "ledger" / "2026-01-01").mkdir(parents=True)
+    (tmp_path / "ledger" / "2026-01-01" / "abc.json").write_text("{}")
+    clean = gitinfo.state(tmp_path, tmp_path / "ledger")
+    assert clean["dirty"] is False and clean["diff_sha256"] is None
+    (tmp_path / "code.py").write_text("x = 2\n")
+    dirty = gitinfo.state(tmp_path, tmp_path / "ledger")
+    assert dirty["dirty"] is True and dirty["changed"] == ["code.py"] and dirty["diff_sha256"]
+
+
+def test_summary_separates_first_second_and_steady():
+    times = [5.0, 2.0, 1.0, 1.0, 1.1, 0.9, 1.0]
+    s = measure.summarise(times, [3.0] * 7, warmup=2, batch_size=10)
+    assert (s["first_step_s"], s["second_step_s"], s["steady_steps"]) == (5.0, 2.0, 5)
+    assert s["steady_median_s"] == 1.0 and s["samples_per_s"] == 10.0
+    assert s["steady_p10_s"] < s["steady_median_s"] < s["steady_p90_s"]
