@@ -10,7 +10,14 @@ def repo_root() -> Path:
     """The checkout root: REPRO_ROOT if set, else the folder above src/ (editable install)."""
     if env := os.environ.get("REPRO_ROOT"):
         return Path(env).resolve()
-    return Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[2]
+    # `dvc exp run --temp/--queue` runs in a copy at <repo>/.dvc/tmp/exps/<tmp>/: records
+    # belong to the repo itself, not to a folder DVC deletes afterwards.
+    parts = root.parts
+    for i in range(len(parts) - 3):
+        if parts[i : i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i])
+    return root
 
 
 def conf_dir() -> Path:
