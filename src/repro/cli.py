@@ -3,6 +3,8 @@
     python -m repro +exp=quickstart          a sweep (the exp sets hydra.mode: MULTIRUN)
     python -m repro framework=torch model=vit one run
     repro ledger list | show ID | verify      the ledger
+    repro ledger diff A B                     what differs between two records
+    repro replay ID... | --experiment NAME    re-run recorded runs, compare bit for bit
     repro models [--json]                     the model zoo with sizes
 
 Every job of a sweep is composed and checked before the first one starts: a bad config
@@ -16,7 +18,7 @@ import sys
 
 from repro import paths
 
-SUBCOMMANDS = ("ledger", "models")
+SUBCOMMANDS = ("ledger", "models", "replay")
 # Hydra flags that print something instead of running: passed through unchecked.
 HYDRA_INFO_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--shell-completion",
                     "-sc", "--version", "-p", "--package", "--resolve")
@@ -56,10 +58,12 @@ def run_subcommand(argv: list[str]) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     from repro.ledger import cli as ledger_cli
+    from repro import replay
     from repro.models import cli as models_cli
 
     ledger_cli.add_parser(sub, common)
     models_cli.add_parser(sub, common)
+    replay.add_parser(sub, common)
     args = parser.parse_args(argv)
     return args.func(args)
 

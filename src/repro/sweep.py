@@ -13,9 +13,8 @@ from typing import ClassVar
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
-from rich.console import Console
 
-from repro import paths
+from repro import paths, report
 from repro.config import validate
 from repro.report.progress import Display
 from repro.report.table import comparison_tables
@@ -38,6 +37,7 @@ class Session:
         self.sweep_id = f"{stamp}-{uuid.uuid4().hex[:6]}"
         self.experiment = primary["tracking"]["experiment"]
         self.git = gitinfo.state(paths.repo_root(), Path(primary["ledger"]["dir"]))
+        self.code = {"src_sha256": gitinfo.source_sha256(paths.src_dir() / "repro")}
         self.display = Display(primary["progress"]["mode"], self.jobs)
         self.records: list[dict] = []
         self._trackers: dict = {}
@@ -83,8 +83,7 @@ class Session:
 
     def close(self, interrupted: bool = False) -> list[dict]:
         self.display.close()
-        # Off a terminal rich assumes 80 columns; a log file is better served wide.
-        console = Console() if Console().is_terminal else Console(width=200)
+        console = report.console()
         for table in comparison_tables(self.records):
             console.print(table)
         bad = [r for r in self.records if r["status"] in NOT_OK]

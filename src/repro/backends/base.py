@@ -36,6 +36,9 @@ class Workload(Protocol):
     def compile_info(self) -> dict:
         """Seconds spent tracing/lowering/compiling, where the framework exposes them."""
 
+    def evaluate(self, x, y) -> float:
+        """Accuracy of the current parameters on (x, y), outside the timed loop."""
+
     def params_sha256(self) -> str:
         """sha256 over the parameters (and other state) in a fixed order."""
 

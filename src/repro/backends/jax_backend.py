@@ -113,6 +113,13 @@ class JaxWorkload:
     def compile_info(self) -> dict:
         return self._compile_info
 
+    def evaluate(self, x, y) -> float:
+        params, rest, _ = self.state
+        model = nnx.merge(self.graphdef, params, rest)
+        model.eval()
+        logits = jax.jit(lambda m, x: m(x))(model, jnp.asarray(x))
+        return float(np.mean(np.asarray(jnp.argmax(logits, -1)) == y))
+
     def params_sha256(self) -> str:
         h = hashlib.sha256()
         params, rest, _ = self.state

@@ -105,6 +105,14 @@ class TorchWorkload:
         return {"graph_breaks": int(sum(counters["graph_break"].values())),
                 "compile_backend": self.ctx.config["framework"]["compile_backend"]}
 
+    def evaluate(self, x, y) -> float:
+        tx, ty = self._to_device(x, y)
+        self.model.eval()
+        with torch.no_grad():
+            pred = self.model(tx).argmax(-1)
+        self.model.train(self.train)
+        return float((pred == ty).float().mean().item())
+
     def params_sha256(self) -> str:
         h = hashlib.sha256()
         for name, t in sorted(self.model.state_dict().items()):

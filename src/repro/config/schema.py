@@ -68,7 +68,8 @@ class HardwareConfig:
 @dataclass
 class DataConfig:
     name: str = "synthetic"
-    batches: int = 4  # distinct batches made from the seed, cycled through the steps
+    batches: int = 4  # synthetic: distinct batches made from the seed, cycled through the steps
+    path: str = ""  # real datasets: the DVC-tracked folder, relative to the repo root
 
 
 @dataclass
@@ -138,6 +139,7 @@ CHOICES = {
     "run.optimizer": OPTIMIZERS,
     "run.compile_cache": CACHE_STATES,
     "progress.mode": PROGRESS_MODES,
+    "data.name": ("synthetic", "digits"),
 }
 
 # Keys that must be > 0 (>= 0 for those in NON_NEGATIVE).

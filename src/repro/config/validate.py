@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from repro import models, paths
+from repro import data, models, paths
 from repro.config import schema
 from repro.config.schema import ConfigError
 
@@ -86,6 +86,8 @@ def _resolve_model(cfg: dict) -> None:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
             raise ConfigError(f"model.{key}={value!r} must be > 0 (model {entry.name})")
     cfg["model"] = {"name": entry.name, "preset": cfg["model"]["preset"], **dims}
+    if reason := data.model_mismatch(cfg["data"], entry, dims):
+        raise ConfigError(reason)
 
 
 def check(cfg: DictConfig) -> dict:
@@ -103,6 +105,21 @@ class Plan:
     multirun: bool
     jobs: tuple[dict, ...]  # resolved configs, in launch order
     overrides: tuple[tuple[str, ...], ...]  # each job's override list
+
+
+def check_data(jobs: Sequence[dict]) -> None:
+    from repro.data import DataError, dvc_check
+
+    seen = set()
+    for job in jobs:
+        key = (job["data"]["name"], job["data"]["path"])
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            dvc_check.check(job["data"])
+        except DataError as e:
+            raise ConfigError(f"data={job['data']['name']}: {e}") from None
 
 
 def _is_flag(arg: str) -> bool:
@@ -151,4 +168,5 @@ def plan(args: Sequence[str]) -> Plan:
     from repro import hardware
 
     hardware.check_all([j["hardware"] for j in jobs])
+    check_data(jobs)
     return Plan(multirun=multirun, jobs=tuple(jobs), overrides=tuple(job_overrides))

@@ -6,10 +6,16 @@ import argparse
 import json
 import sys
 
-from rich.console import Console
+from repro import report
 from rich.table import Table
 
+from repro.ledger.diff import SECTIONS, record_diff
 from repro.ledger.store import Ledger, LedgerError
+
+
+def _short(value, limit: int = 80) -> str:
+    text = "—" if value is None else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -22,6 +28,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     show.add_argument("id", help="a record id or a unique prefix of one")
     show.add_argument("--json", action="store_true")
     lsub.add_parser("verify", help="recompute every record's content hash", parents=[common])
+    d = lsub.add_parser("diff", help="config, environment, data and results differences of two records",
+                        parents=[common])
+    d.add_argument("a")
+    d.add_argument("b")
     p.set_defaults(func=run)
 
 
@@ -37,7 +47,7 @@ def _row(r: dict) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     ledger = Ledger(args.ledger)
-    console = Console()
+    console = report.console()
     try:
         if args.action == "list":
             records = list(ledger.records()) if args.all else ledger.heads()
@@ -56,6 +66,18 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps(record, indent=1, default=str))
             else:
                 console.print_json(json.dumps(record, default=str))
+        elif args.action == "diff":
+            a, b = ledger.get(args.a), ledger.get(args.b)
+            sections = record_diff(a, b)
+            if not sections:
+                print(f"{a['id']} and {b['id']}: no differences in {', '.join(SECTIONS)}")
+            for section, rows in sections.items():
+                t = Table(title=f"{section}: {len(rows)} difference(s)", title_justify="left")
+                for col in ("key", a["id"], b["id"]):
+                    t.add_column(col, overflow="fold")
+                for key, x, y in rows:
+                    t.add_row(key, _short(x), _short(y))
+                console.print(t)
         elif args.action == "verify":
             problems = ledger.verify()
             count = len(ledger.paths())

@@ -28,8 +28,9 @@ def comparison_tables(records: list[dict]) -> list[Table]:
         title = (f"{model} · batch {first['run']['batch_size']} · {first['precision']['name']} · "
                  f"{first['hardware']['name']} · {first['run']['task']} step (ms)")
         t = Table(title=title, title_justify="left")
+        accuracy = any("test_accuracy" in (r.get("results") or {}) for r in rows)
         for col in ("framework", "status", "first", "second", "steady median", "p10–p90", "× best",
-                    "samples/s", "peak MiB", "final loss", "loss sha256", "ledger"):
+                    "samples/s", "peak MiB", "final loss", *(["test acc"] if accuracy else []), "loss sha256", "ledger"):
             t.add_column(col, justify="left" if col in ("framework", "status", "ledger", "loss sha256") else "right")
         for r in rows:
             res = r.get("results") or {}
@@ -42,6 +43,7 @@ def comparison_tables(records: list[dict]) -> list[Table]:
                 f"{res['samples_per_s']:,.0f}" if med else "-",
                 _mib((res.get("peak_memory") or {}).get("bytes")),
                 f"{res['final_loss']:.5f}" if "final_loss" in res else "-",
+                *([f"{res['test_accuracy']:.3f}" if "test_accuracy" in res else "-"] if accuracy else []),
                 res.get("loss_sha256", "-")[:12], r["id"],
             )
         tables.append(t)

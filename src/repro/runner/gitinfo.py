@@ -11,6 +11,15 @@ import subprocess
 from pathlib import Path
 
 
+def source_sha256(package_dir: Path) -> str:
+    """sha256 over repro's own source files: names the code even outside git (a copy, a wheel)."""
+    h = hashlib.sha256()
+    for path in sorted(package_dir.rglob("*.py")):
+        h.update(str(path.relative_to(package_dir)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def _git(root: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
 

@@ -17,7 +17,7 @@ from repro import __version__
 from repro.config import config_hash
 from repro.ledger import Ledger
 from repro.runner import envcapture, launch, seeding
-from repro.tracking.mlflow_tracker import flatten
+from repro.tracking.flat import flatten
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 
@@ -41,7 +41,8 @@ def _metrics(results: dict) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def run_job(config: dict, session, job: int, overrides: list[str]) -> dict:
+def run_job(config: dict, session, job: int, overrides: list[str], extra: dict | None = None) -> dict:
+    """Run one job to its recorded end; `extra` adds fields to its records (e.g. `replay_of`)."""
     ledger = Ledger(config["ledger"]["dir"])
     tracker = session.tracker_for(config)
     chash = config_hash(config)
@@ -52,6 +53,8 @@ def run_job(config: dict, session, job: int, overrides: list[str]) -> dict:
         "overrides": overrides,
         "sweep": session.sweep_info(job),
         "git": session.git,
+        "code": session.code,
+        **(extra or {}),
         "repro_version": __version__,
     }
     started = ledger.append({**base, "status": "started"})
@@ -60,6 +63,7 @@ def run_job(config: dict, session, job: int, overrides: list[str]) -> dict:
         "repro.framework": config["framework"]["name"], "repro.model": config["model"]["name"],
         "repro.sweep_id": session.sweep_id, "git.commit": str(session.git["commit"]),
         "git.dirty": str(session.git["dirty"]),
+        **{f"repro.{k}": str(v) for k, v in (extra or {}).items()},
     })
     tracker.log(run_id, params=flatten(config))
     mlflow_ref = {"tracking_uri": tracker.uri, "experiment_id": tracker.experiment_id, "run_id": run_id}
@@ -81,7 +85,7 @@ def run_job(config: dict, session, job: int, overrides: list[str]) -> dict:
         session.finished(final)
         if outcome.status == "interrupted":
             raise KeyboardInterrupt
-        return {"ledger_id": final["id"], "status": final["status"]}
+        return final
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
 

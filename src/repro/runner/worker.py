@@ -40,7 +40,7 @@ def run(spec: dict, events: EventWriter) -> None:
     seeding.seed_python_numpy(seeds)
     entry = models.get(config["model"]["name"])
     dims = {k: v for k, v in config["model"].items() if k not in ("name", "preset")}
-    batches, data_record = make_batches(config, entry, dims, seeds["data"])
+    batches, eval_set, data_record = make_batches(config, entry, dims, seeds["data"])
 
     t0 = time.perf_counter()
     backend = backends.load(config["framework"]["backend"])
@@ -60,6 +60,8 @@ def run(spec: dict, events: EventWriter) -> None:
     results["compile"] = workload.compile_info()
     results["setup"] = {"import_s": t1 - t0, "build_s": t2 - t1}
     results["param_count"] = entry.param_count(dims)
+    if eval_set is not None:
+        results["test_accuracy"] = workload.evaluate(*eval_set)
     results.update(_flops(config, entry, dims, results["steady_median_s"]))
     ir_files = []
     for name, text in workload.ir().items():

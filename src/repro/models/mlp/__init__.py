@@ -10,6 +10,7 @@ from repro.models.base import ModelEntry, random_classification
 
 PRESETS = {
     "tiny": dict(in_dim=64, width=128, depth=2, classes=10),
+    "digits": dict(in_dim=64, width=128, depth=2, classes=10),  # data=digits: 8×8 flattened
     "small": dict(in_dim=784, width=512, depth=3, classes=10),
     "base": dict(in_dim=1024, width=2048, depth=4, classes=1000),
 }

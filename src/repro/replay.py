@@ -1,0 +1,208 @@
+"""Replay recorded runs and say whether they came out the same.
+
+Before running: what differs now from the record (packages, hardware, threads, code, data).
+Then the recorded resolved config through the same path (`run_job`, a fresh worker). After:
+deterministic outputs bit for bit, losses within a tolerance, timings as ratios.
+
+Verdicts: exact (loss trajectory and parameters bitwise equal), close (every loss within
+LOSS_RTOL), differs (what and where), not-comparable (why). The verdict is a new ledger
+record (kind "replay") naming the original and the replay's own run record.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import os
+from dataclasses import dataclass
+
+from rich.console import Console
+
+from repro import hardware, paths, report
+from repro.config import config_hash
+from repro.ledger import Ledger, LedgerError
+from repro.ledger.diff import diff
+from repro.runner import envcapture, seeding
+
+LOSS_RTOL = 1e-4  # "close": every step's loss within this relative difference
+TIMING_TOLERANCE = 0.25  # timings "agree" when new/old is within 1 ± this
+TIMINGS = ("first_step_s", "second_step_s", "steady_median_s")
+
+
+@dataclass
+class Verdict:
+    status: str  # exact | close | differs | not-comparable
+    reasons: list[str]
+
+
+def environment_now(config: dict) -> dict:
+    """What can be known of the environment without importing a framework."""
+    return {
+        "packages": envcapture.package_versions(),
+        "cpu": {"model": hardware.cpu_model(), "affinity": len(os.sched_getaffinity(0))},
+        "gpus": [g["name"] for g in hardware.nvidia_gpus()],
+        "threads": seeding.resolve_threads(config["run"]["threads"]),
+    }
+
+
+def environment_then(record: dict) -> dict:
+    env = record.get("environment") or {}
+    return {
+        "packages": env.get("packages", {}),
+        "cpu": {"model": (env.get("cpu") or {}).get("model"), "affinity": (env.get("cpu") or {}).get("affinity")},
+        "gpus": [g["name"] for g in env.get("gpus", [])],
+        "threads": int(env.get("variables", {}).get("REPRO_THREADS", 0)) or None,
+    }
+
+
+def data_now(config: dict) -> dict:
+    from repro.data import DATASETS, DataError, dvc_check
+
+    if config["data"]["name"] not in DATASETS:
+        return {}
+    try:
+        return {"md5": dvc_check.check(config["data"])}
+    except DataError as e:
+        return {"error": str(e)}
+
+
+def differences_before(record: dict, config: dict, git_now: dict, code_now: dict) -> dict[str, list]:
+    then_data = {"md5": record["data"]["md5"]} if "md5" in (record.get("data") or {}) else {}
+    return {name: rows for name, rows in {
+        "environment": diff(environment_then(record), environment_now(config)),
+        "code": diff({"git": {k: record.get("git", {}).get(k) for k in ("commit", "dirty", "diff_sha256")},
+                      **(record.get("code") or {})},
+                     {"git": {k: git_now.get(k) for k in ("commit", "dirty", "diff_sha256")}, **code_now}),
+        "data": diff(then_data, data_now(config)),
+    }.items() if rows}
+
+
+def judge(original: dict, replay: dict) -> Verdict:
+    if original.get("status") != "ok":
+        return Verdict("not-comparable", [f"the original run ended {original.get('status')!r}, with no results to compare"])
+    if replay.get("status") != "ok":
+        reason = (replay.get("error") or {}).get("reason", "")
+        return Verdict("not-comparable", [f"the replay ended {replay['status']!r}: {reason}"])
+    a, b = original["results"], replay["results"]
+    if a["loss_sha256"] == b["loss_sha256"] and a["params_sha256"] == b["params_sha256"]:
+        return Verdict("exact", ["loss trajectory and final parameters are bitwise identical"])
+    la, lb = a.get("loss", []), b.get("loss", [])
+    if len(la) != len(lb):
+        return Verdict("differs", [f"{len(lb)} losses against {len(la)} recorded"])
+    rel = [abs(x - y) / max(abs(x), 1e-12) for x, y in zip(la, lb)]
+    worst = max(rel, default=0.0)
+    first = next((i for i, (x, y) in enumerate(zip(la, lb)) if x != y), None)
+    where = (f"losses first differ at step {first + 1} ({la[first]!r} recorded, {lb[first]!r} now); "
+             f"largest relative difference {worst:.3g}") if first is not None else "losses are identical"
+    params = "parameters differ bitwise" if a["params_sha256"] != b["params_sha256"] else "parameters identical"
+    if all(not math.isnan(r) for r in rel) and worst <= LOSS_RTOL:
+        return Verdict("close", [f"{where} (within {LOSS_RTOL:g})", params])
+    return Verdict("differs", [where, params])
+
+
+def timing_ratios(original: dict, replay: dict) -> dict[str, dict]:
+    out = {}
+    for key in TIMINGS:
+        old, new = (original.get("results") or {}).get(key), (replay.get("results") or {}).get(key)
+        if old and new:
+            ratio = new / old
+            out[key] = {"recorded": old, "now": new, "ratio": ratio, "within": abs(ratio - 1) <= TIMING_TOLERANCE}
+    return out
+
+
+def _current(ledger: Ledger, record: dict) -> dict:
+    """The newest record of the chain `record` belongs to (a 'started' id finds its end)."""
+    later = {r.get("prev"): r for r in ledger.records() if r.get("prev")}
+    while record["id"] in later:
+        record = later[record["id"]]
+    return record
+
+
+def originals_for(ledger: Ledger, ids: list[str], experiment: str | None) -> list[dict]:
+    if experiment:
+        found = [r for r in ledger.heads() if r.get("kind") == "run"
+                 and (r.get("sweep") or {}).get("experiment") == experiment]
+        if not found:
+            raise LedgerError(f"no recorded runs of experiment {experiment!r} in {ledger.root}")
+        return found
+    records = [_current(ledger, ledger.get(i)) for i in ids]
+    for r in records:
+        if r.get("kind") != "run":
+            raise LedgerError(f"record {r['id']} is a {r.get('kind')!r} record, not a run: replay a run's id")
+    return records
+
+
+def _print_differences(console: Console, record: dict, rows: dict[str, list]) -> None:
+    console.print(f"[bold]replay of {record['id']}[/] ({record['config']['framework']['name']} "
+                  f"{record['config']['model']['name']}/{record['config']['model']['preset']})")
+    if not rows:
+        console.print("  no differences in environment, code or data")
+    for section, items in rows.items():
+        console.print(f"  {section} differs:")
+        for key, then, now in items:
+            console.print(f"    {key}: {then!r} → {now!r}")
+
+
+def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, tracking_uri: str | None = None,
+           progress: str = "auto") -> list[dict]:
+    from repro.runner.job import run_job
+    from repro.sweep import Session
+
+    ledger = Ledger(ledger_dir)
+    originals = originals_for(ledger, ids, experiment)
+    console = report.console()
+    verdicts = []
+    first = dict(originals[0]["config"])
+    primary = {**first, "ledger": {"dir": str(ledger.root)}, "progress": {"mode": progress},
+               "tracking": {**first["tracking"], "uri": tracking_uri or paths.default_tracking_uri()}}
+    session = Session(primary, multirun=len(originals) > 1)
+    session.jobs = len(originals)
+    try:
+        for job, original in enumerate(originals):
+            config = {**original["config"], "ledger": primary["ledger"], "progress": primary["progress"],
+                      "tracking": {**original["config"]["tracking"], "uri": primary["tracking"]["uri"]}}
+            before = differences_before(original, config, session.git, session.code)
+            _print_differences(console, original, before)
+            result = run_job(config, session, job, ["replay", original["id"]], extra={"replay_of": original["id"]})
+            verdict = judge(original, result)
+            if config_hash(config) != original.get("config_hash"):
+                verdict.reasons.append("the recorded config hashes differently under this version of repro")
+            record = ledger.append({
+                "kind": "replay", "status": verdict.status, "of": original["id"], "replay": result["id"],
+                "config_hash": original.get("config_hash"), "reasons": verdict.reasons,
+                "differences_before": {k: [list(r) for r in v] for k, v in before.items()},
+                "timing": timing_ratios(original, result), "loss_rtol": LOSS_RTOL,
+                "timing_tolerance": TIMING_TOLERANCE,
+            })
+            tracker = session.tracker_for(config)
+            tracker.client.set_tag(result["mlflow"]["run_id"], "repro.replay_verdict", verdict.status)
+            console.print(f"  verdict: [bold]{verdict.status}[/] — {'; '.join(verdict.reasons)} (ledger {record['id']})")
+            for key, t in record["timing"].items():
+                mark = "" if t["within"] else f"  (outside ±{TIMING_TOLERANCE:.0%})"
+                console.print(f"    {key}: {t['recorded'] * 1e3:.2f} ms → {t['now'] * 1e3:.2f} ms, ×{t['ratio']:.2f}{mark}")
+            verdicts.append(record)
+    finally:
+        Session.current = None
+        session.close(interrupted=False)
+    return verdicts
+
+
+def add_parser(sub, common) -> None:
+    p = sub.add_parser("replay", help="re-run recorded runs and compare them with the record", parents=[common])
+    p.add_argument("ids", nargs="*", help="ledger ids (or unique prefixes) of runs")
+    p.add_argument("--experiment", help="replay every recorded run of this experiment (sweep name)")
+    p.add_argument("--tracking-uri", help="MLflow store for the replay runs (default: as for any run)")
+    p.add_argument("--progress", default="auto", choices=("auto", "rich", "plain", "none"))
+    p.set_defaults(func=run_cli)
+
+
+def run_cli(args) -> int:
+    if bool(args.ids) == bool(args.experiment):
+        print("repro replay: give run ids or --experiment NAME (not both)", file=sys.stderr)
+        return 2
+    try:
+        verdicts = replay(args.ledger, args.ids, args.experiment, args.tracking_uri, args.progress)
+    except LedgerError as e:
+        print(f"repro replay: {e}", file=sys.stderr)
+        return 2
+    return 0 if all(v["status"] in ("exact", "close") for v in verdicts) else 1
