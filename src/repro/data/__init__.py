@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from repro import paths
+from repro.hashing import sha256_json
 from repro.models.base import Batch, ModelEntry
 
 # What each real dataset gives a model: per-example input shape (NHWC) and classes.
@@ -90,5 +91,6 @@ def make_batches(config: dict, entry: ModelEntry, dims: dict, seed: int) -> tupl
     if not entry.image_input:
         x_train, x_test = x_train.reshape(len(x_train), -1), x_test.reshape(len(x_test), -1)
     batches = _epoch_batches(x_train, arrays["train_y"], run["batch_size"], run["steps"], rng)
-    record = {"name": data["name"], "md5": md5, "shuffle_seed": seed, "train": len(x_train), "test": len(x_test)}
+    record = {"name": data["name"], "md5": md5, "sha256": sha256_json(md5), "shuffle_seed": seed,
+              "train": len(x_train), "test": len(x_test)}
     return batches, (x_test, arrays["test_y"]), record

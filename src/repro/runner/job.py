@@ -118,7 +118,7 @@ def _log_outcome(tracker, run_id: str, config: dict, record: dict, outcome: laun
     if env:
         tags["repro.env_fingerprint"] = env["fingerprint"]
     if record.get("data"):
-        tags["repro.data_sha256"] = record["data"].get("md5") or record["data"].get("sha256")
+        tags["repro.data_sha256"] = record["data"]["sha256"]
     series = outcome.events.get("result", {}).get("series")
     tracker.log(run_id, tags=tags, metrics=_metrics(record.get("results", {})), series=series)
     tracker.log_text(run_id, "config.yaml", yaml.safe_dump(config, sort_keys=False))
