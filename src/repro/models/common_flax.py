@@ -1,0 +1,132 @@
+"""Flax NNX building blocks shared by the models; `common_torch.py` mirrors them name for name.
+
+Attribute names are the contract with the torch twins: a flax variable at path
+`blocks/0/attn/q/kernel` is the torch tensor `blocks.0.attn.q.weight` (see common_convert.py).
+Every layer takes `dtype` (compute) and `param_dtype` (storage) for the precision policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+Dtype = Any
+EMBED_INIT = nnx.initializers.normal(0.02)
+
+
+def linear(d_in: int, d_out: int, *, bias: bool = True, rngs: nnx.Rngs, dtype: Dtype = None,
+           param_dtype: Dtype = jnp.float32) -> nnx.Linear:
+    return nnx.Linear(d_in, d_out, use_bias=bias, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+
+
+def layer_norm(dim: int, eps: float, *, rngs: nnx.Rngs, dtype: Dtype = None,
+               param_dtype: Dtype = jnp.float32) -> nnx.LayerNorm:
+    # Two-pass variance, as torch computes it (the fast E[x^2]-E[x]^2 form differs in the last bits).
+    return nnx.LayerNorm(dim, epsilon=eps, use_fast_variance=False, dtype=dtype,
+                         param_dtype=param_dtype, rngs=rngs)
+
+
+def embed(num: int, dim: int, *, rngs: nnx.Rngs, dtype: Dtype = None,
+          param_dtype: Dtype = jnp.float32) -> nnx.Embed:
+    return nnx.Embed(num, dim, embedding_init=EMBED_INIT, dtype=dtype, param_dtype=param_dtype,
+                     rngs=rngs)
+
+
+def gelu(x: jax.Array) -> jax.Array:
+    return jax.nn.gelu(x, approximate=False)  # exact erf form, torch's default
+
+
+def causal_mask(t: int, window: int | None = None) -> jax.Array:
+    """[t, t] bool, True where query i may attend key j: j <= i (and i - j < window if local)."""
+    i, j = jnp.arange(t)[:, None], jnp.arange(t)[None, :]  # iota under jit, not a baked constant
+    keep = j <= i
+    if window is not None:
+        keep = keep & ((i - j) < window)
+    return jnp.asarray(keep)
+
+
+def attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | None = None,
+              scale: float = 1.0) -> jax.Array:
+    """Eager attention softmax(q k^T * scale) v. q [B,H,T,Dh], k/v [B,Hkv,S,Dh], mask [T,S] bool.
+
+    Grouped-query attention when Hkv < H: kv head j serves q heads j*g .. j*g+g-1.
+    Softmax in float32; masked scores set to the dtype's most negative finite value."""
+    groups = q.shape[1] // k.shape[1]
+    if groups > 1:
+        k, v = jnp.repeat(k, groups, axis=1), jnp.repeat(v, groups, axis=1)
+    s = jnp.einsum("bhtd,bhsd->bhts", q, k)
+    if scale != 1.0:
+        s = s * scale
+    if mask is not None:
+        s = jnp.where(mask, s, jnp.finfo(s.dtype).min)
+    p = jax.nn.softmax(s.astype(jnp.float32), axis=-1).astype(v.dtype)
+    return jnp.einsum("bhts,bhsd->bhtd", p, v)
+
+
+def apply_rope(x: jax.Array, cos: np.ndarray, sin: np.ndarray) -> jax.Array:
+    """Rotary embedding, rotate-half layout. x [B,H,T,Dh], cos/sin [T,Dh]."""
+    x1, x2 = jnp.split(x, 2, axis=-1)
+    rotated = jnp.concatenate([-x2, x1], axis=-1)
+    return x * cos.astype(x.dtype) + rotated * sin.astype(x.dtype)
+
+
+class Attention(nnx.Module):
+    """Multi-head (grouped-query if kv_heads < heads) self-attention with q, k, v, o projections."""
+
+    def __init__(self, dim: int, heads: int, *, kv_heads: int | None = None, qkv_bias: bool = True,
+                 out_bias: bool = True, scale: float | None = None, rngs: nnx.Rngs,
+                 dtype: Dtype = None, param_dtype: Dtype = jnp.float32):
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads or heads, dim // heads
+        self.scale = self.head_dim**-0.5 if scale is None else scale
+        kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        self.q = linear(dim, self.heads * self.head_dim, bias=qkv_bias, **kw)
+        self.k = linear(dim, self.kv_heads * self.head_dim, bias=qkv_bias, **kw)
+        self.v = linear(dim, self.kv_heads * self.head_dim, bias=qkv_bias, **kw)
+        self.o = linear(self.heads * self.head_dim, dim, bias=out_bias, **kw)
+
+    def __call__(self, x: jax.Array, mask: jax.Array | None = None,
+                 rope: tuple[np.ndarray, np.ndarray] | None = None) -> jax.Array:
+        b, t, _ = x.shape
+
+        def split(y, n):  # [B, T, n*Dh] -> [B, n, T, Dh]
+            return y.reshape(b, t, n, self.head_dim).transpose(0, 2, 1, 3)
+
+        q, k, v = split(self.q(x), self.heads), split(self.k(x), self.kv_heads), split(self.v(x), self.kv_heads)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        y = attention(q, k, v, mask, self.scale)
+        return self.o(y.transpose(0, 2, 1, 3).reshape(b, t, -1))
+
+
+class MLP(nnx.Module):
+    """Linear -> exact GELU -> Linear."""
+
+    def __init__(self, dim: int, hidden: int, *, rngs: nnx.Rngs, dtype: Dtype = None,
+                 param_dtype: Dtype = jnp.float32):
+        kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        self.fc = linear(dim, hidden, **kw)
+        self.proj = linear(hidden, dim, **kw)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.proj(gelu(self.fc(x)))
+
+
+class Block(nnx.Module):
+    """Pre-LN transformer block: x + attn(ln1(x)), then x + mlp(ln2(x)) (ViT, GPT-2, GPT-Neo)."""
+
+    def __init__(self, dim: int, heads: int, hidden: int, eps: float, *, qkv_bias: bool = True,
+                 scale: float | None = None, rngs: nnx.Rngs, dtype: Dtype = None,
+                 param_dtype: Dtype = jnp.float32):
+        kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
+        self.ln1 = layer_norm(dim, eps, **kw)
+        self.attn = Attention(dim, heads, qkv_bias=qkv_bias, scale=scale, **kw)
+        self.ln2 = layer_norm(dim, eps, **kw)
+        self.mlp = MLP(dim, hidden, **kw)
+
+    def __call__(self, x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+        x = x + self.attn(self.ln1(x), mask)
+        return x + self.mlp(self.ln2(x))
