@@ -5,6 +5,7 @@
     repro ledger list | show ID | verify      the ledger
     repro ledger diff A B                     what differs between two records
     repro replay ID... | --experiment NAME    re-run recorded runs, compare bit for bit
+    repro compare ID ID...                    runs side by side, every difference besides the framework
     repro models [--json]                     the model zoo with sizes
 
 Every job of a sweep is composed and checked before the first one starts: a bad config
@@ -18,7 +19,7 @@ import sys
 
 from repro import paths
 
-SUBCOMMANDS = ("ledger", "models", "replay")
+SUBCOMMANDS = ("ledger", "models", "replay", "compare")
 # Hydra flags that print something instead of running: passed through unchecked.
 HYDRA_INFO_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--shell-completion",
                     "-sc", "--version", "-p", "--package", "--resolve")
@@ -59,11 +60,13 @@ def run_subcommand(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     from repro.ledger import cli as ledger_cli
     from repro import replay
+    from repro.report import compare
     from repro.models import cli as models_cli
 
     ledger_cli.add_parser(sub, common)
     models_cli.add_parser(sub, common)
     replay.add_parser(sub, common)
+    compare.add_parser(sub, common)
     args = parser.parse_args(argv)
     return args.func(args)
 

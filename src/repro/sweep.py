@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from repro import paths, report
 from repro.config import validate
 from repro.report.progress import Display
-from repro.report.table import comparison_tables
+from repro.report.compare import print_comparison
 from repro.runner import gitinfo
 
 NOT_OK = ("failed", "killed", "interrupted")
@@ -83,9 +83,7 @@ class Session:
 
     def close(self, interrupted: bool = False) -> list[dict]:
         self.display.close()
-        console = report.console()
-        for table in comparison_tables(self.records):
-            console.print(table)
+        print_comparison(report.console(), self.records)
         bad = [r for r in self.records if r["status"] in NOT_OK]
         for tracker, run_id in self._parents.values():
             tracker.log(run_id, metrics={"jobs_ok": sum(r["status"] == "ok" for r in self.records),

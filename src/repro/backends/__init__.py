@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 
-BACKENDS = {"jax": "repro.backends.jax_backend", "torch": "repro.backends.torch_backend"}
+BACKENDS = {"jax": "repro.backends.jax_backend", "torch": "repro.backends.torch_backend",
+            "torch_xla": "repro.backends.torch_xla_backend"}
 
 
 def load(name: str):

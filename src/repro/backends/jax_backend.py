@@ -18,9 +18,11 @@ import numpy as np
 import optax
 from flax import nnx
 
+from repro.backends import precision
 from repro.backends.base import BuildContext
 
-MATMUL = {"highest": "highest", "high": "tensorfloat32", "medium": "bfloat16", "default": "default"}
+MATMUL = {"highest": "highest", "high": "tensorfloat32", "medium": "bfloat16"}
+LOSS_SCALE = 2.0**12  # fp16_amp: a static loss scale (fp16 gradients underflow without one)
 
 
 def _loss_fn(task: str):
@@ -39,7 +41,9 @@ def _optimizer(run: dict) -> optax.GradientTransformation:
 
 def configure(ctx: BuildContext) -> None:
     """Process-wide settings, applied before anything is traced."""
-    jax.config.update("jax_default_matmul_precision", MATMUL[ctx.config["precision"]["matmul"]])
+    matmul = ctx.config["precision"]["matmul"]
+    if matmul != "default":  # "default": leave JAX's own default in place (and say what it is)
+        jax.config.update("jax_default_matmul_precision", MATMUL[matmul])
     if ctx.config["run"]["compile_cache"] == "warm":
         jax.config.update("jax_compilation_cache_dir", ctx.cache_dir)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
@@ -57,7 +61,8 @@ class JaxWorkload:
         self.graphdef, params, rest = nnx.split(model, nnx.Param, ...)
         self.tx = _optimizer(cfg["run"])
         self.state = (params, rest, self.tx.init(params))
-        self.batches = [jax.device_put(b) for b in ctx.batches]
+        self.loss_scale = LOSS_SCALE if cfg["precision"]["loss_scaling"] else 1.0
+        self.batches = [jax.device_put(_cast_inputs(b, param_dtype)) for b in ctx.batches]
         self.train = cfg["run"]["task"] == "train"
         self._fn = jax.jit(self._train_step if self.train else self._forward_step,
                            donate_argnums=(0,) if self.train else ())
@@ -78,9 +83,12 @@ class JaxWorkload:
 
         def loss_fn(p):
             out, new_rest = self._apply(p, rest, x)
-            return loss_of(out, y), new_rest
+            loss = loss_of(out, y)
+            return loss * self.loss_scale, (loss, new_rest)
 
-        (loss, new_rest), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        (_, (loss, new_rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        if self.loss_scale != 1.0:
+            grads = jax.tree_util.tree_map(lambda g: g / self.loss_scale, grads)
         updates, opt_state = self.tx.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), new_rest, opt_state), loss
 
@@ -140,8 +148,13 @@ class JaxWorkload:
     def effective(self) -> dict:
         params = self.state[0]
         dtypes = sorted({str(np.dtype(l.dtype)) for l in jax.tree_util.tree_leaves(params)})
+        device = jax.devices()[0]
+        setting = jax.config.jax_default_matmul_precision
+        tf32 = float(getattr(device, "compute_capability", 0) or 0) >= 8.0
         return {
-            "matmul_precision": str(jax.config.jax_default_matmul_precision),
+            "matmul_precision": str(setting),
+            "fp32_matmul": precision.jax_fp32_matmul(setting, device.platform, tf32),
+            "loss_scale": self.loss_scale if self.loss_scale != 1.0 else None,
             "param_dtypes": dtypes,
             "compute_dtype": self.ctx.config["precision"]["compute_dtype"],
             "x64": bool(jax.config.jax_enable_x64),
@@ -162,6 +175,12 @@ class JaxWorkload:
 
     def ir(self) -> dict[str, str]:
         return self._ir
+
+
+def _cast_inputs(batch, dtype):
+    """Float inputs in the parameters' dtype (bf16 policy); labels and tokens untouched."""
+    x, y = batch
+    return (x.astype(dtype) if np.issubdtype(x.dtype, np.floating) else x), y
 
 
 def _cost(compiled) -> dict:

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from repro.backends import precision
 from repro.backends.base import BuildContext
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -30,8 +31,9 @@ def configure(ctx: BuildContext) -> None:
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
     matmul = cfg["precision"]["matmul"]
-    torch.set_float32_matmul_precision("highest" if matmul == "highest" else "high" if matmul == "high" else "medium")
-    torch.backends.cudnn.allow_tf32 = matmul != "highest"
+    if matmul != "default":  # "default": leave PyTorch's own defaults (and say what they are)
+        torch.set_float32_matmul_precision(matmul)
+        torch.backends.cudnn.allow_tf32 = matmul != "highest"
     if cfg["framework"]["compile"]:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = ctx.cache_dir
 
@@ -61,6 +63,7 @@ class TorchWorkload:
             self.forward = torch.compile(self.model, backend=cfg["framework"]["compile_backend"],
                                          mode=None if cfg["framework"]["compile_mode"] == "default" else cfg["framework"]["compile_mode"])
         self.batches = [self._to_device(x, y) for x, y in ctx.batches]
+        self.scaler = torch.amp.GradScaler(self.device.type) if cfg["precision"]["loss_scaling"] else None
         if on_gpu:
             torch.cuda.reset_peak_memory_stats()
 
@@ -86,8 +89,13 @@ class TorchWorkload:
                     return _loss(task, self.forward(x), y)
             self.opt.zero_grad(set_to_none=True)
             loss = _loss(task, self.forward(x), y)
-        loss.backward()
-        self.opt.step()
+        if self.scaler is None:
+            loss.backward()
+            self.opt.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
         return loss
 
     def sync(self, out) -> None:
@@ -128,8 +136,11 @@ class TorchWorkload:
         return {"bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "kind": "host_rss"}
 
     def effective(self) -> dict:
+        tf32 = self.device.type == "cuda" and torch.cuda.get_device_capability(self.device)[0] >= 8
         return {
             "matmul_precision": torch.get_float32_matmul_precision(),
+            "fp32_matmul": precision.torch_fp32_matmul(torch.get_float32_matmul_precision(), self.device.type, tf32),
+            "loss_scale": "dynamic (GradScaler)" if self.scaler is not None else None,
             "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
             "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
             "param_dtypes": sorted({str(p.dtype).replace("torch.", "") for p in self.model.parameters()}),

@@ -1,0 +1,178 @@
+"""PyTorch/XLA: the torch backend's workload on an XLA device, lazy tensors cut per step.
+
+Everything the torch backend decides (seeding, model, initial parameters, optimizer, loss,
+batches, hashes, torch.compile wrapping) is reused from `TorchWorkload`; this module adds only
+what XLA changes: the device, the per-step `torch_xla.sync()`, XLA's matmul precision, the
+persistent compile cache, the IR of the step, and XLA's own read-backs.
+
+The model is built on the CPU exactly as the torch backend builds it (same seed ⇒ the same
+initial parameters) and then moved to the XLA device, with the optimizer rebuilt over the
+moved parameters. `framework.compile` wraps it in torch.compile(backend="openxla"); the
+optimizer step stays lazy either way.
+
+torch-xla 2.9 imports only beside torch 2.9, so this module runs in its own interpreter
+(framework.python, created by `make xla-env`). torch_xla is imported in `build()`, after
+PJRT_DEVICE is set from hardware.platform: the import's seconds are reported as
+compile.torch_xla_import_s (setup.import_s covers torch only).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from repro.backends.base import BuildContext
+from repro.backends.torch_backend import TorchWorkload
+
+# hardware.platform → PJRT_DEVICE (an explicit PJRT_DEVICE in the environment wins).
+PJRT_DEVICES = {"cpu": "CPU", "gpu": "CUDA", "tpu": "TPU"}
+# precision.matmul → XLA's mat-mul precision (default = fastest: one bf16 pass on TPU;
+# high = bf16_3x; highest = fp32). On the CPU, XLA does fp32 matmuls whatever it is set to.
+MATMUL_PRECISIONS = {"highest": "highest", "high": "high", "medium": "default", "default": "default"}
+ENV_HINT = "run `make xla-env` (scripts/make_xla_env.sh) to create the PyTorch/XLA environment"
+# Environment variables that change what XLA computes, read back into `effective()`.
+XLA_VARIABLES = ("PJRT_DEVICE", "XLA_USE_BF16", "XLA_DOWNCAST_BF16", "XLA_USE_32BIT_LONG", "XLA_FLAGS",
+                 "XLA_IR_DEBUG", "XLA_HLO_DEBUG", "CPU_NUM_DEVICES")
+
+
+def _import_torch_xla(platform: str):
+    """Set PJRT_DEVICE, then import torch_xla; a clear error where this interpreter lacks it."""
+    os.environ.setdefault("PJRT_DEVICE", PJRT_DEVICES.get(platform, "CPU"))
+    try:
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+        import torch_xla.runtime as xr
+    except ImportError as e:
+        import sys
+
+        raise ImportError(f"framework torch_xla: {sys.executable} cannot import torch_xla ({e}); {ENV_HINT}, "
+                          "or point framework.python / $REPRO_XLA_PYTHON at an interpreter that has it") from e
+    return torch_xla, xm, xr
+
+
+class TorchXLAWorkload(TorchWorkload):
+    def __init__(self, ctx: BuildContext):
+        cfg = ctx.config
+        t0 = time.perf_counter()
+        self.torch_xla, self.xm, self.xr = _import_torch_xla(cfg["hardware"]["platform"])
+        self.import_s = time.perf_counter() - t0
+        self.cache_dir = self._init_cache(ctx.cache_dir)
+        self.matmul_precision = self._set_matmul_precision(cfg["precision"]["matmul"])
+        super().__init__(ctx)  # seeds, builds the model, optimizer and batches on the CPU
+        self.device = self.torch_xla.device()
+        self.model.to(self.device)
+        if self.opt is not None:
+            self.opt = self._optimizer(cfg["run"])  # over the XLA parameters (`.to` made new ones)
+        self.batches = [(x.to(self.device), y.to(self.device)) for x, y in self.batches]
+        self.torch_xla.sync()
+        self.xm.wait_device_ops()
+        self.capture_ir = bool(cfg["run"]["capture_ir"])
+        self._ir: dict[str, str] = {}
+        self.ir_capture_s = 0.0
+
+    # -- settings ----------------------------------------------------------------------------
+    def _init_cache(self, path: str) -> str | None:
+        """XLA's persistent compile cache in the run's cache folder (run.compile_cache)."""
+        try:
+            self.xr.initialize_cache(path, readonly=False)
+            return path
+        except Exception:  # noqa: BLE001 - not every runtime has one; recorded as None
+            return None
+
+    def _set_matmul_precision(self, matmul: str) -> str:
+        wanted = MATMUL_PRECISIONS[matmul]
+        backends = getattr(self.torch_xla, "backends", None)
+        if backends is not None and hasattr(backends, "set_mat_mul_precision"):
+            backends.set_mat_mul_precision(wanted)
+        else:
+            self.torch_xla._XLAC._xla_set_mat_mul_precision(wanted)
+        return wanted
+
+    def _get_matmul_precision(self) -> str | None:
+        backends = getattr(self.torch_xla, "backends", None)
+        if backends is not None and hasattr(backends, "get_mat_mul_precision"):
+            return str(backends.get_mat_mul_precision())
+        getter = getattr(self.torch_xla._XLAC, "_xla_get_mat_mul_precision", None)
+        return str(getter()) if getter else None
+
+    # -- the step ----------------------------------------------------------------------------
+    def step(self, i: int):
+        loss = super().step(i)
+        if self.capture_ir and not self._ir:
+            t0 = time.perf_counter()
+            self._ir = self._lower([loss, *self.model.parameters()])
+            self.ir_capture_s = time.perf_counter() - t0
+        return loss
+
+    def sync(self, out) -> None:
+        self.torch_xla.sync()  # cut the lazy graph: compile (first time) and launch the step
+        self.xm.wait_device_ops()  # and wait for it
+
+    def _lower(self, tensors: list) -> dict[str, str]:
+        """The pending graph that computes `tensors` (the loss and the updated parameters)."""
+        return {"stablehlo.mlir": self.xm.get_stablehlo(tensors),
+                "hlo.txt": self.torch_xla._XLAC._get_xla_tensors_hlo(tensors)}
+
+    def ir(self) -> dict[str, str]:
+        return dict(self._ir)
+
+    # -- read-backs --------------------------------------------------------------------------
+    def compile_info(self) -> dict:
+        import torch_xla.debug.metrics as met
+
+        info = super().compile_info()
+        data = met.metric_data("CompileTime")
+        info.update({"torch_xla_import_s": self.import_s,
+                     "xla_compiles": int(data[0]) if data else 0,
+                     "xla_compile_s": data[1] / 1e9 if data else 0.0,
+                     "ir_capture_s": self.ir_capture_s})
+        execute = met.metric_data("ExecuteTime")
+        if execute:
+            info["xla_executions"] = int(execute[0])
+        return info
+
+    def peak_memory(self) -> dict:
+        if self.xr.device_type() != "CPU":
+            try:
+                mem = self.xm.get_memory_info(self.device)
+                peak = mem.get("peak_bytes_used", mem.get("bytes_used"))
+                if peak is not None:
+                    return {"bytes": int(peak), "kind": "device", "limit": int(mem.get("bytes_limit", 0))}
+            except Exception:  # noqa: BLE001 - fall back to host RSS below
+                pass
+        return super().peak_memory()  # host RSS: the device is this process's memory
+
+    def effective(self) -> dict:
+        eff = super().effective()
+        eff.update({
+            "platform": "xla",
+            "xla_device_type": self.xr.device_type(),
+            "xla_device": str(self.device),
+            "xla_device_hw": self.xm.xla_device_hw(self.device),
+            "xla_mat_mul_precision": self._get_matmul_precision(),
+            "xla_mat_mul_precision_requested": self.matmul_precision,
+            "xla_variables": {k: os.environ.get(k) for k in XLA_VARIABLES},
+            "xla_persistent_cache_dir": self.cache_dir,
+            "compile_backend": self.ctx.config["framework"]["compile_backend"] if self.ctx.config["framework"]["compile"] else None,
+            "lazy_tensors": True,
+        })
+        return eff
+
+    def framework_info(self) -> dict:
+        import torch
+
+        info = super().framework_info()
+        info.update({
+            "name": "torch_xla",
+            "versions": {**info["versions"], "torch_xla": self.torch_xla.__version__},
+            "device_type": self.xr.device_type(),
+            "devices": [str(d) for d in self.xm.get_xla_supported_devices()] or [str(self.device)],
+            "device_hw": self.xm.xla_device_hw(self.device),
+            "global_device_count": self.xr.global_runtime_device_count(),
+            "threads": torch.get_num_threads(),
+        })
+        return info
+
+
+def build(ctx: BuildContext) -> TorchXLAWorkload:
+    return TorchXLAWorkload(ctx)
