@@ -53,3 +53,16 @@ def test_vit_l4_is_the_published_setup():
             224, 16, 768, 12, 12, 3072, 1000)
         assert (r["batch_size"], r["steps"], r["warmup"], r["optimizer"], r["lr"]) == (32, 50, 10, "sgd", 1e-3)
         assert j["precision"]["matmul"] == "high"  # TF32 on both sides
+
+
+def test_every_model_has_a_config_matching_its_presets():
+    from omegaconf import OmegaConf
+
+    from repro import models, paths
+
+    for entry in models.all_entries():
+        path = paths.conf_dir() / "model" / f"{entry.name}.yaml"
+        assert path.exists(), f"conf/model/{entry.name}.yaml is missing"
+        keys = set(OmegaConf.load(path))
+        dims = {k for preset in entry.presets.values() for k in preset}
+        assert keys == {"name", "preset"} | dims, entry.name

@@ -55,12 +55,25 @@ class Workload(Protocol):
         """Lowered IR of the step by name ('stablehlo', 'hlo'), where the framework can."""
 
 
+def memory_limit_bytes(config: dict) -> int | None:
+    gb = config["run"]["memory_limit_gb"]
+    return int(gb * 2**30) if gb else None
+
+
+def requested_bytes(text: str) -> int | None:
+    """The allocation size a framework's out-of-memory message names, if it names one."""
+    import re
+
+    sizes = [int(m) for m in re.findall(r"(\d+) bytes", text)]
+    return max(sizes) if sizes else None
+
+
 def is_oom(exc: BaseException) -> bool:
     """Whether an exception means the workload did not fit in memory."""
     text = f"{type(exc).__name__}: {exc}"
     return isinstance(exc, MemoryError) or any(
         s in text for s in ("RESOURCE_EXHAUSTED", "OutOfMemoryError", "out of memory", "Out of memory",
-                            "Failed to allocate", "CUDA error: out of memory")
+                            "Failed to allocate", "CUDA error: out of memory", "can't allocate memory")
     )
 
 

@@ -19,7 +19,7 @@ import optax
 from flax import nnx
 
 from repro.backends import precision
-from repro.backends.base import BuildContext
+from repro.backends.base import BuildContext, memory_limit_bytes
 
 MATMUL = {"highest": "highest", "high": "tensorfloat32", "medium": "bfloat16"}
 LOSS_SCALE = 2.0**12  # fp16_amp: a static loss scale (fp16 gradients underflow without one)
@@ -57,7 +57,10 @@ class JaxWorkload:
         dtype = jnp.dtype(cfg["precision"]["compute_dtype"])
         param_dtype = jnp.dtype(cfg["precision"]["param_dtype"])
         module = importlib.import_module(ctx.entry.flax_module)
-        model = module.build(ctx.dims, nnx.Rngs(ctx.seeds["jax"]), dtype=dtype, param_dtype=param_dtype)
+        # Built under one jit: eager Flax init compiles every parameter shape on its own
+        # (about 1 s each on a small CPU); one traced init compiles once.
+        model = nnx.jit(lambda: module.build(ctx.dims, nnx.Rngs(ctx.seeds["jax"]), dtype=dtype,
+                                             param_dtype=param_dtype))()
         self.graphdef, params, rest = nnx.split(model, nnx.Param, ...)
         self.tx = _optimizer(cfg["run"])
         self.state = (params, rest, self.tx.init(params))
@@ -70,31 +73,28 @@ class JaxWorkload:
         self._compile_info: dict = {}
         self._ir: dict[str, str] = {}
 
-    # The step functions are pure: state in, state out.
-    def _apply(self, params, rest, x):
-        model = nnx.merge(self.graphdef, params, rest)
-        out = model(x)
-        _, new_rest = nnx.split(model, nnx.Param, ...)[1:]
-        return out, new_rest
-
+    # The step functions are pure: state in, state out. The module is rebuilt from the state
+    # inside the trace; nnx.value_and_grad differentiates its nnx.Param leaves and carries
+    # the updates of other state (BatchNorm statistics) out of the grad trace.
     def _train_step(self, state, x, y):
         params, rest, opt_state = state
+        model = nnx.merge(self.graphdef, params, rest)
         loss_of = _loss_fn(self.ctx.entry.task)
 
-        def loss_fn(p):
-            out, new_rest = self._apply(p, rest, x)
-            loss = loss_of(out, y)
-            return loss * self.loss_scale, (loss, new_rest)
+        def loss_fn(m):
+            loss = loss_of(m(x), y)
+            return loss * self.loss_scale, loss
 
-        (_, (loss, new_rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        (_, loss), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
         if self.loss_scale != 1.0:
             grads = jax.tree_util.tree_map(lambda g: g / self.loss_scale, grads)
+        _, _, new_rest = nnx.split(model, nnx.Param, ...)
         updates, opt_state = self.tx.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), new_rest, opt_state), loss
 
     def _forward_step(self, state, x, y):
         params, rest, _ = state
-        out, _ = self._apply(params, rest, x)
+        out = nnx.merge(self.graphdef, params, rest)(x)
         return state, _loss_fn(self.ctx.entry.task)(out, y)
 
     def step(self, i: int):
@@ -109,6 +109,7 @@ class JaxWorkload:
             if self.ctx.config["run"]["capture_ir"]:
                 self._ir = {"stablehlo.mlir": lowered.as_text(), "hlo_optimized.txt": self._compiled.as_text()}
             self._compile_info.update(_cost(self._compiled))
+            _check_fits(self._compile_info, memory_limit_bytes(self.ctx.config))
         self.state, loss = self._compiled(self.state, x, y)
         return loss
 
@@ -183,6 +184,20 @@ def _cast_inputs(batch, dtype):
     return (x.astype(dtype) if np.issubdtype(x.dtype, np.floating) else x), y
 
 
+def _check_fits(info: dict, limit: int | None) -> None:
+    """run.memory_limit_gb for JAX: XLA's own compile-time accounting of the step (state,
+    batch, outputs and temporaries) against the cap — the check XLA makes on a TPU's HBM.
+    (A process address-space limit makes XLA abort instead of raising.)"""
+    if limit is None:
+        return
+    need = info.get("xla_argument_bytes", 0) + info.get("xla_output_bytes", 0) + info.get("xla_temp_bytes", 0)
+    if need > limit:
+        raise MemoryError(
+            f"RESOURCE_EXHAUSTED: the compiled step needs {need} bytes (XLA memory analysis: arguments "
+            f"{info.get('xla_argument_bytes')}, outputs {info.get('xla_output_bytes')}, temporaries "
+            f"{info.get('xla_temp_bytes')}), over run.memory_limit_gb = {limit} bytes")
+
+
 def _cost(compiled) -> dict:
     """FLOPs and memory of the compiled step, as XLA counts them (where it can)."""
     out = {}
@@ -198,6 +213,7 @@ def _cost(compiled) -> dict:
         if mem is not None:
             out["xla_temp_bytes"] = int(mem.temp_size_in_bytes)
             out["xla_argument_bytes"] = int(mem.argument_size_in_bytes)
+            out["xla_output_bytes"] = int(mem.output_size_in_bytes)
     except Exception:  # noqa: BLE001
         pass
     return out

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from repro.backends import precision
-from repro.backends.base import BuildContext
+from repro.backends.base import BuildContext, memory_limit_bytes
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -36,6 +36,25 @@ def configure(ctx: BuildContext) -> None:
         torch.backends.cudnn.allow_tf32 = matmul != "highest"
     if cfg["framework"]["compile"]:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = ctx.cache_dir
+    cap_memory(cfg)
+
+
+def cap_memory(cfg: dict) -> None:
+    """run.memory_limit_gb: a device-memory fraction on CUDA; on CPU an address-space limit of
+    what the process holds now (framework imported) plus the cap, so allocations past it fail
+    with torch's own "can't allocate memory: you tried to allocate N bytes"."""
+    limit = memory_limit_bytes(cfg)
+    if limit is None:
+        return
+    if cfg["hardware"]["platform"] == "gpu" and torch.cuda.is_available():
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total))
+        return
+    import resource
+
+    with open("/proc/self/status") as f:
+        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize"))
+    resource.setrlimit(resource.RLIMIT_AS, (vm + limit, resource.RLIM_INFINITY))
 
 
 def _loss(task: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -126,7 +145,7 @@ class TorchWorkload:
         for name, t in sorted(self.model.state_dict().items()):
             a = t.detach().cpu().contiguous()
             h.update(f"{name}:{a.dtype}:{tuple(a.shape)}".encode())
-            h.update(a.view(torch.uint8).numpy().tobytes() if a.numel() else b"")
+            h.update(a.reshape(-1).view(torch.uint8).numpy().tobytes())  # 0-dim buffers too
         return h.hexdigest()
 
     def peak_memory(self) -> dict:

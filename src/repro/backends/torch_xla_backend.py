@@ -21,18 +21,24 @@ from __future__ import annotations
 import os
 import time
 
+import torch
+
+from repro.backends import precision
 from repro.backends.base import BuildContext
 from repro.backends.torch_backend import TorchWorkload
 
 # hardware.platform → PJRT_DEVICE (an explicit PJRT_DEVICE in the environment wins).
 PJRT_DEVICES = {"cpu": "CPU", "gpu": "CUDA", "tpu": "TPU"}
-# precision.matmul → XLA's mat-mul precision (default = fastest: one bf16 pass on TPU;
-# high = bf16_3x; highest = fp32). On the CPU, XLA does fp32 matmuls whatever it is set to.
-MATMUL_PRECISIONS = {"highest": "highest", "high": "high", "medium": "default", "default": "default"}
+# precision.matmul → XLA's mat-mul precision ('default' = fastest: one bf16 pass on TPU;
+# 'high' = bf16_3x; 'highest' = fp32). precision.matmul=default leaves XLA's own default
+# untouched. On the CPU, XLA does fp32 matmuls whatever it is set to.
+MATMUL_PRECISIONS = {"highest": "highest", "high": "high", "medium": "default"}
+# xr.device_type() → the platform names of repro.backends.precision.
+PLATFORMS = {"CPU": "cpu", "CUDA": "gpu", "GPU": "gpu", "TPU": "tpu"}
 ENV_HINT = "run `make xla-env` (scripts/make_xla_env.sh) to create the PyTorch/XLA environment"
 # Environment variables that change what XLA computes, read back into `effective()`.
 XLA_VARIABLES = ("PJRT_DEVICE", "XLA_USE_BF16", "XLA_DOWNCAST_BF16", "XLA_USE_32BIT_LONG", "XLA_FLAGS",
-                 "XLA_IR_DEBUG", "XLA_HLO_DEBUG", "CPU_NUM_DEVICES")
+                 "XLA_IR_DEBUG", "XLA_HLO_DEBUG", "CPU_NUM_DEVICES", "XLA_PERSISTENT_CACHE_PATH")
 
 
 def _import_torch_xla(platform: str):
@@ -40,6 +46,7 @@ def _import_torch_xla(platform: str):
     os.environ.setdefault("PJRT_DEVICE", PJRT_DEVICES.get(platform, "CPU"))
     try:
         import torch_xla
+        import torch_xla.backends  # set/get_mat_mul_precision (not imported by torch_xla itself)
         import torch_xla.core.xla_model as xm
         import torch_xla.runtime as xr
     except ImportError as e:
@@ -56,13 +63,15 @@ class TorchXLAWorkload(TorchWorkload):
         t0 = time.perf_counter()
         self.torch_xla, self.xm, self.xr = _import_torch_xla(cfg["hardware"]["platform"])
         self.import_s = time.perf_counter() - t0
-        self.cache_dir = self._init_cache(ctx.cache_dir)
+        self.cache_dir = self._init_cache(ctx)  # before the runtime starts (first device use)
         self.matmul_precision = self._set_matmul_precision(cfg["precision"]["matmul"])
         super().__init__(ctx)  # seeds, builds the model, optimizer and batches on the CPU
         self.device = self.torch_xla.device()
         self.model.to(self.device)
         if self.opt is not None:
             self.opt = self._optimizer(cfg["run"])  # over the XLA parameters (`.to` made new ones)
+        if self.scaler is not None:
+            self.scaler = torch.amp.GradScaler(self.device.type)
         self.batches = [(x.to(self.device), y.to(self.device)) for x, y in self.batches]
         self.torch_xla.sync()
         self.xm.wait_device_ops()
@@ -71,29 +80,25 @@ class TorchXLAWorkload(TorchWorkload):
         self.ir_capture_s = 0.0
 
     # -- settings ----------------------------------------------------------------------------
-    def _init_cache(self, path: str) -> str | None:
-        """XLA's persistent compile cache in the run's cache folder (run.compile_cache)."""
-        try:
-            self.xr.initialize_cache(path, readonly=False)
-            return path
-        except Exception:  # noqa: BLE001 - not every runtime has one; recorded as None
-            return None
+    def _init_cache(self, ctx: BuildContext) -> str | None:
+        """run.compile_cache=warm: XLA's persistent compile cache in the shared folder.
 
-    def _set_matmul_precision(self, matmul: str) -> str:
-        wanted = MATMUL_PRECISIONS[matmul]
-        backends = getattr(self.torch_xla, "backends", None)
-        if backends is not None and hasattr(backends, "set_mat_mul_precision"):
-            backends.set_mat_mul_precision(wanted)
-        else:
-            self.torch_xla._XLAC._xla_set_mat_mul_precision(wanted)
+        Cold runs use none (a fresh, empty cache changes nothing but adds its writes), as the
+        JAX backend does. It is set through XLA_PERSISTENT_CACHE_PATH, which the environment
+        record then lists."""
+        if ctx.config["run"]["compile_cache"] != "warm":
+            return None
+        self.xr.initialize_cache(ctx.cache_dir, readonly=False)
+        return ctx.cache_dir
+
+    def _set_matmul_precision(self, matmul: str) -> str | None:
+        wanted = MATMUL_PRECISIONS.get(matmul)
+        if wanted is not None:  # None: precision.matmul=default, XLA's own default stays
+            self.torch_xla.backends.set_mat_mul_precision(wanted)  # once per process (it warns)
         return wanted
 
-    def _get_matmul_precision(self) -> str | None:
-        backends = getattr(self.torch_xla, "backends", None)
-        if backends is not None and hasattr(backends, "get_mat_mul_precision"):
-            return str(backends.get_mat_mul_precision())
-        getter = getattr(self.torch_xla._XLAC, "_xla_get_mat_mul_precision", None)
-        return str(getter()) if getter else None
+    def _get_matmul_precision(self) -> str:
+        return str(self.torch_xla.backends.get_mat_mul_precision())
 
     # -- the step ----------------------------------------------------------------------------
     def step(self, i: int):
@@ -144,12 +149,17 @@ class TorchXLAWorkload(TorchWorkload):
 
     def effective(self) -> dict:
         eff = super().effective()
+        platform = PLATFORMS.get(self.xr.device_type(), self.xr.device_type().lower())
+        setting = self._get_matmul_precision()
         eff.update({
             "platform": "xla",
+            # What an fp32 matmul computes in: XLA's precision setting on this device kind,
+            # the same rule as JAX's (both are XLA); torch's own knob does not reach XLA.
+            "fp32_matmul": precision.jax_fp32_matmul(setting, platform, self._tf32_capable()),
             "xla_device_type": self.xr.device_type(),
             "xla_device": str(self.device),
             "xla_device_hw": self.xm.xla_device_hw(self.device),
-            "xla_mat_mul_precision": self._get_matmul_precision(),
+            "xla_mat_mul_precision": setting,
             "xla_mat_mul_precision_requested": self.matmul_precision,
             "xla_variables": {k: os.environ.get(k) for k in XLA_VARIABLES},
             "xla_persistent_cache_dir": self.cache_dir,
@@ -158,9 +168,11 @@ class TorchXLAWorkload(TorchWorkload):
         })
         return eff
 
-    def framework_info(self) -> dict:
-        import torch
+    def _tf32_capable(self) -> bool:
+        return (self.xr.device_type() in ("CUDA", "GPU") and torch.cuda.is_available()
+                and torch.cuda.get_device_capability(0)[0] >= 8)
 
+    def framework_info(self) -> dict:
         info = super().framework_info()
         info.update({
             "name": "torch_xla",

@@ -77,7 +77,7 @@ class RunConfig:
     seed: int = 0
     steps: int = 20
     warmup: int = 5  # steps (after the first two) left out of the steady state
-    batch_size: int = 32
+    batch_size: Optional[int] = None  # None: the model's suggested batch for its preset, else 32
     task: str = "train"
     optimizer: str = "sgd"
     lr: float = 1e-3
@@ -86,6 +86,7 @@ class RunConfig:
     compile_cache: str = "cold"
     capture_ir: bool = False
     timeout_s: float = 3600.0
+    memory_limit_gb: Optional[float] = None  # a cap the run must fit in, else it ends "oom"
 
 
 @dataclass
@@ -143,7 +144,7 @@ CHOICES = {
 }
 
 # Keys that must be > 0 (>= 0 for those in NON_NEGATIVE).
-POSITIVE = ("run.steps", "run.batch_size", "run.lr", "run.timeout_s", "data.batches", "hardware.device_count")
+POSITIVE = ("run.steps", "run.lr", "run.timeout_s", "data.batches", "hardware.device_count")
 NON_NEGATIVE = ("run.warmup", "run.seed")
 
 

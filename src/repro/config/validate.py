@@ -20,6 +20,9 @@ from repro.config import schema
 from repro.config.schema import ConfigError
 
 
+DEFAULT_BATCH = 32
+
+
 def _get(cfg: dict, dotted: str) -> Any:
     node: Any = cfg
     for part in dotted.split("."):
@@ -65,6 +68,9 @@ def _check_values(cfg: dict) -> None:
             f"run.warmup={run['warmup']} must be at least 2 (the first and second steps are "
             f"measured apart) and below run.steps={run['steps']}, leaving steady-state steps"
         )
+    for key in ("batch_size", "memory_limit_gb"):
+        if run[key] is not None and not run[key] > 0:
+            raise ConfigError(f"run.{key}={run[key]!r} must be > 0 (or null)")
     if run["threads"] is not None and run["threads"] < 1:
         raise ConfigError(f"run.threads={run['threads']} must be >= 1 (or null for one per core)")
     precision, hardware = cfg["precision"], cfg["hardware"]
@@ -86,6 +92,9 @@ def _resolve_model(cfg: dict) -> None:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
             raise ConfigError(f"model.{key}={value!r} must be > 0 (model {entry.name})")
     cfg["model"] = {"name": entry.name, "preset": cfg["model"]["preset"], **dims}
+    if cfg["run"]["batch_size"] is None:
+        suggested = entry.extra.get("batch_size", {})
+        cfg["run"]["batch_size"] = suggested.get(entry.resolve_preset(cfg["model"]["preset"]), DEFAULT_BATCH)
     if reason := data.model_mismatch(cfg["data"], entry, dims):
         raise ConfigError(reason)
 

@@ -56,12 +56,18 @@ class ModelEntry:
     def convert_module(self) -> str:
         return f"repro.models.{self.name}.convert"
 
+    def resolve_preset(self, preset: str | None) -> str:
+        """`published` names each model's published size: by convention its last preset."""
+        if preset == "published":
+            return list(self.presets)[-1]
+        return preset or self.default_preset
+
     def dims(self, preset: str | None = None, **overrides: Any) -> dict[str, Any]:
         """The preset's dimensions with explicit (non-None) overrides applied."""
-        name = preset or self.default_preset
+        name = self.resolve_preset(preset)
         if name not in self.presets:
             raise KeyError(
-                f"model {self.name!r} has no preset {name!r}; valid presets: {', '.join(self.presets)}"
+                f"model {self.name!r} has no preset {name!r}; valid presets: {', '.join(self.presets)}, published"
             )
         dims = dict(self.presets[name])
         dims.update({k: v for k, v in overrides.items() if v is not None})

@@ -30,7 +30,7 @@ def comparison_tables(records: list[dict]) -> list[Table]:
         t = Table(title=title, title_justify="left")
         accuracy = any("test_accuracy" in (r.get("results") or {}) for r in rows)
         for col in ("framework", "status", "first", "second", "steady median", "p10–p90", "× best",
-                    "samples/s", "peak MiB", "final loss", *(["test acc"] if accuracy else []), "loss sha256", "ledger"):
+                    "samples/s", "TFLOP/s", "MFU", "peak MiB", "final loss", *(["test acc"] if accuracy else []), "loss sha256", "ledger"):
             t.add_column(col, justify="left" if col in ("framework", "status", "ledger", "loss sha256") else "right")
         for r in rows:
             res = r.get("results") or {}
@@ -41,6 +41,8 @@ def comparison_tables(records: list[dict]) -> list[Table]:
                 f"{_ms(res.get('steady_p10_s'))}–{_ms(res.get('steady_p90_s'))}" if med else "-",
                 f"{med / best:.2f}" if med and best else "-",
                 f"{res['samples_per_s']:,.0f}" if med else "-",
+                f"{res['achieved_tflops']:.3g}" if "achieved_tflops" in res else "-",
+                f"{res['mfu']:.1%}" if "mfu" in res else "-",
                 _mib((res.get("peak_memory") or {}).get("bytes")),
                 f"{res['final_loss']:.5f}" if "final_loss" in res else "-",
                 *([f"{res['test_accuracy']:.3f}" if "test_accuracy" in res else "-"] if accuracy else []),

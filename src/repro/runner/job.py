@@ -107,6 +107,7 @@ def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, m
             "reason": envcapture.redact(outcome.reason),
             "returncode": outcome.returncode,
             "traceback": ev.get("error", {}).get("traceback", []),
+            "requested_bytes": ev.get("error", {}).get("requested_bytes"),
             "log_tail": [envcapture.redact(line) for line in outcome.log_tail],
         }
     return record

@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 
 from repro import backends, models
-from repro.backends.base import BuildContext, is_oom
+from repro.backends.base import BuildContext, is_oom, requested_bytes
 from repro.data import make_batches
 from repro.runner import envcapture, measure, seeding
 from repro.runner.events import EventWriter
@@ -80,8 +80,9 @@ def main() -> None:
         run(spec, events)
     except BaseException as e:  # noqa: BLE001 - every failure becomes a recorded result
         tb = traceback.format_exc().splitlines()[-TRACEBACK_LINES:]
-        events.emit("error", status="oom" if is_oom(e) else "failed", type=type(e).__name__,
-                    message=envcapture.redact(str(e))[:2000],
+        oom = is_oom(e)
+        events.emit("error", status="oom" if oom else "failed", type=type(e).__name__,
+                    message=envcapture.redact(str(e))[:2000], requested_bytes=requested_bytes(str(e)) if oom else None,
                     traceback=[envcapture.redact(line) for line in tb])
         sys.exit(1)
 
