@@ -6,6 +6,7 @@
     repro ledger diff A B                     what differs between two records
     repro replay ID... | --experiment NAME    re-run recorded runs, compare bit for bit
     repro compare ID ID...                    runs side by side, every difference besides the framework
+    repro ir diff A B                         op counts of two runs' lowered IR (run.capture_ir=true)
     repro models [--json]                     the model zoo with sizes
 
 Every job of a sweep is composed and checked before the first one starts: a bad config
@@ -19,7 +20,7 @@ import sys
 
 from repro import paths
 
-SUBCOMMANDS = ("ledger", "models", "replay", "compare")
+SUBCOMMANDS = ("ledger", "models", "replay", "compare", "ir")
 # Hydra flags that print something instead of running: passed through unchecked.
 HYDRA_INFO_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--shell-completion",
                     "-sc", "--version", "-p", "--package", "--resolve")
@@ -59,7 +60,7 @@ def run_subcommand(argv: list[str]) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     from repro.ledger import cli as ledger_cli
-    from repro import replay
+    from repro import ir, replay
     from repro.report import compare
     from repro.models import cli as models_cli
 
@@ -67,6 +68,7 @@ def run_subcommand(argv: list[str]) -> int:
     models_cli.add_parser(sub, common)
     replay.add_parser(sub, common)
     compare.add_parser(sub, common)
+    ir.add_parser(sub, common)
     args = parser.parse_args(argv)
     return args.func(args)
 

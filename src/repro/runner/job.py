@@ -36,7 +36,7 @@ def _cache_dir(config: dict, run_dir: Path) -> str:
 
 
 def _metrics(results: dict) -> dict[str, float]:
-    flat = flatten({k: v for k, v in results.items() if k not in ("loss_sha256", "params_sha256")})
+    flat = flatten({k: v for k, v in results.items() if k not in ("loss_sha256", "params_sha256", "ir_ops")})
     return {k.replace(".", "/"): v for k, v in flat.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)}
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from repro import backends, models
 from repro.backends.base import BuildContext, is_oom, requested_bytes
 from repro.data import make_batches
+from repro.ir import histograms
 from repro.runner import envcapture, measure, seeding
 from repro.runner.events import EventWriter
 
@@ -63,8 +64,11 @@ def run(spec: dict, events: EventWriter) -> None:
     if eval_set is not None:
         results["test_accuracy"] = workload.evaluate(*eval_set)
     results.update(_flops(config, entry, dims, results["steady_median_s"]))
+    ir_texts = workload.ir()
+    if ir_texts:
+        results["ir_ops"] = histograms(ir_texts)
     ir_files = []
-    for name, text in workload.ir().items():
+    for name, text in ir_texts.items():
         path = Path(spec["out_dir"]) / name
         path.write_text(text)
         ir_files.append(str(path))
