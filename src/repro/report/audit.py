@@ -30,6 +30,8 @@ def _hardware(r: dict) -> Any:
 
 
 CHECKS: list[tuple[str, Callable[[dict], Any]]] = [
+    ("precision policy", lambda r: _get(r, "config.precision.name")),
+    ("matmul precision setting", lambda r: _get(r, "config.precision.matmul")),
     ("fp32 matmuls compute in", lambda r: _get(r, "effective.fp32_matmul")),
     ("parameter dtypes", lambda r: tuple(_get(r, "effective.param_dtypes") or ())),
     ("compute dtype", lambda r: _get(r, "config.precision.compute_dtype")),

@@ -121,7 +121,8 @@ def _log_outcome(tracker, run_id: str, config: dict, record: dict, outcome: laun
     if record.get("data"):
         tags["repro.data_sha256"] = record["data"]["sha256"]
     series = outcome.events.get("result", {}).get("series")
-    tracker.log(run_id, tags=tags, metrics=_metrics(record.get("results", {})), series=series)
+    effective = {f"effective.{k}": v for k, v in flatten(record.get("effective") or {}).items()}
+    tracker.log(run_id, tags=tags, params=effective, metrics=_metrics(record.get("results", {})), series=series)
     tracker.log_text(run_id, "config.yaml", yaml.safe_dump(config, sort_keys=False))
     tracker.log_json(run_id, "ledger_record.json", record)
     if env:
