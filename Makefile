@@ -1,6 +1,7 @@
 # Every target installs what it needs into .venv first (once; redone when pyproject changes).
 #   make quickstart   the small JAX-vs-PyTorch comparison on CPU
 #   make test         the test suite (what CI runs)
+#   make xla-env      the PyTorch/XLA worker env (.venv-xla: torch 2.9 + torch-xla 2.9, ~7 GB; once)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -29,3 +30,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/harness_overhead.py
+
+# framework=torch_xla runs its worker in its own venv (torch-xla 2.9 needs torch 2.9). It does
+# not touch $(VENV); the script does nothing when XLA_VENV already imports torch_xla.
+XLA_VENV ?= .venv-xla
+.PHONY: xla-env
+xla-env:
+	PYTHON=$(PYTHON) bash scripts/make_xla_env.sh $(XLA_VENV)

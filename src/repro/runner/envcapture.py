@@ -19,7 +19,7 @@ from repro.hashing import sha256_json
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION", re.I)
 # Variables that change results or speed. Prefixes match whole families (XLA_FLAGS, JAX_*).
 RESULT_VARS = re.compile(
-    r"^(XLA_|JAX_|TF_|TORCH|PYTORCH_|CUDA_|CUBLAS_|CUDNN_|NCCL_|NVIDIA_|PJRT_|TPU_|LIBTPU|"
+    r"^(XLA_|JAX_|TF_CPP_|TF_XLA_|TF_FORCE_|TF_GPU_|TORCH|PYTORCH_|CUDA_|CUBLAS_|CUDNN_|NCCL_|NVIDIA_|PJRT_|TPU_|LIBTPU|"
     r"OMP_|MKL_|OPENBLAS_|KMP_|GOMP_|PYTHONHASHSEED$|REPRO_THREADS$|LD_PRELOAD$|TRITON_)"
 )
 PACKAGES = (
@@ -84,7 +84,8 @@ def fingerprint(env: dict) -> str:
         "packages": {k: v for k, v in env["packages"].items() if k != "repro"},
         # Per-run values (fresh cache folders, the seed-derived hash seed) are not environment.
         "variables": {k: v for k, v in env["variables"].items()
-                      if not k.endswith("_CACHE_DIR") and k != "PYTHONHASHSEED"},
+                      if not k.endswith("_CACHE_DIR") and not k.startswith("XLA_PERSISTENT_CACHE_")
+                      and k != "PYTHONHASHSEED"},
         "devices": env["framework"].get("devices"),
     }
     return sha256_json(keyed)[:16]

@@ -55,6 +55,8 @@ def _status(events: dict, returncode: int | None, timed_out: bool) -> tuple[str,
 
 
 def worker_command(python: str | None, spec_path: Path) -> list[str]:
+    if python and os.sep in python and not os.path.isabs(python):
+        python = str(paths.repo_root() / python)  # conf/ gives it relative to the checkout (.venv-xla)
     return [python or sys.executable, "-m", "repro.runner.worker", str(spec_path)]
 
 
@@ -64,15 +66,19 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
     full_env = {**os.environ, **env, EVENTS_FD_ENV: str(write_fd)}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.src_dir()), os.environ.get("PYTHONPATH")]))
     start = time.perf_counter()
+    command = worker_command(python, spec_path)
     with open(log_path, "w") as log:
         try:
-            proc = subprocess.Popen(worker_command(python, spec_path), stdin=subprocess.DEVNULL, stdout=log,
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, env=full_env, pass_fds=(write_fd,),
                                     start_new_session=True)
         except OSError as e:
             os.close(read_fd)
             os.close(write_fd)
-            return WorkerOutcome("failed", None, reason=f"could not start the worker interpreter {python!r}: {e}")
+            return WorkerOutcome("failed", None, reason=(
+                f"could not start the worker interpreter {command[0]!r} (framework.python): {e}. "
+                "For framework=torch_xla, run `make xla-env` (scripts/make_xla_env.sh) to create it, "
+                "or point $REPRO_XLA_PYTHON or framework.python at an interpreter that has torch_xla"))
     os.close(write_fd)
     timed_out = threading.Event()
 
