@@ -71,7 +71,7 @@ class JaxWorkload:
                            donate_argnums=(0,) if self.train else ())
         self._compiled = None
         self._compile_info: dict = {}
-        self._ir: dict[str, str] = {}
+        self._lowered = None
 
     # The step functions are pure: state in, state out. The module is rebuilt from the state
     # inside the trace; nnx.value_and_grad differentiates its nnx.Param leaves and carries
@@ -106,10 +106,10 @@ class JaxWorkload:
             self._compiled = lowered.compile()
             t2 = time.perf_counter()
             self._compile_info = {"trace_lower_s": t1 - t0, "compile_s": t2 - t1}
-            if self.ctx.config["run"]["capture_ir"]:
-                self._ir = {"stablehlo.mlir": lowered.as_text(), "hlo_optimized.txt": self._compiled.as_text()}
-            self._compile_info.update(_cost(self._compiled))
-            _check_fits(self._compile_info, memory_limit_bytes(self.ctx.config))
+            self._lowered = lowered  # IR text and cost analysis are read after the timed loop
+            limit = memory_limit_bytes(self.ctx.config)
+            if limit is not None:  # the cap must refuse before the step runs
+                _check_fits(_memory(self._compiled), limit)
         self.state, loss = self._compiled(self.state, x, y)
         return loss
 
@@ -120,6 +120,9 @@ class JaxWorkload:
         return float(np.asarray(out, dtype=np.float32))
 
     def compile_info(self) -> dict:
+        if self._compiled is not None and "xla_argument_bytes" not in self._compile_info:
+            self._compile_info.update(_cost(self._compiled))
+            self._compile_info.update(_memory(self._compiled))
         return self._compile_info
 
     def evaluate(self, x, y) -> float:
@@ -175,7 +178,9 @@ class JaxWorkload:
         }
 
     def ir(self) -> dict[str, str]:
-        return self._ir
+        if self.ctx.config["run"]["capture_ir"] and self._compiled is not None:
+            return {"stablehlo.mlir": self._lowered.as_text(), "hlo_optimized.txt": self._compiled.as_text()}
+        return {}
 
 
 def _cast_inputs(batch, dtype):
@@ -199,15 +204,18 @@ def _check_fits(info: dict, limit: int | None) -> None:
 
 
 def _cost(compiled) -> dict:
-    """FLOPs and memory of the compiled step, as XLA counts them (where it can)."""
-    out = {}
+    """FLOPs of the compiled step, as XLA counts them (where it can)."""
     try:
         cost = compiled.cost_analysis()
         cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-        if cost and "flops" in cost:
-            out["xla_flops"] = float(cost["flops"])
+        return {"xla_flops": float(cost["flops"])} if cost and "flops" in cost else {}
     except Exception:  # noqa: BLE001 - cost analysis is optional and backend-dependent
-        pass
+        return {}
+
+
+def _memory(compiled) -> dict:
+    """Bytes of the compiled step's arguments, outputs and temporaries (XLA's accounting)."""
+    out = {}
     try:
         mem = compiled.memory_analysis()
         if mem is not None:

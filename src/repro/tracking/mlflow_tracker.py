@@ -7,14 +7,19 @@ store is opened once per sweep. MLflow is imported here only, never in a worker.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
-import mlflow
-from mlflow.entities import Metric, Param, RunTag
-from mlflow.tracking import MlflowClient
+# repro runs offline on clusters; MLflow's usage telemetry would start threads that try the
+# network while runs are measured. A user who wants it sets MLFLOW_DISABLE_TELEMETRY=false.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+import mlflow  # noqa: E402
+from mlflow.entities import Metric, Param, RunTag  # noqa: E402
+from mlflow.tracking import MlflowClient  # noqa: E402
 
 # MLflow's per-call limits for log_batch.
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
