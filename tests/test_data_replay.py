@@ -154,3 +154,35 @@ def test_ledger_diff_names_what_differs(recorded):
     assert proc.returncode == 0, proc.stderr
     assert "config.framework.name" in proc.stdout and "results.loss_sha256" in proc.stdout
     assert "environment.framework.name" in proc.stdout
+
+
+ACCURACY_MARGIN = 0.04  # JAX vs PyTorch test accuracy after the same 300 AdamW steps (different inits)
+
+
+def test_digits_accuracy_close_across_frameworks(dvc_repo, tmp_path):
+    box = Sandbox(tmp_path)
+    proc = subprocess.run(box.repro_cmd("+exp=digits", "model=mlp"), cwd=tmp_path,
+                          env={**box.env(), "REPRO_ROOT": str(dvc_repo)}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    acc = {h["config"]["framework"]["name"]: h["results"]["test_accuracy"] for h in box.heads()}
+    assert set(acc) == {"jax", "torch"} and min(acc.values()) > 0.9, acc
+    assert abs(acc["jax"] - acc["torch"]) <= ACCURACY_MARGIN, acc
+    assert "test acc" in proc.stdout
+
+
+def test_published_records_verify_and_replay(tmp_path):
+    """ledger/ ships the quickstart's records: they verify, and a replay is exact where nothing differs."""
+    published = Ledger(REPO / "ledger")
+    runs = [r for r in published.heads() if r.get("kind") == "run" and r["status"] == "ok"
+            and r["sweep"]["experiment"] == "quickstart"]
+    assert len(runs) == 6 and published.verify() == []
+    target = next(r for r in runs if r["config"]["framework"]["name"] == "jax" and r["config"]["model"]["name"] == "mlp")
+    copy = tmp_path / "ledger"
+    shutil.copytree(REPO / "ledger", copy)
+    box = Sandbox(tmp_path)
+    proc = _replay(box, target["id"])
+    verdict = next(r for r in Ledger(copy).records() if r.get("kind") == "replay")
+    if not verdict["differences_before"]:
+        assert verdict["status"] == "exact", proc.stdout[-3000:]
+    else:  # another machine or code: the replay must say what differs
+        assert "differs:" in proc.stdout and verdict["status"] in ("exact", "close", "differs")

@@ -20,8 +20,6 @@ def print_comparison(console, records: list[dict]) -> None:
         for table in comparison_tables(rows):
             console.print(table)
         print_audit(console, rows)
-    if len(groups) > 1:  # runs of different models were compared: audit them all together too
-        print_audit(console, records)
 
 
 def add_parser(sub, common) -> None:
