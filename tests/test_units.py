@@ -56,3 +56,20 @@ def test_summary_separates_first_second_and_steady():
     assert (s["first_step_s"], s["second_step_s"], s["steady_steps"]) == (5.0, 2.0, 5)
     assert s["steady_median_s"] == 1.0 and s["samples_per_s"] == 10.0
     assert s["steady_p10_s"] < s["steady_median_s"] < s["steady_p90_s"]
+
+
+def test_repo_root_escapes_dvc_temporary_copies(tmp_path):
+    """`dvc exp run --temp/--queue` runs in <repo>/.dvc/tmp/exps/<tmp>/: records belong to <repo>."""
+    import os
+    import shutil
+    import sys
+
+    from repro import paths
+
+    copy = tmp_path / "repo" / ".dvc" / "tmp" / "exps" / "tmpab12" / "src"
+    shutil.copytree(paths.src_dir() / "repro", copy / "repro", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "REPRO_ROOT"}
+    env["PYTHONPATH"] = str(copy)
+    out = subprocess.run([sys.executable, "-c", "from repro import paths; print(paths.repo_root())"],
+                         env=env, capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
+    assert out == str(tmp_path / "repo")
