@@ -48,6 +48,9 @@ class Workload(Protocol):
     def effective(self) -> dict:
         """The settings that really took effect, read back from the framework."""
 
+    def sharding_info(self) -> dict:
+        """Layout, mesh, parameter bytes per device and the step's collectives ({} unsharded)."""
+
     def framework_info(self) -> dict:
         """Versions, devices, thread counts, build facts for the environment record."""
 

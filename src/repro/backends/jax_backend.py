@@ -18,7 +18,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from repro.backends import precision
+from repro.backends import jax_sharding, precision
 from repro.backends.base import BuildContext, memory_limit_bytes
 
 MATMUL = {"highest": "highest", "high": "tensorfloat32", "medium": "bfloat16"}
@@ -63,12 +63,29 @@ class JaxWorkload:
                                              param_dtype=param_dtype))()
         self.graphdef, params, rest = nnx.split(model, nnx.Param, ...)
         self.tx = _optimizer(cfg["run"])
-        self.state = (params, rest, self.tx.init(params))
         self.loss_scale = LOSS_SCALE if cfg["precision"]["loss_scaling"] else 1.0
-        self.batches = [jax.device_put(_cast_inputs(b, param_dtype)) for b in ctx.batches]
         self.train = cfg["run"]["task"] == "train"
-        self._fn = jax.jit(self._train_step if self.train else self._forward_step,
-                           donate_argnums=(0,) if self.train else ())
+        step_fn = self._train_step if self.train else self._forward_step
+        donate = (0,) if self.train else ()
+        batches = [_cast_inputs(b, param_dtype) for b in ctx.batches]
+        self.mesh = jax_sharding.make_mesh(cfg["sharding"]["mesh"])
+        if self.mesh is None:
+            self.state = (params, rest, self.tx.init(params))
+            self.batches = [jax.device_put(b) for b in batches]
+            self._fn = jax.jit(step_fn, donate_argnums=donate)
+        else:  # parameters placed per the layout; optimizer state follows them through jit
+            layout = cfg["sharding"]["name"]
+            params = jax.device_put(params, jax_sharding.shardings_for(layout, self.mesh, params))
+            rest = jax.device_put(rest, jax_sharding.replicated(self.mesh))
+            rep = jax_sharding.replicated(self.mesh)
+            opt_state = jax.tree_util.tree_map(  # moments follow their parameters; scalars (step count) replicate
+                lambda a: a if len(a.sharding.device_set) > 1 else jax.device_put(a, rep), jax.jit(self.tx.init)(params))
+            self.state = (params, rest, opt_state)
+            state_sh = jax.tree_util.tree_map(lambda a: a.sharding, self.state)
+            batch_sh = jax_sharding.batch_sharding(self.mesh)
+            self.batches = [jax.device_put(b, batch_sh) for b in batches]
+            self._fn = jax.jit(step_fn, donate_argnums=donate, in_shardings=(state_sh, batch_sh, batch_sh),
+                               out_shardings=(state_sh, jax_sharding.replicated(self.mesh)))
         self._compiled = None
         self._compile_info: dict = {}
         self._lowered = None
@@ -112,6 +129,19 @@ class JaxWorkload:
                 _check_fits(_memory(self._compiled), limit)
         self.state, loss = self._compiled(self.state, x, y)
         return loss
+
+    def sharding_info(self) -> dict:
+        if self.mesh is None:
+            return {}
+        params = self.state[0]
+        devices = self.mesh.devices.flatten().tolist()
+        per_device = [jax_sharding.bytes_on(params, d) for d in devices]
+        return {
+            "layout": self.ctx.config["sharding"]["name"], "mesh": dict(self.mesh.shape), "devices": len(devices),
+            "param_bytes_total": jax_sharding.total_bytes(params),
+            "param_bytes_per_device": max(per_device), "param_bytes_per_device_min": min(per_device),
+            "collectives": jax_sharding.count_collectives(self._compiled.as_text()) if self._compiled else {},
+        }
 
     def sync(self, out) -> None:
         out.block_until_ready()

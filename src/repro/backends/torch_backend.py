@@ -197,6 +197,9 @@ class TorchWorkload:
     def ir(self) -> dict[str, str]:
         return {}
 
+    def sharding_info(self) -> dict:
+        return {}  # sharded torch layouts (DDP/FSDP2/DTensor via torchrun) are not built yet
+
 
 def build(ctx: BuildContext) -> TorchWorkload:
     return TorchWorkload(ctx)

@@ -141,7 +141,11 @@ CHOICES = {
     "run.compile_cache": CACHE_STATES,
     "progress.mode": PROGRESS_MODES,
     "data.name": ("synthetic", "digits"),
+    "sharding.name": ("none", "dp", "fsdp", "tp", "dp_tp"),
 }
+
+# The mesh axes each layout needs (axis names: data, model).
+SHARDING_AXES = {"none": (), "dp": ("data",), "fsdp": ("data",), "tp": ("model",), "dp_tp": ("data", "model")}
 
 # Keys that must be > 0 (>= 0 for those in NON_NEGATIVE).
 POSITIVE = ("run.steps", "run.lr", "run.timeout_s", "data.batches", "hardware.device_count")

@@ -81,6 +81,36 @@ def _check_values(cfg: dict) -> None:
         )
 
 
+def _check_sharding(cfg: dict) -> None:
+    sharding, run = cfg["sharding"], cfg["run"]
+    mesh = sharding["mesh"]
+    need = schema.SHARDING_AXES[sharding["name"]]
+    if set(mesh) != set(need):
+        want = ", ".join(f"{a}: N" for a in need) or "nothing"
+        raise ConfigError(f"sharding={sharding['name']} needs mesh axes {{{want}}}, got sharding.mesh={mesh}")
+    for axis, size in mesh.items():
+        if size < 1:
+            raise ConfigError(f"sharding.mesh.{axis}={size} must be >= 1")
+    data = mesh.get("data", 1)
+    if run["batch_size"] % data:
+        raise ConfigError(f"run.batch_size={run['batch_size']} does not split over sharding.mesh.data={data} "
+                          f"({run['batch_size']} % {data} = {run['batch_size'] % data}); choose a multiple of {data}")
+    if sharding["name"] != "none" and cfg["framework"]["backend"] != "jax":
+        raise ConfigError(f"sharding={sharding['name']} is built for framework=jax only so far; "
+                          f"framework={cfg['framework']['name']} runs unsharded (sharding=none)")
+    devices = mesh_size(mesh)
+    if cfg["hardware"]["platform"] != "cpu" and devices > cfg["hardware"]["device_count"]:
+        raise ConfigError(f"sharding.mesh {mesh} needs {devices} devices, but hardware={cfg['hardware']['name']} "
+                          f"has {cfg['hardware']['device_count']}; shrink the mesh or choose a larger profile")
+
+
+def mesh_size(mesh: dict) -> int:
+    size = 1
+    for n in mesh.values():
+        size *= n
+    return size
+
+
 def _resolve_model(cfg: dict) -> None:
     entry = models.get(cfg["model"]["name"])
     given = {k: v for k, v in cfg["model"].items() if k not in ("name", "preset")}
@@ -104,6 +134,7 @@ def check(cfg: DictConfig) -> dict:
     resolved = _apply_schema(cfg)
     _check_values(resolved)
     _resolve_model(resolved)
+    _check_sharding(resolved)
     resolved["tracking"]["uri"] = resolved["tracking"]["uri"] or paths.default_tracking_uri()
     resolved["ledger"]["dir"] = os.path.abspath(resolved["ledger"]["dir"] or paths.default_ledger_dir())
     return resolved

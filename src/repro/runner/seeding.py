@@ -40,6 +40,12 @@ def worker_env(config: dict) -> dict[str, str]:
         env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
     if config["hardware"]["platform"] == "cpu":
         env["JAX_PLATFORMS"] = "cpu"
+        devices = 1
+        for n in config["sharding"]["mesh"].values():
+            devices *= n
+        if devices > 1 and config["framework"]["backend"] == "jax":  # simulated devices for the mesh
+            flags = os.environ.get("XLA_FLAGS", "")
+            env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
     return env
 
 

@@ -61,6 +61,8 @@ def run(spec: dict, events: EventWriter) -> None:
     results["compile"] = workload.compile_info()
     results["setup"] = {"import_s": t1 - t0, "build_s": t2 - t1}
     results["param_count"] = entry.param_count(dims)
+    if sharding := workload.sharding_info():
+        results["sharding"] = sharding
     if eval_set is not None:
         results["test_accuracy"] = workload.evaluate(*eval_set)
     results.update(_flops(config, entry, dims, results["steady_median_s"]))
