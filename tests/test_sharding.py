@@ -1,4 +1,5 @@
-"""Sharded JAX layouts on simulated CPU devices: same losses as unsharded, FSDP's bytes ~1/N."""
+"""Sharded layouts: JAX on simulated CPU devices, torch on gloo processes. Same losses as
+unsharded, FSDP's bytes ~1/N, impossible meshes refused, a dead rank fails the run."""
 
 from __future__ import annotations
 
@@ -15,40 +16,77 @@ def layouts(tmp_path_factory):
     from conftest import Sandbox
 
     box = Sandbox(tmp_path_factory.mktemp("sharding"))
-    proc = box.run("+exp=sharding_cpu", "model=vit", "run.optimizer=adamw", "run.steps=6", "run.warmup=2")
+    proc = box.run("+exp=sharding_cpu", "run.optimizer=adamw", "run.steps=6", "run.warmup=2", timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {h["config"]["sharding"]["name"]: h for h in box.heads()}
+    return {(h["config"]["framework"]["name"], h["config"]["sharding"]["name"]): h for h in box.heads()}
 
 
-def test_every_layout_matches_unsharded_loss(layouts):
-    assert set(layouts) == set(LAYOUTS) and all(h["status"] == "ok" for h in layouts.values())
-    base = layouts["none"]["results"]["loss"]
-    for name, h in layouts.items():
+@pytest.mark.parametrize("framework", ["jax", "torch"])
+def test_every_layout_matches_unsharded_loss(layouts, framework):
+    runs = {s: h for (f, s), h in layouts.items() if f == framework}
+    assert set(runs) == set(LAYOUTS) and all(h["status"] == "ok" for h in runs.values())
+    base = runs["none"]["results"]["loss"]
+    for name, h in runs.items():
         for a, b in zip(base, h["results"]["loss"]):
-            assert abs(a - b) <= LOSS_RTOL * abs(a), (name, base, h["results"]["loss"])
+            assert abs(a - b) <= LOSS_RTOL * abs(a), (framework, name, base, h["results"]["loss"])
 
 
-def test_per_device_bytes_and_collectives(layouts):
-    for name in ("dp", "fsdp", "tp", "dp_tp"):
-        sh = layouts[name]["results"]["sharding"]
-        assert sh["devices"] == 8 if name != "tp" else sh["devices"] == 2
-        assert sum(sh["collectives"].values()) > 0, name  # GSPMD had to communicate
-    fsdp = layouts["fsdp"]["results"]["sharding"]
-    assert fsdp["param_bytes_per_device"] <= 1.05 * fsdp["param_bytes_total"] / 8
-    dp = layouts["dp"]["results"]["sharding"]
+@pytest.mark.parametrize("framework", ["jax", "torch"])
+def test_per_device_bytes(layouts, framework):
+    sharded = {s: layouts[framework, s]["results"]["sharding"] for s in ("dp", "fsdp", "tp", "dp_tp")}
+    for name, sh in sharded.items():
+        assert sh["devices"] == (2 if name == "tp" else 4), (name, sh)
+    fsdp, dp, tp = sharded["fsdp"], sharded["dp"], sharded["tp"]
+    assert fsdp["param_bytes_per_device"] <= 1.05 * fsdp["param_bytes_total"] / 4  # ~1/N (bias rounding)
     assert dp["param_bytes_per_device"] == dp["param_bytes_total"]  # replicated
-    tp = layouts["tp"]["results"]["sharding"]
     assert tp["param_bytes_per_device"] < 0.75 * tp["param_bytes_total"]
-    assert "sharding" not in layouts["none"]["results"]
+    assert "sharding" not in layouts[framework, "none"]["results"]
+
+
+def test_jax_collectives_and_torch_ranks_recorded(layouts):
+    for name in ("dp", "fsdp", "tp", "dp_tp"):
+        assert sum(layouts["jax", name]["results"]["sharding"]["collectives"].values()) > 0, name
+        ranks = layouts["torch", name]["results"]["ranks"]
+        assert [r["rank"] for r in ranks] == list(range(2 if name == "tp" else 4))
+        assert all(r["steady_median_s"] > 0 and r["fingerprint"] for r in ranks)
 
 
 @pytest.mark.parametrize("args,message", [
-    (["sharding=dp", "run.batch_size=30"], "run.batch_size=30 does not split over sharding.mesh.data=8 (30 % 8 = 6)"),
-    (["sharding=dp_tp", "hardware=h100", "hardware.check=false"], "needs 8 devices, but hardware=h100 has 1"),
+    (["sharding=dp", "run.batch_size=30"], "run.batch_size=30 does not split over sharding.mesh.data=4 (30 % 4 = 2)"),
+    (["sharding=dp_tp", "hardware=h100", "hardware.check=false"], "needs 4 devices, but hardware=h100 has 1"),
     (["sharding=tp", "+sharding.mesh.data=2"], "sharding=tp needs mesh axes {model: N}"),
-    (["sharding=fsdp", "framework=torch"], "is built for framework=jax only so far"),
+    (["sharding=fsdp", "framework=torch_compile"], "framework=torch_compile runs unsharded"),
+    (["sharding=tp", "framework=torch", "model=vit"], "supports model mlp, ffn"),
 ])
 def test_impossible_mesh_refused_before_launch(args, message):
     with pytest.raises(ConfigError) as err:
         plan(args)
     assert message in str(err.value)
+
+
+def test_dead_rank_fails_the_run_naming_it(sandbox):
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+
+    cmd = sandbox.repro_cmd("-m", "framework=torch", "model=mlp", "sharding=dp", "sharding.mesh.data=2",
+                            "run.steps=1000000,8", "run.timeout_s=240", "tracking.experiment=deadrank")
+    parent = subprocess.Popen(cmd, cwd=sandbox.root, env=sandbox.env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    deadline, ranks = time.time() + 120, []
+    while time.time() < deadline and len(ranks) < 2:
+        ranks = [p for p in psutil.Process(parent.pid).children(recursive=True)
+                 if "multiprocessing" in " ".join(p.cmdline()) and "resource_tracker" not in " ".join(p.cmdline())]
+        time.sleep(0.5)
+    assert len(ranks) >= 2, "the rank processes did not appear"
+    time.sleep(6)  # into the timed loop
+    started = time.time()
+    max(ranks, key=lambda p: p.pid).send_signal(signal.SIGKILL)
+    out, _ = parent.communicate(timeout=400)
+    heads = sorted(sandbox.heads(), key=lambda r: r["sweep"]["job"])
+    assert [h["status"] for h in heads] == ["failed", "ok"], out[-3000:]
+    reason = heads[0]["error"]["reason"]
+    assert "rank" in reason and "SIGKILL" in reason, reason
+    assert heads[0]["wall_s"] < 240 and time.time() - started < 240

@@ -20,8 +20,8 @@ import jax
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-INTO_BLOCK = {"q", "k", "v", "qkv", "fc", "fc1", "up", "gate", "query", "key", "value"}
-OUT_OF_BLOCK = {"o", "proj", "fc2", "down", "out", "out_proj"}
+from repro.backends.layouts import tp_role
+
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 
 
@@ -44,15 +44,10 @@ def _tp_spec(names: list[str], ndim: int) -> P:
     """Column- or row-wise split of a Linear's kernel [in, out] (and its bias) over `model`."""
     if len(names) < 2 or names[-1] not in ("kernel", "bias"):
         return P()
-    module = names[-2]
-    if module.isdigit() and len(names) >= 3 and names[-3] == "hidden":  # the MLP: alternate
-        col = int(module) % 2 == 0
-    elif module in INTO_BLOCK:
-        col = True
-    elif module in OUT_OF_BLOCK:
-        col = False
-    else:
+    role = tp_role(names[:-1])
+    if role is None:
         return P()
+    col = role == "col"
     if names[-1] == "bias":
         return P("model") if col else P()
     return P(None, "model") if col else P("model", None) if ndim == 2 else P()

@@ -14,9 +14,10 @@ import resource
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
-from repro.backends import precision
+from repro.backends import precision, torch_distributed
 from repro.backends.base import BuildContext, memory_limit_bytes
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -78,6 +79,10 @@ class TorchWorkload:
         module = importlib.import_module(ctx.entry.torch_module)
         self.model = module.build(ctx.dims).to(self.device, dtype=DTYPES[cfg["precision"]["param_dtype"]])
         self.model.train(cfg["run"]["task"] == "train")
+        self.base_model = self.model  # the unwrapped module (DDP wraps it; FSDP2/TP change it in place)
+        self.distributed = cfg["sharding"]["name"] != "none" and dist.is_available() and dist.is_initialized()
+        if self.distributed:
+            self.model = torch_distributed.parallelize(self.model, cfg)
         self.train = cfg["run"]["task"] == "train"
         self.opt = self._optimizer(cfg["run"]) if self.train else None
         self.autocast = cfg["precision"]["autocast"]
@@ -100,6 +105,10 @@ class TorchWorkload:
         return torch.optim.SGD(self.model.parameters(), lr=run["lr"])
 
     def _to_device(self, x: np.ndarray, y: np.ndarray):
+        if self.distributed:  # this rank's slice of the batch (tensor-parallel ranks share one)
+            rank, ranks = torch_distributed.data_rank_and_size(self.ctx.config)
+            per = len(x) // ranks
+            x, y = x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per]
         tx = torch.from_numpy(np.ascontiguousarray(x))
         if self.ctx.entry.image_input:
             tx = tx.permute(0, 3, 1, 2).contiguous()  # NHWC → NCHW
@@ -132,6 +141,8 @@ class TorchWorkload:
             torch.cuda.synchronize()
 
     def loss(self, out) -> float:
+        if self.distributed:  # the whole batch's loss: the mean over ranks (after the clock)
+            out = torch_distributed.mean_over_ranks(out)
         return float(np.float32(out.detach().float().item()))
 
     def compile_info(self) -> dict:
@@ -152,8 +163,8 @@ class TorchWorkload:
 
     def params_sha256(self) -> str:
         h = hashlib.sha256()
-        for name, t in sorted(self.model.state_dict().items()):
-            a = t.detach().cpu().contiguous()
+        for name, t in sorted(self.base_model.state_dict().items()):
+            a = torch_distributed.full(t.detach()).cpu().contiguous() if self.distributed else t.detach().cpu().contiguous()
             h.update(f"{name}:{a.dtype}:{tuple(a.shape)}".encode())
             h.update(a.reshape(-1).view(torch.uint8).numpy().tobytes())  # 0-dim buffers too
         return h.hexdigest()
@@ -198,7 +209,14 @@ class TorchWorkload:
         return {}
 
     def sharding_info(self) -> dict:
-        return {}  # sharded torch layouts (DDP/FSDP2/DTensor via torchrun) are not built yet
+        if not self.distributed:
+            return {}
+        return {
+            "layout": self.ctx.config["sharding"]["name"], "mesh": self.ctx.config["sharding"]["mesh"],
+            "devices": dist.get_world_size(), "rank": dist.get_rank(),
+            "param_bytes_total": sum(torch_distributed.full(p.detach()).nbytes for p in self.base_model.parameters()),
+            "param_bytes_per_device": torch_distributed.local_bytes(self.base_model),
+        }
 
 
 def build(ctx: BuildContext) -> TorchWorkload:

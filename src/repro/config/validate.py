@@ -21,6 +21,7 @@ from repro.config.schema import ConfigError
 
 
 DEFAULT_BATCH = 32
+TORCH_TP_MODELS = ("mlp", "ffn")  # torch tensor parallel: MLP-only models so far
 
 
 def _get(cfg: dict, dotted: str) -> Any:
@@ -95,9 +96,15 @@ def _check_sharding(cfg: dict) -> None:
     if run["batch_size"] % data:
         raise ConfigError(f"run.batch_size={run['batch_size']} does not split over sharding.mesh.data={data} "
                           f"({run['batch_size']} % {data} = {run['batch_size'] % data}); choose a multiple of {data}")
-    if sharding["name"] != "none" and cfg["framework"]["backend"] != "jax":
-        raise ConfigError(f"sharding={sharding['name']} is built for framework=jax only so far; "
-                          f"framework={cfg['framework']['name']} runs unsharded (sharding=none)")
+    framework = cfg["framework"]
+    if sharding["name"] != "none" and (framework["backend"] not in ("jax", "torch") or framework["compile"]):
+        raise ConfigError(f"sharding={sharding['name']} is built for framework=jax and framework=torch (eager); "
+                          f"framework={framework['name']} runs unsharded (sharding=none)")
+    if (sharding["name"] in ("tp", "dp_tp") and framework["backend"] == "torch"
+            and cfg["model"]["name"] not in TORCH_TP_MODELS):
+        raise ConfigError(f"sharding={sharding['name']} with framework=torch supports model "
+                          f"{', '.join(TORCH_TP_MODELS)} (attention needs per-rank head counts); "
+                          f"use framework=jax or sharding=dp/fsdp for model={cfg['model']['name']}")
     devices = mesh_size(mesh)
     if cfg["hardware"]["platform"] != "cpu" and devices > cfg["hardware"]["device_count"]:
         raise ConfigError(f"sharding.mesh {mesh} needs {devices} devices, but hardware={cfg['hardware']['name']} "

@@ -34,7 +34,8 @@ def _flops(config: dict, entry, dims: dict, median_s: float) -> dict:
     return out
 
 
-def run(spec: dict, events: EventWriter) -> None:
+def execute(spec: dict, emit) -> dict:
+    """The measured pipeline of one process; returns its "environment" and "result" payloads."""
     config = spec["config"]
     run_cfg = config["run"]
     seeds = seeding.derive(run_cfg["seed"])
@@ -50,10 +51,10 @@ def run(spec: dict, events: EventWriter) -> None:
                        threads=seeding.resolve_threads(run_cfg["threads"]), cache_dir=spec["cache_dir"])
     workload = backend.build(ctx)
     t2 = time.perf_counter()
-    events.emit("environment", environment=envcapture.capture(workload.framework_info()),
-                seeds=seeds, data=data_record)
+    environment = {"environment": envcapture.capture(workload.framework_info()), "seeds": seeds, "data": data_record}
+    emit("environment", **environment)
 
-    times, losses = measure.timed_loop(workload, run_cfg["steps"], events.emit)
+    times, losses = measure.timed_loop(workload, run_cfg["steps"], emit)
 
     results = measure.summarise(times, losses, run_cfg["warmup"], run_cfg["batch_size"])
     results["params_sha256"] = workload.params_sha256()
@@ -74,8 +75,47 @@ def run(spec: dict, events: EventWriter) -> None:
         path = Path(spec["out_dir"]) / name
         path.write_text(text)
         ir_files.append(str(path))
-    events.emit("result", results=results, series={"loss": losses, "step_time_s": times},
-                effective=workload.effective(), ir_files=ir_files)
+    result = {"results": results, "series": {"loss": losses, "step_time_s": times},
+              "effective": workload.effective(), "ir_files": ir_files}
+    return {"environment": environment, "result": result}
+
+
+def distributed(config: dict) -> bool:
+    return config["sharding"]["name"] != "none" and config["framework"]["backend"] == "torch"
+
+
+def rank_main(spec: dict) -> dict:
+    """One rank of a sharded torch run (started by torch's elastic launcher)."""
+    from repro.backends import torch_distributed
+
+    torch_distributed.init(spec["config"])
+    try:
+        return execute(spec, lambda *args, **kwargs: None)
+    finally:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+
+
+def _rank_summary(rank: int, out: dict) -> dict:
+    res, env = out["result"]["results"], out["environment"]["environment"]
+    return {"rank": rank, "fingerprint": env["fingerprint"], "steady_median_s": res["steady_median_s"],
+            "first_step_s": res["first_step_s"], "second_step_s": res["second_step_s"],
+            "param_bytes_per_device": (res.get("sharding") or {}).get("param_bytes_per_device"),
+            "peak_memory": res["peak_memory"]}
+
+
+def run(spec: dict, events: EventWriter) -> None:
+    if distributed(spec["config"]):
+        from repro.backends import torch_distributed
+
+        ranks = torch_distributed.launch(spec, rank_main)
+        out = ranks[0]
+        out["result"]["results"]["ranks"] = [_rank_summary(r, ranks[r]) for r in sorted(ranks)]
+        events.emit("environment", **out["environment"])
+    else:
+        out = execute(spec, events.emit)
+    events.emit("result", **out["result"])
 
 
 def main() -> None:

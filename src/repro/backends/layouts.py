@@ -1,0 +1,29 @@
+"""Framework-free facts about parallel layouts, shared by the JAX and torch backends."""
+
+from __future__ import annotations
+
+# Tensor parallel (Megatron): projections into a block are split column-wise, projections
+# out of it row-wise; the MLP's numbered hidden layers pair up the same way.
+INTO_BLOCK = {"q", "k", "v", "qkv", "fc", "fc1", "up", "gate", "query", "key", "value"}
+OUT_OF_BLOCK = {"o", "proj", "fc2", "down", "out", "out_proj"}
+
+
+def tp_role(names: list[str], hidden_layers: int | None = None) -> str | None:
+    """'col', 'row' or None for the Linear whose module path is `names` (kernel/bias stripped).
+
+    `hidden_layers`: the number of layers in an MLP's `hidden` list; an unpaired last layer
+    stays whole so that every column split is closed by a row split.
+    """
+    if not names:
+        return None
+    module = names[-1]
+    if module.isdigit() and len(names) >= 2 and names[-2] == "hidden":
+        index = int(module)
+        if hidden_layers is not None and index == hidden_layers - 1 and hidden_layers % 2:
+            return None
+        return "col" if index % 2 == 0 else "row"
+    if module in INTO_BLOCK:
+        return "col"
+    if module in OUT_OF_BLOCK:
+        return "row"
+    return None

@@ -1,0 +1,114 @@
+"""PyTorch layouts over processes: DDP, FSDP2 (`fully_shard`), DTensor tensor parallel, FSDP+TP.
+
+The worker hands a sharded torch run to torch's own elastic launcher (the engine behind
+torchrun): one process per rank on this host, a c10d rendezvous on 127.0.0.1, gloo on CPU
+and NCCL on GPU. Every rank runs the same measured pipeline and returns its results; the
+worker reports rank 0's and a summary of every rank's. A rank that dies ends the launch
+(torchelastic stops the others) and the run fails naming it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from repro.backends.layouts import tp_role
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def world_size(config: dict) -> int:
+    size = 1
+    for n in config["sharding"]["mesh"].values():
+        size *= n
+    return size
+
+
+def launch(spec: dict, rank_main) -> dict[int, dict]:
+    """Run `rank_main(spec)` in one process per rank; {rank: its return value}."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=world_size(spec["config"]),
+                          rdzv_backend="c10d", rdzv_endpoint=f"127.0.0.1:{_free_port()}",
+                          run_id=f"repro-{os.getpid()}", max_restarts=0, monitor_interval=0.2,
+                          start_method="spawn")
+    try:
+        return elastic_launch(config, rank_main)(spec)
+    except ChildFailedError as e:
+        dead = "; ".join(f"rank {rank} exited with code {f.exitcode}" + (f" ({f.signal_name()})" if f.exitcode < 0 else "")
+                         for rank, f in sorted(e.failures.items()))
+        raise RuntimeError(f"a rank failed, the run was stopped: {dead}") from None
+
+
+def init(config: dict) -> None:
+    backend = "nccl" if torch.cuda.is_available() and config["hardware"]["platform"] == "gpu" else "gloo"
+    dist.init_process_group(backend, timeout=timedelta(seconds=min(config["run"]["timeout_s"], 300)))
+
+
+def data_rank_and_size(config: dict) -> tuple[int, int]:
+    """This rank's slice of the batch: data-parallel ranks split it, tensor-parallel ones share it."""
+    mesh = config["sharding"]["mesh"]
+    model = mesh.get("model", 1)
+    return dist.get_rank() // model, mesh.get("data", 1)
+
+
+def _tp_plan(model: nn.Module) -> dict:
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    hidden = getattr(model, "hidden", None)
+    layers = len(hidden) if hidden is not None else None
+    plan = {}
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+            role = tp_role(name.split("."), layers)
+            if role:
+                plan[name] = ColwiseParallel() if role == "col" else RowwiseParallel()
+    return plan
+
+
+def parallelize(model: nn.Module, config: dict) -> nn.Module:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    layout, mesh_cfg = config["sharding"]["name"], config["sharding"]["mesh"]
+    device = "cuda" if torch.cuda.is_available() and config["hardware"]["platform"] == "gpu" else "cpu"
+    if layout == "dp":
+        return nn.parallel.DistributedDataParallel(model)
+    if layout == "fsdp":
+        mesh = init_device_mesh(device, (mesh_cfg["data"],), mesh_dim_names=("data",))
+        for module in list(model.modules())[1:]:
+            if isinstance(module, nn.Linear):
+                fully_shard(module, mesh=mesh)
+        return fully_shard(model, mesh=mesh)
+    if layout == "tp":
+        mesh = init_device_mesh(device, (mesh_cfg["model"],), mesh_dim_names=("model",))
+        return parallelize_module(model, mesh, _tp_plan(model))
+    mesh = init_device_mesh(device, (mesh_cfg["data"], mesh_cfg["model"]), mesh_dim_names=("data", "model"))
+    model = parallelize_module(model, mesh["model"], _tp_plan(model))
+    return fully_shard(model, mesh=mesh["data"])
+
+
+def full(t: torch.Tensor) -> torch.Tensor:
+    """A parameter as one whole tensor (gathers a DTensor's shards)."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def local_bytes(model: nn.Module) -> int:
+    return sum((p.to_local() if hasattr(p, "to_local") else p).nbytes for p in model.parameters())
+
+
+def mean_over_ranks(value: torch.Tensor) -> torch.Tensor:
+    t = value.detach().float().clone()
+    dist.all_reduce(t)  # SUM: gloo has no AVG
+    return t / dist.get_world_size()
