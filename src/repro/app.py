@@ -15,11 +15,14 @@ def task(cfg: DictConfig) -> dict:
     from repro.sweep import Session
 
     hc = HydraConfig.get()
+    config = validate.check(cfg)
     session = Session.current
     if session is None:
-        raise RuntimeError("no repro session is open: the hydra.callbacks entry repro_sweep is missing from the config")
+        if str(hc.mode) != "RunMode.MULTIRUN":
+            raise RuntimeError("no repro session is open: the hydra.callbacks entry repro_sweep is missing")
+        session = Session.attach(config, hc.sweep.dir)  # a launcher ran this job in its own process
     job = int(hc.job.num) if session.multirun else 0
-    return run_job(validate.check(cfg), session, job, list(hc.overrides.task))
+    return run_job(config, session, job, list(hc.overrides.task))
 
 
 def hydra_main() -> None:

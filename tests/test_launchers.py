@@ -1,0 +1,48 @@
+"""Hydra launchers that run jobs in other processes: submitit's local executor (the same code
+path as SLURM through `hydra/launcher=submitit_slurm`) and joblib. Their jobs attach to the
+sweep's session through the sweep folder and record exactly what a local sweep records."""
+
+from __future__ import annotations
+
+import pytest
+
+from repro.tracking.flat import flatten
+
+ARGS = ("-m", "model=mlp", "framework=jax,torch", "run.steps=6", "run.warmup=2")
+# Values that differ between any two sweeps; the fields themselves must be the same.
+VOLATILE = ("environment.variables.",)  # which variables are set is the environment, not the record format
+
+
+def _fields(record: dict) -> set[str]:
+    return {k for k in flatten(record) if not k.startswith(VOLATILE)}
+
+
+@pytest.fixture(scope="module")
+def local_sweep(tmp_path_factory):
+    from conftest import Sandbox
+
+    box = Sandbox(tmp_path_factory.mktemp("local"))
+    proc = box.run(*ARGS, "tracking.experiment=launch")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return box
+
+
+@pytest.mark.parametrize("launcher", [["hydra/launcher=submitit_local"],
+                                      ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]],
+                         ids=["submitit_local", "joblib"])
+def test_launcher_records_same_fields_as_local(sandbox, local_sweep, launcher):
+    proc = sandbox.run(*ARGS, *launcher, "tracking.experiment=launch")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    remote = {h["config"]["framework"]["name"]: h for h in sandbox.heads()}
+    local = {h["config"]["framework"]["name"]: h for h in local_sweep.heads()}
+    assert set(remote) == {"jax", "torch"} and all(h["status"] == "ok" for h in remote.values())
+    assert len({h["sweep"]["id"] for h in remote.values()}) == 1
+    for fw in ("jax", "torch"):
+        assert _fields(remote[fw]) == _fields(local[fw]), fw
+        assert remote[fw]["results"]["loss_sha256"] == local[fw]["results"]["loss_sha256"]
+    runs = sandbox.mlflow_runs("launch")
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 2
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    assert "mlp/tiny · batch 32" in proc.stdout  # the closing table, read back from the ledger
