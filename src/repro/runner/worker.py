@@ -47,8 +47,13 @@ def execute(spec: dict, emit) -> dict:
     t0 = time.perf_counter()
     backend = backends.load(config["framework"]["backend"])
     t1 = time.perf_counter()
+    threads = seeding.resolve_threads(run_cfg["threads"])
+    if distributed(config):  # ranks on one host share its cores (oversubscribed OpenMP threads spin)
+        from repro.backends.torch_distributed import world_size
+
+        threads = max(1, threads // world_size(config))
     ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches,
-                       threads=seeding.resolve_threads(run_cfg["threads"]), cache_dir=spec["cache_dir"])
+                       threads=threads, cache_dir=spec["cache_dir"])
     workload = backend.build(ctx)
     t2 = time.perf_counter()
     environment = {"environment": envcapture.capture(workload.framework_info()), "seeds": seeds, "data": data_record}
