@@ -78,11 +78,3 @@ def is_oom(exc: BaseException) -> bool:
         s in text for s in ("RESOURCE_EXHAUSTED", "OutOfMemoryError", "out of memory", "Out of memory",
                             "Failed to allocate", "CUDA error: out of memory", "can't allocate memory")
     )
-
-
-def param_dtype_counts(dtypes: list[str]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for d in dtypes:
-        counts[d] = counts.get(d, 0) + 1
-    return counts
-

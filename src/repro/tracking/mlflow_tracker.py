@@ -17,7 +17,6 @@ from typing import Any, Iterable
 # network while runs are measured. A user who wants it sets MLFLOW_DISABLE_TELEMETRY=false.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-import mlflow  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
@@ -90,9 +89,3 @@ class Tracker:
     def end(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status=STATUS.get(status, status))
 
-    def run_url(self, run_id: str) -> str:
-        return f"#/experiments/{self.experiment_id}/runs/{run_id}"
-
-
-def version() -> str:
-    return mlflow.__version__
