@@ -25,7 +25,8 @@ install: $(STAMP)
 quickstart: $(STAMP)
 	$(PY) -m repro +exp=quickstart
 
-test: $(STAMP)
+# The suite runs PyTorch/XLA in its own env and a real mlflow server on PostgreSQL: both installed first.
+test: $(STAMP) xla-env system-deps
 	$(PY) -m pytest
 
 bench: $(STAMP)
@@ -37,3 +38,11 @@ XLA_VENV ?= .venv-xla
 .PHONY: xla-env
 xla-env:
 	PYTHON=$(PYTHON) bash scripts/make_xla_env.sh $(XLA_VENV)
+
+# Debian's postgresql for tests/test_tracking_server.py (installed when missing and root).
+.PHONY: system-deps
+system-deps:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	  else echo "make test needs PostgreSQL: sudo apt-get install postgresql" >&2; exit 1; fi; }

@@ -1,9 +1,9 @@
 """PyTorch/XLA end to end on the CPU: framework=torch_xla / torch_xla_compile through the real CLI.
 
 Their worker runs in its own interpreter (torch-xla 2.9 needs torch 2.9; the main venv has
-2.13): `.venv-xla` at the repo root, made by `make xla-env` (CI runs it before `make test`),
-or $REPRO_XLA_PYTHON. Without it the end-to-end tests are skipped, saying so; the tests of
-what a missing environment reports run everywhere. About a minute and a half on 2 cores.
+2.13): `.venv-xla` at the repo root, made by `make xla-env` (`make test` runs it first), or
+$REPRO_XLA_PYTHON. Without it the end-to-end tests fail, saying how to create it; the tests
+of what a missing environment reports run everywhere. About a minute and a half on 2 cores.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def _unavailable(python: Path) -> str | None:
 
 @pytest.fixture(scope="module")
 def xla_python() -> str:
-    if reason := _unavailable(XLA_PYTHON):
-        pytest.skip(reason)
+    if reason := _unavailable(XLA_PYTHON):  # `make test` creates it; pytest alone may not have
+        pytest.fail(reason)
     return str(XLA_PYTHON)
 
 
@@ -122,8 +122,7 @@ def test_missing_interpreter_is_recorded_with_how_to_create_it(sandbox):
 
 
 def test_interpreter_without_torch_xla_says_how_to_create_it(sandbox):
-    if importlib.util.find_spec("torch_xla") is not None:
-        pytest.skip("this interpreter has torch_xla")
+    assert importlib.util.find_spec("torch_xla") is None, "needs an interpreter without torch_xla (the main venv)"
     proc = sandbox.run("framework=torch_xla", f"framework.python={sys.executable}", "model=mlp",
                        "run.steps=3", "run.warmup=2")
     assert proc.returncode != 0

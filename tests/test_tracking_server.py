@@ -42,7 +42,8 @@ def _as_postgres(*cmd: str, **kw) -> subprocess.CompletedProcess:
 def postgres(tmp_path_factory):
     initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
     if not (initdb and pg_ctl):
-        pytest.skip("PostgreSQL server binaries not found: .ci/run installs Debian's postgresql")
+        pytest.fail("PostgreSQL server binaries not found: `make test` installs Debian's postgresql "
+                    "(or: apt-get install postgresql)")
     # Not under pytest's tmp tree: it is root-only, and the server runs as the postgres user.
     root = Path(tempfile.mkdtemp(prefix="repro-pg-"))
     data = root / "data"
