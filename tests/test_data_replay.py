@@ -186,7 +186,9 @@ def test_published_records_verify_and_replay(tmp_path):
     box = Sandbox(tmp_path)
     proc = _replay(box, target["id"])
     verdict = next(r for r in Ledger(copy).records() if r.get("kind") == "replay")
-    if not verdict["differences_before"]:
+    if not {"environment", "data"} & set(verdict["differences_before"]):
+        # Same machine kind and data; only code may have changed since publishing. A change of
+        # numerics must be deliberate: re-publish the records (`make quickstart`, commit ledger/).
         assert verdict["status"] == "exact", proc.stdout[-3000:]
-    else:  # another machine or code: the replay must say what differs
+    else:  # another machine: the replay must say what differs
         assert "differs:" in proc.stdout and verdict["status"] in ("exact", "close", "differs")
