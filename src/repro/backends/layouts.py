@@ -8,6 +8,14 @@ INTO_BLOCK = {"q", "k", "v", "qkv", "fc", "fc1", "up", "gate", "query", "key", "
 OUT_OF_BLOCK = {"o", "proj", "fc2", "down", "out", "out_proj"}
 
 
+def mesh_size(mesh: dict[str, int]) -> int:
+    """Devices (JAX) or processes (torch) a mesh spans: the product of its axis sizes."""
+    size = 1
+    for n in mesh.values():
+        size *= n
+    return size
+
+
 def tp_role(names: list[str], hidden_layers: int | None = None) -> str | None:
     """'col', 'row' or None for the Linear whose module path is `names` (kernel/bias stripped).
 

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from repro.backends.layouts import tp_role
+from repro.backends.layouts import mesh_size, tp_role
 
 
 def _free_port() -> int:
@@ -27,10 +27,7 @@ def _free_port() -> int:
 
 
 def world_size(config: dict) -> int:
-    size = 1
-    for n in config["sharding"]["mesh"].values():
-        size *= n
-    return size
+    return mesh_size(config["sharding"]["mesh"])
 
 
 def launch(spec: dict, rank_main) -> dict[int, dict]:

@@ -17,6 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from repro import data, models, paths
 from repro.config import schema
+from repro.backends.layouts import mesh_size
 from repro.config.schema import ConfigError
 
 
@@ -109,13 +110,6 @@ def _check_sharding(cfg: dict) -> None:
     if cfg["hardware"]["platform"] != "cpu" and devices > cfg["hardware"]["device_count"]:
         raise ConfigError(f"sharding.mesh {mesh} needs {devices} devices, but hardware={cfg['hardware']['name']} "
                           f"has {cfg['hardware']['device_count']}; shrink the mesh or choose a larger profile")
-
-
-def mesh_size(mesh: dict) -> int:
-    size = 1
-    for n in mesh.values():
-        size *= n
-    return size
 
 
 def _resolve_model(cfg: dict) -> None:

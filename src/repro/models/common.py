@@ -59,3 +59,9 @@ def regression_batch(x_shape: tuple[int, ...], y_shape: tuple[int, ...], batch_s
     x = rng.standard_normal((batch_size, *x_shape), dtype=np.float32)
     y = rng.standard_normal((batch_size, *y_shape), dtype=np.float32)
     return x, y
+
+
+def sequence_regression_batch(d, batch_size: int, rng: np.random.Generator):
+    """Random [B, T, D] inputs and targets of the same shape (the FFN and MHA blocks)."""
+    shape = (d["seq"], d["dim"])
+    return regression_batch(shape, shape, batch_size, rng)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import os
 
+from repro.backends.layouts import mesh_size
+
 SEED_NAMES = ("python", "numpy", "torch", "jax", "data")
 
 
@@ -40,9 +42,7 @@ def worker_env(config: dict) -> dict[str, str]:
         env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
     if config["hardware"]["platform"] == "cpu":
         env["JAX_PLATFORMS"] = "cpu"
-        devices = 1
-        for n in config["sharding"]["mesh"].values():
-            devices *= n
+        devices = mesh_size(config["sharding"]["mesh"])
         if devices > 1 and config["framework"]["backend"] == "jax":  # simulated devices for the mesh
             flags = os.environ.get("XLA_FLAGS", "")
             env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
