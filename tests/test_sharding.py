@@ -1,5 +1,6 @@
-"""Sharded layouts: JAX on simulated CPU devices, torch on gloo processes. Same losses as
-unsharded, FSDP's bytes ~1/N, impossible meshes refused, a dead rank fails the run."""
+"""Sharded layouts: JAX on simulated CPU devices, torch on gloo processes, PyTorch/XLA SPMD on
+simulated PJRT CPU devices. Same losses as unsharded, FSDP's bytes ~1/N, impossible meshes
+refused, a dead rank fails the run."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ def layouts(tmp_path_factory):
     return {(h["config"]["framework"]["name"], h["config"]["sharding"]["name"]): h for h in box.heads()}
 
 
-@pytest.mark.parametrize("framework", ["jax", "torch"])
+FRAMEWORKS = ("jax", "torch", "torch_xla")
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_every_layout_matches_unsharded_loss(layouts, framework):
     runs = {s: h for (f, s), h in layouts.items() if f == framework}
     assert set(runs) == set(LAYOUTS) and all(h["status"] == "ok" for h in runs.values())
@@ -31,23 +35,39 @@ def test_every_layout_matches_unsharded_loss(layouts, framework):
             assert abs(a - b) <= LOSS_RTOL * abs(a), (framework, name, base, h["results"]["loss"])
 
 
-@pytest.mark.parametrize("framework", ["jax", "torch"])
+# +exp=sharding_cpu: JAX and PyTorch/XLA on 8 simulated devices, torch on 4 rank processes (tp on 2).
+EIGHT = {"dp": 8, "fsdp": 8, "tp": 8, "dp_tp": 8}
+DEVICES = {"jax": EIGHT, "torch_xla": EIGHT, "torch": {"dp": 4, "fsdp": 4, "tp": 2, "dp_tp": 4}}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_per_device_bytes(layouts, framework):
     sharded = {s: layouts[framework, s]["results"]["sharding"] for s in ("dp", "fsdp", "tp", "dp_tp")}
     for name, sh in sharded.items():
-        assert sh["devices"] == (2 if name == "tp" else 4), (name, sh)
+        assert sh["devices"] == DEVICES[framework][name], (name, sh)
     fsdp, dp, tp = sharded["fsdp"], sharded["dp"], sharded["tp"]
-    assert fsdp["param_bytes_per_device"] <= 1.05 * fsdp["param_bytes_total"] / 4  # ~1/N (bias rounding)
+    n = fsdp["devices"]
+    assert fsdp["param_bytes_per_device"] <= 1.05 * fsdp["param_bytes_total"] / n  # ~1/N (bias rounding)
     assert dp["param_bytes_per_device"] == dp["param_bytes_total"]  # replicated
     assert tp["param_bytes_per_device"] < 0.75 * tp["param_bytes_total"]
     assert "sharding" not in layouts[framework, "none"]["results"]
+
+
+def test_equal_layouts_hold_equal_bytes_in_both_xla_frameworks(layouts):
+    """The same rules over the same 8-device mesh: torch's [out, in] weights split as Flax's [in, out]."""
+    for name in ("dp", "fsdp", "tp", "dp_tp"):
+        jax_sh, xla_sh = (layouts[f, name]["results"]["sharding"] for f in ("jax", "torch_xla"))
+        assert xla_sh["spmd"] is True
+        assert (xla_sh["param_bytes_total"], xla_sh["param_bytes_per_device"]) == \
+            (jax_sh["param_bytes_total"], jax_sh["param_bytes_per_device"]), name
+    assert layouts["torch_xla", "fsdp"]["environment"]["variables"]["CPU_NUM_DEVICES"] == "8"
 
 
 def test_jax_collectives_and_torch_ranks_recorded(layouts):
     for name in ("dp", "fsdp", "tp", "dp_tp"):
         assert sum(layouts["jax", name]["results"]["sharding"]["collectives"].values()) > 0, name
         ranks = layouts["torch", name]["results"]["ranks"]
-        assert [r["rank"] for r in ranks] == list(range(2 if name == "tp" else 4))
+        assert [r["rank"] for r in ranks] == list(range(DEVICES["torch"][name]))
         assert all(r["steady_median_s"] > 0 and r["fingerprint"] for r in ranks)
 
 
@@ -56,6 +76,7 @@ def test_jax_collectives_and_torch_ranks_recorded(layouts):
     (["sharding=dp_tp", "hardware=h100", "hardware.check=false"], "needs 4 devices, but hardware=h100 has 1"),
     (["sharding=tp", "+sharding.mesh.data=2"], "sharding=tp needs mesh axes {model: N}"),
     (["sharding=fsdp", "framework=torch_compile"], "framework=torch_compile runs unsharded"),
+    (["sharding=fsdp", "framework=torch_xla_compile"], "framework=torch_xla_compile runs unsharded"),
     (["sharding=tp", "framework=torch", "model=vit"], "supports model mlp, ffn"),
 ])
 def test_impossible_mesh_refused_before_launch(args, message):

@@ -73,3 +73,21 @@ def test_repo_root_escapes_dvc_temporary_copies(tmp_path):
     out = subprocess.run([sys.executable, "-c", "from repro import paths; print(paths.repo_root())"],
                          env=env, capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
     assert out == str(tmp_path / "repo")
+
+
+def test_torch_xla_specs_follow_the_shared_layout_rules():
+    """PyTorch/XLA's SPMD specs: FSDP on the largest divisible dim, Megatron TP on torch's
+    [out, in] weights (transposed from Flax's [in, out]), undividable dims kept whole."""
+    from repro.backends.torch_xla_sharding import param_spec
+
+    mesh = {"data": 4, "model": 2}
+    assert param_spec("fsdp", mesh, ["hidden", "0", "weight"], (256, 64), 3) == ("data", None)
+    assert param_spec("fsdp", mesh, ["hidden", "0", "weight"], (6, 64), 3) == (None, "data")
+    assert param_spec("fsdp", mesh, ["head", "bias"], (10,), 3) == (None,)  # 10 % 4: whole
+    assert param_spec("dp_tp", mesh, ["blocks", "0", "attn", "q", "weight"], (64, 32), None) == ("model", None)
+    assert param_spec("dp_tp", mesh, ["blocks", "0", "attn", "o", "weight"], (32, 64), None) == (None, "model")
+    assert param_spec("tp", mesh, ["blocks", "0", "attn", "q", "bias"], (64,), None) == ("model",)
+    assert param_spec("tp", mesh, ["blocks", "0", "attn", "o", "bias"], (32,), None) == (None,)
+    assert param_spec("tp", mesh, ["hidden", "2", "weight"], (64, 64), 3) == (None, None)  # unpaired last layer
+    assert param_spec("tp", {"model": 3}, ["blocks", "0", "mlp", "fc1", "weight"], (64, 32), None) == (None, None)
+    assert param_spec("dp", mesh, ["blocks", "0", "mlp", "fc1", "weight"], (64, 32), None) == (None, None)

@@ -60,10 +60,12 @@ class Session:
 
     @classmethod
     def open(cls, config: DictConfig, multirun: bool) -> "Session":
-        job_keys = [k for k in config.keys() if k != "hydra"]
-        primary = validate.check(OmegaConf.masked_copy(config, job_keys))
+        if PLAN and PLAN.jobs:  # already checked; the config before sweep overrides may be no job at all
+            primary = PLAN.jobs[0]
+        else:
+            primary = validate.check(OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"]))
         cls.current = session = cls(primary, multirun)
-        if multirun:  # jobs launched elsewhere attach to this through the sweep folder
+        if multirun and not _follower(primary):  # jobs launched elsewhere attach through the sweep folder
             tracker = session.tracker_for(primary)
             session.parent_run_id(tracker)
             folder = Path(str(config.hydra.sweep.dir))
@@ -136,6 +138,17 @@ class Session:
                                          "jobs_recorded": len(self.records)})
             tracker.end(run_id, "interrupted" if interrupted else "failed" if bad else "ok")
         return self.records
+
+
+def _follower(config: dict) -> bool:
+    """A node other than node 0 of a multi-node run: it records nothing, so it opens no MLflow run."""
+    from repro.config import ConfigError
+    from repro.runner import cluster
+
+    try:
+        return not cluster.resolve(config.get("cluster")).leader
+    except ConfigError:  # cluster=slurm outside the allocation (the launching host): not a node
+        return False
 
 
 class SweepCallback(Callback):

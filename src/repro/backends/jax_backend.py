@@ -75,15 +75,16 @@ class JaxWorkload:
             self._fn = jax.jit(step_fn, donate_argnums=donate)
         else:  # parameters placed per the layout; optimizer state follows them through jit
             layout = cfg["sharding"]["name"]
-            params = jax.device_put(params, jax_sharding.shardings_for(layout, self.mesh, params))
-            rest = jax.device_put(rest, jax_sharding.replicated(self.mesh))
             rep = jax_sharding.replicated(self.mesh)
-            opt_state = jax.tree_util.tree_map(  # moments follow their parameters; scalars (step count) replicate
-                lambda a: a if len(a.sharding.device_set) > 1 else jax.device_put(a, rep), jax.jit(self.tx.init)(params))
+            params = jax_sharding.place(params, jax_sharding.shardings_for(layout, self.mesh, params))
+            rest = jax_sharding.place(rest, jax.tree_util.tree_map(lambda _: rep, rest))
+            opt_state = jax.jit(self.tx.init)(params)  # moments follow their parameters
+            opt_state = jax.tree_util.tree_map(  # scalars (the step count) are replicated over the mesh
+                lambda a: a if len(a.sharding.device_set) > 1 else jax_sharding.place(a, rep), opt_state)
             self.state = (params, rest, opt_state)
             state_sh = jax.tree_util.tree_map(lambda a: a.sharding, self.state)
             batch_sh = jax_sharding.batch_sharding(self.mesh)
-            self.batches = [jax.device_put(b, batch_sh) for b in batches]
+            self.batches = [tuple(jax_sharding.place_batch(a, batch_sh) for a in b) for b in batches]
             self._fn = jax.jit(step_fn, donate_argnums=donate, in_shardings=(state_sh, batch_sh, batch_sh),
                                out_shardings=(state_sh, jax_sharding.replicated(self.mesh)))
         self._compiled = None
@@ -134,10 +135,10 @@ class JaxWorkload:
         if self.mesh is None:
             return {}
         params = self.state[0]
-        devices = self.mesh.devices.flatten().tolist()
-        per_device = [jax_sharding.bytes_on(params, d) for d in devices]
+        per_device = [jax_sharding.bytes_on(params, d) for d in jax_sharding.local_devices(self.mesh)]
         return {
-            "layout": self.ctx.config["sharding"]["name"], "mesh": dict(self.mesh.shape), "devices": len(devices),
+            "layout": self.ctx.config["sharding"]["name"], "mesh": dict(self.mesh.shape),
+            "devices": self.mesh.devices.size, "processes": jax.process_count(),
             "param_bytes_total": jax_sharding.total_bytes(params),
             "param_bytes_per_device": max(per_device), "param_bytes_per_device_min": min(per_device),
             "collectives": jax_sharding.count_collectives(self._compiled.as_text()) if self._compiled else {},
@@ -147,7 +148,7 @@ class JaxWorkload:
         out.block_until_ready()
 
     def loss(self, out) -> float:
-        return float(np.asarray(out, dtype=np.float32))
+        return float(np.asarray(jax_sharding.host_value(out), dtype=np.float32))
 
     def compile_info(self) -> dict:
         if self._compiled is not None and "xla_argument_bytes" not in self._compile_info:
@@ -159,15 +160,17 @@ class JaxWorkload:
         params, rest, _ = self.state
         model = nnx.merge(self.graphdef, params, rest)
         model.eval()
+        if self.mesh is not None:  # the inputs join the parameters' mesh, replicated
+            x = jax_sharding.place(np.asarray(x), jax_sharding.replicated(self.mesh))
         logits = jax.jit(lambda m, x: m(x))(model, jnp.asarray(x))
-        return float(np.mean(np.asarray(jnp.argmax(logits, -1)) == y))
+        return float(np.mean(jax_sharding.host_value(jnp.argmax(logits, -1)) == y))
 
     def params_sha256(self) -> str:
         h = hashlib.sha256()
         params, rest, _ = self.state
         for tree in (params, rest):
             for path, leaf in sorted(jax.tree_util.tree_leaves_with_path(tree), key=lambda kv: jax.tree_util.keystr(kv[0])):
-                a = np.asarray(leaf)
+                a = jax_sharding.host_value(leaf)
                 h.update(f"{jax.tree_util.keystr(path)}:{a.dtype}:{a.shape}".encode())
                 h.update(a.tobytes())
         return h.hexdigest()
@@ -203,6 +206,8 @@ class JaxWorkload:
             "name": "jax",
             "versions": {"jax": jax.__version__, "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else None},
             "devices": [str(d) for d in jax.devices()],
+            **({"process": {"index": jax.process_index(), "count": jax.process_count()}}
+               if jax.process_count() > 1 else {}),
             "device_kinds": sorted({d.device_kind for d in jax.devices()}),
             "backend": jax.default_backend(),
         }

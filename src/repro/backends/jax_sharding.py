@@ -17,19 +17,25 @@ import re
 from typing import Any
 
 import jax
+import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from repro.backends.layouts import tp_role
+from repro.backends.layouts import fsdp_dim, tp_role
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 
 
 def make_mesh(mesh: dict[str, int]) -> Mesh | None:
+    """The mesh over the first devices of every process (a GPU host may have more than it uses)."""
     if not mesh:
         return None
     names, shape = tuple(mesh), tuple(mesh.values())
-    return jax.make_mesh(shape, names, axis_types=(AxisType.Auto,) * len(names))  # classic GSPMD
+    size = int(np.prod(shape))
+    per_process = size // jax.process_count()
+    devices = [d for p in range(jax.process_count())
+               for d in [d for d in jax.devices() if d.process_index == p][:per_process]]
+    return jax.make_mesh(shape, names, axis_types=(AxisType.Auto,) * len(names), devices=devices)  # classic GSPMD
 
 
 def _names(path) -> list[str]:
@@ -54,11 +60,8 @@ def _tp_spec(names: list[str], ndim: int) -> P:
 
 
 def _fsdp_spec(shape: tuple[int, ...], size: int) -> P:
-    dims = sorted(range(len(shape)), key=lambda d: -shape[d])
-    for d in dims:
-        if shape[d] % size == 0 and shape[d] >= size:
-            return P(*[("data" if i == d else None) for i in range(len(shape))])
-    return P()
+    d = fsdp_dim(shape, size)
+    return P() if d is None else P(*[("data" if i == d else None) for i in range(len(shape))])
 
 
 def param_spec(layout: str, mesh: Mesh, path, shape: tuple[int, ...]) -> P:
@@ -84,8 +87,47 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, P("data") if "data" in mesh.axis_names else P())
 
 
+def place(tree: Any, shardings: Any) -> Any:
+    """Host-side values, the same in every process, as global arrays: each process places
+    only its own shards (one process: plain device_put)."""
+    if jax.process_count() == 1:
+        return jax.device_put(tree, shardings)
+
+    def one(leaf, sharding):
+        host = np.asarray(leaf)
+        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+    return jax.tree_util.tree_map(one, tree, shardings)
+
+
+def place_batch(host: np.ndarray, sharding: NamedSharding) -> jax.Array:
+    """A global batch from this process's own rows (`make_array_from_process_local_data`)."""
+    if jax.process_count() == 1:
+        return jax.device_put(host, sharding)
+    rows = [index[0] for index in sharding.addressable_devices_indices_map(host.shape).values()]
+    start = min(r.start or 0 for r in rows)
+    stop = max(host.shape[0] if r.stop is None else r.stop for r in rows)
+    return jax.make_array_from_process_local_data(sharding, host[start:stop], host.shape)
+
+
+def host_value(array: jax.Array) -> np.ndarray:
+    """The whole value of a global array on this host (gathered across processes if needed)."""
+    if array.is_fully_addressable:
+        return np.asarray(array)
+    if array.is_fully_replicated:
+        return np.asarray(array.addressable_data(0))
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+
+
 def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, P())
+
+
+def local_devices(mesh: Mesh) -> list:
+    """The mesh's devices this process holds (shards elsewhere are not readable here)."""
+    return [d for d in mesh.devices.flatten().tolist() if d.process_index == jax.process_index()]
 
 
 def bytes_on(tree: Any, device) -> int:

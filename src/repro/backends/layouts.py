@@ -16,6 +16,14 @@ def mesh_size(mesh: dict[str, int]) -> int:
     return size
 
 
+def fsdp_dim(shape: tuple[int, ...], size: int) -> int | None:
+    """The dimension FSDP shards a tensor along: its largest one that `size` divides (None: kept whole)."""
+    for d in sorted(range(len(shape)), key=lambda d: -shape[d]):
+        if shape[d] % size == 0 and shape[d] >= size:
+            return d
+    return None
+
+
 def tp_role(names: list[str], hidden_layers: int | None = None) -> str | None:
     """'col', 'row' or None for the Linear whose module path is `names` (kernel/bias stripped).
 

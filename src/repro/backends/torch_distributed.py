@@ -1,16 +1,15 @@
 """PyTorch layouts over processes: DDP, FSDP2 (`fully_shard`), DTensor tensor parallel, FSDP+TP.
 
 The worker hands a sharded torch run to torch's own elastic launcher (the engine behind
-torchrun): one process per rank on this host, a c10d rendezvous on 127.0.0.1, gloo on CPU
-and NCCL on GPU. Every rank runs the same measured pipeline and returns its results; the
-worker reports rank 0's and a summary of every rank's. A rank that dies ends the launch
-(torchelastic stops the others) and the run fails naming it.
+torchrun): one process per rank, spread over `cluster.nodes` hosts (the rendezvous comes
+from repro.runner.cluster), gloo on CPU and NCCL on GPU. Every rank runs the same measured
+pipeline; rank 0 gathers every rank's summary and the worker on node 0 reports it. A rank
+that dies ends the launch (torchelastic stops the others) and the run fails naming it.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 from datetime import timedelta
 
 import torch
@@ -20,25 +19,29 @@ from torch import nn
 from repro.backends.layouts import mesh_size, tp_role
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def world_size(config: dict) -> int:
     return mesh_size(config["sharding"]["mesh"])
 
 
-def launch(spec: dict, rank_main) -> dict[int, dict]:
-    """Run `rank_main(spec)` in one process per rank; {rank: its return value}."""
+def launch(spec: dict, rank_main, local_ranks: int) -> dict[int, dict]:
+    """Run `rank_main(spec)` in `local_ranks` processes on this node; {global rank: its return value}.
+
+    One node: c10d rendezvous on the free port the parent picked. Several: the static
+    rendezvous (torchrun's --node-rank/--master-addr), node 0 hosting its TCP store, so that
+    each node's ranks follow from `cluster.node_rank` and rank 0 lives on node 0.
+    """
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=world_size(spec["config"]),
-                          rdzv_backend="c10d", rdzv_endpoint=f"127.0.0.1:{_free_port()}",
-                          run_id=f"repro-{os.getpid()}", max_restarts=0, monitor_interval=0.2,
-                          start_method="spawn")
+    rdzv = spec["rendezvous"]
+    common = dict(nproc_per_node=local_ranks, max_restarts=0, monitor_interval=0.2, start_method="spawn",
+                  rdzv_endpoint=f"{rdzv['host']}:{rdzv['port']}", min_nodes=rdzv["nodes"], max_nodes=rdzv["nodes"])
+    if rdzv["nodes"] == 1:
+        config = LaunchConfig(rdzv_backend="c10d", run_id=f"repro-{os.getpid()}", **common)
+    else:
+        config = LaunchConfig(rdzv_backend="static", run_id=f"repro-{spec['config_hash'][:16]}",
+                              rdzv_configs={"rank": rdzv["node_rank"], "timeout": int(rdzv["join_timeout_s"])},
+                              **common)
     try:
         return elastic_launch(config, rank_main)(spec)
     except ChildFailedError as e:

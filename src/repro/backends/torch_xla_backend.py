@@ -8,7 +8,9 @@ persistent compile cache, the IR of the step, and XLA's own read-backs.
 The model is built on the CPU exactly as the torch backend builds it (same seed ⇒ the same
 initial parameters) and then moved to the XLA device, with the optimizer rebuilt over the
 moved parameters. `framework.compile` wraps it in torch.compile(backend="openxla"); the
-optimizer step stays lazy either way.
+optimizer step stays lazy either way. A sharded layout (`sharding=dp|fsdp|tp|dp_tp`) runs as
+SPMD: `xr.use_spmd()` before any XLA tensor exists, then the parameters and batches are
+annotated over one mesh (repro.backends.torch_xla_sharding) before the optimizer is built.
 
 torch-xla 2.9 imports only beside torch 2.9, so this module runs in its own interpreter
 (framework.python, created by `make xla-env`). torch_xla is imported in `build()`, after
@@ -23,7 +25,7 @@ import time
 
 import torch
 
-from repro.backends import precision
+from repro.backends import precision, torch_xla_sharding
 from repro.backends.base import BuildContext
 from repro.backends.torch_backend import TorchWorkload
 
@@ -64,15 +66,30 @@ class TorchXLAWorkload(TorchWorkload):
         self.torch_xla, self.xm, self.xr = _import_torch_xla(cfg["hardware"]["platform"])
         self.import_s = time.perf_counter() - t0
         self.cache_dir = self._init_cache(ctx)  # before the runtime starts (first device use)
+        self.layout = cfg["sharding"]["name"]
+        if self.layout != "none":  # SPMD: one virtual device over the mesh's (before any XLA tensor)
+            import torch_xla.distributed.spmd as xs
+
+            self.xs = xs
+            torch_xla_sharding.enable(self.xr)
         self.matmul_precision = self._set_matmul_precision(cfg["precision"]["matmul"])
         super().__init__(ctx)  # seeds, builds the model, optimizer and batches on the CPU
         self.device = self.torch_xla.device()
         self.model.to(self.device)
+        self.mesh = None
+        if self.layout != "none":  # parameters annotated before the optimizer sees them
+            mesh_cfg = cfg["sharding"]["mesh"]
+            self.mesh = torch_xla_sharding.make_mesh(self.xs, self.xr, mesh_cfg)
+            torch_xla_sharding.mark_parameters(self.xs, self.model, self.mesh, self.layout, mesh_cfg)
         if self.opt is not None:
             self.opt = self._optimizer(cfg["run"])  # over the XLA parameters (`.to` made new ones)
         if self.scaler is not None:
             self.scaler = torch.amp.GradScaler(self.device.type)
         self.batches = [(x.to(self.device), y.to(self.device)) for x, y in self.batches]
+        if self.mesh is not None:
+            for batch in self.batches:
+                for t in batch:
+                    torch_xla_sharding.mark_batch(self.xs, t, self.mesh, cfg["sharding"]["mesh"])
         self.torch_xla.sync()
         self.xm.wait_device_ops()
         self.capture_ir = bool(cfg["run"]["capture_ir"])
@@ -167,6 +184,18 @@ class TorchXLAWorkload(TorchWorkload):
             "lazy_tensors": True,
         })
         return eff
+
+    def sharding_info(self) -> dict:
+        if self.mesh is None:
+            return {}
+        params = [p for p in self.model.parameters()]
+        per_device = torch_xla_sharding.bytes_per_device(self.torch_xla, params)
+        return {
+            "layout": self.layout, "mesh": self.ctx.config["sharding"]["mesh"], "devices": len(per_device),
+            "spmd": True, "param_bytes_total": sum(p.numel() * p.element_size() for p in params),
+            "param_bytes_per_device": max(per_device.values()),
+            "param_bytes_per_device_min": min(per_device.values()),
+        }
 
     def _tf32_capable(self) -> bool:
         return (self.xr.device_type() in ("CUDA", "GPU") and torch.cuda.is_available()

@@ -52,6 +52,22 @@ class PrecisionConfig:
 class ShardingConfig:
     name: str = "none"
     mesh: Dict[str, int] = field(default_factory=dict)
+    # framework name -> layout -> mesh, replacing `mesh` for that framework's runs of that
+    # layout (JAX's simulated CPU devices are cheap where torch's ranks are processes).
+    mesh_by_framework: Dict[str, Dict[str, Dict[str, int]]] = field(default_factory=dict)
+
+
+@dataclass
+class ClusterConfig:
+    """Where the processes of one run live: this host (local) or several (nodes > 1)."""
+
+    name: str = "local"  # local: the values below | slurm: nodes, node_rank, host from SLURM's variables
+    nodes: int = 1
+    node_rank: int = 0  # this host's index; node 0 alone records the run
+    coordinator: str = ""  # host[:port] of node 0's rendezvous; "" on one node: 127.0.0.1, a free port
+    port: int = 29500  # the rendezvous port where `coordinator` names none
+    jax_processes: int = 1  # JAX processes per node (torch always runs one process per rank)
+    join_timeout_s: float = 120.0  # how long a process waits for the others to join
 
 
 @dataclass
@@ -112,6 +128,7 @@ class Config:
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
     sharding: ShardingConfig = field(default_factory=ShardingConfig)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
     data: DataConfig = field(default_factory=DataConfig)
     run: RunConfig = field(default_factory=RunConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
@@ -127,6 +144,11 @@ NON_SEMANTIC_KEYS = (
     "run.timeout_s",
     "framework.python",
     "hardware.check",
+    "cluster.name",  # how the hosts were found, not what ran
+    "cluster.node_rank",
+    "cluster.coordinator",
+    "cluster.port",
+    "cluster.join_timeout_s",
 )
 
 # (key, allowed values) checked by `validate.check()`.
@@ -142,14 +164,16 @@ CHOICES = {
     "progress.mode": PROGRESS_MODES,
     "data.name": ("synthetic", "digits"),
     "sharding.name": ("none", "dp", "fsdp", "tp", "dp_tp"),
+    "cluster.name": ("local", "slurm"),
 }
 
 # The mesh axes each layout needs (axis names: data, model).
 SHARDING_AXES = {"none": (), "dp": ("data",), "fsdp": ("data",), "tp": ("model",), "dp_tp": ("data", "model")}
 
 # Keys that must be > 0 (>= 0 for those in NON_NEGATIVE).
-POSITIVE = ("run.steps", "run.lr", "run.timeout_s", "data.batches", "hardware.device_count")
-NON_NEGATIVE = ("run.warmup", "run.seed")
+POSITIVE = ("run.steps", "run.lr", "run.timeout_s", "data.batches", "hardware.device_count",
+            "cluster.nodes", "cluster.port", "cluster.jax_processes", "cluster.join_timeout_s")
+NON_NEGATIVE = ("run.warmup", "run.seed", "cluster.node_rank")
 
 
 def model_schema(entry) -> type:

@@ -7,6 +7,10 @@ import copy
 from repro.config.schema import NON_SEMANTIC_KEYS
 from repro.hashing import sha256_json
 
+# Sections added after records were published: at these values they leave a config's hash
+# as it was before they existed, so a run's identity survives the upgrade.
+ADDED_AT_DEFAULT = {"cluster": {"nodes": 1, "jax_processes": 1}}
+
 
 def semantic(config: dict) -> dict:
     """The config without the keys that do not change results (output places, display...)."""
@@ -17,6 +21,9 @@ def semantic(config: dict) -> dict:
         for p in parents:
             node = node.get(p, {})
         node.pop(leaf, None)
+    for key, default in ADDED_AT_DEFAULT.items():
+        if out.get(key) == default:
+            del out[key]
     return out
 
 

@@ -23,6 +23,9 @@ from repro.config.schema import ConfigError
 
 DEFAULT_BATCH = 32
 TORCH_TP_MODELS = ("mlp", "ffn")  # torch tensor parallel: MLP-only models so far
+# Backends with parallel layouts: JAX (one mesh), torch (DDP/FSDP2/DTensor), torch_xla (SPMD).
+# torch_xla's SPMD annotations are split by XLA's partitioner, so any model's attention works.
+SHARDED_BACKENDS = ("jax", "torch", "torch_xla")
 
 
 def _get(cfg: dict, dotted: str) -> Any:
@@ -85,6 +88,10 @@ def _check_values(cfg: dict) -> None:
 
 def _check_sharding(cfg: dict) -> None:
     sharding, run = cfg["sharding"], cfg["run"]
+    # The mesh this run uses is the one its record shows: a per-framework one replaces it.
+    override = sharding.pop("mesh_by_framework").get(cfg["framework"]["name"], {}).get(sharding["name"])
+    if override is not None:
+        sharding["mesh"] = dict(override)
     mesh = sharding["mesh"]
     need = schema.SHARDING_AXES[sharding["name"]]
     if set(mesh) != set(need):
@@ -98,9 +105,9 @@ def _check_sharding(cfg: dict) -> None:
         raise ConfigError(f"run.batch_size={run['batch_size']} does not split over sharding.mesh.data={data} "
                           f"({run['batch_size']} % {data} = {run['batch_size'] % data}); choose a multiple of {data}")
     framework = cfg["framework"]
-    if sharding["name"] != "none" and (framework["backend"] not in ("jax", "torch") or framework["compile"]):
-        raise ConfigError(f"sharding={sharding['name']} is built for framework=jax and framework=torch (eager); "
-                          f"framework={framework['name']} runs unsharded (sharding=none)")
+    if sharding["name"] != "none" and (framework["backend"] not in SHARDED_BACKENDS or framework["compile"]):
+        raise ConfigError(f"sharding={sharding['name']} is built for framework=jax, torch (eager) and torch_xla "
+                          f"(SPMD); framework={framework['name']} runs unsharded (sharding=none)")
     if (sharding["name"] in ("tp", "dp_tp") and framework["backend"] == "torch"
             and cfg["model"]["name"] not in TORCH_TP_MODELS):
         raise ConfigError(f"sharding={sharding['name']} with framework=torch supports model "
@@ -110,6 +117,17 @@ def _check_sharding(cfg: dict) -> None:
     if cfg["hardware"]["platform"] != "cpu" and devices > cfg["hardware"]["device_count"]:
         raise ConfigError(f"sharding.mesh {mesh} needs {devices} devices, but hardware={cfg['hardware']['name']} "
                           f"has {cfg['hardware']['device_count']}; shrink the mesh or choose a larger profile")
+
+
+def _check_cluster(cfg: dict) -> None:
+    from repro.runner import cluster
+
+    c = cfg["cluster"]
+    if c["name"] == "slurm":  # nodes and ranks are known where the job runs; checked again there
+        cluster.check_layout(cfg, 1, c["jax_processes"])
+        return
+    cluster.check_nodes(c["nodes"], c["node_rank"], c["coordinator"])
+    cluster.check_layout(cfg, c["nodes"], c["jax_processes"])
 
 
 def _resolve_model(cfg: dict) -> None:
@@ -136,6 +154,7 @@ def check(cfg: DictConfig) -> dict:
     _check_values(resolved)
     _resolve_model(resolved)
     _check_sharding(resolved)
+    _check_cluster(resolved)
     resolved["tracking"]["uri"] = resolved["tracking"]["uri"] or paths.default_tracking_uri()
     resolved["ledger"]["dir"] = os.path.abspath(resolved["ledger"]["dir"] or paths.default_ledger_dir())
     return resolved

@@ -20,7 +20,7 @@ SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH|PRIVATE|COOKIE
 # Variables that change results or speed. Prefixes match whole families (XLA_FLAGS, JAX_*).
 RESULT_VARS = re.compile(
     r"^(XLA_|JAX_|TF_CPP_|TF_XLA_|TF_FORCE_|TF_GPU_|TORCH|PYTORCH_|CUDA_|CUBLAS_|CUDNN_|NCCL_|NVIDIA_|PJRT_|TPU_|LIBTPU|"
-    r"OMP_|MKL_|OPENBLAS_|KMP_|GOMP_|PYTHONHASHSEED$|REPRO_THREADS$|LD_PRELOAD$|TRITON_)"
+    r"OMP_|MKL_|OPENBLAS_|KMP_|GOMP_|PYTHONHASHSEED$|REPRO_THREADS$|LD_PRELOAD$|TRITON_|CPU_NUM_DEVICES$)"
 )
 PACKAGES = (
     "numpy", "jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin", "flax", "optax",

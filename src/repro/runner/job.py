@@ -1,5 +1,8 @@
 """One job, parent side: ledger "started" → MLflow child run → worker → results recorded.
 
+On a node other than node 0 of a multi-node run, the job only runs its worker (whose
+processes join node 0's rendezvous): node 0 records the run, once.
+
 Whatever the worker does (finishes, fails, runs out of memory, is killed), the job ends with
 a "finished" ledger record naming the "started" one and a terminated MLflow run.
 """
@@ -13,10 +16,10 @@ from pathlib import Path
 
 import yaml
 
-from repro import __version__
+from repro import __version__, report
 from repro.config import config_hash
 from repro.ledger import Ledger
-from repro.runner import envcapture, launch, seeding
+from repro.runner import cluster, envcapture, launch, seeding
 from repro.tracking.flat import flatten
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
@@ -41,8 +44,39 @@ def _metrics(results: dict) -> dict[str, float]:
             if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
+def _run_worker(config: dict, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, on_event) -> launch.WorkerOutcome:
+    spec = {"config": config, "config_hash": chash, "out_dir": str(run_dir),
+            "cache_dir": _cache_dir(config, run_dir), "rendezvous": rdzv.as_dict()}
+    spec_path = run_dir / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    return launch.run_worker(spec_path, run_dir / "worker.log", config["framework"]["python"],
+                             seeding.worker_env(config, cluster.processes(config, rdzv)),
+                             config["run"]["timeout_s"], on_event)
+
+
+def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
+    """A node other than node 0: its processes join the run; node 0 alone records it."""
+    console = report.console()
+    console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {label(config)} joins the run at {rdzv.endpoint}; "
+                  "node 0 records it")
+    run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
+    try:
+        outcome = _run_worker(config, config_hash(config), rdzv, run_dir, lambda ev: None)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    if outcome.status != "ok":
+        raise RuntimeError(f"node {rdzv.node_rank}: the run ended {outcome.status}: {envcapture.redact(outcome.reason)}"
+                           f"\n" + "\n".join(envcapture.redact(line) for line in outcome.log_tail[-15:]))
+    console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: done ({outcome.wall_s:.1f} s)")
+    return {"status": "ok", "follower": True, "node_rank": rdzv.node_rank}
+
+
 def run_job(config: dict, session, job: int, overrides: list[str], extra: dict | None = None) -> dict:
     """Run one job to its recorded end; `extra` adds fields to its records (e.g. `replay_of`)."""
+    rdzv = cluster.resolve(config.get("cluster"))
+    cluster.check_layout(config, rdzv.nodes, rdzv.jax_processes)
+    if not rdzv.leader:
+        return run_follower(config, rdzv)
     ledger = Ledger(config["ledger"]["dir"])
     tracker = session.tracker_for(config)
     chash = config_hash(config)
@@ -54,6 +88,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         "sweep": session.sweep_info(job),
         "git": session.git,
         "code": session.code,
+        "cluster": rdzv.as_dict(),
         **(extra or {}),
         "repro_version": __version__,
     }
@@ -70,14 +105,8 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
 
     run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
     try:
-        spec = {"config": config, "config_hash": chash, "out_dir": str(run_dir),
-                "cache_dir": _cache_dir(config, run_dir)}
-        spec_path = run_dir / "spec.json"
-        spec_path.write_text(json.dumps(spec))
         session.display.job_started(job, label(config), config["run"]["steps"])
-        outcome = launch.run_worker(spec_path, run_dir / "worker.log", config["framework"]["python"],
-                                    seeding.worker_env(config), config["run"]["timeout_s"],
-                                    lambda ev: session.display.event(job, ev))
+        outcome = _run_worker(config, chash, rdzv, run_dir, lambda ev: session.display.event(job, ev))
         record = _finished_record(base, started, outcome, mlflow_ref)
         final = ledger.append(record)
         _log_outcome(tracker, run_id, config, final, outcome)

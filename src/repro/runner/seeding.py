@@ -26,8 +26,9 @@ def resolve_threads(configured: int | None) -> int:
     return configured or len(os.sched_getaffinity(0))
 
 
-def worker_env(config: dict) -> dict[str, str]:
-    """Variables the worker must start with (before any framework import)."""
+def worker_env(config: dict, processes: int = 1) -> dict[str, str]:
+    """Variables the worker must start with (before any framework import); `processes`: how
+    many processes the run spans over every node (each JAX one owns its share of the mesh)."""
     run = config["run"]
     threads = str(resolve_threads(run["threads"]))
     env = {
@@ -42,10 +43,12 @@ def worker_env(config: dict) -> dict[str, str]:
         env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
     if config["hardware"]["platform"] == "cpu":
         env["JAX_PLATFORMS"] = "cpu"
-        devices = mesh_size(config["sharding"]["mesh"])
+        devices = mesh_size(config["sharding"]["mesh"]) // processes
         if devices > 1 and config["framework"]["backend"] == "jax":  # simulated devices for the mesh
             flags = os.environ.get("XLA_FLAGS", "")
             env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
+        if devices > 1 and config["framework"]["backend"] == "torch_xla":  # PJRT's CPU client, SPMD
+            env["CPU_NUM_DEVICES"] = str(devices)
     return env
 
 

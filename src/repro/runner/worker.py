@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 import traceback
@@ -48,10 +49,8 @@ def execute(spec: dict, emit) -> dict:
     backend = backends.load(config["framework"]["backend"])
     t1 = time.perf_counter()
     threads = seeding.resolve_threads(run_cfg["threads"])
-    if distributed(config):  # ranks on one host share its cores (oversubscribed OpenMP threads spin)
-        from repro.backends.torch_distributed import world_size
-
-        threads = max(1, threads // world_size(config))
+    if parallel(spec) == "torch":  # ranks on one host share its cores (oversubscribed OpenMP threads spin)
+        threads = max(1, threads // local_processes(spec))
     ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches,
                        threads=threads, cache_dir=spec["cache_dir"])
     workload = backend.build(ctx)
@@ -85,41 +84,93 @@ def execute(spec: dict, emit) -> dict:
     return {"environment": environment, "result": result}
 
 
-def distributed(config: dict) -> bool:
-    return config["sharding"]["name"] != "none" and config["framework"]["backend"] == "torch"
+def parallel(spec: dict) -> str | None:
+    """"torch" (one process per rank), "jax" (jax.distributed processes) or None (this process)."""
+    config, rdzv = spec["config"], spec["rendezvous"]
+    if config["sharding"]["name"] == "none":
+        return None
+    if config["framework"]["backend"] == "torch":
+        return "torch"
+    if config["framework"]["backend"] == "jax" and rdzv["nodes"] * rdzv["jax_processes"] > 1:
+        return "jax"
+    return None
 
 
-def rank_main(spec: dict) -> dict:
-    """One rank of a sharded torch run (started by torch's elastic launcher)."""
-    from repro.backends import torch_distributed
+def local_processes(spec: dict) -> int:
+    from repro.backends.layouts import mesh_size
 
-    torch_distributed.init(spec["config"])
-    try:
-        return execute(spec, lambda *args, **kwargs: None)
-    finally:
-        import torch.distributed as dist
-
-        dist.destroy_process_group()
+    if parallel(spec) == "torch":
+        return mesh_size(spec["config"]["sharding"]["mesh"]) // spec["rendezvous"]["nodes"]
+    return spec["rendezvous"]["jax_processes"] if parallel(spec) == "jax" else 1
 
 
-def _rank_summary(rank: int, out: dict) -> dict:
+def _rank_summary(rank: int, out: dict, node: int) -> dict:
     res, env = out["result"]["results"], out["environment"]["environment"]
-    return {"rank": rank, "fingerprint": env["fingerprint"], "steady_median_s": res["steady_median_s"],
-            "first_step_s": res["first_step_s"], "second_step_s": res["second_step_s"],
+    return {"rank": rank, "node": node, "host": socket.gethostname(), "fingerprint": env["fingerprint"],
+            "steady_median_s": res["steady_median_s"], "first_step_s": res["first_step_s"],
+            "second_step_s": res["second_step_s"],
             "param_bytes_per_device": (res.get("sharding") or {}).get("param_bytes_per_device"),
             "peak_memory": res["peak_memory"]}
 
 
-def run(spec: dict, events: EventWriter) -> None:
-    if distributed(spec["config"]):
+def _quiet(*args, **kwargs) -> None:  # ranks other than the worker itself stream no events
+    pass
+
+
+def torch_rank_main(spec: dict) -> dict:
+    """One rank of a sharded torch run (started by torch's elastic launcher)."""
+    import torch.distributed as dist
+
+    from repro.backends import torch_distributed
+
+    torch_distributed.init(spec["config"])
+    try:
+        out = execute(spec, _quiet)
+        ranks = [None] * dist.get_world_size()  # every node's ranks, so that rank 0 records them all
+        dist.all_gather_object(ranks, _rank_summary(dist.get_rank(), out, spec["rendezvous"]["node_rank"]))
+        out["result"]["results"]["ranks"] = ranks
+        return out
+    finally:
+        dist.destroy_process_group()
+
+
+def jax_process_main(spec: dict, local_index: int) -> dict:
+    """One process of a multi-process JAX run (started by repro.runner.processes)."""
+    from repro.backends import jax_distributed
+
+    jax_distributed.init(spec["config"], spec["rendezvous"], local_index)
+    out = execute(spec, _quiet)
+    summary = _rank_summary(jax_distributed.process_id(spec["rendezvous"], local_index), out,
+                            spec["rendezvous"]["node_rank"])
+    out["result"]["results"]["ranks"] = jax_distributed.allgather_json(summary)
+    return out
+
+
+def _launch(spec: dict) -> dict[int, dict]:
+    """{global rank: its output} for this node's processes of a parallel run."""
+    if parallel(spec) == "torch":
         from repro.backends import torch_distributed
 
-        ranks = torch_distributed.launch(spec, rank_main)
-        out = ranks[0]
-        out["result"]["results"]["ranks"] = [_rank_summary(r, ranks[r]) for r in sorted(ranks)]
-        events.emit("environment", **out["environment"])
-    else:
+        return torch_distributed.launch(spec, torch_rank_main, local_processes(spec))
+    from repro.backends.jax_distributed import process_id
+    from repro.runner import processes
+
+    rdzv = spec["rendezvous"]
+    local = processes.launch(jax_process_main, spec, local_processes(spec),
+                             lambda i: f"jax process {process_id(rdzv, i)} (node {rdzv['node_rank']})")
+    return {process_id(rdzv, i): out for i, out in local.items()}
+
+
+def run(spec: dict, events: EventWriter) -> None:
+    if parallel(spec) is None:
         out = execute(spec, events.emit)
+    else:
+        ranks = _launch(spec)
+        if 0 not in ranks:  # a node other than node 0: its ranks ran; node 0 records the run
+            events.emit("result", follower=True, ranks=sorted(ranks))
+            return
+        out = ranks[0]
+        events.emit("environment", **out["environment"])
     events.emit("result", **out["result"])
 
 
@@ -131,6 +182,7 @@ def main() -> None:
         run(spec, events)
     except BaseException as e:  # noqa: BLE001 - every failure becomes a recorded result
         tb = traceback.format_exc().splitlines()[-TRACEBACK_LINES:]
+        tb += getattr(e, "traceback_tail", "").splitlines()  # a failed process's own traceback
         oom = is_oom(e)
         events.emit("error", status="oom" if oom else "failed", type=type(e).__name__,
                     message=envcapture.redact(str(e))[:2000], requested_bytes=requested_bytes(str(e)) if oom else None,

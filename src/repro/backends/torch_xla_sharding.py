@@ -1,0 +1,82 @@
+"""PyTorch/XLA SPMD: the same layouts as JAX, as sharding annotations on one XLA graph.
+
+`xr.use_spmd()` turns the process into one virtual device over every real one (on the CPU,
+`CPU_NUM_DEVICES` simulated devices, set by the worker's environment); `xs.mark_sharding`
+annotates each parameter and each batch over a `xs.Mesh` with the config's axes (`data`,
+`model`), and XLA's GSPMD partitioner splits the step, as it does for JAX. The rules are
+those of the other backends (repro.backends.layouts): FSDP shards each tensor along its
+largest divisible dimension, TP splits a Linear column-wise into a block and row-wise out
+of it. torch's Linear weight is [out, in] where Flax's kernel is [in, out], hence the
+transposed specs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from repro.backends.layouts import fsdp_dim, mesh_size, tp_role
+
+
+def enable(xr) -> None:
+    """Before any XLA tensor exists: afterwards the runtime refuses to switch."""
+    xr.use_spmd()
+
+
+def make_mesh(xs, xr, mesh: dict[str, int]):
+    size = mesh_size(mesh)
+    found = xr.global_runtime_device_count()
+    if found < size:
+        raise RuntimeError(f"sharding.mesh {mesh} needs {size} XLA devices, the runtime has {found} "
+                           "(on the CPU the worker sets CPU_NUM_DEVICES from the mesh)")
+    return xs.Mesh(np.arange(size), tuple(mesh.values()), tuple(mesh))
+
+
+def param_spec(layout: str, mesh: dict[str, int], names: list[str], shape: tuple[int, ...],
+               hidden_layers: int | None) -> tuple:
+    """The partition spec of the parameter at module path `names` (ending in weight/bias)."""
+    replicated = (None,) * len(shape)
+    if layout == "fsdp":
+        d = fsdp_dim(shape, mesh["data"])
+        return replicated if d is None else tuple("data" if i == d else None for i in range(len(shape)))
+    if layout not in ("tp", "dp_tp") or len(names) < 2 or names[-1] not in ("weight", "bias"):
+        return replicated
+    role = tp_role(names[:-1], hidden_layers)
+    if role is None:
+        return replicated
+    if names[-1] == "bias":
+        spec = ("model",) if role == "col" else (None,)
+    elif len(shape) == 2:
+        spec = ("model", None) if role == "col" else (None, "model")  # weight [out, in]
+    else:
+        return replicated
+    # a dimension the model axis does not divide stays whole
+    if any(axis == "model" and dim % mesh["model"] for dim, axis in zip(shape, spec)):
+        return replicated
+    return spec
+
+
+def mark_parameters(xs, model: nn.Module, mesh, layout: str, mesh_cfg: dict[str, int]) -> None:
+    hidden = getattr(model, "hidden", None)
+    layers = len(hidden) if hidden is not None else None
+    for name, p in model.named_parameters():
+        spec = param_spec(layout, mesh_cfg, name.split("."), tuple(p.shape), layers)
+        if any(axis is not None for axis in spec):
+            xs.mark_sharding(p, mesh, spec)
+
+
+def mark_batch(xs, t: torch.Tensor, mesh, mesh_cfg: dict[str, int]) -> None:
+    """Rows split over `data` (tensor-parallel-only layouts keep the batch whole)."""
+    if "data" in mesh_cfg and t.dim() > 0:
+        xs.mark_sharding(t, mesh, ("data",) + (None,) * (t.dim() - 1))
+
+
+def bytes_per_device(torch_xla, tensors: list[torch.Tensor]) -> dict[str, int]:
+    """{device: bytes of `tensors`' shards it holds}, read from the runtime's local shards."""
+    out: dict[str, int] = {}
+    for t in tensors:
+        shards = torch_xla._XLAC._get_local_shards([t])[0]
+        for shard, device in shards:
+            out[device] = out.get(device, 0) + shard.numel() * shard.element_size()
+    return out

@@ -1,0 +1,132 @@
+"""Where a run's processes meet: the rendezvous, from `cluster.*` or from SLURM's variables.
+
+The parent resolves it where the job runs (on a SLURM node, the variables exist there, not
+on the login node that launched the sweep) and hands it to the worker in the spec. Node 0
+hosts the rendezvous (torch's TCP store, JAX's coordination service) and records the run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+from dataclasses import asdict, dataclass
+from typing import Mapping
+
+from repro.backends.layouts import mesh_size
+from repro.config.schema import ClusterConfig, ConfigError
+
+SLURM_VARS = ("SLURM_NNODES", "SLURM_NODEID", "SLURM_JOB_NODELIST")
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    nodes: int
+    node_rank: int
+    host: str
+    port: int
+    jax_processes: int  # per node
+    join_timeout_s: float
+    source: str  # "local" | "slurm"
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def leader(self) -> bool:
+        """Node 0: hosts the rendezvous and alone writes the ledger and MLflow."""
+        return self.node_rank == 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM node list ("gpu[03-05,9],cpu1" -> "gpu03").
+
+    `scontrol show hostnames` is SLURM's own expansion and is used where it is installed; job
+    containers often lack it, hence the small parser of the compressed form as a fallback.
+    """
+    if shutil.which("scontrol"):
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True)
+        if out.returncode == 0 and out.stdout.split():
+            return out.stdout.split()[0]
+    match = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
+    if not match:
+        raise ConfigError(f"cannot read a host from SLURM_JOB_NODELIST={nodelist!r}")
+    prefix, ranges = match.groups()
+    return prefix + (re.split(r"[-,]", ranges)[0] if ranges else "")
+
+
+def _split_endpoint(coordinator: str, port: int) -> tuple[str, int]:
+    host, _, given = coordinator.rpartition(":") if ":" in coordinator else (coordinator, "", "")
+    if given and not given.isdigit():
+        raise ConfigError(f"cluster.coordinator={coordinator!r}: the port must be a number (host:port)")
+    return host, int(given) if given else port
+
+
+def resolve(cluster: Mapping | None, environ: Mapping[str, str] = os.environ) -> Rendezvous:
+    """The rendezvous of a run from its `cluster` config (records made before it existed: one node)."""
+    c = {**asdict(ClusterConfig()), **(cluster or {})}
+    nodes, node_rank, coordinator = c["nodes"], c["node_rank"], c["coordinator"]
+    if c["name"] == "slurm":
+        missing = [v for v in SLURM_VARS if not environ.get(v)]
+        if missing:
+            raise ConfigError(
+                f"cluster=slurm reads {', '.join(SLURM_VARS)} where the job runs, but {', '.join(missing)} "
+                "is not set: run inside an allocation (sbatch/srun, or hydra/launcher=submitit_slurm), "
+                "or use cluster=local with cluster.nodes, cluster.node_rank and cluster.coordinator")
+        nodes, node_rank = int(environ["SLURM_NNODES"]), int(environ["SLURM_NODEID"])
+        coordinator = coordinator or first_host(environ["SLURM_JOB_NODELIST"])
+    check_nodes(nodes, node_rank, coordinator)
+    if not coordinator:
+        return Rendezvous(1, 0, "127.0.0.1", _free_port(), c["jax_processes"], c["join_timeout_s"], c["name"])
+    host, port = _split_endpoint(coordinator, c["port"])
+    return Rendezvous(nodes, node_rank, host, port, c["jax_processes"], c["join_timeout_s"], c["name"])
+
+
+def check_nodes(nodes: int, node_rank: int, coordinator: str) -> None:
+    if not 0 <= node_rank < nodes:
+        raise ConfigError(f"cluster.node_rank={node_rank} must be in [0, cluster.nodes={nodes})")
+    if nodes > 1 and not coordinator:
+        raise ConfigError(f"cluster.nodes={nodes} needs cluster.coordinator=<host of node 0>[:port], "
+                          "the same on every node (or cluster=slurm inside an allocation)")
+
+
+def processes(config: dict, rdzv: Rendezvous) -> int:
+    """How many processes the run spans on all nodes: torch one per rank; JAX per `jax_processes`."""
+    if config["sharding"]["name"] == "none":
+        return 1
+    if config["framework"]["backend"] == "torch":
+        return mesh_size(config["sharding"]["mesh"])
+    if config["framework"]["backend"] == "jax":
+        return rdzv.nodes * rdzv.jax_processes
+    return 1
+
+
+def check_layout(config: dict, nodes: int, jax_processes: int) -> None:
+    """Refuse a mesh the processes cannot split evenly, with the numbers."""
+    sharding, backend = config["sharding"], config["framework"]["backend"]
+    if nodes == 1 and jax_processes == 1:
+        return
+    if sharding["name"] == "none":
+        raise ConfigError(f"cluster.nodes={nodes} and cluster.jax_processes={jax_processes} spread a run over "
+                          "processes, but sharding=none runs on one device; choose sharding=dp, fsdp, tp or dp_tp")
+    if backend not in ("jax", "torch"):
+        raise ConfigError(f"framework={config['framework']['name']} runs on one host; use cluster.nodes=1")
+    devices = mesh_size(sharding["mesh"])
+    split = nodes * (jax_processes if backend == "jax" else 1)
+    what = f"cluster.nodes={nodes}" + (f" × cluster.jax_processes={jax_processes}" if backend == "jax" else "")
+    if devices % split:
+        raise ConfigError(f"sharding.mesh {sharding['mesh']} spans {devices} devices, which {what} = {split} "
+                          f"processes cannot share evenly ({devices} % {split} = {devices % split}); "
+                          f"make the mesh a multiple of {split}")

@@ -1,0 +1,79 @@
+"""One run's processes on this node (JAX multi-process), supervised: all return, or all stop.
+
+torch's ranks go through torch's elastic launcher (torch_distributed.launch). JAX has no
+launcher: `jax.distributed` expects the cluster to start its processes. So a JAX run's local
+processes are started here with the standard library's multiprocessing (spawn: a fresh
+interpreter each, inheriting the worker's environment) and watched: the first that dies or
+raises stops the others at once, and the error names it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import traceback
+from multiprocessing.connection import wait
+from typing import Any, Callable
+
+
+def _child(fn: Callable[[dict, int], Any], spec: dict, index: int, conn) -> None:
+    try:
+        result = fn(spec, index)
+    except BaseException as e:  # noqa: BLE001 - reported to the supervisor, which stops the rest
+        tail = "".join(traceback.format_exc().splitlines(keepends=True)[-12:])
+        conn.send(("error", f"{type(e).__name__}: {e}", tail))
+        raise SystemExit(1) from None
+    conn.send(("ok", result, ""))
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exited with code {code} without a result"
+
+
+class ProcessFailed(RuntimeError):
+    def __init__(self, message: str, traceback_tail: str = ""):
+        super().__init__(message)
+        self.traceback_tail = traceback_tail
+
+
+def launch(fn: Callable[[dict, int], Any], spec: dict, count: int, name: Callable[[int], str]) -> dict[int, Any]:
+    """Run `fn(spec, i)` for i in range(count), each in its own process; {i: its return value}."""
+    ctx = mp.get_context("spawn")
+    procs, conns = {}, {}
+    for i in range(count):
+        recv, send = ctx.Pipe(duplex=False)
+        procs[i] = ctx.Process(target=_child, args=(fn, spec, i, send), name=name(i))
+        procs[i].start()
+        send.close()
+        conns[i] = recv
+    results: dict[int, Any] = {}
+    try:
+        while len(results) < count:
+            waiting = {conns[i]: i for i in procs if i not in results}
+            waiting.update({procs[i].sentinel: i for i in procs if i not in results})
+            for ready in wait(list(waiting)):
+                i = waiting[ready]
+                if i in results:
+                    continue
+                conn = conns[i]
+                if conn.poll():
+                    try:
+                        kind, value, tail = conn.recv()
+                    except EOFError:
+                        kind, value, tail = "died", None, ""
+                    if kind == "ok":
+                        results[i] = value
+                        continue
+                    if kind == "error":
+                        raise ProcessFailed(f"{name(i)} failed, the run was stopped: {value}", tail)
+                procs[i].join(timeout=5)
+                raise ProcessFailed(f"{name(i)} {_exit_reason(procs[i].exitcode)}, the run was stopped")
+    finally:
+        for p in procs.values():
+            if p.is_alive():
+                p.kill()
+        for p in procs.values():
+            p.join(timeout=10)
+    return results

@@ -1,0 +1,145 @@
+"""Runs over several processes and hosts: JAX through jax.distributed (processes on one node,
+or two "nodes" found from SLURM's variables), torch's ranks over two nodes from the config.
+The "nodes" are two repro commands on 127.0.0.1, each its own process tree, meeting only
+at the rendezvous, as two hosts would."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import time
+
+import psutil
+import pytest
+
+from repro.config import ConfigError, plan
+from repro.runner import cluster
+
+LOSS_RTOL = 1e-5  # as in test_sharding: reductions over shards run in another order
+FAST = ("model=mlp", "run.steps=6", "run.warmup=2")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _assert_same_loss(base: list[float], other: list[float]) -> None:
+    assert len(base) == len(other)
+    for a, b in zip(base, other):
+        assert abs(a - b) <= LOSS_RTOL * abs(a), (base, other)
+
+
+def _unsharded_loss(sandbox, framework: str) -> list[float]:
+    proc = sandbox.run(f"framework={framework}", *FAST, "tracking.experiment=base")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (head,) = [h for h in sandbox.heads() if h["config"]["sharding"]["name"] == "none"
+               and h["config"]["framework"]["name"] == framework]
+    return head["results"]["loss"]
+
+
+def _two_nodes(sandbox, tmp_path, args: list[str], envs: tuple[dict, dict] = ({}, {})):
+    """Node 1 in the background with a ledger and store of its own, node 0 in the sandbox."""
+    follower_ledger, follower_db = tmp_path / "node1-ledger", tmp_path / "node1.db"
+    cmd = sandbox.repro_cmd(*args, "cluster.node_rank=1")[:-2] + [f"ledger.dir={follower_ledger}", "progress.mode=plain"]
+    env = {**sandbox.env(**envs[1]), "MLFLOW_TRACKING_URI": f"sqlite:///{follower_db}"}
+    node1 = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    node0 = sandbox.run(*args, "cluster.node_rank=0", timeout=300, **envs[0])
+    out1, _ = node1.communicate(timeout=300)
+    assert node0.returncode == 0, node0.stdout[-3000:] + node0.stderr[-3000:]
+    assert node1.returncode == 0, out1[-3000:]
+    assert "node 0 records it" in out1
+    assert not follower_ledger.exists() and not follower_db.exists()  # node 0 alone records
+    return [h for h in sandbox.heads() if h["config"]["sharding"]["name"] != "none"]
+
+
+def test_jax_processes_match_unsharded(sandbox):
+    base = _unsharded_loss(sandbox, "jax")
+    proc = sandbox.run("-m", "framework=jax", "sharding=fsdp,dp_tp", "cluster.jax_processes=2", *FAST)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = {h["config"]["sharding"]["name"]: h for h in sandbox.heads() if h["config"]["sharding"]["name"] != "none"}
+    assert set(runs) == {"fsdp", "dp_tp"}
+    for name, h in runs.items():
+        assert h["status"] == "ok", h.get("error")
+        _assert_same_loss(base, h["results"]["loss"])
+        sh = h["results"]["sharding"]
+        assert sh["processes"] == 2 and sh["devices"] == 4, sh
+        assert [r["rank"] for r in h["results"]["ranks"]] == [0, 1]
+        assert h["environment"]["framework"]["process"] == {"index": 0, "count": 2}
+    fsdp = runs["fsdp"]["results"]["sharding"]
+    assert fsdp["param_bytes_per_device"] <= 1.05 * fsdp["param_bytes_total"] / 4
+
+
+def test_torch_ranks_over_two_nodes_from_the_config(sandbox, tmp_path):
+    base = _unsharded_loss(sandbox, "torch")
+    args = ["framework=torch", "sharding=dp", "sharding.mesh.data=4", *FAST, "cluster.nodes=2",
+            f"cluster.coordinator=127.0.0.1:{_free_port()}"]
+    (head,) = _two_nodes(sandbox, tmp_path, args)
+    assert head["status"] == "ok", head.get("error")
+    _assert_same_loss(base, head["results"]["loss"])
+    assert [(r["rank"], r["node"]) for r in head["results"]["ranks"]] == [(0, 0), (1, 0), (2, 1), (3, 1)]
+    assert head["cluster"]["nodes"] == 2 and head["cluster"]["source"] == "local"
+
+
+def test_jax_over_two_nodes_from_slurm_variables(sandbox, tmp_path):
+    base = _unsharded_loss(sandbox, "jax")
+    slurm = {"SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "localhost"}
+    args = ["framework=jax", "sharding=dp_tp", *FAST, "cluster=slurm", f"cluster.port={_free_port()}"]
+    (head,) = _two_nodes(sandbox, tmp_path, args, ({**slurm, "SLURM_NODEID": "0"}, {**slurm, "SLURM_NODEID": "1"}))
+    assert head["status"] == "ok", head.get("error")
+    _assert_same_loss(base, head["results"]["loss"])
+    assert head["cluster"] | {"port": 0} == {"nodes": 2, "node_rank": 0, "host": "localhost", "port": 0,
+                                             "jax_processes": 1, "join_timeout_s": 300.0, "source": "slurm"}
+    assert [(r["rank"], r["node"]) for r in head["results"]["ranks"]] == [(0, 0), (1, 1)]
+
+
+def test_dead_jax_process_fails_the_run_naming_it(sandbox):
+    cmd = sandbox.repro_cmd("-m", "framework=jax", "model=mlp", "sharding=fsdp", "sharding.mesh.data=2",
+                            "cluster.jax_processes=2", "run.steps=1000000,8", "run.timeout_s=240",
+                            "tracking.experiment=deadprocess")
+    parent = subprocess.Popen(cmd, cwd=sandbox.root, env=sandbox.env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    deadline, procs = time.time() + 120, []
+    while time.time() < deadline and len(procs) < 2:
+        procs = [p for p in psutil.Process(parent.pid).children(recursive=True)
+                 if "multiprocessing" in " ".join(p.cmdline()) and "resource_tracker" not in " ".join(p.cmdline())]
+        time.sleep(0.5)
+    assert len(procs) >= 2, "the JAX processes did not appear"
+    time.sleep(12)  # past jax.distributed's start and the compile, into the timed loop
+    started = time.time()
+    max(procs, key=lambda p: p.pid).send_signal(signal.SIGKILL)
+    out, _ = parent.communicate(timeout=400)
+    heads = sorted(sandbox.heads(), key=lambda r: r["sweep"]["job"])
+    assert [h["status"] for h in heads] == ["failed", "ok"], out[-3000:]
+    reason = heads[0]["error"]["reason"]
+    assert "jax process 1" in reason and "SIGKILL" in reason, reason
+    assert time.time() - started < 240
+
+
+@pytest.mark.parametrize("args,message", [
+    (["sharding=fsdp", "cluster.jax_processes=3"],
+     "spans 4 devices, which cluster.nodes=1 × cluster.jax_processes=3 = 3 processes cannot share evenly (4 % 3 = 1)"),
+    (["framework=torch", "sharding=dp", "sharding.mesh.data=4", "cluster.nodes=3", "cluster.coordinator=h:1"],
+     "spans 4 devices, which cluster.nodes=3 = 3 processes cannot share evenly"),
+    (["sharding=dp", "cluster.nodes=2"], "cluster.nodes=2 needs cluster.coordinator=<host of node 0>[:port]"),
+    (["sharding=dp", "cluster.nodes=2", "cluster.node_rank=2", "cluster.coordinator=h"],
+     "cluster.node_rank=2 must be in [0, cluster.nodes=2)"),
+    (["cluster.jax_processes=2"], "but sharding=none runs on one device"),
+])
+def test_impossible_cluster_refused_before_launch(args, message):
+    with pytest.raises(ConfigError) as err:
+        plan(args)
+    assert message in str(err.value)
+
+
+def test_slurm_rendezvous_from_the_variables():
+    env = {"SLURM_NNODES": "4", "SLURM_NODEID": "2", "SLURM_JOB_NODELIST": "gpu[03-05,9],cpu1"}
+    rdzv = cluster.resolve({"name": "slurm", "port": 29400, "jax_processes": 8}, env)
+    assert (rdzv.nodes, rdzv.node_rank, rdzv.endpoint, rdzv.leader) == (4, 2, "gpu03:29400", False)
+    assert cluster.first_host("node17") == "node17"
+    with pytest.raises(ConfigError) as err:
+        cluster.resolve({"name": "slurm"}, {"SLURM_NNODES": "2"})
+    assert "SLURM_NODEID, SLURM_JOB_NODELIST is not set" in str(err.value)
+    assert "hydra/launcher=submitit_slurm" in str(err.value)
