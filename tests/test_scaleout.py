@@ -118,6 +118,23 @@ def test_dead_jax_process_fails_the_run_naming_it(sandbox):
     assert time.time() - started < 240
 
 
+def test_node_that_never_joins_fails_the_run_within_the_timeout(sandbox):
+    """Node 0 of 2 started alone: each framework's run ends `failed` past cluster.join_timeout_s,
+    saying where it waited and what to check, and the sweep goes on."""
+    timeout = 10
+    proc = sandbox.run("-m", "framework=jax,torch", "model=mlp", "sharding=dp", "sharding.mesh.data=2", *FAST[1:],
+                       "cluster.nodes=2", f"cluster.coordinator=127.0.0.1:{_free_port()}",
+                       f"cluster.join_timeout_s={timeout}", timeout=300)
+    heads = sorted(sandbox.heads(), key=lambda r: r["sweep"]["job"])
+    assert [h["status"] for h in heads] == ["failed", "failed"], proc.stdout[-3000:] + proc.stderr[-3000:]
+    for h in heads:
+        reason = h["error"]["reason"]
+        assert f"cluster.join_timeout_s={timeout}" in reason and "is every node started" in reason, reason
+        assert h["wall_s"] < timeout + 30, h["wall_s"]
+    assert "before all 2 processes joined" in heads[0]["error"]["reason"]  # JAX
+    assert "1/2 clients joined" in heads[1]["error"]["reason"]  # torch's TCP store
+
+
 @pytest.mark.parametrize("args,message", [
     (["sharding=fsdp", "cluster.jax_processes=3"],
      "spans 4 devices, which cluster.nodes=1 × cluster.jax_processes=3 = 3 processes cannot share evenly (4 % 3 = 1)"),

@@ -44,6 +44,10 @@ def launch(spec: dict, rank_main, local_ranks: int) -> dict[int, dict]:
                               **common)
     try:
         return elastic_launch(config, rank_main)(spec)
+    except dist.DistStoreError as e:  # the rendezvous: a node that never came
+        raise RuntimeError(f"{e} (rendezvous at {rdzv['host']}:{rdzv['port']}, cluster.join_timeout_s="
+                           f"{rdzv['join_timeout_s']:g}: is every node started, with the same "
+                           "cluster.coordinator?)") from None
     except ChildFailedError as e:
         dead = "; ".join(f"rank {rank} exited with code {f.exitcode}" + (f" ({f.signal_name()})" if f.exitcode < 0 else "")
                          for rank, f in sorted(e.failures.items()))

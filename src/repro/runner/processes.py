@@ -4,7 +4,9 @@ torch's ranks go through torch's elastic launcher (torch_distributed.launch). JA
 launcher: `jax.distributed` expects the cluster to start its processes. So a JAX run's local
 processes are started here with the standard library's multiprocessing (spawn: a fresh
 interpreter each, inheriting the worker's environment) and watched: the first that dies or
-raises stops the others at once, and the error names it.
+raises stops the others at once, and the error names it. Each process reports when it has
+joined the others (`joined()`), so a process that dies before then is named as one that
+never met its peers (a node not started, a wrong coordinator), not as a mere crash.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from multiprocessing.connection import wait
 from typing import Any, Callable
 
 
-def _child(fn: Callable[[dict, int], Any], spec: dict, index: int, conn) -> None:
+def _child(fn: Callable[[dict, int, Callable[[], None]], Any], spec: dict, index: int, conn) -> None:
     try:
-        result = fn(spec, index)
+        result = fn(spec, index, lambda: conn.send(("joined", None, "")))
     except BaseException as e:  # noqa: BLE001 - reported to the supervisor, which stops the rest
         tail = "".join(traceback.format_exc().splitlines(keepends=True)[-12:])
         conn.send(("error", f"{type(e).__name__}: {e}", tail))
@@ -32,16 +34,24 @@ def _exit_reason(code: int | None) -> str:
     return f"exited with code {code} without a result"
 
 
+def _when(i: int, joined: set, not_joined: str) -> str:
+    return f" {not_joined}" if not_joined and i not in joined else ""
+
+
 class ProcessFailed(RuntimeError):
     def __init__(self, message: str, traceback_tail: str = ""):
         super().__init__(message)
         self.traceback_tail = traceback_tail
 
 
-def launch(fn: Callable[[dict, int], Any], spec: dict, count: int, name: Callable[[int], str]) -> dict[int, Any]:
-    """Run `fn(spec, i)` for i in range(count), each in its own process; {i: its return value}."""
+def launch(fn: Callable[[dict, int, Callable[[], None]], Any], spec: dict, count: int, name: Callable[[int], str],
+           not_joined: str = "") -> dict[int, Any]:
+    """Run `fn(spec, i, joined)` for i in range(count), each in its own process; {i: its return value}.
+
+    `not_joined`: added to the error of a process that ends before calling `joined()`.
+    """
     ctx = mp.get_context("spawn")
-    procs, conns = {}, {}
+    procs, conns, joined = {}, {}, set()
     for i in range(count):
         recv, send = ctx.Pipe(duplex=False)
         procs[i] = ctx.Process(target=_child, args=(fn, spec, i, send), name=name(i))
@@ -63,13 +73,18 @@ def launch(fn: Callable[[dict, int], Any], spec: dict, count: int, name: Callabl
                         kind, value, tail = conn.recv()
                     except EOFError:
                         kind, value, tail = "died", None, ""
+                    if kind == "joined":
+                        joined.add(i)
+                        continue
                     if kind == "ok":
                         results[i] = value
                         continue
                     if kind == "error":
-                        raise ProcessFailed(f"{name(i)} failed, the run was stopped: {value}", tail)
+                        raise ProcessFailed(f"{name(i)} failed{_when(i, joined, not_joined)}, the run was stopped: "
+                                            f"{value}", tail)
                 procs[i].join(timeout=5)
-                raise ProcessFailed(f"{name(i)} {_exit_reason(procs[i].exitcode)}, the run was stopped")
+                raise ProcessFailed(f"{name(i)} {_exit_reason(procs[i].exitcode)}{_when(i, joined, not_joined)}, "
+                                    "the run was stopped")
     finally:
         for p in procs.values():
             if p.is_alive():

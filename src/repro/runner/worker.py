@@ -134,11 +134,12 @@ def torch_rank_main(spec: dict) -> dict:
         dist.destroy_process_group()
 
 
-def jax_process_main(spec: dict, local_index: int) -> dict:
+def jax_process_main(spec: dict, local_index: int, joined) -> dict:
     """One process of a multi-process JAX run (started by repro.runner.processes)."""
     from repro.backends import jax_distributed
 
     jax_distributed.init(spec["config"], spec["rendezvous"], local_index)
+    joined()
     out = execute(spec, _quiet)
     summary = _rank_summary(jax_distributed.process_id(spec["rendezvous"], local_index), out,
                             spec["rendezvous"]["node_rank"])
@@ -156,8 +157,12 @@ def _launch(spec: dict) -> dict[int, dict]:
     from repro.runner import processes
 
     rdzv = spec["rendezvous"]
+    total = rdzv["nodes"] * rdzv["jax_processes"]
     local = processes.launch(jax_process_main, spec, local_processes(spec),
-                             lambda i: f"jax process {process_id(rdzv, i)} (node {rdzv['node_rank']})")
+                             lambda i: f"jax process {process_id(rdzv, i)} (node {rdzv['node_rank']})",
+                             f"before all {total} processes joined at {rdzv['host']}:{rdzv['port']} within "
+                             f"cluster.join_timeout_s={rdzv['join_timeout_s']:g} (is every node started, with "
+                             "the same cluster.coordinator?)")
     return {process_id(rdzv, i): out for i, out in local.items()}
 
 
