@@ -45,6 +45,30 @@ class Sandbox:
         return subprocess.run(self.repro_cmd(*args), cwd=self.root, env=self.env(**env), capture_output=True,
                               text=True, timeout=timeout)
 
+    def kill_one_process_mid_run(self, *args: str, settle_s: float) -> tuple[list[dict], str, float]:
+        """Start `python -m repro -m ARGS` (its first job's run must outlast the test), wait for
+        the run's processes (multiprocessing children: torch's ranks or JAX's processes), let it
+        settle `settle_s` into its timed loop, SIGKILL the newest one. Returns the heads in job
+        order, the output and the seconds from the kill to the sweep's end."""
+        import signal
+        import time
+
+        import psutil
+
+        parent = subprocess.Popen(self.repro_cmd("-m", *args), cwd=self.root, env=self.env(),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline, procs = time.time() + 120, []
+        while time.time() < deadline and len(procs) < 2:
+            procs = [p for p in psutil.Process(parent.pid).children(recursive=True)
+                     if "multiprocessing" in " ".join(p.cmdline()) and "resource_tracker" not in " ".join(p.cmdline())]
+            time.sleep(0.5)
+        assert len(procs) >= 2, "the run's processes did not appear"
+        time.sleep(settle_s)
+        killed = time.time()
+        max(procs, key=lambda p: p.pid).send_signal(signal.SIGKILL)
+        out, _ = parent.communicate(timeout=400)
+        return sorted(self.heads(), key=lambda r: r["sweep"]["job"]), out, time.time() - killed
+
     def records(self) -> list[dict]:
         return [json.loads(p.read_text()) for p in sorted(self.ledger.glob("*/*.json"))]
 

@@ -5,12 +5,9 @@ at the rendezvous, as two hosts would."""
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
-import time
 
-import psutil
 import pytest
 
 from repro.config import ConfigError, plan
@@ -32,12 +29,15 @@ def _assert_same_loss(base: list[float], other: list[float]) -> None:
         assert abs(a - b) <= LOSS_RTOL * abs(a), (base, other)
 
 
-def _unsharded_loss(sandbox, framework: str) -> list[float]:
-    proc = sandbox.run(f"framework={framework}", *FAST, "tracking.experiment=base")
+@pytest.fixture(scope="module")
+def unsharded(tmp_path_factory) -> dict[str, list[float]]:
+    """{framework: the loss trajectory of the same run on one device}, JAX and torch in one sweep."""
+    from conftest import Sandbox
+
+    box = Sandbox(tmp_path_factory.mktemp("unsharded"))
+    proc = box.run("-m", "framework=jax,torch", *FAST, "tracking.experiment=base")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    (head,) = [h for h in sandbox.heads() if h["config"]["sharding"]["name"] == "none"
-               and h["config"]["framework"]["name"] == framework]
-    return head["results"]["loss"]
+    return {h["config"]["framework"]["name"]: h["results"]["loss"] for h in box.heads()}
 
 
 def _two_nodes(sandbox, tmp_path, args: list[str], envs: tuple[dict, dict] = ({}, {})):
@@ -52,14 +52,14 @@ def _two_nodes(sandbox, tmp_path, args: list[str], envs: tuple[dict, dict] = ({}
     assert node1.returncode == 0, out1[-3000:]
     assert "node 0 records it" in out1
     assert not follower_ledger.exists() and not follower_db.exists()  # node 0 alone records
-    return [h for h in sandbox.heads() if h["config"]["sharding"]["name"] != "none"]
+    return sandbox.heads()
 
 
-def test_jax_processes_match_unsharded(sandbox):
-    base = _unsharded_loss(sandbox, "jax")
+def test_jax_processes_match_unsharded(sandbox, unsharded):
+    base = unsharded["jax"]
     proc = sandbox.run("-m", "framework=jax", "sharding=fsdp,dp_tp", "cluster.jax_processes=2", *FAST)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    runs = {h["config"]["sharding"]["name"]: h for h in sandbox.heads() if h["config"]["sharding"]["name"] != "none"}
+    runs = {h["config"]["sharding"]["name"]: h for h in sandbox.heads()}
     assert set(runs) == {"fsdp", "dp_tp"}
     for name, h in runs.items():
         assert h["status"] == "ok", h.get("error")
@@ -72,8 +72,8 @@ def test_jax_processes_match_unsharded(sandbox):
     assert fsdp["param_bytes_per_device"] <= 1.05 * fsdp["param_bytes_total"] / 4
 
 
-def test_torch_ranks_over_two_nodes_from_the_config(sandbox, tmp_path):
-    base = _unsharded_loss(sandbox, "torch")
+def test_torch_ranks_over_two_nodes_from_the_config(sandbox, tmp_path, unsharded):
+    base = unsharded["torch"]
     args = ["framework=torch", "sharding=dp", "sharding.mesh.data=4", *FAST, "cluster.nodes=2",
             f"cluster.coordinator=127.0.0.1:{_free_port()}"]
     (head,) = _two_nodes(sandbox, tmp_path, args)
@@ -83,8 +83,8 @@ def test_torch_ranks_over_two_nodes_from_the_config(sandbox, tmp_path):
     assert head["cluster"]["nodes"] == 2 and head["cluster"]["source"] == "local"
 
 
-def test_jax_over_two_nodes_from_slurm_variables(sandbox, tmp_path):
-    base = _unsharded_loss(sandbox, "jax")
+def test_jax_over_two_nodes_from_slurm_variables(sandbox, tmp_path, unsharded):
+    base = unsharded["jax"]
     slurm = {"SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "localhost"}
     args = ["framework=jax", "sharding=dp_tp", *FAST, "cluster=slurm", f"cluster.port={_free_port()}"]
     (head,) = _two_nodes(sandbox, tmp_path, args, ({**slurm, "SLURM_NODEID": "0"}, {**slurm, "SLURM_NODEID": "1"}))
@@ -96,26 +96,14 @@ def test_jax_over_two_nodes_from_slurm_variables(sandbox, tmp_path):
 
 
 def test_dead_jax_process_fails_the_run_naming_it(sandbox):
-    cmd = sandbox.repro_cmd("-m", "framework=jax", "model=mlp", "sharding=fsdp", "sharding.mesh.data=2",
-                            "cluster.jax_processes=2", "run.steps=1000000,8", "run.timeout_s=240",
-                            "tracking.experiment=deadprocess")
-    parent = subprocess.Popen(cmd, cwd=sandbox.root, env=sandbox.env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    deadline, procs = time.time() + 120, []
-    while time.time() < deadline and len(procs) < 2:
-        procs = [p for p in psutil.Process(parent.pid).children(recursive=True)
-                 if "multiprocessing" in " ".join(p.cmdline()) and "resource_tracker" not in " ".join(p.cmdline())]
-        time.sleep(0.5)
-    assert len(procs) >= 2, "the JAX processes did not appear"
-    time.sleep(12)  # past jax.distributed's start and the compile, into the timed loop
-    started = time.time()
-    max(procs, key=lambda p: p.pid).send_signal(signal.SIGKILL)
-    out, _ = parent.communicate(timeout=400)
-    heads = sorted(sandbox.heads(), key=lambda r: r["sweep"]["job"])
+    heads, out, after_kill = sandbox.kill_one_process_mid_run(
+        "framework=jax", "model=mlp", "sharding=fsdp", "sharding.mesh.data=2", "cluster.jax_processes=2",
+        "run.steps=1000000,8", "run.timeout_s=240", "tracking.experiment=deadprocess",
+        settle_s=12)  # past jax.distributed's start and the compile, into the timed loop
     assert [h["status"] for h in heads] == ["failed", "ok"], out[-3000:]
     reason = heads[0]["error"]["reason"]
     assert "jax process 1" in reason and "SIGKILL" in reason, reason
-    assert time.time() - started < 240
+    assert after_kill < 240
 
 
 def test_node_that_never_joins_fails_the_run_within_the_timeout(sandbox):

@@ -86,28 +86,10 @@ def test_impossible_mesh_refused_before_launch(args, message):
 
 
 def test_dead_rank_fails_the_run_naming_it(sandbox):
-    import signal
-    import subprocess
-    import time
-
-    import psutil
-
-    cmd = sandbox.repro_cmd("-m", "framework=torch", "model=mlp", "sharding=dp", "sharding.mesh.data=2",
-                            "run.steps=1000000,8", "run.timeout_s=240", "tracking.experiment=deadrank")
-    parent = subprocess.Popen(cmd, cwd=sandbox.root, env=sandbox.env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    deadline, ranks = time.time() + 120, []
-    while time.time() < deadline and len(ranks) < 2:
-        ranks = [p for p in psutil.Process(parent.pid).children(recursive=True)
-                 if "multiprocessing" in " ".join(p.cmdline()) and "resource_tracker" not in " ".join(p.cmdline())]
-        time.sleep(0.5)
-    assert len(ranks) >= 2, "the rank processes did not appear"
-    time.sleep(6)  # into the timed loop
-    started = time.time()
-    max(ranks, key=lambda p: p.pid).send_signal(signal.SIGKILL)
-    out, _ = parent.communicate(timeout=400)
-    heads = sorted(sandbox.heads(), key=lambda r: r["sweep"]["job"])
+    heads, out, after_kill = sandbox.kill_one_process_mid_run(
+        "framework=torch", "model=mlp", "sharding=dp", "sharding.mesh.data=2", "run.steps=1000000,8",
+        "run.timeout_s=240", "tracking.experiment=deadrank", settle_s=6)  # into the timed loop
     assert [h["status"] for h in heads] == ["failed", "ok"], out[-3000:]
     reason = heads[0]["error"]["reason"]
     assert "rank" in reason and "SIGKILL" in reason, reason
-    assert heads[0]["wall_s"] < 240 and time.time() - started < 240
+    assert heads[0]["wall_s"] < 240 and after_kill < 240
