@@ -91,3 +91,18 @@ def test_torch_xla_specs_follow_the_shared_layout_rules():
     assert param_spec("tp", mesh, ["hidden", "2", "weight"], (64, 64), 3) == (None, None)  # unpaired last layer
     assert param_spec("tp", {"model": 3}, ["blocks", "0", "mlp", "fc1", "weight"], (64, 32), None) == (None, None)
     assert param_spec("dp", mesh, ["blocks", "0", "mlp", "fc1", "weight"], (64, 32), None) == (None, None)
+
+
+def test_fingerprint_and_replay_see_the_cpu_instruction_sets():
+    """One "AMD EPYC" model string covered AVX-512 and AVX2-only machines whose XLA results differ
+    in the last bits: the ISA is part of the fingerprint, and a replay lists it."""
+    from repro import replay
+
+    env = envcapture.capture({"devices": ["cpu"]})
+    assert env["cpu"]["isa"] and env["fingerprint"] == envcapture.fingerprint(env)
+    other = {**env, "cpu": {**env["cpu"], "isa": [*env["cpu"]["isa"], "avx512f"]}}
+    assert envcapture.fingerprint(other) != env["fingerprint"]
+    config = plan(["model=mlp"]).jobs[0]
+    then = replay.environment_then({"environment": {**other, "variables": {"REPRO_THREADS": "2"}}})
+    assert then["cpu"]["isa"] != replay.environment_now(config)["cpu"]["isa"]
+    assert replay.environment_then({"environment": {"cpu": {"model": "x"}}})["cpu"]["isa"] is None  # older records

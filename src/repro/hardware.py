@@ -22,6 +22,26 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# Instruction-set extensions a compiler may target (XLA and inductor build for the host CPU):
+# the same model string can hide machines with and without AVX-512, whose reductions differ
+# in the last bits. x86 "flags" and Arm "Features" of /proc/cpuinfo.
+ISA_PREFIXES = {"flags": ("sse4", "avx", "fma", "f16c", "amx"), "Features": ("asimd", "sve", "sme", "bf16", "i8mm")}
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_isa() -> tuple[str, ...]:
+    """The vector extensions this CPU reports, sorted (empty where /proc/cpuinfo is missing)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ISA_PREFIXES:
+                    return tuple(sorted(x for x in value.split() if x.startswith(ISA_PREFIXES[key.strip()])))
+    except OSError:
+        pass
+    return ()
+
+
 @functools.lru_cache(maxsize=1)
 def nvidia_gpus() -> tuple[dict, ...]:
     """Name, memory and driver of each NVIDIA GPU, from nvidia-smi (empty if none)."""

@@ -39,7 +39,8 @@ def environment_now(config: dict) -> dict:
     """What can be known of the environment without importing a framework."""
     return {
         "packages": envcapture.package_versions(),
-        "cpu": {"model": hardware.cpu_model(), "affinity": len(os.sched_getaffinity(0))},
+        "cpu": {"model": hardware.cpu_model(), "affinity": len(os.sched_getaffinity(0)),
+                "isa": list(hardware.cpu_isa())},
         "gpus": [g["name"] for g in hardware.nvidia_gpus()],
         "threads": seeding.resolve_threads(config["run"]["threads"]),
     }
@@ -49,7 +50,7 @@ def environment_then(record: dict) -> dict:
     env = record.get("environment") or {}
     return {
         "packages": env.get("packages", {}),
-        "cpu": {"model": (env.get("cpu") or {}).get("model"), "affinity": (env.get("cpu") or {}).get("affinity")},
+        "cpu": {k: (env.get("cpu") or {}).get(k) for k in ("model", "affinity", "isa")},  # isa: None before it was recorded
         "gpus": [g["name"] for g in env.get("gpus", [])],
         "threads": int(env.get("variables", {}).get("REPRO_THREADS", 0)) or None,
     }

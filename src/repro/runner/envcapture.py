@@ -63,7 +63,7 @@ def capture(framework: dict) -> dict:
                    "executable": sys.executable},
         "os": {"system": platform.system(), "release": platform.release(), "machine": platform.machine()},
         "cpu": {"model": hardware.cpu_model(), "cores": os.cpu_count(),
-                "affinity": len(os.sched_getaffinity(0))},
+                "affinity": len(os.sched_getaffinity(0)), "isa": list(hardware.cpu_isa())},
         "gpus": list(hardware.nvidia_gpus()),
         "packages": package_versions(),
         "variables": result_variables(),
@@ -79,6 +79,7 @@ def fingerprint(env: dict) -> str:
         "python": env["python"]["version"],
         "machine": env["os"]["machine"],
         "cpu": env["cpu"]["model"],
+        "isa": env["cpu"].get("isa"),  # the model string alone hid an AVX-512 / AVX2-only pair
         "cores": env["cpu"]["affinity"],
         "gpus": [(g["name"], g["driver"]) for g in env["gpus"]],
         "packages": {k: v for k, v in env["packages"].items() if k != "repro"},
