@@ -125,7 +125,10 @@ def originals_for(ledger: Ledger, ids: list[str], experiment: str | None) -> lis
                  and (r.get("sweep") or {}).get("experiment") == experiment]
         if not found:
             raise LedgerError(f"no recorded runs of experiment {experiment!r} in {ledger.root}")
-        return found
+        sweeps: dict[str, list[dict]] = {}
+        for r in found:
+            sweeps.setdefault(r["sweep"].get("id", ""), []).append(r)
+        return max(sweeps.values(), key=lambda runs: max(r["created"] for r in runs))  # its newest sweep
     records = [_current(ledger, ledger.get(i)) for i in ids]
     for r in records:
         if r.get("kind") != "run":
@@ -191,7 +194,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
 def add_parser(sub, common) -> None:
     p = sub.add_parser("replay", help="re-run recorded runs and compare them with the record", parents=[common])
     p.add_argument("ids", nargs="*", help="ledger ids (or unique prefixes) of runs")
-    p.add_argument("--experiment", help="replay every recorded run of this experiment (sweep name)")
+    p.add_argument("--experiment", help="replay every run of this experiment's newest recorded sweep (older ones: by id)")
     p.add_argument("--tracking-uri", help="MLflow store for the replay runs (default: as for any run)")
     p.add_argument("--progress", default="auto", choices=("auto", "rich", "plain", "none"))
     p.set_defaults(func=run_cli)
