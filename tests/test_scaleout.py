@@ -132,6 +132,7 @@ def test_node_that_never_joins_fails_the_run_within_the_timeout(sandbox):
     (["sharding=dp", "cluster.nodes=2", "cluster.node_rank=2", "cluster.coordinator=h"],
      "cluster.node_rank=2 must be in [0, cluster.nodes=2)"),
     (["cluster.jax_processes=2"], "but sharding=none runs on one device"),
+    (["sharding=dp", "cluster=slurm"], "not set here: SLURM_NNODES, SLURM_NODEID, SLURM_JOB_NODELIST; run inside an allocation"),
 ])
 def test_impossible_cluster_refused_before_launch(args, message):
     with pytest.raises(ConfigError) as err:
@@ -146,5 +147,5 @@ def test_slurm_rendezvous_from_the_variables():
     assert cluster.first_host("node17") == "node17"
     with pytest.raises(ConfigError) as err:
         cluster.resolve({"name": "slurm"}, {"SLURM_NNODES": "2"})
-    assert "SLURM_NODEID, SLURM_JOB_NODELIST is not set" in str(err.value)
+    assert "not set here: SLURM_NODEID, SLURM_JOB_NODELIST;" in str(err.value)
     assert "hydra/launcher=submitit_slurm" in str(err.value)

@@ -220,12 +220,18 @@ def plan(args: Sequence[str]) -> Plan:
                 except ConfigError as e:
                     where = f" (in job {' '.join(job)})" if len(job_overrides) > 1 else ""
                     raise ConfigError(f"{e}{where}") from None
+            launcher = str(top.hydra.launcher.get("_target_", ""))
     except HydraException as e:
         raise ConfigError(str(e)) from None
     finally:
         GlobalHydra.instance().clear()
 
     from repro import hardware
+    from repro.runner import cluster
+
+    if "SlurmLauncher" not in launcher:  # the jobs run here: so must SLURM's variables be
+        for slurm in [j["cluster"] for j in jobs if j["cluster"]["name"] == "slurm"][:1]:
+            cluster.resolve(slurm)  # raises, naming what is missing and what to do
 
     hardware.check_all([j["hardware"] for j in jobs])
     check_data(jobs)

@@ -82,8 +82,8 @@ def resolve(cluster: Mapping | None, environ: Mapping[str, str] = os.environ) ->
         missing = [v for v in SLURM_VARS if not environ.get(v)]
         if missing:
             raise ConfigError(
-                f"cluster=slurm reads {', '.join(SLURM_VARS)} where the job runs, but {', '.join(missing)} "
-                "is not set: run inside an allocation (sbatch/srun, or hydra/launcher=submitit_slurm), "
+                f"cluster=slurm reads {', '.join(SLURM_VARS)} where the job runs, but these are not set "
+                f"here: {', '.join(missing)}; run inside an allocation (sbatch/srun, or hydra/launcher=submitit_slurm), "
                 "or use cluster=local with cluster.nodes, cluster.node_rank and cluster.coordinator")
         nodes, node_rank = int(environ["SLURM_NNODES"]), int(environ["SLURM_NODEID"])
         coordinator = coordinator or first_host(environ["SLURM_JOB_NODELIST"])
