@@ -132,6 +132,7 @@ def test_node_that_never_joins_fails_the_run_within_the_timeout(sandbox):
     (["sharding=dp", "cluster.nodes=2", "cluster.node_rank=2", "cluster.coordinator=h"],
      "cluster.node_rank=2 must be in [0, cluster.nodes=2)"),
     (["cluster.jax_processes=2"], "but sharding=none runs on one device"),
+    (["sharding=dp", "cluster.nodes=2", "cluster.coordinator=h:abc"], "the port must be a number (host:port)"),
     (["sharding=dp", "cluster=slurm"], "not set here: SLURM_NNODES, SLURM_NODEID, SLURM_JOB_NODELIST; run inside an allocation"),
 ])
 def test_impossible_cluster_refused_before_launch(args, message):

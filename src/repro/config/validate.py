@@ -127,6 +127,8 @@ def _check_cluster(cfg: dict) -> None:
         cluster.check_layout(cfg, 1, c["jax_processes"])
         return
     cluster.check_nodes(c["nodes"], c["node_rank"], c["coordinator"])
+    if c["coordinator"]:
+        cluster.split_endpoint(c["coordinator"], c["port"])
     cluster.check_layout(cfg, c["nodes"], c["jax_processes"])
 
 

@@ -67,7 +67,7 @@ def first_host(nodelist: str) -> str:
     return prefix + (re.split(r"[-,]", ranges)[0] if ranges else "")
 
 
-def _split_endpoint(coordinator: str, port: int) -> tuple[str, int]:
+def split_endpoint(coordinator: str, port: int) -> tuple[str, int]:
     host, _, given = coordinator.rpartition(":") if ":" in coordinator else (coordinator, "", "")
     if given and not given.isdigit():
         raise ConfigError(f"cluster.coordinator={coordinator!r}: the port must be a number (host:port)")
@@ -90,7 +90,7 @@ def resolve(cluster: Mapping | None, environ: Mapping[str, str] = os.environ) ->
     check_nodes(nodes, node_rank, coordinator)
     if not coordinator:
         return Rendezvous(1, 0, "127.0.0.1", _free_port(), c["jax_processes"], c["join_timeout_s"], c["name"])
-    host, port = _split_endpoint(coordinator, c["port"])
+    host, port = split_endpoint(coordinator, c["port"])
     return Rendezvous(nodes, node_rank, host, port, c["jax_processes"], c["join_timeout_s"], c["name"])
 
 
