@@ -21,7 +21,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from repro.backends.layouts import fsdp_dim, tp_role
+from repro.backends.layouts import fsdp_dim, mesh_size, tp_role
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 
@@ -31,8 +31,7 @@ def make_mesh(mesh: dict[str, int]) -> Mesh | None:
     if not mesh:
         return None
     names, shape = tuple(mesh), tuple(mesh.values())
-    size = int(np.prod(shape))
-    per_process = size // jax.process_count()
+    per_process = mesh_size(mesh) // jax.process_count()
     devices = [d for p in range(jax.process_count())
                for d in [d for d in jax.devices() if d.process_index == p][:per_process]]
     return jax.make_mesh(shape, names, axis_types=(AxisType.Auto,) * len(names), devices=devices)  # classic GSPMD

@@ -16,6 +16,18 @@ def mesh_size(mesh: dict[str, int]) -> int:
     return size
 
 
+def process_count(config: dict, nodes: int, jax_processes: int) -> int:
+    """Processes one run spans over all nodes: torch one per rank of the mesh, JAX `jax_processes`
+    per node; an unsharded run, or any other backend, one (PyTorch/XLA's SPMD is one process)."""
+    if config["sharding"]["name"] == "none":
+        return 1
+    if config["framework"]["backend"] == "torch":
+        return mesh_size(config["sharding"]["mesh"])
+    if config["framework"]["backend"] == "jax":
+        return nodes * jax_processes
+    return 1
+
+
 def fsdp_dim(shape: tuple[int, ...], size: int) -> int | None:
     """The dimension FSDP shards a tensor along: its largest one that `size` divides (None: kept whole)."""
     for d in sorted(range(len(shape)), key=lambda d: -shape[d]):

@@ -16,11 +16,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from repro.backends.layouts import mesh_size, tp_role
-
-
-def world_size(config: dict) -> int:
-    return mesh_size(config["sharding"]["mesh"])
+from repro.backends.layouts import tp_role
 
 
 def launch(spec: dict, rank_main, local_ranks: int) -> dict[int, dict]:
@@ -45,9 +41,10 @@ def launch(spec: dict, rank_main, local_ranks: int) -> dict[int, dict]:
     try:
         return elastic_launch(config, rank_main)(spec)
     except dist.DistStoreError as e:  # the rendezvous: a node that never came
+        from repro.runner.cluster import JOIN_HINT
+
         raise RuntimeError(f"{e} (rendezvous at {rdzv['host']}:{rdzv['port']}, cluster.join_timeout_s="
-                           f"{rdzv['join_timeout_s']:g}: is every node started, with the same "
-                           "cluster.coordinator?)") from None
+                           f"{rdzv['join_timeout_s']:g}: {JOIN_HINT})") from None
     except ChildFailedError as e:
         dead = "; ".join(f"rank {rank} exited with code {f.exitcode}" + (f" ({f.signal_name()})" if f.exitcode < 0 else "")
                          for rank, f in sorted(e.failures.items()))

@@ -68,19 +68,15 @@ class TorchXLAWorkload(TorchWorkload):
         self.cache_dir = self._init_cache(ctx)  # before the runtime starts (first device use)
         self.layout = cfg["sharding"]["name"]
         if self.layout != "none":  # SPMD: one virtual device over the mesh's (before any XLA tensor)
-            import torch_xla.distributed.spmd as xs
-
-            self.xs = xs
-            torch_xla_sharding.enable(self.xr)
+            torch_xla_sharding.enable()
         self.matmul_precision = self._set_matmul_precision(cfg["precision"]["matmul"])
         super().__init__(ctx)  # seeds, builds the model, optimizer and batches on the CPU
         self.device = self.torch_xla.device()
         self.model.to(self.device)
         self.mesh = None
         if self.layout != "none":  # parameters annotated before the optimizer sees them
-            mesh_cfg = cfg["sharding"]["mesh"]
-            self.mesh = torch_xla_sharding.make_mesh(self.xs, self.xr, mesh_cfg)
-            torch_xla_sharding.mark_parameters(self.xs, self.model, self.mesh, self.layout, mesh_cfg)
+            self.mesh = torch_xla_sharding.make_mesh(cfg["sharding"]["mesh"])
+            torch_xla_sharding.mark_parameters(self.model, self.mesh, self.layout, cfg["sharding"]["mesh"])
         if self.opt is not None:
             self.opt = self._optimizer(cfg["run"])  # over the XLA parameters (`.to` made new ones)
         if self.scaler is not None:
@@ -89,7 +85,7 @@ class TorchXLAWorkload(TorchWorkload):
         if self.mesh is not None:
             for batch in self.batches:
                 for t in batch:
-                    torch_xla_sharding.mark_batch(self.xs, t, self.mesh, cfg["sharding"]["mesh"])
+                    torch_xla_sharding.mark_batch(t, self.mesh, cfg["sharding"]["mesh"])
         self.torch_xla.sync()
         self.xm.wait_device_ops()
         self.capture_ir = bool(cfg["run"]["capture_ir"])
@@ -188,8 +184,8 @@ class TorchXLAWorkload(TorchWorkload):
     def sharding_info(self) -> dict:
         if self.mesh is None:
             return {}
-        params = [p for p in self.model.parameters()]
-        per_device = torch_xla_sharding.bytes_per_device(self.torch_xla, params)
+        params = list(self.model.parameters())
+        per_device = torch_xla_sharding.bytes_per_device(params)
         return {
             "layout": self.layout, "mesh": self.ctx.config["sharding"]["mesh"], "devices": len(per_device),
             "spmd": True, "param_bytes_total": sum(p.numel() * p.element_size() for p in params),

@@ -7,7 +7,8 @@ annotates each parameter and each batch over a `xs.Mesh` with the config's axes 
 those of the other backends (repro.backends.layouts): FSDP shards each tensor along its
 largest divisible dimension, TP splits a Linear column-wise into a block and row-wise out
 of it. torch's Linear weight is [out, in] where Flax's kernel is [in, out], hence the
-transposed specs.
+transposed specs. torch_xla is imported inside the functions that use it: the spec rules
+are plain Python, importable (and unit-tested) where torch_xla is not installed.
 """
 
 from __future__ import annotations
@@ -19,12 +20,17 @@ from torch import nn
 from repro.backends.layouts import fsdp_dim, mesh_size, tp_role
 
 
-def enable(xr) -> None:
+def enable() -> None:
     """Before any XLA tensor exists: afterwards the runtime refuses to switch."""
+    import torch_xla.runtime as xr
+
     xr.use_spmd()
 
 
-def make_mesh(xs, xr, mesh: dict[str, int]):
+def make_mesh(mesh: dict[str, int]):
+    import torch_xla.distributed.spmd as xs
+    import torch_xla.runtime as xr
+
     size = mesh_size(mesh)
     found = xr.global_runtime_device_count()
     if found < size:
@@ -57,7 +63,9 @@ def param_spec(layout: str, mesh: dict[str, int], names: list[str], shape: tuple
     return spec
 
 
-def mark_parameters(xs, model: nn.Module, mesh, layout: str, mesh_cfg: dict[str, int]) -> None:
+def mark_parameters(model: nn.Module, mesh, layout: str, mesh_cfg: dict[str, int]) -> None:
+    import torch_xla.distributed.spmd as xs
+
     hidden = getattr(model, "hidden", None)
     layers = len(hidden) if hidden is not None else None
     for name, p in model.named_parameters():
@@ -66,14 +74,18 @@ def mark_parameters(xs, model: nn.Module, mesh, layout: str, mesh_cfg: dict[str,
             xs.mark_sharding(p, mesh, spec)
 
 
-def mark_batch(xs, t: torch.Tensor, mesh, mesh_cfg: dict[str, int]) -> None:
+def mark_batch(t: torch.Tensor, mesh, mesh_cfg: dict[str, int]) -> None:
     """Rows split over `data` (tensor-parallel-only layouts keep the batch whole)."""
+    import torch_xla.distributed.spmd as xs
+
     if "data" in mesh_cfg and t.dim() > 0:
         xs.mark_sharding(t, mesh, ("data",) + (None,) * (t.dim() - 1))
 
 
-def bytes_per_device(torch_xla, tensors: list[torch.Tensor]) -> dict[str, int]:
+def bytes_per_device(tensors: list[torch.Tensor]) -> dict[str, int]:
     """{device: bytes of `tensors`' shards it holds}, read from the runtime's local shards."""
+    import torch_xla
+
     out: dict[str, int] = {}
     for t in tensors:
         shards = torch_xla._XLAC._get_local_shards([t])[0]

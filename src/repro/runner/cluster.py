@@ -19,6 +19,8 @@ from repro.backends.layouts import mesh_size
 from repro.config.schema import ClusterConfig, ConfigError
 
 SLURM_VARS = ("SLURM_NNODES", "SLURM_NODEID", "SLURM_JOB_NODELIST")
+# Said wherever a run gives up waiting for its peers.
+JOIN_HINT = "is every node started, with the same cluster.coordinator?"
 
 
 @dataclass(frozen=True)
@@ -100,17 +102,6 @@ def check_nodes(nodes: int, node_rank: int, coordinator: str) -> None:
     if nodes > 1 and not coordinator:
         raise ConfigError(f"cluster.nodes={nodes} needs cluster.coordinator=<host of node 0>[:port], "
                           "the same on every node (or cluster=slurm inside an allocation)")
-
-
-def processes(config: dict, rdzv: Rendezvous) -> int:
-    """How many processes the run spans on all nodes: torch one per rank; JAX per `jax_processes`."""
-    if config["sharding"]["name"] == "none":
-        return 1
-    if config["framework"]["backend"] == "torch":
-        return mesh_size(config["sharding"]["mesh"])
-    if config["framework"]["backend"] == "jax":
-        return rdzv.nodes * rdzv.jax_processes
-    return 1
 
 
 def check_layout(config: dict, nodes: int, jax_processes: int) -> None:

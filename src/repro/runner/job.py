@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from repro import __version__, report
+from repro.backends.layouts import process_count
 from repro.config import config_hash
 from repro.ledger import Ledger
 from repro.runner import cluster, envcapture, launch, seeding
@@ -50,7 +51,7 @@ def _run_worker(config: dict, chash: str, rdzv: cluster.Rendezvous, run_dir: Pat
     spec_path = run_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
     return launch.run_worker(spec_path, run_dir / "worker.log", config["framework"]["python"],
-                             seeding.worker_env(config, cluster.processes(config, rdzv)),
+                             seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes)),
                              config["run"]["timeout_s"], on_event)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from repro import backends, models
 from repro.backends.base import BuildContext, is_oom, requested_bytes
+from repro.backends.layouts import process_count
 from repro.data import make_batches
 from repro.ir import histograms
 from repro.runner import envcapture, measure, seeding
@@ -87,21 +88,17 @@ def execute(spec: dict, emit) -> dict:
 def parallel(spec: dict) -> str | None:
     """"torch" (one process per rank), "jax" (jax.distributed processes) or None (this process)."""
     config, rdzv = spec["config"], spec["rendezvous"]
-    if config["sharding"]["name"] == "none":
-        return None
-    if config["framework"]["backend"] == "torch":
+    backend = config["framework"]["backend"]
+    if config["sharding"]["name"] != "none" and backend == "torch":
         return "torch"
-    if config["framework"]["backend"] == "jax" and rdzv["nodes"] * rdzv["jax_processes"] > 1:
+    if backend == "jax" and process_count(config, rdzv["nodes"], rdzv["jax_processes"]) > 1:
         return "jax"
     return None
 
 
 def local_processes(spec: dict) -> int:
-    from repro.backends.layouts import mesh_size
-
-    if parallel(spec) == "torch":
-        return mesh_size(spec["config"]["sharding"]["mesh"]) // spec["rendezvous"]["nodes"]
-    return spec["rendezvous"]["jax_processes"] if parallel(spec) == "jax" else 1
+    rdzv = spec["rendezvous"]
+    return process_count(spec["config"], rdzv["nodes"], rdzv["jax_processes"]) // rdzv["nodes"]
 
 
 def _rank_summary(rank: int, out: dict, node: int) -> dict:
@@ -155,14 +152,14 @@ def _launch(spec: dict) -> dict[int, dict]:
         return torch_distributed.launch(spec, torch_rank_main, local_processes(spec))
     from repro.backends.jax_distributed import process_id
     from repro.runner import processes
+    from repro.runner.cluster import JOIN_HINT
 
     rdzv = spec["rendezvous"]
     total = rdzv["nodes"] * rdzv["jax_processes"]
     local = processes.launch(jax_process_main, spec, local_processes(spec),
                              lambda i: f"jax process {process_id(rdzv, i)} (node {rdzv['node_rank']})",
                              f"before all {total} processes joined at {rdzv['host']}:{rdzv['port']} within "
-                             f"cluster.join_timeout_s={rdzv['join_timeout_s']:g} (is every node started, with "
-                             "the same cluster.coordinator?)")
+                             f"cluster.join_timeout_s={rdzv['join_timeout_s']:g} ({JOIN_HINT})")
     return {process_id(rdzv, i): out for i, out in local.items()}
 
 
