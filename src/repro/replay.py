@@ -111,25 +111,16 @@ def timing_ratios(original: dict, replay: dict) -> dict[str, dict]:
     return out
 
 
-def _current(ledger: Ledger, record: dict) -> dict:
-    """The newest record of the chain `record` belongs to (a 'started' id finds its end)."""
-    later = {r.get("prev"): r for r in ledger.records() if r.get("prev")}
-    while record["id"] in later:
-        record = later[record["id"]]
-    return record
-
-
 def originals_for(ledger: Ledger, ids: list[str], experiment: str | None) -> list[dict]:
     if experiment:
-        found = [r for r in ledger.heads() if r.get("kind") == "run"
-                 and (r.get("sweep") or {}).get("experiment") == experiment]
+        found = [r for r in ledger.heads(kind="run") if (r.get("sweep") or {}).get("experiment") == experiment]
         if not found:
             raise LedgerError(f"no recorded runs of experiment {experiment!r} in {ledger.root}")
         sweeps: dict[str, list[dict]] = {}
         for r in found:
             sweeps.setdefault(r["sweep"].get("id", ""), []).append(r)
         return max(sweeps.values(), key=lambda runs: max(r["created"] for r in runs))  # its newest sweep
-    records = [_current(ledger, ledger.get(i)) for i in ids]
+    records = [ledger.current(ledger.get(i)) for i in ids]  # a 'started' id finds its end
     for r in records:
         if r.get("kind") != "run":
             raise LedgerError(f"record {r['id']} is a {r.get('kind')!r} record, not a run: replay a run's id")

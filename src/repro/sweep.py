@@ -123,9 +123,8 @@ class Session:
         """This sweep's records: those of its jobs run here, and those run by other processes."""
         found = {r["id"]: r for r in self.records}
         if self.multirun:
-            for r in Ledger(self.ledger_dir).heads():
-                if (r.get("sweep") or {}).get("id") == self.sweep_id and r.get("kind") == "run":
-                    found.setdefault(r["id"], r)
+            for r in Ledger(self.ledger_dir).heads(kind="run", sweep=self.sweep_id):
+                found.setdefault(r["id"], r)
         return sorted(found.values(), key=lambda r: r["sweep"]["job"])
 
     def close(self, interrupted: bool = False) -> list[dict]:

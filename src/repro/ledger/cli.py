@@ -1,4 +1,4 @@
-"""`repro ledger list | show ID | verify`."""
+"""`repro ledger list | show ID | verify | diff A B | recover | schema`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from repro import report
 from rich.table import Table
 
 from repro.ledger.diff import SECTIONS, record_diff
+from repro.ledger.schema import SCHEMA
+from repro.ledger.state import state_of
 from repro.ledger.store import Ledger, LedgerError
 
 
@@ -27,7 +29,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     show = lsub.add_parser("show", help="one record", parents=[common])
     show.add_argument("id", help="a record id or a unique prefix of one")
     show.add_argument("--json", action="store_true")
-    lsub.add_parser("verify", help="recompute every record's content hash", parents=[common])
+    lsub.add_parser("verify", help="check every record file: JSON, schema, content hash, duplicates, links; "
+                    "warn of lost runs", parents=[common])
+    lsub.add_parser("recover", help="append the finished records spooled under <ledger>/.spool/", parents=[common])
+    lsub.add_parser("schema", help="print the JSON Schema of a record", parents=[common])
     d = lsub.add_parser("diff", help="config, environment, data and results differences of two records",
                         parents=[common])
     d.add_argument("a")
@@ -39,7 +44,7 @@ def _row(r: dict) -> list[str]:
     cfg = r.get("config", {})
     res = r.get("results") or {}
     med = res.get("steady_median_s")
-    return [r["id"], r.get("created", "")[:19], r.get("status", ""), r.get("kind", ""),
+    return [r["id"], r.get("created", "")[:19], str(state_of(r)), r.get("kind", ""),
             (r.get("sweep") or {}).get("experiment", ""), cfg.get("framework", {}).get("name", ""),
             f"{cfg.get('model', {}).get('name', '')}/{cfg.get('model', {}).get('preset', '')}",
             f"{med * 1e3:.2f}" if med else "-", r.get("config_hash", "")[:12]]
@@ -50,10 +55,18 @@ def run(args: argparse.Namespace) -> int:
     console = report.console()
     try:
         if args.action == "list":
-            records = list(ledger.records()) if args.all else ledger.heads()
-            if args.json:
-                print(json.dumps(records, indent=1, default=str))
+            if args.json:  # the record files as they are: nothing to parse and print again
+                entries = ledger.entries() if args.all else ledger.head_entries()
+                texts = []
+                for e in entries:
+                    try:
+                        texts.append(e.path.read_bytes().rstrip())
+                    except OSError as err:
+                        print(f"repro ledger: skipping {e.path}: unreadable ({err.strerror})", file=sys.stderr)
+                sys.stdout.flush()
+                sys.stdout.buffer.write(b"[\n" + b",\n".join(texts) + b"\n]\n")
                 return 0
+            records = list(ledger.records()) if args.all else ledger.heads()
             t = Table(title=f"ledger {ledger.root} ({len(records)} records)", title_justify="left")
             for col in ("id", "created", "status", "kind", "experiment", "framework", "model", "steady ms", "config hash"):
                 t.add_column(col)
@@ -66,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps(record, indent=1, default=str))
             else:
                 console.print_json(json.dumps(record, default=str))
+                state = state_of(ledger.current(record))
+                if state.text != record.get("status"):
+                    console.print(f"its run: {state}")
         elif args.action == "diff":
             a, b = ledger.get(args.a), ledger.get(args.b)
             sections = record_diff(a, b)
@@ -79,15 +95,36 @@ def run(args: argparse.Namespace) -> int:
                     t.add_row(key, _short(x), _short(y))
                 console.print(t)
         elif args.action == "verify":
-            problems = ledger.verify()
-            count = len(ledger.paths())
-            if problems:
-                for p in problems:
+            found = ledger.check()
+            for p in found.warnings:
+                print(f"WARN {p}", file=sys.stderr)
+            warned = f"; {len(found.warnings)} warning(s)" if found.warnings else ""
+            if found.problems:
+                for p in found.problems:
                     print(f"FAIL {p}", file=sys.stderr)
-                print(f"ledger verify: {len(problems)} problem(s) in {count} records under {ledger.root}", file=sys.stderr)
+                print(f"ledger verify: {len(found.problems)} problem(s) in {found.files} files under {ledger.root}"
+                      f"{warned}", file=sys.stderr)
                 return 1
-            print(f"ledger verify: {count} records under {ledger.root}, every content hash matches")
+            print(f"ledger verify: {found.files} records under {ledger.root}, every content hash and schema "
+                  f"matches{warned}")
+        elif args.action == "recover":
+            return _recover(ledger)
+        elif args.action == "schema":
+            print(json.dumps(SCHEMA, indent=1))
     except LedgerError as e:
         print(f"repro ledger: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _recover(ledger: Ledger) -> int:
+    done = ledger.recover()
+    for path, record in done.recovered:
+        print(f"recovered {path} as record {record['id']} ({record.get('status')}, after {record.get('prev')})")
+    for path in done.running:
+        print(f"left {path}: its run is still running and will record it itself")
+    for p in done.failed:
+        print(f"repro ledger recover: {p}", file=sys.stderr)
+    if not (done.recovered or done.running or done.failed):
+        print(f"nothing to recover: no spooled records under {ledger.spool_dir}")
+    return 1 if done.failed else 0

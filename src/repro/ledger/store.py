@@ -3,24 +3,44 @@
 - A record's id is the first 16 hex digits of sha256 over its canonical JSON (without `id`).
 - Files are written to a temp file, fsynced and hard-linked into place: linking never
   replaces an existing file, so a record is never rewritten, and concurrent writers (or two
-  git branches) never touch the same file.
+  git branches) never touch the same file. They follow the umask (0644 under 022).
 - A status change is a new record whose `prev` names the earlier one; the newest record of
   a chain is the run's current state.
+- Readers go through a derived index (index.py) and skip, with one warning each, files that
+  are not records; the same record in two folders is one record. `verify` reads every file.
+- Dot-files and dot-folders (`.index/`, `.spool/`, temp files) are never records.
 """
 
 from __future__ import annotations
 
-import json
+import errno
+import logging
 import os
-import tempfile
-from dataclasses import dataclass
+import secrets
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
 from repro.hashing import sha256_json
+from repro.ledger import recordfile, schema
+from repro.ledger.index import Entry, Index, record_files
+from repro.ledger.state import state_of
 
 ID_LEN = 16
+SPOOL = ".spool"  # <ledger>/.spool/<started id>.json: a finished record body not yet appended
+MIN_FREE = 64 << 10  # a few records' worth: less, and a run would do its work and fail to record it
+PSEUDO_FILESYSTEMS = (Path("/proc"), Path("/sys"))
+_FIX = {
+    errno.ENOSPC: "the filesystem is full: free space on it or set ledger.dir to another folder",
+    errno.EDQUOT: "the disk quota is used up: free space or set ledger.dir to another folder",
+    errno.EROFS: "the filesystem is read-only: set ledger.dir to a writable folder",
+    errno.EACCES: "no permission to write there: fix its permissions or set ledger.dir to a folder you can write",
+    errno.EPERM: "no permission to write there: fix its permissions or set ledger.dir to a folder you can write",
+    errno.ENOTDIR: "a part of that path is a file: set ledger.dir to a folder",
+    errno.EEXIST: "a part of that path is a file: set ledger.dir to a folder",
+}
+log = logging.getLogger("repro.ledger")
 
 
 def record_id(record: dict) -> str:
@@ -44,61 +64,181 @@ class Problem:
         return f"{self.path}: {self.reason}"
 
 
+@dataclass
+class Verification:
+    files: int
+    problems: list[Problem] = field(default_factory=list)  # verify fails on these
+    warnings: list[Problem] = field(default_factory=list)  # lost runs: worth a look, not a failure
+
+
+@dataclass
+class Recovery:
+    recovered: list[tuple[Path, dict]] = field(default_factory=list)  # spool file, the record appended
+    failed: list[Problem] = field(default_factory=list)  # spool files kept
+    running: list[Path] = field(default_factory=list)  # spools of runs whose parent still runs: left to it
+
+
+def write_error(path: Path, e: OSError) -> str:
+    fix = _FIX.get(e.errno, "check that folder, or set ledger.dir to another one")
+    return f"cannot write ledger record {path}: {e.strerror or e} ({fix})"
+
+
 class Ledger:
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self.spool_dir = self.root / SPOOL
+        self._index = Index(self.root)
+        self._warned: set[Path] = set()
+        self._damaged: list[Path] = []  # files of the last scan that are not records
+
+    # -- writing -------------------------------------------------------------------------------
 
     def append(self, record: dict) -> dict:
-        """Write a new record (adds `id` and `created`); returns the record as written."""
+        """Write a new record (adds `id`, `created`, `schema_version`); returns the record as written.
+
+        A write that fails (full disk, read-only, no permission) raises LedgerError naming the
+        path and the fix, and leaves no temp file behind."""
+        self._check_root()
         body = {k: v for k, v in record.items() if k != "id"}
+        body.setdefault("schema_version", schema.SCHEMA_VERSION)
         body.setdefault("created", now_iso())
         body["id"] = rid = record_id(body)
         folder = self.root / body["created"][:10]
-        folder.mkdir(parents=True, exist_ok=True)
         final = folder / f"{rid}.json"
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+        tmp = folder / f".tmp-{os.getpid()}-{secrets.token_hex(4)}.json"
         try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(body, f, indent=1, sort_keys=True, ensure_ascii=False, default=str)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
+            folder.mkdir(parents=True, exist_ok=True)
+            # Not mkstemp: its files are 0600 whatever the umask; 0o666 & ~umask lets others read.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             try:
-                os.link(tmp, final)
-            except FileExistsError:
-                pass  # the same content is already recorded under the same id
-            dir_fd = os.open(folder, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(recordfile.dumps(body))
+                    f.flush()
+                    os.fsync(f.fileno())
+                try:
+                    os.link(tmp, final)
+                except FileExistsError:
+                    pass  # the same content is already recorded under the same id
+                dir_fd = os.open(folder, os.O_RDONLY)
+                try:
+                    os.fsync(dir_fd)
+                finally:
+                    os.close(dir_fd)
             finally:
-                os.close(dir_fd)
-        finally:
-            os.unlink(tmp)
+                tmp.unlink(missing_ok=True)
+        except OSError as e:
+            raise LedgerError(write_error(final, e)) from None
         return body
 
+    def check_writable(self) -> None:
+        """Raise LedgerError unless a record could be appended here (for preflight: writes nothing)."""
+        self._check_root()
+        existing = self.root.absolute()
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir():
+            raise LedgerError(f"ledger dir {self.root}: {existing} is a file, not a folder: set ledger.dir to a folder")
+        st = os.statvfs(existing)
+        if st.f_flag & os.ST_RDONLY:
+            raise LedgerError(f"ledger dir {self.root}: {_FIX[errno.EROFS]}")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise LedgerError(f"ledger dir {self.root}: {_FIX[errno.EACCES]}")
+        if st.f_bavail * st.f_frsize < MIN_FREE:
+            raise LedgerError(f"ledger dir {self.root}: less than {MIN_FREE >> 10} KiB free; {_FIX[errno.ENOSPC]}")
+
+    def recover(self) -> Recovery:
+        """Append every spooled `finished` record (`<ledger>/.spool/*.json`); a spool file is
+        deleted only once its record is in the ledger, and kept (named) when that fails."""
+        out = Recovery()
+        if not self.spool_dir.is_dir():
+            return out
+        for path in sorted(p for p in self.spool_dir.glob("*.json") if not p.name.startswith(".")):
+            try:
+                body = recordfile.parse_json(path.read_bytes())
+            except (OSError, ValueError) as e:
+                out.failed.append(Problem(path, f"unreadable spool file ({e}); kept"))
+                continue
+            if not isinstance(body, dict):
+                out.failed.append(Problem(path, "not a record body (not a JSON object); kept"))
+                continue
+            body.setdefault("prev", path.stem)
+            if self._still_running(body["prev"]):
+                out.running.append(path)
+                continue
+            try:
+                record = self._already_recorded(body) or self.append(body)
+            except LedgerError as e:
+                out.failed.append(Problem(path, f"{e}; the spool file is kept: run `repro ledger recover` again"))
+                continue
+            path.unlink(missing_ok=True)
+            out.recovered.append((path, record))
+        return out
+
+    def _still_running(self, started_id: str) -> bool:
+        started = next((self.load(e) for e in self._entries() if e.id == started_id), None)
+        return started is not None and state_of(started).name == "running"
+
+    def _already_recorded(self, body: dict) -> dict | None:
+        """The record a spool file already became (same content, any id/created), if any."""
+        def content(r: dict) -> dict:
+            return {k: v for k, v in r.items() if k not in ("id", "created", "schema_version")}
+        for e in self._entries():
+            if e.prev == body["prev"] and (r := self.load(e)) and content(r) == content(body):
+                return r
+        return None
+
+    # -- reading -------------------------------------------------------------------------------
+
     def paths(self) -> list[Path]:
+        """Every record file (damaged ones included; dot-files and dot-folders never)."""
+        self._check_root()
         if not self.root.is_dir():
             return []
-        return sorted(p for p in self.root.glob("*/*.json") if not p.name.startswith("."))
+        return sorted(self.root / name for name, _ in record_files(self.root))
+
+    def entries(self) -> list[Entry]:
+        """The index entry of every readable record, once per id, in file-name order."""
+        return self._entries()
+
+    def load(self, entry: Entry) -> dict | None:
+        """The record of an index entry; None (with a warning) when its file cannot be read now."""
+        try:
+            return recordfile.load(entry.path)
+        except recordfile.NotARecord as e:
+            self._warn(entry.path, str(e))
+            return None
 
     def records(self) -> Iterator[dict]:
-        for path in self.paths():
-            yield json.loads(path.read_text())
+        for entry in self._entries():
+            if (record := self.load(entry)) is not None:
+                yield record
 
     def get(self, prefix: str) -> dict:
-        matches = [p for p in self.paths() if p.stem.startswith(prefix)]
+        entries = self._entries()
+        matches = sorted({e.id for e in entries if e.id.startswith(prefix)})
         if not matches:
-            raise LedgerError(f"no record with id {prefix!r} in {self.root} (repro ledger list shows them)")
+            damaged = [p for p in self._damaged if p.stem.startswith(prefix)]
+            hint = f"; {damaged[0]} is not a readable record (repro ledger verify)" if damaged else ""
+            raise LedgerError(f"no record with id {prefix!r} in {self.root} (repro ledger list shows them){hint}")
         if len(matches) > 1:
-            raise LedgerError(f"id {prefix!r} is ambiguous in {self.root}: {', '.join(p.stem for p in matches)}")
-        return json.loads(matches[0].read_text())
+            raise LedgerError(f"id {prefix!r} is ambiguous in {self.root}: {', '.join(matches)}")
+        record = self.load(next(e for e in entries if e.id == matches[0]))
+        if record is None:
+            raise LedgerError(f"record {matches[0]} in {self.root} cannot be read (repro ledger verify)")
+        return record
 
-    def heads(self) -> list[dict]:
+    def head_entries(self, kind: str | None = None, sweep: str | None = None) -> list[Entry]:
+        """The newest entry of each chain (a run's current state), oldest first; optionally only
+        those of one kind and/or one sweep id."""
+        entries = self._entries()
+        superseded = {e.prev for e in entries}
+        heads = [e for e in entries if e.id not in superseded
+                 and (kind is None or e.kind == kind) and (sweep is None or e.sweep == sweep)]
+        return sorted(heads, key=lambda e: (e.created, e.id))
+
+    def heads(self, kind: str | None = None, sweep: str | None = None) -> list[dict]:
         """The newest record of each chain (a run's current state), oldest first."""
-        records = list(self.records())
-        superseded = {r.get("prev") for r in records}
-        heads = [r for r in records if r["id"] not in superseded]
-        return sorted(heads, key=lambda r: (r.get("created", ""), r["id"]))
+        return [r for e in self.head_entries(kind, sweep) if (r := self.load(e)) is not None]
 
     def chain(self, record: dict) -> list[dict]:
         """The record and every earlier one it names, newest first."""
@@ -107,24 +247,82 @@ class Ledger:
             out.append(self.get(out[-1]["prev"]))
         return out
 
-    def verify(self) -> list[Problem]:
-        problems = []
-        ids = set()
-        loaded = []
-        for path in self.paths():
+    def current(self, record: dict) -> dict:
+        """The newest record of the chain `record` belongs to (a `started` id finds its end)."""
+        later = {e.prev: e for e in sorted(self._entries(), key=lambda e: (e.created, e.id)) if e.prev}
+        seen = set()
+        while record["id"] in later and record["id"] not in seen:
+            seen.add(record["id"])
+            record = self.load(later[record["id"]]) or record
+        return record
+
+    # -- checking ------------------------------------------------------------------------------
+
+    def check(self) -> Verification:
+        """Read every file: JSON, schema, content hash, file name, duplicates, links; lost runs."""
+        paths = self.paths()
+        out = Verification(len(paths))
+        first: dict[str, Path] = {}
+        records = []
+        for path in paths:
             try:
-                record = json.loads(path.read_text())
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                problems.append(Problem(path, f"not valid JSON ({e})"))
+                record = recordfile.load(path)
+            except recordfile.NotARecord as e:
+                out.problems.append(Problem(path, str(e)))
                 continue
+            out.problems += [Problem(path, f"does not match the record schema: {err}") for err in schema.errors(record)]
             expected = record_id(record)
-            if record.get("id") != expected:
-                problems.append(Problem(path, f"content hash is {expected}, record says {record.get('id')}: it was changed after it was written"))
+            if record["id"] != expected:
+                out.problems.append(Problem(path, f"content hash is {expected}, record says {record['id']}: "
+                                                  "it was changed after it was written"))
             elif path.stem != expected:
-                problems.append(Problem(path, f"file name does not match the record id {expected}"))
-            ids.add(record.get("id"))
-            loaded.append((path, record))
-        for path, record in loaded:
-            if record.get("prev") and record["prev"] not in ids:
-                problems.append(Problem(path, f"names an earlier record {record['prev']} that is not in the ledger"))
-        return problems
+                out.problems.append(Problem(path, f"file name does not match the record id {expected}"))
+            if record["id"] in first:
+                out.problems.append(Problem(path, f"duplicate: record {record['id']} is also {first[record['id']]}; "
+                                                  "delete one of the two files"))
+                continue
+            first[record["id"]] = path
+            records.append(record)
+        superseded = {r.get("prev") for r in records}
+        for record in records:
+            if record.get("prev") and record["prev"] not in first:
+                out.problems.append(Problem(first[record["id"]], f"names an earlier record {record['prev']} "
+                                                                  "that is not in the ledger"))
+            if record["id"] not in superseded and (state := state_of(record)).name == "lost":
+                out.warnings.append(Problem(first[record["id"]], f"{state}: its parent process is gone and the run "
+                                                                 "never ended (repro sync closes its MLflow run)"))
+        return out
+
+    def verify(self) -> list[Problem]:
+        return self.check().problems
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _check_root(self) -> None:
+        where = self.root.resolve()
+        for pseudo in PSEUDO_FILESYSTEMS:
+            if where == pseudo or pseudo in where.parents:
+                raise LedgerError(f"ledger dir {self.root} lies under {pseudo}, a kernel filesystem: "
+                                  "set ledger.dir / --ledger to a folder on disk")
+        if self.root.exists() and not self.root.is_dir():
+            raise LedgerError(f"ledger dir {self.root} is a file, not a folder: set ledger.dir / --ledger to a folder")
+
+    def _entries(self) -> list[Entry]:
+        self._check_root()
+        self._damaged = []
+        if not self.root.is_dir():
+            return []
+        out, seen = [], set()
+        for e in self._index.entries():
+            if e.problem:
+                self._damaged.append(e.path)
+                self._warn(e.path, e.problem)
+            elif e.id not in seen:  # the same record file in two date folders is one record
+                seen.add(e.id)
+                out.append(e)
+        return out
+
+    def _warn(self, path: Path, reason: str) -> None:
+        if path not in self._warned:
+            self._warned.add(path)
+            log.warning("ledger: skipping %s: %s (repro ledger verify lists every damaged file)", path, reason)
