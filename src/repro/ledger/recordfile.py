@@ -2,13 +2,44 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
-try:  # orjson (a dependency of dvc-data) parses ~3x faster; it refuses NaN and ints over 64 bits: json then
-    from orjson import loads as _fast_loads
+from repro.hashing import sha256_json
+
+try:  # orjson (a dependency of dvc-data): ~3x faster to parse, ~6x to dump than json; see verified_id
+    import orjson
 except ImportError:  # pragma: no cover - without the tracking extra
-    _fast_loads = json.loads
+    orjson = None
+_fast_loads = orjson.loads if orjson else json.loads
+
+
+ID_LEN = 16
+
+
+def record_id(record: dict) -> str:
+    """The first 16 hex digits of sha256 over the record's canonical JSON without its `id`."""
+    return sha256_json({k: v for k, v in record.items() if k != "id"})[:ID_LEN]
+
+
+def verified_id(record: dict) -> str:
+    """`record_id(record)`, but ~5x quicker for most records (verify hashes every file).
+
+    orjson's sorted compact bytes equal the stdlib's canonical JSON for nearly every record (not
+    for floats under 1e-4: 0.00001 vs 1e-05; NaN and infinities become null; ints over 64 bits are
+    refused). Where orjson's bytes parse back to the same content and hash to the record's own id,
+    they are the very bytes the id was made from, so the content is intact. Anything else is
+    decided by record_id, the definition."""
+    if orjson is not None:
+        body = {k: v for k, v in record.items() if k != "id"}
+        try:
+            data = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # orjson.JSONEncodeError: an int over 64 bits
+            data = b""
+        if data and hashlib.sha256(data).hexdigest()[:ID_LEN] == record.get("id") and orjson.loads(data) == body:
+            return record["id"]
+    return record_id(record)
 
 
 class NotARecord(ValueError):

@@ -22,12 +22,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from repro.hashing import sha256_json
 from repro.ledger import recordfile, schema
 from repro.ledger.index import Entry, Index, record_files
+from repro.ledger.recordfile import record_id
 from repro.ledger.state import state_of
+from repro.ledger.verify import Problem, Verification, verify
 
-ID_LEN = 16
 SPOOL = ".spool"  # <ledger>/.spool/<started id>.json: a finished record body not yet appended
 MIN_FREE = 64 << 10  # a few records' worth: less, and a run would do its work and fail to record it
 PSEUDO_FILESYSTEMS = (Path("/proc"), Path("/sys"))
@@ -43,32 +43,12 @@ _FIX = {
 log = logging.getLogger("repro.ledger")
 
 
-def record_id(record: dict) -> str:
-    return sha256_json({k: v for k, v in record.items() if k != "id"})[:ID_LEN]
-
-
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class LedgerError(RuntimeError):
     pass
-
-
-@dataclass(frozen=True)
-class Problem:
-    path: Path
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.reason}"
-
-
-@dataclass
-class Verification:
-    files: int
-    problems: list[Problem] = field(default_factory=list)  # verify fails on these
-    warnings: list[Problem] = field(default_factory=list)  # lost runs: worth a look, not a failure
 
 
 @dataclass
@@ -260,38 +240,7 @@ class Ledger:
 
     def check(self) -> Verification:
         """Read every file: JSON, schema, content hash, file name, duplicates, links; lost runs."""
-        paths = self.paths()
-        out = Verification(len(paths))
-        first: dict[str, Path] = {}
-        records = []
-        for path in paths:
-            try:
-                record = recordfile.load(path)
-            except recordfile.NotARecord as e:
-                out.problems.append(Problem(path, str(e)))
-                continue
-            out.problems += [Problem(path, f"does not match the record schema: {err}") for err in schema.errors(record)]
-            expected = record_id(record)
-            if record["id"] != expected:
-                out.problems.append(Problem(path, f"content hash is {expected}, record says {record['id']}: "
-                                                  "it was changed after it was written"))
-            elif path.stem != expected:
-                out.problems.append(Problem(path, f"file name does not match the record id {expected}"))
-            if record["id"] in first:
-                out.problems.append(Problem(path, f"duplicate: record {record['id']} is also {first[record['id']]}; "
-                                                  "delete one of the two files"))
-                continue
-            first[record["id"]] = path
-            records.append(record)
-        superseded = {r.get("prev") for r in records}
-        for record in records:
-            if record.get("prev") and record["prev"] not in first:
-                out.problems.append(Problem(first[record["id"]], f"names an earlier record {record['prev']} "
-                                                                  "that is not in the ledger"))
-            if record["id"] not in superseded and (state := state_of(record)).name == "lost":
-                out.warnings.append(Problem(first[record["id"]], f"{state}: its parent process is gone and the run "
-                                                                 "never ended (repro sync closes its MLflow run)"))
-        return out
+        return verify(self.paths())
 
     def verify(self) -> list[Problem]:
         return self.check().problems
