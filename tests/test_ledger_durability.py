@@ -166,24 +166,35 @@ def test_a_started_run_whose_parent_is_gone_is_lost(tmp_path):
 
 def _spool(ledger: Ledger, started: dict, **results) -> Path:
     ledger.spool_dir.mkdir(exist_ok=True)
-    path = ledger.spool_dir / f"{started['id']}.json"
+    path = ledger.spool_path(started["id"])
     path.write_text(json.dumps({"kind": "run", "status": "ok", "prev": started["id"], "results": results,
                                 "created": "2026-11-23T10:00:00.000Z"}))
     return path
 
 
+def _parent(pid: int) -> dict:
+    return {"host": socket.gethostname(), "pid": pid, "create_time": psutil.Process(pid).create_time()}
+
+
 def test_recover_appends_spooled_records_once_and_removes_the_spool(tmp_path):
     ledger = Ledger(tmp_path)
-    a = ledger.append({"kind": "run", "status": "started"})
+    a = ledger.append({"kind": "run", "status": "started", "parent": _parent(os.getpid())})  # this process's
     b = ledger.append({"kind": "run", "status": "started", "n": 2})
+    live = subprocess.Popen(["sleep", "60"])
+    c = ledger.append({"kind": "run", "status": "started", "parent": _parent(live.pid)})
     spool_a, spool_b = _spool(ledger, a, final_loss=1.5), _spool(ledger, b, final_loss=2.5)
+    spool_c = _spool(ledger, c, final_loss=3.5)
     ledger.append(json.loads(spool_b.read_text()))  # b's end made it, its spool was not yet deleted
     (ledger.spool_dir / "junk.json").write_text("{trunc")
     done = ledger.recover()
+    live.kill()
+    live.wait()
     assert {p for p, _ in done.recovered} == {spool_a, spool_b} and not spool_a.exists() and not spool_b.exists()
+    assert done.running == [spool_c] and spool_c.exists()  # its run still runs: it records its own end
     assert [p.path for p in done.failed] == [ledger.spool_dir / "junk.json"]
-    assert sorted(r["results"]["final_loss"] for r in ledger.heads()) == [1.5, 2.5]
-    assert len(ledger.paths()) == 4 and ledger.verify() == []
+    assert sorted((r.get("results") or {}).get("final_loss", 0) for r in ledger.heads()) == [0, 1.5, 2.5]
+    assert len(ledger.paths()) == 5 and ledger.verify() == []
+    spool_c.unlink()
     again = _cli("recover", "--ledger", str(tmp_path))
     assert again.returncode == 1 and "junk.json" in again.stderr and len(again.stderr.splitlines()) == 1
     (ledger.spool_dir / "junk.json").unlink()
@@ -287,3 +298,12 @@ def test_the_index_follows_other_writers_and_is_rebuilt_when_corrupt(tmp_path):
         assert len(json.loads(index.read_text())["files"]) == 3
     ledger.paths()[0].unlink()
     assert len(Ledger(tmp_path).entries()) == 2
+
+
+def test_verify_sees_a_change_that_orjsons_bytes_would_hide(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.append({"kind": "run", "status": "ok", "x": None, "tiny": 1e-05, "big": 2**70})
+    assert ledger.verify() == []  # 1e-05 and 2**70 are dumped otherwise by orjson: the stdlib decides
+    path = ledger.paths()[0]
+    path.write_text(path.read_text().replace('"x": null', '"x": NaN'))  # orjson would dump NaN as null
+    assert "changed after it was written" in str(ledger.verify())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from repro.hashing import sha256_json
@@ -13,6 +14,7 @@ try:  # orjson (a dependency of dvc-data): ~3x faster to parse, ~6x to dump than
 except ImportError:  # pragma: no cover - without the tracking extra
     orjson = None
 _fast_loads = orjson.loads if orjson else json.loads
+_LONG_DIGITS = re.compile(rb"\d{19}")
 
 
 ID_LEN = 16
@@ -52,6 +54,10 @@ def dumps(body: dict) -> bytes:
 
 
 def parse_json(data: bytes):
+    """JSON exactly as the stdlib reads it; by orjson where that is the same: it refuses NaN and
+    infinities (json then) and reads integers past 64 bits as floats (json where 19+ digits occur)."""
+    if _LONG_DIGITS.search(data):
+        return json.loads(data)
     try:
         return _fast_loads(data)
     except ValueError:

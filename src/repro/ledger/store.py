@@ -154,9 +154,16 @@ class Ledger:
             out.recovered.append((path, record))
         return out
 
+    def spool_path(self, started_id: str) -> Path:
+        """Where a run spools its `finished` record body before appending it (see recover)."""
+        return self.spool_dir / f"{started_id}.json"
+
     def _still_running(self, started_id: str) -> bool:
+        """Whether another live process still owns that run (and will append its record itself)."""
         started = next((self.load(e) for e in self._entries() if e.id == started_id), None)
-        return started is not None and state_of(started).name == "running"
+        if started is None or state_of(started).name != "running":
+            return False
+        return started["parent"]["pid"] != os.getpid()  # this process's own spool: recover it
 
     def _already_recorded(self, body: dict) -> dict | None:
         """The record a spool file already became (same content, any id/created), if any."""
