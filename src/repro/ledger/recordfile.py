@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from pathlib import Path
 
 from repro.hashing import sha256_json
 
-try:  # orjson (a dependency of dvc-data): ~3x faster to parse, ~6x to dump than json; see verified_id
+try:  # orjson (a dependency of dvc-data): ~3x faster to parse, ~6x to dump than json; see content_id
     import orjson
 except ImportError:  # pragma: no cover - without the tracking extra
     orjson = None
 _fast_loads = orjson.loads if orjson else json.loads
-_LONG_DIGITS = re.compile(rb"\d{19}")
 
 
 ID_LEN = 16
@@ -25,23 +23,24 @@ def record_id(record: dict) -> str:
     return sha256_json({k: v for k, v in record.items() if k != "id"})[:ID_LEN]
 
 
-def verified_id(record: dict) -> str:
-    """`record_id(record)`, but ~5x quicker for most records (verify hashes every file).
+def content_id(record: dict, data: bytes) -> str:
+    """The id that `record`, read from `data`, hashes to: `record_id` of the exact content, but
+    ~5x quicker for most records (verify hashes every file).
 
-    orjson's sorted compact bytes equal the stdlib's canonical JSON for nearly every record (not
-    for floats under 1e-4: 0.00001 vs 1e-05; NaN and infinities become null; ints over 64 bits are
-    refused). Where orjson's bytes parse back to the same content and hash to the record's own id,
-    they are the very bytes the id was made from, so the content is intact. Anything else is
-    decided by record_id, the definition."""
+    orjson's sorted compact bytes equal the stdlib's canonical JSON for nearly every record. Where
+    they parse back to the same content and hash to the record's own id, they are the bytes the id
+    was made from: the content is intact. Otherwise (floats under 1e-4 are written 0.00001, not
+    1e-05; NaN becomes null; integers past 64 bits, which orjson reads as floats) the file is read
+    again by the stdlib, exactly, and `record_id` decides."""
     if orjson is not None:
         body = {k: v for k, v in record.items() if k != "id"}
         try:
-            data = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-        except TypeError:  # orjson.JSONEncodeError: an int over 64 bits
-            data = b""
-        if data and hashlib.sha256(data).hexdigest()[:ID_LEN] == record.get("id") and orjson.loads(data) == body:
+            fast = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # orjson.JSONEncodeError
+            fast = b""
+        if fast and hashlib.sha256(fast).hexdigest()[:ID_LEN] == record.get("id") and orjson.loads(fast) == body:
             return record["id"]
-    return record_id(record)
+    return record_id(json.loads(data))
 
 
 class NotARecord(ValueError):
@@ -54,10 +53,8 @@ def dumps(body: dict) -> bytes:
 
 
 def parse_json(data: bytes):
-    """JSON exactly as the stdlib reads it; by orjson where that is the same: it refuses NaN and
-    infinities (json then) and reads integers past 64 bits as floats (json where 19+ digits occur)."""
-    if _LONG_DIGITS.search(data):
-        return json.loads(data)
+    """JSON by orjson, or the stdlib where orjson refuses it (NaN, infinities). orjson reads
+    integers past 64 bits as floats; nothing in a record is that large (content_id copes)."""
     try:
         return _fast_loads(data)
     except ValueError:
@@ -76,9 +73,12 @@ def parse(data: bytes) -> dict:
     return record
 
 
-def load(path: Path) -> dict:
+def read(path: Path) -> bytes:
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as e:
         raise NotARecord(f"unreadable ({e.strerror})") from None
-    return parse(data)
+
+
+def load(path: Path) -> dict:
+    return parse(read(path))

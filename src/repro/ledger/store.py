@@ -181,7 +181,7 @@ class Ledger:
         self._check_root()
         if not self.root.is_dir():
             return []
-        return sorted(self.root / name for name, _ in record_files(self.root))
+        return [self.root / name for name in sorted(name for name, _ in record_files(self.root))]
 
     def entries(self) -> list[Entry]:
         """The index entry of every readable record, once per id, in file-name order."""

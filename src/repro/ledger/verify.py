@@ -41,11 +41,12 @@ class Verification:
 def check_file(path: Path) -> tuple[dict | None, list[str]]:
     """(the record's KEPT keys, or None if it is not a record; what is wrong with the file)."""
     try:
-        record = recordfile.load(path)
+        data = recordfile.read(path)
+        record = recordfile.parse(data)
     except recordfile.NotARecord as e:
         return None, [str(e)]
     problems = [f"does not match the record schema: {err}" for err in schema.errors(record)]
-    expected = recordfile.verified_id(record)
+    expected = recordfile.content_id(record, data)
     if record["id"] != expected:
         problems.append(f"content hash is {expected}, record says {record['id']}: it was changed after it was written")
     elif path.stem != expected:
