@@ -79,7 +79,8 @@ class Ledger:
     def paths(self) -> list[Path]:
         if not self.root.is_dir():
             return []
-        return sorted(p for p in self.root.glob("*/*.json") if not p.name.startswith("."))
+        return sorted(p for p in self.root.glob("*/*.json") if not p.name.startswith(".")
+                      and not p.parent.name.startswith("."))  # dot-folders (.spool) hold no records
 
     def records(self) -> Iterator[dict]:
         for path in self.paths():
