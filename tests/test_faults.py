@@ -164,6 +164,18 @@ def test_sync_fills_the_server_then_adds_nothing_and_closes_lost_runs(down_sweep
     assert "0 run(s) put into MLflow" in capsys.readouterr().out
 
 
+def test_resume_skips_what_is_recorded_ok_and_tables_it(down_sweep, mlflow_server):
+    box, port, _, _ = down_sweep
+    before = len(box.records())
+    proc = box.run("-m", *TINY, "run.steps=6", "run.seed=0,1,2", f"tracking.uri=http://127.0.0.1:{port}",
+                   "tracking.experiment=outage", "run.resume=true")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.count("skipped, already recorded ok on this environment") == 2
+    assert len(box.records()) == before + 2  # only the third seed ran: started + finished
+    for h in box.heads()[:2]:
+        assert h["id"] in proc.stdout  # the skipped jobs' records are in the closing table
+
+
 # -- a disk that fills while the worker works -----------------------------------------------------
 
 def test_disk_full_at_the_end_keeps_the_results_in_the_spool(sandbox):

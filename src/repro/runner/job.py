@@ -24,7 +24,7 @@ from repro.backends.layouts import process_count
 from repro.config import config_hash
 from repro.ledger import Ledger
 from repro.ledger.store import now_iso, record_id
-from repro.runner import cluster, envcapture, launch, lifeline, seeding, spool
+from repro.runner import cluster, envcapture, launch, lifeline, resume, seeding, spool
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
@@ -43,14 +43,14 @@ def _cache_dir(config: dict, run_dir: Path) -> str:
     return str(run_dir / "compile-cache")
 
 
-def _run_worker(config: dict, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, on_event) -> launch.WorkerOutcome:
+def _run_worker(config: dict, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
+                on_event) -> launch.WorkerOutcome:
     spec = {"config": config, "config_hash": chash, "out_dir": str(run_dir),
             "cache_dir": _cache_dir(config, run_dir), "rendezvous": rdzv.as_dict()}
     spec_path = run_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
     return launch.run_worker(spec_path, run_dir / "worker.log", config["framework"]["python"],
-                             seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes)),
-                             config["run"]["timeout_s"], on_event)
+                             env, config["run"]["timeout_s"], on_event)
 
 
 def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
@@ -60,7 +60,8 @@ def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
                   "node 0 records it")
     run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
     try:
-        outcome = _run_worker(config, config_hash(config), rdzv, run_dir, lambda ev: None)
+        env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
+        outcome = _run_worker(config, config_hash(config), rdzv, run_dir, env, lambda ev: None)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     if outcome.status != "ok":
@@ -81,6 +82,12 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         return run_follower(config, rdzv)
     ledger = Ledger(config["ledger"]["dir"])
     chash = config_hash(config)
+    env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
+    if done := resume.recorded_ok(config, chash, ledger, env):
+        report.console().print(f"resume: {label(config)} skipped, already recorded ok on this environment "
+                               f"(ledger {done['id']})")
+        session.finished(done)
+        return done
     base = {
         "kind": "run",
         "config_hash": chash,
@@ -105,7 +112,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         reserved = spool.reserve(ledger.root, started["id"], config["run"]["steps"])
         run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
         session.display.job_started(job, label(config), config["run"]["steps"])
-        outcome = _run_worker(config, chash, rdzv, run_dir, lambda ev: session.display.event(job, ev))
+        outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev))
     except KeyboardInterrupt:
         outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
     except OSError as e:
