@@ -91,7 +91,8 @@ def test_vit_ir_artifacts_in_mlflow(vit, tmp_path):
 
     rec = _one(vit, "torch_xla")
     client = MlflowClient(tracking_uri=vit.uri)
-    run_id = rec["mlflow"]["run_id"]
+    [run] = [r for r in vit.mlflow_runs(rec["sweep"]["experiment"]) if r.data.tags.get("repro.ledger_id") == rec["id"]]
+    run_id = run.info.run_id
     assert {a.path for a in client.list_artifacts(run_id, "ir")} == {"ir/stablehlo.mlir", "ir/hlo.txt"}
     stablehlo = Path(client.download_artifacts(run_id, "ir/stablehlo.mlir", str(tmp_path))).read_text()
     assert "stablehlo.dot_general" in stablehlo and "func.func @main" in stablehlo

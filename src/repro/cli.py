@@ -8,6 +8,7 @@
     repro compare ID ID...                    runs side by side, every difference besides the framework
     repro ir diff A B                         op counts of two runs' lowered IR (run.capture_ir=true)
     repro models [--json]                     the model zoo with sizes
+    repro sync                                put ledger runs missing from MLflow into it
 
 Every job of a sweep is composed and checked before the first one starts: a bad config
 exits with code 2 having written nothing.
@@ -16,11 +17,12 @@ exits with code 2 having written nothing.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from repro import paths
 
-SUBCOMMANDS = ("ledger", "models", "replay", "compare", "ir")
+SUBCOMMANDS = ("ledger", "models", "replay", "compare", "ir", "sync")
 # Hydra flags that print something instead of running: passed through unchecked.
 HYDRA_INFO_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--shell-completion",
                     "-sc", "--version", "-p", "--package", "--resolve")
@@ -42,6 +44,7 @@ def run_experiment(argv: list[str]) -> int:
     from repro.app import hydra_main
 
     sys.argv = [sys.argv[0]] + argv
+    signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends a sweep as Ctrl-C does: recorded, closed
     try:
         hydra_main()
     except KeyboardInterrupt:
@@ -49,7 +52,12 @@ def run_experiment(argv: list[str]) -> int:
         print(f"repro: interrupted; {len(records)} job(s) recorded", file=sys.stderr)
         return 130
     records = sweep.Session.last_records
-    return EXIT_RUN_FAILED if any(r["status"] in sweep.NOT_OK for r in records) else 0
+    failed = sweep.Session.failures or any(r["status"] in sweep.NOT_OK for r in records)
+    return EXIT_RUN_FAILED if failed else 0
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def run_subcommand(argv: list[str]) -> int:
@@ -63,12 +71,14 @@ def run_subcommand(argv: list[str]) -> int:
     from repro import ir, replay
     from repro.report import compare
     from repro.models import cli as models_cli
+    from repro.tracking import sync
 
     ledger_cli.add_parser(sub, common)
     models_cli.add_parser(sub, common)
     replay.add_parser(sub, common)
     compare.add_parser(sub, common)
     ir.add_parser(sub, common)
+    sync.add_parser(sub, common)
     args = parser.parse_args(argv)
     return args.func(args)
 

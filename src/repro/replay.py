@@ -169,8 +169,8 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
                 "timing": timing_ratios(original, result), "loss_rtol": LOSS_RTOL,
                 "timing_tolerance": TIMING_TOLERANCE,
             })
-            tracker = session.tracker_for(config)
-            tracker.client.set_tag(result["mlflow"]["run_id"], "repro.replay_verdict", verdict.status)
+            if run_id := session.mlflow_run_ids.get(result["id"]):
+                session.tracking(config, lambda t: t.client.set_tag(run_id, "repro.replay_verdict", verdict.status))
             console.print(f"  verdict: [bold]{verdict.status}[/] — {'; '.join(verdict.reasons)} (ledger {record['id']})")
             for key, t in record["timing"].items():
                 mark = "" if t["within"] else f"  (outside ±{TIMING_TOLERANCE:.0%})"

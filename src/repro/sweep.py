@@ -1,5 +1,11 @@
 """A sweep in the parent process: one tracking store, one MLflow parent run, the closing table.
 
+MLflow is a view of the ledger: it is imported and its store opened only when the first
+finished record is projected into it (never while a worker runs its timed loop), and any
+tracking failure is one warning, after which the sweep leaves that store alone and ends
+with "N runs not yet in MLflow: repro sync". A closing step that fails still closes the
+MLflow parent, and the failure reaches the exit code (Hydra swallows callbacks' errors).
+
 Hydra calls `SweepCallback` at the start and end of a run or multirun (conf/config.yaml
 registers it under hydra.callbacks); each job's task function finds the open `Session`.
 Launchers that run jobs in other processes (submitit: local or SLURM; joblib) find none
@@ -11,6 +17,7 @@ ledger by sweep id.
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,10 +28,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from repro import paths, report
 from repro.config import validate
+from repro.runner.envcapture import redact
+from repro.tracking import failure_line
 from repro.ledger import Ledger
 from repro.report.progress import Display
 from repro.report.compare import print_comparison
-from repro.runner import gitinfo
+from repro.runner import gitinfo, lifeline
 
 NOT_OK = ("failed", "killed", "interrupted")
 SESSION_FILE = "repro_session.json"
@@ -36,6 +45,7 @@ PLAN: validate.Plan | None = None
 class Session:
     current: ClassVar["Session | None"] = None
     last_records: ClassVar[list[dict]] = []  # the records of the last closed session
+    failures: ClassVar[list[str]] = []  # what went wrong outside the runs (the exit code says so)
 
     def __init__(self, primary: dict, multirun: bool, shared: dict | None = None):
         """`shared`: the identity of a session opened by another process (see `attach`)."""
@@ -45,6 +55,9 @@ class Session:
         self.records: list[dict] = []
         self._trackers: dict = {}
         self._parents: dict = {}
+        self._down: set = set()  # tracking stores that failed in this session
+        self.pending = 0  # runs recorded in the ledger but not in MLflow
+        self.mlflow_run_ids: dict[str, str] = {}  # ledger id -> MLflow run id
         if shared:
             self.jobs, self.sweep_id, self.git, self.code = (shared[k] for k in ("jobs", "sweep_id", "git", "code"))
             self._parent_ids = {tuple(k.split("\n")): v for k, v in shared["parents"].items()}
@@ -65,9 +78,10 @@ class Session:
         else:
             primary = validate.check(OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"]))
         cls.current = session = cls(primary, multirun)
-        if multirun and not _follower(primary):  # jobs launched elsewhere attach through the sweep folder
-            tracker = session.tracker_for(primary)
-            session.parent_run_id(tracker)
+        launcher = str(config.hydra.launcher.get("_target_", "")) if "hydra" in config else ""
+        if multirun and "BasicLauncher" not in launcher and not _follower(primary):
+            # jobs launched in other processes attach through the sweep folder, parent run id included
+            session.tracking(primary, session.parent_run_id)
             folder = Path(str(config.hydra.sweep.dir))
             folder.mkdir(parents=True, exist_ok=True)
             (folder / SESSION_FILE).write_text(json.dumps({
@@ -89,8 +103,16 @@ class Session:
     def close_current(cls, interrupted: bool = False) -> list[dict]:
         session, cls.current = cls.current, None
         if session:
-            cls.last_records = session.close(interrupted)
+            try:
+                cls.last_records = session.close(interrupted)
+            except Exception as e:  # noqa: BLE001 - Hydra would swallow it: the exit code must not
+                session.failed(f"the sweep's closing step failed: {type(e).__name__}: {e}")
+                cls.last_records = session.records
         return cls.last_records
+
+    def failed(self, message: str) -> None:
+        print(f"repro: {message}", file=sys.stderr)
+        Session.failures.append(message)
 
     def tracker_for(self, config: dict):
         from repro.tracking.mlflow_tracker import Tracker  # MLflow is imported once, here
@@ -100,15 +122,39 @@ class Session:
             self._trackers[key] = Tracker(*key)
         return self._trackers[key]
 
+    def tracking(self, config: dict, call):
+        """`call(tracker)` against the config's store; a failure is one warning, never fatal."""
+        key = (config["tracking"]["uri"], config["tracking"]["experiment"])
+        if key in self._down:
+            return None
+        try:
+            return call(self.tracker_for(config))
+        except Exception as e:  # noqa: BLE001 - whatever the store does, the run is in the ledger
+            self._down.add(key)
+            print(f"repro: warning: MLflow at {redact(key[0])} (experiment {key[1]!r}) failed: "
+                  f"{failure_line(e)}. Runs stay in the ledger; once the store works, "
+                  "`repro sync` puts them into MLflow", file=sys.stderr)
+            return None
+
+    def project(self, record: dict, files: list[str] = ()) -> None:
+        """The finished record into MLflow (after the ledger has it)."""
+        from repro.tracking.project import project_run
+
+        run_id = self.tracking(record["config"], lambda t: project_run(t, record, self.parent_run_id(t), files))
+        if run_id is None:
+            self.pending += 1
+        else:
+            self.mlflow_run_ids[record["id"]] = run_id
+
     def parent_run_id(self, tracker) -> str | None:
+        from repro.tracking.project import sweep_parent
+
         if not self.multirun:
             return None
         key = (tracker.uri, tracker.experiment)
         if key not in self._parents:
-            run_id = self._parent_ids.get(key) or tracker.start_run(
-                f"{tracker.experiment} sweep {self.sweep_id}", tags={
-                    "repro.sweep_id": self.sweep_id, "repro.jobs": str(self.jobs),
-                    "git.commit": str(self.git["commit"]), "git.dirty": str(self.git["dirty"])})
+            run_id = self._parent_ids.get(key) or sweep_parent(tracker, self.sweep_info(0), self.git,
+                                                                lifeline.identity())
             self._parents[key] = (tracker, run_id)
         return self._parents[key][1]
 
@@ -128,14 +174,21 @@ class Session:
         return sorted(found.values(), key=lambda r: r["sweep"]["job"])
 
     def close(self, interrupted: bool = False) -> list[dict]:
+        from repro.tracking.project import close_parent
+
         self.display.close()
-        self.records = self._sweep_records()
-        print_comparison(report.console(), self.records)
-        bad = [r for r in self.records if r["status"] in NOT_OK]
-        for tracker, run_id in self._parents.values():
-            tracker.log(run_id, metrics={"jobs_ok": sum(r["status"] == "ok" for r in self.records),
-                                         "jobs_recorded": len(self.records)})
-            tracker.end(run_id, "interrupted" if interrupted else "failed" if bad else "ok")
+        status = "interrupted" if interrupted else "failed"
+        try:
+            self.records = self._sweep_records()
+            print_comparison(report.console(), self.records)
+            if not interrupted and not any(r["status"] in NOT_OK for r in self.records):
+                status = "ok"
+        finally:  # the MLflow parent is closed whatever happened above
+            for (tracker, run_id) in self._parents.values():
+                config = {"tracking": {"uri": tracker.uri, "experiment": tracker.experiment}}
+                self.tracking(config, lambda t, run_id=run_id: close_parent(t, run_id, self.records, status))
+            if self.pending:
+                print(f"repro: {self.pending} runs not yet in MLflow: repro sync", file=sys.stderr)
         return self.records
 
 

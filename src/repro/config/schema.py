@@ -103,6 +103,7 @@ class RunConfig:
     capture_ir: bool = False
     timeout_s: float = 3600.0
     memory_limit_gb: Optional[float] = None  # a cap the run must fit in, else it ends "oom"
+    resume: bool = False  # skip a job already recorded ok with this config hash on this environment
 
 
 @dataclass
@@ -142,6 +143,7 @@ NON_SEMANTIC_KEYS = (
     "ledger",
     "progress",
     "run.timeout_s",
+    "run.resume",  # whether to skip, not what runs
     "framework.python",
     "hardware.check",
     "cluster.name",  # how the hosts were found, not what ran

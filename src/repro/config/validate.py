@@ -150,6 +150,62 @@ def _resolve_model(cfg: dict) -> None:
         raise ConfigError(reason)
 
 
+# Schemes MLflow 3 has tracking stores for (a SQLAlchemy URI may name its driver: postgresql+psycopg2).
+TRACKING_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "file", "databricks",
+                    "databricks-uc", "uc")
+# MLflow keeps experiment names in a 256-character column, and a sqlite store's artifacts
+# live in a folder named after the experiment (255 bytes at most): one limit below both.
+EXPERIMENT_NAME_MAX = 200
+MIN_FREE_BYTES = 16 * 1024 * 1024  # a ledger's disk with less cannot take a run's records and spool
+
+
+def check_tracking_uri(uri: str) -> None:
+    if "://" not in uri and ":" not in uri.split("/")[0]:
+        return  # a plain path: MLflow's file store
+    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower()
+    if scheme not in TRACKING_SCHEMES:
+        raise ConfigError(f"tracking.uri={uri!r}: MLflow has no store for the scheme {scheme!r}; use one of "
+                          f"{', '.join(s + '://' for s in TRACKING_SCHEMES[:6])} (or leave it empty for the "
+                          "repo's sqlite store)")
+
+
+def check_experiment_name(name: str) -> None:
+    """A plain name: it must never reach the filesystem as a path (`../x`, `a/b`)."""
+    where = f"tracking.experiment={name[:40]!r}{'…' if len(name) > 40 else ''}"
+    if not name.strip() or name != name.strip():
+        raise ConfigError(f"{where}: give a name without leading or trailing blanks")
+    if len(name.encode()) > EXPERIMENT_NAME_MAX:
+        raise ConfigError(f"{where} is {len(name.encode())} bytes long; MLflow and the artifact folder named "
+                          f"after it take at most {EXPERIMENT_NAME_MAX}: choose a shorter name")
+    if any(c in name for c in "/\\") or ".." in name or any(ord(c) < 32 for c in name):
+        raise ConfigError(f"{where} is not a plain name (path separators, '..' or control characters); "
+                          "use letters, digits, '-', '_', '.' and spaces")
+
+
+def _nearest_existing(path: str) -> str:
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def check_ledger_dir(path: str) -> None:
+    """The ledger folder can take records: not under /proc, not a file, writable, with free space."""
+    real = os.path.realpath(path)
+    if real == "/proc" or real.startswith(("/proc/", "/sys/")):
+        raise ConfigError(f"ledger.dir={path!r} lies under /{real.split('/')[1]}, "
+                          "a kernel filesystem that cannot hold records; choose a folder on a disk")
+    if os.path.exists(real) and not os.path.isdir(real):
+        raise ConfigError(f"ledger.dir={path!r} is a file, not a folder; choose a folder (it is created if missing)")
+    existing = _nearest_existing(real)
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"ledger.dir={path!r} is not writable ({existing} refuses new files: a read-only "
+                          "mount or missing permissions); choose a folder you can write to")
+    free = os.statvfs(existing)
+    if free.f_bavail * free.f_frsize < MIN_FREE_BYTES:
+        raise ConfigError(f"ledger.dir={path!r}: its disk is full ({free.f_bavail * free.f_frsize // 1024} KiB "
+                          f"free, {MIN_FREE_BYTES // 2**20} MiB needed); free some space or choose another folder")
+
+
 def check(cfg: DictConfig) -> dict:
     """The composed config → a resolved dict with every value checked and defaults filled."""
     resolved = _apply_schema(cfg)
@@ -159,6 +215,8 @@ def check(cfg: DictConfig) -> dict:
     _check_cluster(resolved)
     resolved["tracking"]["uri"] = resolved["tracking"]["uri"] or paths.default_tracking_uri()
     resolved["ledger"]["dir"] = os.path.abspath(resolved["ledger"]["dir"] or paths.default_ledger_dir())
+    check_tracking_uri(resolved["tracking"]["uri"])
+    check_experiment_name(resolved["tracking"]["experiment"])
     return resolved
 
 
@@ -237,4 +295,6 @@ def plan(args: Sequence[str]) -> Plan:
 
     hardware.check_all([j["hardware"] for j in jobs])
     check_data(jobs)
+    for ledger_dir in sorted({j["ledger"]["dir"] for j in jobs}):
+        check_ledger_dir(ledger_dir)
     return Plan(multirun=multirun, jobs=tuple(jobs), overrides=tuple(job_overrides))

@@ -3,27 +3,31 @@
 On a node other than node 0 of a multi-node run, the job only runs its worker (whose
 processes join node 0's rendezvous): node 0 records the run, once.
 
-Whatever the worker does (finishes, fails, runs out of memory, is killed), the job ends with
-a "finished" ledger record naming the "started" one and a terminated MLflow run.
+Whatever the worker does (finishes, fails, runs out of memory, is killed), and whatever
+the parent meets (Ctrl-C or SIGTERM, a full disk), the job ends with a "finished" ledger
+record naming the "started" one, written before MLflow is told (tracking/project.py): a
+tracking store that is down costs a warning, and `repro sync` fills it in later.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import signal
 import tempfile
+import threading
+import time
 from pathlib import Path
-
-import yaml
 
 from repro import __version__, report
 from repro.backends.layouts import process_count
 from repro.config import config_hash
 from repro.ledger import Ledger
-from repro.runner import cluster, envcapture, launch, seeding
-from repro.tracking.flat import flatten
+from repro.ledger.store import now_iso, record_id
+from repro.runner import cluster, envcapture, launch, lifeline, resume, seeding, spool
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
+LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
 
 
 def label(config: dict) -> str:
@@ -39,20 +43,14 @@ def _cache_dir(config: dict, run_dir: Path) -> str:
     return str(run_dir / "compile-cache")
 
 
-def _metrics(results: dict) -> dict[str, float]:
-    flat = flatten({k: v for k, v in results.items() if k not in ("loss_sha256", "params_sha256", "ir_ops")})
-    return {k.replace(".", "/"): v for k, v in flat.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-
-def _run_worker(config: dict, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, on_event) -> launch.WorkerOutcome:
+def _run_worker(config: dict, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
+                on_event) -> launch.WorkerOutcome:
     spec = {"config": config, "config_hash": chash, "out_dir": str(run_dir),
             "cache_dir": _cache_dir(config, run_dir), "rendezvous": rdzv.as_dict()}
     spec_path = run_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
     return launch.run_worker(spec_path, run_dir / "worker.log", config["framework"]["python"],
-                             seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes)),
-                             config["run"]["timeout_s"], on_event)
+                             env, config["run"]["timeout_s"], on_event)
 
 
 def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
@@ -62,7 +60,8 @@ def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
                   "node 0 records it")
     run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
     try:
-        outcome = _run_worker(config, config_hash(config), rdzv, run_dir, lambda ev: None)
+        env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
+        outcome = _run_worker(config, config_hash(config), rdzv, run_dir, env, lambda ev: None)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     if outcome.status != "ok":
@@ -73,14 +72,22 @@ def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
 
 
 def run_job(config: dict, session, job: int, overrides: list[str], extra: dict | None = None) -> dict:
-    """Run one job to its recorded end; `extra` adds fields to its records (e.g. `replay_of`)."""
+    """Run one job to its recorded end; `extra` adds fields to its records (e.g. `replay_of`).
+
+    Ledger first: `started` → worker → results spooled → `finished` → MLflow (never fatal).
+    """
     rdzv = cluster.resolve(config.get("cluster"))
     cluster.check_layout(config, rdzv.nodes, rdzv.jax_processes)
     if not rdzv.leader:
         return run_follower(config, rdzv)
     ledger = Ledger(config["ledger"]["dir"])
-    tracker = session.tracker_for(config)
     chash = config_hash(config)
+    env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
+    if done := resume.recorded_ok(config, chash, ledger, env):
+        report.console().print(f"resume: {label(config)} skipped, already recorded ok on this environment "
+                               f"(ledger {done['id']})")
+        session.finished(done)
+        return done
     base = {
         "kind": "run",
         "config_hash": chash,
@@ -93,45 +100,103 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         **(extra or {}),
         "repro_version": __version__,
     }
-    started = ledger.append({**base, "status": "started"})
-    run_id = tracker.start_run(label(config), parent_id=session.parent_run_id(tracker), tags={
-        "repro.config_hash": chash, "repro.ledger_id": started["id"], "repro.status": "started",
-        "repro.framework": config["framework"]["name"], "repro.model": config["model"]["name"],
-        "repro.sweep_id": session.sweep_id, "git.commit": str(session.git["commit"]),
-        "git.dirty": str(session.git["dirty"]),
-        **{f"repro.{k}": str(v) for k, v in (extra or {}).items()},
-    })
-    tracker.log(run_id, params=flatten(config))
-    mlflow_ref = {"tracking_uri": tracker.uri, "experiment_id": tracker.experiment_id, "run_id": run_id}
-
-    run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
+    held = _HeldInterrupts()  # a Ctrl-C while `started` is written would leave it without an end
     try:
+        started = ledger.append({**base, "status": "started", "parent": lifeline.identity()})
+    except BaseException:
+        held.release()
+        raise
+    run_dir, reserved = None, None
+    try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
+        held.release()  # raises the KeyboardInterrupt that came meanwhile, if one did
+        reserved = spool.reserve(ledger.root, started["id"], config["run"]["steps"])
+        run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
         session.display.job_started(job, label(config), config["run"]["steps"])
-        outcome = _run_worker(config, chash, rdzv, run_dir, lambda ev: session.display.event(job, ev))
-        record = _finished_record(base, started, outcome, mlflow_ref)
-        final = ledger.append(record)
-        _log_outcome(tracker, run_id, config, final, outcome)
+        outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev))
+    except KeyboardInterrupt:
+        outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
+    except OSError as e:
+        outcome = launch.WorkerOutcome("failed", None, reason=f"could not prepare the run: {e}")
+    try:
+        record = _finished_record(base, started, outcome, config["tracking"])
+        final = _append_finished(ledger, reserved, record, session)
         session.display.job_finished(job, final)
         session.finished(final)
-        if outcome.status == "interrupted":
-            raise KeyboardInterrupt
-        return final
+        session.project(final, outcome.events.get("result", {}).get("ir_files", []))
     finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        if run_dir:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    if outcome.status == "interrupted":
+        raise KeyboardInterrupt
+    return final
 
 
-def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, mlflow_ref: dict) -> dict:
+class _HeldInterrupts:
+    """SIGINT and SIGTERM noted, not acted on, until `release()` (main thread only)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.came: list[int] = []
+        self.saved = {}
+        if threading.current_thread() is threading.main_thread():
+            self.saved = {s: signal.signal(s, lambda n, f: self.came.append(n)) for s in self.SIGNALS}
+
+    def release(self) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+        self.saved = {}
+        if self.came:
+            raise KeyboardInterrupt
+
+
+def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session) -> dict:
+    """The `finished` record, spooled first; a failed ledger write is retried, then its spool named."""
+    record["created"] = now_iso()  # in the spool too: the recovered record gets the same id
+    spooled, error = None, None
+    try:
+        spooled = spool.write(reserved, record) if reserved else None
+    except OSError as e:
+        error = e
+    for attempt in range(LEDGER_RETRIES):
+        try:
+            final = ledger.append(record)
+        except OSError as e:
+            error = e
+            time.sleep(LEDGER_RETRY_S * (attempt + 1))
+            continue
+        if spooled:
+            spool.discard(spooled)
+        elif reserved:
+            spool.discard(reserved)
+        return final
+    if spooled:
+        session.failed(f"the {record['status']} record of {label(record['config'])} could not be written to the "
+                       f"ledger ({error}); its results are kept in {spooled}: free space, then run "
+                       f"`repro ledger recover --ledger {ledger.root}`")
+    else:  # neither the spool nor the ledger took it: the terminal is the last place left
+        session.failed(f"the {record['status']} record of {label(record['config'])} could not be written to the "
+                       f"ledger nor spooled ({error}); here it is:\n{json.dumps(record, default=str)}")
+    return {**record, "id": record_id(record)}
+
+
+def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, tracking: dict) -> dict:
     ev = outcome.events
-    record = {**base, "status": outcome.status, "prev": started["id"], "mlflow": mlflow_ref,
+    record = {**base, "status": outcome.status, "prev": started["id"],
+              "mlflow": {"tracking_uri": tracking["uri"], "experiment": tracking["experiment"]},
               "wall_s": outcome.wall_s}
     if "environment" in ev:
         record["environment"] = ev["environment"]["environment"]
         record["seeds"] = ev["environment"]["seeds"]
         record["data"] = ev["environment"]["data"]
     if "result" in ev:
-        record["results"] = ev["result"]["results"]
-        record["results"]["loss"] = ev["result"]["series"]["loss"]
-        record["effective"] = ev["result"]["effective"]
+        result = ev["result"]
+        record["results"] = result["results"]
+        record["results"]["loss"] = result["series"]["loss"]
+        record["results"]["step_time_s"] = result["series"]["step_time_s"]
+        record["effective"] = result["effective"]
+        if "machine" in result:
+            record["machine"] = result["machine"]
     if outcome.status != "ok":
         record["error"] = {
             "reason": envcapture.redact(outcome.reason),
@@ -141,23 +206,3 @@ def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, m
             "log_tail": [envcapture.redact(line) for line in outcome.log_tail],
         }
     return record
-
-
-def _log_outcome(tracker, run_id: str, config: dict, record: dict, outcome: launch.WorkerOutcome) -> None:
-    tags = {"repro.status": record["status"], "repro.ledger_id": record["id"]}
-    env = record.get("environment")
-    if env:
-        tags["repro.env_fingerprint"] = env["fingerprint"]
-    if record.get("data"):
-        tags["repro.data_sha256"] = record["data"]["sha256"]
-    series = outcome.events.get("result", {}).get("series")
-    effective = {f"effective.{k}": v for k, v in flatten(record.get("effective") or {}).items()}
-    tracker.log(run_id, tags=tags, params=effective, metrics=_metrics(record.get("results", {})), series=series)
-    tracker.log_text(run_id, "config.yaml", yaml.safe_dump(config, sort_keys=False))
-    tracker.log_json(run_id, "ledger_record.json", record)
-    if env:
-        tracker.log_json(run_id, "environment.json", env)
-    ir_files = outcome.events.get("result", {}).get("ir_files", [])
-    if ir_files:
-        tracker.log_files(run_id, ir_files, folder="ir")
-    tracker.end(run_id, record["status"])

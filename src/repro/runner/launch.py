@@ -2,7 +2,9 @@
 
 The parent blocks on the worker's event pipe (no polling). A watcher thread reaps the
 worker and kills its process group, so helpers it forked (compile workers) cannot hold the
-pipe open. A timer enforces `run.timeout_s`. Ctrl-C kills the worker and is re-raised.
+pipe open. A timer enforces `run.timeout_s`. Ctrl-C (or SIGTERM, which repro turns into one)
+kills the worker and is re-raised. The worker's stdin is a pipe only the parent writes to:
+when the parent dies, the worker sees EOF and ends too (see runner/lifeline.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Callable
 
 from repro import paths
 from repro.runner.events import EVENTS_FD_ENV, read_events
+from repro.runner.lifeline import PARENT_PID_ENV
 
 LOG_TAIL_LINES = 40
 
@@ -63,13 +66,13 @@ def worker_command(python: str | None, spec_path: Path) -> list[str]:
 def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[str, str],
                timeout_s: float, on_event: Callable[[dict], None]) -> WorkerOutcome:
     read_fd, write_fd = os.pipe()
-    full_env = {**os.environ, **env, EVENTS_FD_ENV: str(write_fd)}
+    full_env = {**os.environ, **env, EVENTS_FD_ENV: str(write_fd), PARENT_PID_ENV: str(os.getpid())}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.src_dir()), os.environ.get("PYTHONPATH")]))
     start = time.perf_counter()
     command = worker_command(python, spec_path)
     with open(log_path, "w") as log:
         try:
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log,
                                     stderr=subprocess.STDOUT, env=full_env, pass_fds=(write_fd,),
                                     start_new_session=True)
         except OSError as e:
@@ -108,6 +111,7 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
                              _tail(log_path), time.perf_counter() - start)
     finally:
         timer.cancel()
+        proc.stdin.close()
     status, reason = _status(events, proc.returncode, timed_out.is_set())
     return WorkerOutcome(status, proc.returncode, events, reason, _tail(log_path), time.perf_counter() - start)
 

@@ -20,7 +20,7 @@ from repro.backends.base import BuildContext, is_oom, requested_bytes
 from repro.backends.layouts import process_count
 from repro.data import make_batches
 from repro.ir import histograms
-from repro.runner import envcapture, measure, seeding
+from repro.runner import envcapture, lifeline, measure, seeding
 from repro.runner.events import EventWriter
 
 TRACEBACK_LINES = 30
@@ -178,6 +178,7 @@ def run(spec: dict, events: EventWriter) -> None:
 
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
+    lifeline.die_with_parent(spec["out_dir"])
     events = EventWriter.from_env()
     events.emit("hello", pid=os.getpid())
     try:

@@ -2,6 +2,13 @@
 
 Every write is batched (`log_batch`: one call per step is ~50× slower on sqlite), and the
 store is opened once per sweep. MLflow is imported here only, never in a worker.
+
+A tracking store is a view of the ledger, so a store that is down must fail fast: unless
+the user set them, MLflow's HTTP client makes one retry with a 5 s timeout (its defaults,
+7 retries with backoff and 120 s, spend minutes per call on a dead server). A new sqlite
+store is created under an inter-process file lock (MLflow's alembic migrations race when
+several processes create one store at once), and a write that meets "database is locked"
+is retried a few times.
 """
 
 from __future__ import annotations
@@ -16,12 +23,19 @@ from typing import Any, Iterable
 # repro runs offline on clusters; MLflow's usage telemetry would start threads that try the
 # network while runs are measured. A user who wants it sets MLFLOW_DISABLE_TELEMETRY=false.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+for _name, _value in HTTP_DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
 
+from filelock import FileLock  # noqa: E402
 from mlflow.entities import Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 # MLflow's per-call limits for log_batch.
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
+
+LOCKED_RETRIES, LOCKED_WAIT_S = 5, 0.5
+CREATE_LOCK_TIMEOUT_S = 120
 
 STATUS = {"ok": "FINISHED", "failed": "FAILED", "oom": "FAILED", "killed": "FAILED", "interrupted": "KILLED"}
 
@@ -31,31 +45,70 @@ def _chunks(items: list, size: int) -> Iterable[list]:
         yield items[i : i + size]
 
 
+def _sqlite_path(uri: str) -> Path | None:
+    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
 def _sqlite_artifact_root(uri: str) -> str | None:
     """For a local sqlite store, artifacts beside the database (not under the cwd)."""
-    if uri.startswith("sqlite:///"):
-        return (Path(uri[len("sqlite:///"):]).parent / "mlruns").resolve().as_uri()
-    return None
+    db = _sqlite_path(uri)
+    return (db.parent / "mlruns").resolve().as_uri() if db else None
+
+
+def _locked(e: Exception) -> bool:
+    return "database is locked" in str(e)
+
+
+def retry_locked(call, *args, **kwargs):
+    """`call(...)`, again a few times while sqlite says "database is locked"."""
+    for attempt in range(LOCKED_RETRIES):
+        try:
+            return call(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - MLflow wraps sqlite's error in its own types
+            if not _locked(e) or attempt == LOCKED_RETRIES - 1:
+                raise
+            time.sleep(LOCKED_WAIT_S * (attempt + 1))
 
 
 class Tracker:
     def __init__(self, uri: str, experiment: str):
         self.uri = uri
-        self.client = MlflowClient(tracking_uri=uri)
-        found = self.client.get_experiment_by_name(experiment)
+        self.experiment = experiment
+        db = _sqlite_path(uri)
+        if db is None:
+            self._open()
+            return
+        db.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(f"{db}.lock", timeout=CREATE_LOCK_TIMEOUT_S):  # creation and migration, one process at a time
+            self._open()
+
+    def _open(self) -> None:
+        self.client = MlflowClient(tracking_uri=self.uri)
+        found = retry_locked(self.client.get_experiment_by_name, self.experiment)
         if found is None:
-            root = _sqlite_artifact_root(uri)
-            self.experiment_id = self.client.create_experiment(
-                experiment, artifact_location=f"{root}/{experiment}" if root else None)
+            root = _sqlite_artifact_root(self.uri)
+            self.experiment_id = retry_locked(self.client.create_experiment, self.experiment,
+                                              artifact_location=f"{root}/{self.experiment}" if root else None)
         else:
             self.experiment_id = found.experiment_id
-        self.experiment = experiment
+
+    def find_runs(self, tag: str, value: str | None = None) -> list:
+        """Runs of this experiment that carry `tag` (with `value`, when given), deleted ones left out."""
+        where = f"tags.`{tag}` = '{value}'" if value is not None else f"tags.`{tag}` LIKE '%'"
+        runs, token = [], None
+        while True:
+            page = retry_locked(self.client.search_runs, [self.experiment_id], where, max_results=1000,
+                                page_token=token)
+            runs += page
+            token = page.token
+            if not token:
+                return runs
 
     def start_run(self, name: str, tags: dict[str, str], parent_id: str | None = None) -> str:
         tags = dict(tags)
         if parent_id:
             tags["mlflow.parentRunId"] = parent_id
-        run = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
+        run = retry_locked(self.client.create_run, self.experiment_id, run_name=name, tags=tags)
         return run.info.run_id
 
     def log(self, run_id: str, *, params: dict | None = None, tags: dict | None = None,
@@ -67,11 +120,11 @@ class Tracker:
         ps = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
         ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
         for chunk in _chunks(ps, MAX_PARAMS):
-            self.client.log_batch(run_id, params=chunk)
+            retry_locked(self.client.log_batch, run_id, params=chunk)
         for chunk in _chunks(ts, MAX_TAGS):
-            self.client.log_batch(run_id, tags=chunk)
+            retry_locked(self.client.log_batch, run_id, tags=chunk)
         for chunk in _chunks(ms, MAX_METRICS):
-            self.client.log_batch(run_id, metrics=chunk)
+            retry_locked(self.client.log_batch, run_id, metrics=chunk)
 
     def log_json(self, run_id: str, name: str, obj: Any) -> None:
         self.log_text(run_id, name, json.dumps(obj, indent=1, sort_keys=True, default=str))
@@ -80,12 +133,12 @@ class Tracker:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / name
             path.write_text(text)
-            self.client.log_artifact(run_id, str(path))
+            retry_locked(self.client.log_artifact, run_id, str(path))
 
     def log_files(self, run_id: str, paths: Iterable[str], folder: str | None = None) -> None:
         for p in paths:
-            self.client.log_artifact(run_id, p, artifact_path=folder)
+            retry_locked(self.client.log_artifact, run_id, p, artifact_path=folder)
 
     def end(self, run_id: str, status: str) -> None:
-        self.client.set_terminated(run_id, status=STATUS.get(status, status))
+        retry_locked(self.client.set_terminated, run_id, status=STATUS.get(status, status))
 

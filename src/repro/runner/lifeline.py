@@ -1,0 +1,68 @@
+"""Who started a run, and a worker that never outlives its parent.
+
+The parent writes its identity into the `started` record (host, pid and the pid's create
+time, so a reused pid is not taken for the parent). The worker dies with its parent in two
+ways, because either alone can miss: the kernel sends it SIGTERM when the parent dies
+(`prctl(PR_SET_PDEATHSIG)`, Linux), and a thread sees EOF on its stdin, a pipe whose only
+writer is the parent. Either one removes the run's temp folder (the parent that would have
+removed it is gone) and kills the worker's process group (ranks and compile helpers too).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import stat
+import sys
+import threading
+
+PARENT_PID_ENV = "REPRO_PARENT_PID"
+PR_SET_PDEATHSIG = 1
+
+
+def identity() -> dict:
+    """This process as a `started` record's `parent`."""
+    import psutil
+
+    return {"host": socket.gethostname(), "pid": os.getpid(), "create_time": psutil.Process().create_time()}
+
+
+def is_gone(parent: dict | None) -> bool:
+    """True when the recorded parent is known to have ended (same host, pid dead or reused)."""
+    import psutil
+
+    if not parent or parent.get("host") != socket.gethostname():
+        return False  # another host (or an older record): it cannot be checked from here
+    try:
+        return abs(psutil.Process(parent["pid"]).create_time() - parent["create_time"]) > 0.01
+    except psutil.NoSuchProcess:
+        return True
+
+
+def die_with_parent(run_dir: str) -> None:
+    """In the worker: end (and clean up) as soon as the parent process is gone."""
+
+    def die(*_) -> None:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    expected = os.environ.pop(PARENT_PID_ENV, None)
+    if expected is None:  # not started by a repro parent (run by hand): nothing to follow
+        return
+    signal.signal(signal.SIGTERM, die)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(expected):  # the parent died before prctl took effect
+        die()
+    if not stat.S_ISFIFO(os.fstat(0).st_mode):
+        return
+
+    def watch_stdin() -> None:
+        while os.read(0, 4096):
+            pass
+        die()
+
+    threading.Thread(target=watch_stdin, name="repro-lifeline", daemon=True).start()

@@ -1,0 +1,39 @@
+"""`run.resume=true`: a job whose result is already recorded on this environment is not run again.
+
+A job is skipped when the ledger holds an `ok` run with its config hash and this
+environment's fingerprint. The worker computes fingerprints (they include the framework's
+devices), so the parent recomputes one without importing a framework: this host's Python,
+CPU, ISA, cores, GPUs and package versions (importlib.metadata), the variables the worker
+would start with (plus those its framework set itself on import, as recorded), and the
+recorded run's device list (the same packages on the same machine
+see the same devices). A job run by another interpreter (framework.python) is never skipped:
+the parent cannot read that interpreter's packages. A mismatch costs a rerun, never a wrong skip.
+"""
+
+from __future__ import annotations
+
+import os
+
+from repro.ledger import Ledger
+from repro.runner import envcapture
+
+
+def fingerprint_here(worker_env: dict[str, str], recorded_env: dict) -> str:
+    env = envcapture.capture({"devices": (recorded_env.get("framework") or {}).get("devices")})
+    start = {**os.environ, **worker_env}
+    # Variables a framework sets itself on import (JAX: TPU_SKIP_MDS_QUERY) come with its version.
+    added = {k: v for k, v in (recorded_env.get("variables") or {}).items() if k not in start}
+    env["variables"] = {**envcapture.result_variables(start), **added}
+    return envcapture.fingerprint(env)
+
+
+def recorded_ok(config: dict, chash: str, ledger: Ledger, worker_env: dict[str, str]) -> dict | None:
+    """The newest `ok` record of this config on this environment, when the config asks to resume."""
+    if not config["run"].get("resume") or config["framework"].get("python"):  # a replayed old record lacks it
+        return None
+    for record in reversed(ledger.heads()):
+        env = record.get("environment")
+        if (record.get("kind") == "run" and record.get("status") == "ok" and record.get("config_hash") == chash
+                and env and fingerprint_here(worker_env, env) == env["fingerprint"]):
+            return record
+    return None

@@ -1,0 +1,150 @@
+"""`repro sync [--ledger DIR] [--tracking-uri URI] [--experiment NAME]`: MLflow caught up with the ledger.
+
+Every run the ledger holds and MLflow lacks (its store was down, full or locked, or the
+projection was cut short) is projected the way the live path does it (tracking/project.py),
+under its sweep's parent run. Runs are matched through the `repro.ledger_id` tag, so a
+second sync adds nothing. MLflow runs left RUNNING whose ledger chain has ended, or whose
+`started` record's parent process is gone (lost), are closed, and so are sweep parents
+whose sweep process is gone. Without --tracking-uri/--experiment each record goes to the
+store and experiment it was run with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+
+from repro.config import ConfigError
+from repro.ledger import Ledger
+from repro.runner import lifeline
+from repro.runner.envcapture import redact
+from repro.tracking import failure_line
+
+
+def _heads(records: list[dict]) -> tuple[list[dict], dict[str, dict]]:
+    """The runs' newest records, and every record id of a chain mapped to its newest record."""
+    by_id = {r["id"]: r for r in records}
+    superseded = {r.get("prev") for r in records}
+    heads = [r for r in records if r["id"] not in superseded and r.get("kind") == "run"]
+    head_of = {}
+    for head in heads:
+        r = head
+        while r:
+            head_of[r["id"]] = head
+            r = by_id.get(r.get("prev"))
+    return sorted(heads, key=lambda r: (r.get("created", ""), r["id"])), head_of
+
+
+def _ended(record: dict) -> bool:
+    return record["status"] != "started"
+
+
+def _lost(record: dict) -> bool:
+    return record["status"] == "started" and lifeline.is_gone(record.get("parent"))
+
+
+def sync_store(tracker, heads: list[dict], head_of: dict[str, dict]) -> dict[str, int]:
+    """Put `heads` (runs of one store and experiment) into it; close what was left RUNNING."""
+    from repro.tracking.project import COMPLETE_TAG, close_parent, project_run, sweep_parent
+
+    counts = {"pushed": 0, "replaced": 0, "closed": 0, "present": 0}
+    existing = {run.data.tags["repro.ledger_id"]: run for run in tracker.find_runs("repro.ledger_id")}
+    parents: dict[str, str] = {}
+    replaced = set()
+    for head in filter(_ended, heads):
+        run = existing.get(head["id"])
+        if run is not None and run.data.tags.get(COMPLETE_TAG) == "complete":
+            counts["present"] += 1
+            continue
+        if run is not None:  # cut short (Ctrl-C, a store that failed halfway): replaced whole
+            tracker.client.delete_run(run.info.run_id)
+            replaced.add(run.info.run_id)
+            counts["replaced"] += 1
+        sweep = head.get("sweep") or {}
+        parent = None
+        if sweep.get("multirun"):
+            if sweep["id"] not in parents:
+                parents[sweep["id"]] = sweep_parent(tracker, sweep, head.get("git") or {})
+            parent = parents[sweep["id"]]
+        project_run(tracker, head, parent)
+        counts["pushed"] += 1
+    for ledger_id, run in existing.items():  # left RUNNING: its chain has ended since, or was lost
+        head = head_of.get(ledger_id)
+        if run.info.status != "RUNNING" or head is None or run.info.run_id in replaced:
+            continue
+        if _ended(head) and head["id"] != ledger_id:
+            tracker.end(run.info.run_id, head["status"])
+        elif _lost(head):
+            tracker.end(run.info.run_id, "killed")
+        else:
+            continue
+        counts["closed"] += 1
+    by_sweep = defaultdict(list)
+    for head in heads:
+        by_sweep[(head.get("sweep") or {}).get("id")].append(head)
+    for run in tracker.find_runs("repro.sweep_id"):
+        runs = by_sweep.get(run.data.tags["repro.sweep_id"], [])
+        if run.info.status != "RUNNING" or "mlflow.parentRunId" in run.data.tags or not runs:
+            continue
+        owner = {k: _number(run.data.tags.get(f"repro.sweep_{k}")) for k in ("host", "pid", "create_time")}
+        if owner["host"] and not lifeline.is_gone(owner):
+            continue  # the sweep is still going
+        if not owner["host"] and not all(_ended(h) or _lost(h) for h in runs):
+            continue
+        close_parent(tracker, run.info.run_id, runs, "ok" if all(h["status"] == "ok" for h in runs) else "failed")
+        counts["closed"] += 1
+    return counts
+
+
+def _number(text: str | None):
+    try:
+        return float(text) if "." in text else int(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def sync(ledger_dir: str, tracking_uri: str | None = None, experiment: str | None = None) -> dict[str, int]:
+    from repro.tracking.mlflow_tracker import Tracker
+
+    heads, head_of = _heads(list(Ledger(ledger_dir).records()))
+    stores = defaultdict(list)
+    for head in heads:
+        tracking = head["config"]["tracking"]
+        stores[(tracking_uri or tracking["uri"], experiment or tracking["experiment"])].append(head)
+    total = {"pushed": 0, "replaced": 0, "closed": 0, "present": 0}
+    for (uri, name), runs in stores.items():
+        counts = sync_store(Tracker(uri, name), runs, head_of)
+        print(f"repro sync: {redact(uri)} experiment {name!r}: {counts['pushed']} run(s) put into MLflow "
+              f"({counts['replaced']} replacing incomplete ones), {counts['closed']} left RUNNING closed, "
+              f"{counts['present']} already there")
+        total = {k: total[k] + counts[k] for k in total}
+    return total
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("sync", parents=[common],
+                       help="put every ledger run missing from MLflow into it; close runs left RUNNING")
+    p.add_argument("--tracking-uri", help="the store to fill (default: each record's own)")
+    p.add_argument("--experiment", help="the experiment to fill (default: each record's own)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from repro.config import validate
+
+    try:
+        if args.tracking_uri:
+            validate.check_tracking_uri(args.tracking_uri)
+        if args.experiment:
+            validate.check_experiment_name(args.experiment)
+    except ConfigError as e:
+        print(f"repro sync: {e}", file=sys.stderr)
+        return 2
+    try:
+        sync(args.ledger, args.tracking_uri, args.experiment)
+    except Exception as e:  # noqa: BLE001 - a store that is down: one line, not a traceback
+        print(f"repro sync: MLflow failed: {failure_line(e)}; nothing is lost (the ledger holds every "
+              "run): fix the store and sync again", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,282 @@
+"""Faults on the run path (issue 14), each with real processes, signals, stores and disks:
+a tracking server that is down for a whole sweep (then `repro sync`), a disk that fills while
+the worker runs, the parent killed (SIGKILL) or stopped (SIGTERM) mid-job, inputs refused
+before anything is written, and runs started at once on a fresh sqlite store.
+
+One `mlflow server` (sqlite backend) serves the module; every run is model=mlp, a few steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import Sandbox
+from repro.ledger import Ledger
+
+TINY = ("model=mlp", "framework=torch", "run.warmup=2")
+ENDLESS = (*TINY, "run.steps=1000000")
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(box: Sandbox, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(box.repro_cmd(*args), cwd=box.root, env=box.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _worker_of(parent: subprocess.Popen, timeout: float = 120) -> psutil.Process:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for child in psutil.Process(parent.pid).children(recursive=True):
+            if "repro.runner.worker" in " ".join(child.cmdline()):
+                return child
+        time.sleep(0.05)
+    raise AssertionError("no worker process appeared")
+
+
+def _mount_tmpfs(path: Path, options: str) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({proc.stderr.strip() or 'mount failed'}): needs root "
+                    "or CAP_SYS_ADMIN")
+
+
+def _recover(ledger: Path) -> list[dict]:
+    """The minimal `repro ledger recover` (the ledger branch owns the real one): append every
+    spooled record, delete its spool once appended."""
+    out = []
+    for path in sorted((ledger / ".spool").glob("*.json")):
+        out.append(Ledger(ledger).append(json.loads(path.read_text())))
+        path.unlink()
+    return out
+
+
+# -- MLflow down for a whole sweep, then `repro sync` ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def down_sweep(tmp_path_factory):
+    """A 2-job sweep whose tracking server is not there (nothing listens on its port yet)."""
+    box = Sandbox(tmp_path_factory.mktemp("down"))
+    port = _port()
+    start = time.time()
+    proc = box.run("-m", *TINY, "run.steps=6", "run.seed=0,1", f"tracking.uri=http://127.0.0.1:{port}",
+                   "tracking.experiment=outage")
+    return box, port, proc, time.time() - start
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(down_sweep, tmp_path_factory):
+    """The sweep's server, started after the sweep (sqlite behind it: one writer, the server)."""
+    _, port, _, _ = down_sweep
+    root = tmp_path_factory.mktemp("server")
+    mlflow = str(Path(sys.executable).parent / "mlflow")
+    proc = subprocess.Popen([mlflow, "server", "--backend-store-uri", f"sqlite:///{root}/mlflow.db",
+                             "--default-artifact-root", (root / "artifacts").as_uri(), "--host", "127.0.0.1",
+                             "--port", str(port), "--workers", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("mlflow server did not become healthy within 120 s")
+    yield url
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_sweep_with_tracking_down_is_recorded_warned_once_and_fast(down_sweep):
+    box, port, proc, seconds = down_sweep
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    heads = box.heads()
+    assert [h["status"] for h in heads] == ["ok", "ok"]
+    assert all(len(h["results"]["step_time_s"]) == 6 for h in heads)
+    assert proc.stderr.count(f"repro: warning: MLflow at http://127.0.0.1:{port}") == 1, proc.stderr
+    assert "2 runs not yet in MLflow: repro sync" in proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert seconds < 150, f"a sweep against a dead server took {seconds:.0f} s"  # it took 250 s per job
+
+
+def test_sync_fills_the_server_then_adds_nothing_and_closes_lost_runs(down_sweep, mlflow_server, capsys):
+    from mlflow.tracking import MlflowClient
+
+    from repro.runner import lifeline
+    from repro.tracking.mlflow_tracker import Tracker
+    from repro.tracking.sync import sync
+
+    box, _, _, _ = down_sweep
+    heads = box.heads()
+    # A run whose parent died before it ended (its `started` record never got a successor),
+    # left RUNNING in MLflow.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    lost = Ledger(box.ledger).append({**{k: heads[0][k] for k in ("kind", "config", "config_hash", "git")},
+                                      "sweep": {"id": "another", "job": 0, "multirun": False},
+                                      "status": "started", "parent": {**lifeline.identity(), "pid": gone.pid}})
+    tracker = Tracker(mlflow_server, "outage")
+    stale = tracker.start_run("lost run", tags={"repro.ledger_id": lost["id"]})
+
+    first = sync(str(box.ledger))
+    assert (first["pushed"], first["closed"]) == (2, 2)  # the lost run, and the sweep's parent once filled
+    client = MlflowClient(tracking_uri=mlflow_server)
+    runs = client.search_runs([tracker.experiment_id])
+    children = {r.data.tags["repro.ledger_id"]: r for r in runs if "mlflow.parentRunId" in r.data.tags}
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags and "repro.ledger_id" not in r.data.tags]
+    assert set(children) == {h["id"] for h in heads} and len(parents) == 1
+    assert {c.data.tags["mlflow.parentRunId"] for c in children.values()} == {parents[0].info.run_id}
+    assert parents[0].info.status == "FINISHED" and parents[0].data.metrics["jobs_ok"] == 2
+    for h in heads:
+        child = children[h["id"]]
+        assert child.info.status == "FINISHED" and child.data.tags["repro.projected"] == "complete"
+        assert [m.value for m in client.get_metric_history(child.info.run_id, "loss")] == h["results"]["loss"]
+        assert len(client.get_metric_history(child.info.run_id, "step_time_s")) == 6
+        assert {"config.yaml", "ledger_record.json", "environment.json"} <= {
+            a.path for a in client.list_artifacts(child.info.run_id)}
+    assert client.get_run(stale).info.status == "FAILED"
+
+    second = sync(str(box.ledger))
+    assert (second["pushed"], second["closed"], second["present"]) == (0, 0, 2)
+    assert len(client.search_runs([tracker.experiment_id])) == len(runs)
+    assert "0 run(s) put into MLflow" in capsys.readouterr().out
+
+
+def test_resume_skips_what_is_recorded_ok_and_tables_it(down_sweep, mlflow_server):
+    box, port, _, _ = down_sweep
+    before = len(box.records())
+    proc = box.run("-m", *TINY, "run.steps=6", "run.seed=0,1,2", f"tracking.uri=http://127.0.0.1:{port}",
+                   "tracking.experiment=outage", "run.resume=true")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.count("skipped, already recorded ok on this environment") == 2
+    assert len(box.records()) == before + 2  # only the third seed ran: started + finished
+    for h in box.heads()[:2]:
+        assert h["id"] in proc.stdout  # the skipped jobs' records are in the closing table
+
+
+# -- a disk that fills while the worker works -----------------------------------------------------
+
+def test_disk_full_at_the_end_keeps_the_results_in_the_spool(sandbox):
+    _mount_tmpfs(sandbox.ledger, "size=24m")
+    try:
+        parent = _start(sandbox, *TINY, "run.steps=8", "tracking.experiment=diskfull")
+        _worker_of(parent)  # `started` and the spool's reservation are written: now fill the disk
+        with open(sandbox.ledger / "filler", "wb") as f, pytest.raises(OSError):
+            while True:
+                f.write(b"\0" * (1 << 20))
+                f.flush()
+        out, _ = parent.communicate(timeout=300)
+        assert parent.returncode == 1, out
+        assert [h["status"] for h in sandbox.heads()] == ["started"], out
+        spooled = list((sandbox.ledger / ".spool").glob("*.json"))
+        assert len(spooled) == 1 and str(spooled[0]) in out and "repro ledger recover" in out, out
+        assert "Traceback" not in out
+        (sandbox.ledger / "filler").unlink()
+        recovered = _recover(sandbox.ledger)
+        [head] = sandbox.heads()
+        assert head["id"] == recovered[0]["id"] and head["status"] == "ok"
+        assert len(head["results"]["loss"]) == len(head["results"]["step_time_s"]) == 8
+        assert head["prev"] == spooled[0].stem
+    finally:
+        subprocess.run(["umount", "-l", str(sandbox.ledger)], check=False)
+
+
+# -- the parent killed or stopped mid-job ---------------------------------------------------------
+
+def test_parent_sigkill_takes_its_worker_and_temp_folder_along(sandbox):
+    parent = _start(sandbox, *ENDLESS)
+    worker = _worker_of(parent)
+    run_dir = Path(worker.cmdline()[-1]).parent
+    time.sleep(1)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=30)
+    gone, alive = psutil.wait_procs([worker], timeout=5)
+    assert not alive, "the worker outlived its parent"
+    deadline = time.time() + 5
+    while run_dir.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    assert not run_dir.exists(), f"{run_dir} left behind"
+    [started] = sandbox.heads()
+    assert started["status"] == "started" and started["parent"]["pid"] == parent.pid
+
+
+def test_sigterm_right_after_started_ends_interrupted_and_closed(sandbox):
+    parent = _start(sandbox, "-m", *ENDLESS, "run.seed=0,1", "tracking.experiment=sigterm")
+    deadline = time.time() + 120
+    while not list(sandbox.ledger.glob("*/*.json")) and time.time() < deadline:
+        time.sleep(0.01)
+    parent.send_signal(signal.SIGTERM)  # just after `started` (or as the worker starts: either ends recorded)
+    out, _ = parent.communicate(timeout=300)
+    assert parent.returncode == 130, out
+    [head] = sandbox.heads()
+    assert head["status"] == "interrupted" and head["prev"], out
+    runs = sandbox.mlflow_runs("sigterm")
+    assert len(runs) == 2 and {r.info.status for r in runs} == {"KILLED"}, [(r.info.status, r.data.tags) for r in runs]
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(sandbox.root) in " ".join(p.info["cmdline"] or [])]
+
+
+# -- refused before anything runs -----------------------------------------------------------------
+
+@pytest.mark.parametrize("override, message", [
+    ("tracking.uri=garbage://x", "no store for the scheme 'garbage'"),
+])
+def test_refused_by_the_cli_with_nothing_written(sandbox, override, message):
+    proc = sandbox.run(*TINY, override)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert list(sandbox.root.iterdir()) == []
+
+
+def test_refused_places_and_names(tmp_path):
+    from repro.config import ConfigError, validate
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    read_only = tmp_path / "ro"
+    _mount_tmpfs(read_only, "size=1m,ro")
+    try:
+        cases = [(f"ledger.dir={a_file}", "is a file"), ("ledger.dir=/proc/self/ledger", "lies under /proc"),
+                 (f"ledger.dir={read_only}/ledger", "is not writable"),
+                 ("tracking.experiment=" + "x" * 10_000, "bytes long"), ("tracking.experiment=" + "x" * 300, "bytes long"),
+                 ("tracking.experiment=../../escaped", "not a plain name"), ("tracking.experiment=a/b", "not a plain name")]
+        for override, message in cases:
+            with pytest.raises(ConfigError, match=message):
+                validate.plan([*TINY, override])
+    finally:
+        subprocess.run(["umount", "-l", str(read_only)], check=False)
+    assert list(tmp_path.iterdir()) == [a_file, read_only] or set(tmp_path.iterdir()) == {a_file, read_only}
+
+
+# -- runs started at once on a fresh sqlite store -------------------------------------------------
+
+def test_four_runs_at_once_on_a_fresh_store_all_land(sandbox):
+    procs = [_start(sandbox, *TINY, "run.steps=3", f"run.seed={i}", "tracking.experiment=rush") for i in range(4)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, "\n".join(o[-1500:] for o in outs)
+    heads = sandbox.heads()
+    assert len(heads) == 4 and {h["status"] for h in heads} == {"ok"}
+    runs = sandbox.mlflow_runs("rush")
+    assert {r.data.tags["repro.ledger_id"] for r in runs} == {h["id"] for h in heads}
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    assert not any("warning: MLflow" in o for o in outs)
