@@ -247,7 +247,7 @@ def dry_run(argv: list[str]) -> int:
     try:
         plan = validate.plan(argv)
     except (ConfigError, FileNotFoundError) as e:
-        return _die(f"invalid config:\n  {_config_message(e)}")
+        return _die(f"invalid config:\n  {e}")
     print(f"repro --dry-run: {len(plan.jobs)} job(s) planned, checked; nothing run or written")
     width = len(str(len(plan.jobs)))
     for i, (config, swept) in enumerate(zip(plan.jobs, _varied(plan))):
@@ -258,10 +258,6 @@ def dry_run(argv: list[str]) -> int:
     return 0
 
 
-def _config_message(e: Exception) -> str:
-    return str(e).split("\nConfig search path:")[0]
-
-
 def run_experiment(argv: list[str]) -> int:
     from repro import sweep
     from repro.config import ConfigError, validate
@@ -270,7 +266,7 @@ def run_experiment(argv: list[str]) -> int:
         try:
             sweep.PLAN = validate.plan(argv)
         except (ConfigError, FileNotFoundError) as e:
-            print(f"repro: invalid config, nothing was run:\n  {_config_message(e)}", file=sys.stderr)
+            print(f"repro: invalid config, nothing was run:\n  {e}", file=sys.stderr)
             return EXIT_CONFIG_ERROR
     from repro.app import hydra_main
 

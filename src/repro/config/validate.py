@@ -241,8 +241,8 @@ def plan(args: Sequence[str]) -> Plan:
                     where = f" (in job {' '.join(job)})" if len(job_overrides) > 1 else ""
                     raise ConfigError(f"{e}{where}") from None
             launcher = str(top.hydra.launcher.get("_target_", ""))
-    except HydraException as e:
-        raise ConfigError(str(e)) from None
+    except HydraException as e:  # Hydra's search path says nothing to a user: left out
+        raise ConfigError(str(e).split("\nConfig search path:")[0]) from None
     finally:
         GlobalHydra.instance().clear()
 
