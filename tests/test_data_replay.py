@@ -32,7 +32,7 @@ def _env(**extra: str) -> dict[str, str]:
 def dvc_repo(tmp_path_factory) -> Path:
     """A fresh git+DVC checkout of repro's data pipeline: `dvc repro` prepares the digits."""
     root = tmp_path_factory.mktemp("dvcrepo")
-    for name in ("conf", ".dvc", "src"):
+    for name in ("conf", ".dvc", "src", "pipelines"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("tmp", "cache", "__pycache__"))
     for name in ("dvc.yaml", "dvc.lock", ".dvcignore", ".gitignore"):
         shutil.copy(REPO / name, root / name)
@@ -83,7 +83,7 @@ def test_dvc_exp_run_lands_in_ledger_and_mlflow(dvc_repo, tmp_path):
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], cwd=dvc_repo,
                    check=True)
     env = _env(MLFLOW_TRACKING_URI=box.uri, REPRO_ROOT=str(dvc_repo))
-    proc = subprocess.run(["dvc", "exp", "run", "-S", "framework=torch", "-S", "run.steps=8", "-S",
+    proc = subprocess.run(["dvc", "exp", "run", "pipelines/run/dvc.yaml", "-S", "framework=torch", "-S", "run.steps=8", "-S",
                            f"ledger.dir={box.ledger}"], cwd=dvc_repo, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -1,7 +1,38 @@
 """repro: declarative, exactly reproducible deep-learning framework comparisons.
 
-Importing `repro` is cheap on purpose (no framework, no MLflow): the worker process imports
-only its own framework, and the parent imports MLflow once per sweep.
+    import repro
+    record = repro.run(framework="jax", model="mlp", **{"run.steps": 10})
+    records = repro.sweep("quickstart")
+    repro.Ledger("ledger").heads()
+
+Importing `repro` is cheap on purpose (no framework, no MLflow, not even Hydra): the names
+below are imported on first use, the worker process imports only its own framework, and the
+parent imports MLflow once per sweep.
 """
 
 __version__ = "0.1.0"
+
+# The public API, name by name: where each lives (imported when first used).
+_EXPORTS = {
+    "run": "repro.api",
+    "sweep": "repro.sweep",  # the module repro.sweep (the sweep session) is callable: repro.api.sweep
+    "Ledger": "repro.ledger",
+    "LedgerError": "repro.ledger",
+    "ConfigError": "repro.config",
+}
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'repro' has no attribute {name!r}")
+    import importlib
+
+    module = importlib.import_module(_EXPORTS[name])
+    value = module if module.__name__ == f"repro.{name}" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -1,33 +1,263 @@
 """`repro` / `python -m repro`: run experiments (Hydra overrides) or a subcommand.
 
-    python -m repro +exp=quickstart          a sweep (the exp sets hydra.mode: MULTIRUN)
-    python -m repro framework=torch model=vit one run
-    repro ledger list | show ID | verify      the ledger
-    repro ledger diff A B                     what differs between two records
-    repro replay ID... | --experiment NAME    re-run recorded runs, compare bit for bit
-    repro compare ID ID...                    runs side by side, every difference besides the framework
-    repro ir diff A B                         op counts of two runs' lowered IR (run.capture_ir=true)
-    repro models [--json]                     the model zoo with sizes
-    repro sync                                put ledger runs missing from MLflow into it
-
-Every job of a sweep is composed and checked before the first one starts: a bad config
-exits with code 2 having written nothing.
+The first word decides: a registered subcommand (`repro ledger list`), `run` or a Hydra
+override (`repro run`, `repro +exp=quickstart`) runs experiments, a flag of ours (`--help`,
+`--version`, `--dry-run`, shell completion queries) is answered here, and any other bare word
+is an unknown command. Every job of a sweep is composed and checked before the first one
+starts: a bad config exits with code 2 having written nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
+import re
 import signal
 import sys
+from pathlib import Path
 
 from repro import paths
 
-SUBCOMMANDS = ("ledger", "models", "replay", "compare", "ir", "sync")
+# Each module registers its subcommand(s) through `add_parser(sub, common)`: one line each.
+# The help page, the typo check and shell completion are generated from what they register.
+SUBCOMMAND_MODULES = (
+    "repro.ledger.cli",
+    "repro.models.cli",
+    "repro.replay",
+    "repro.report.compare",
+    "repro.ir",
+    "repro.tracking.sync",
+)
+RUN_WORD = "run"  # `repro run [OVERRIDES]`: the explicit word for a run (bare `repro` prints help)
+DRY_RUN = "--dry-run"
+HELP_FLAGS = ("-h", "--help")
+COMPLETION_FLAGS = ("-sc", "--shell-completion")
 # Hydra flags that print something instead of running: passed through unchecked.
-HYDRA_INFO_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--shell-completion",
-                    "-sc", "--version", "-p", "--package", "--resolve")
+HYDRA_INFO_FLAGS = ("--hydra-help", "-c", "--cfg", "-i", "--info", *COMPLETION_FLAGS, "-p", "--package", "--resolve")
+# What repro's worker may import, for `--version` (read from package metadata, nothing imported).
+VERSIONED_PACKAGES = ("jax", "jaxlib", "flax", "optax", "torch", "torch-xla", "transformers", "mlflow",
+                      "hydra-core", "omegaconf", "dvc", "numpy")
+# Words that are not commands but that a person may try: what they meant.
+FLAG_WORDS = {"help": "--help", "version": "--version"}
+COMMAND_LIKE = re.compile(r"[A-Za-z_][\w-]*")  # a Hydra override always has '=' (or starts with + ~ -)
 EXIT_CONFIG_ERROR = 2
 EXIT_RUN_FAILED = 1
+
+EXAMPLES = {  # a subcommand's `--help` examples, where its module gives no epilog of its own
+    "ledger": """examples:
+  repro ledger list                      the current state of every run
+  repro ledger list --all --json         every record, superseded ones too, as JSON
+  repro ledger show 5581cc5c             one record (an id prefix is enough)
+  repro ledger verify                    recompute every record's content hash
+  repro ledger diff 5581cc5c abea4f61    config, environment, data and results differences
+  repro ledger list --ledger ~/other/ledger""",
+    "models": """examples:
+  repro models                           every model and preset: parameters and FLOPs
+  repro models --json | jq '.[0]'""",
+    "replay": """examples:
+  repro replay 5581cc5c                  re-run one recorded run and compare it with the record
+  repro replay --experiment quickstart   every run of the newest recorded quickstart sweep
+  repro replay 5581cc5c --progress plain --tracking-uri sqlite:///$PWD/replay.db""",
+    "compare": """examples:
+  repro compare 5581cc5c abea4f61        two runs side by side, every difference but the framework""",
+    "ir": """examples:
+  repro framework=jax run.capture_ir=true; repro framework=torch_xla run.capture_ir=true
+  repro ir diff 5581cc5c abea4f61        op counts of the two lowered steps
+  repro ir diff 5581cc5c abea4f61 --all  also the ops whose counts are equal""",
+}
+
+
+def _die(message: str) -> int:
+    print(f"repro: {message}", file=sys.stderr)
+    return EXIT_CONFIG_ERROR
+
+
+# ---- subcommands ---------------------------------------------------------------------------
+
+def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    import importlib
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--ledger", default=str(paths.default_ledger_dir()),
+                        help="the ledger folder (default: the repo's ledger/)")
+    parser = argparse.ArgumentParser(prog="repro", add_help=False)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for module in SUBCOMMAND_MODULES:
+        importlib.import_module(module).add_parser(sub, common)
+    for name, p in sub.choices.items():
+        if p.epilog is None and name in EXAMPLES:
+            p.epilog = EXAMPLES[name]
+        p.formatter_class = argparse.RawDescriptionHelpFormatter
+    return parser, sub
+
+
+def _descriptions(sub: argparse._SubParsersAction) -> dict[str, str]:
+    return {a.dest: a.help or "" for a in sub._choices_actions}
+
+
+def run_subcommand(argv: list[str], parser: argparse.ArgumentParser | None = None) -> int:
+    args = (parser or build_parser()[0]).parse_args(argv)
+    ledger = getattr(args, "ledger", None)
+    if ledger is not None and not Path(ledger).is_dir():
+        return _die(f"--ledger {ledger}: no such folder. Name an existing ledger folder (the one a run's "
+                    f"ledger.dir wrote to), or leave --ledger out for the repo's {paths.default_ledger_dir()}")
+    return args.func(args)
+
+
+def unknown_command(word: str, names: list[str]) -> int:
+    if word in FLAG_WORDS:
+        hint = f"did you mean 'repro {FLAG_WORDS[word]}'?"
+    else:
+        close = difflib.get_close_matches(word, names + [RUN_WORD], n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"the commands are: {', '.join(names)}"
+    return _die(f"unknown command '{word}' — {hint}\n  `repro --help` lists the commands; an experiment is "
+                f"`repro run [key=value ...]` (or overrides alone: `repro framework=torch`)")
+
+
+# ---- help and version ----------------------------------------------------------------------
+
+def _groups() -> dict[str, tuple[list[str], str | None]]:
+    """conf/'s Hydra groups: their options, and the default chosen in config.yaml."""
+    import yaml
+
+    conf = paths.conf_dir()
+    defaults = {}
+    for entry in yaml.safe_load((conf / "config.yaml").read_text()).get("defaults", []):
+        if isinstance(entry, dict):
+            defaults.update({k: v for k, v in entry.items() if not k.startswith("override ")})
+    return {d.name: (sorted(p.stem for p in d.glob("*.yaml")), defaults.get(d.name))
+            for d in sorted(conf.iterdir()) if d.is_dir()}
+
+
+def help_text() -> str:
+    _, sub = build_parser()
+    lines = [
+        "usage: repro [run] [OVERRIDE ...] [-m] [--dry-run]     run experiments (Hydra overrides)",
+        "       repro COMMAND [ARGS ...]                        ledger, replay, models, ...",
+        "       repro -h | --help | --version | --hydra-help",
+        "",
+        "Declarative, exactly reproducible framework comparisons: every run in a fresh worker process,",
+        "recorded in the ledger and MLflow.",
+        "",
+        "Run an experiment:",
+        "  repro +exp=quickstart                  a whole sweep (the exp sets hydra.mode: MULTIRUN)",
+        "  repro framework=torch model=vit        one run: choose an option of any group below",
+        "  repro -m framework=jax,torch run.steps=50   a sweep from the command line",
+        "  repro run                              the default run (the * options below); bare `repro` runs nothing",
+        "  repro +exp=quickstart --dry-run        the planned jobs: swept values, config hash, where recorded",
+        "",
+        "Config groups (conf/; * the default):",
+    ]
+    for group, (options, default) in _groups().items():
+        shown = ", ".join(f"{o}*" if o == default else o for o in options)
+        lines.append(f"  {('+' if group == 'exp' else '') + group + '=':<13} {shown}")
+    lines += [
+        "  and keys: run.* (steps, warmup, batch_size, seed, ...), tracking.uri/experiment, ledger.dir,",
+        "  progress.mode/interval_s, model.preset and any model dimension: `repro --cfg job` prints them all",
+        "",
+        "Commands:",
+    ]
+    for name, text in _descriptions(sub).items():
+        lines.append(f"  {name:<13} {text}")
+    lines += [
+        "  `repro COMMAND --help` shows a command's options and examples.",
+        "",
+        "Hydra's own help (override grammar, --cfg, --info, --multirun): repro --hydra-help",
+        'Shell completion (commands and config keys): eval "$(repro --shell-completion install=bash)"',
+    ]
+    return "\n".join(lines)
+
+
+def version_text() -> str:
+    from importlib import metadata
+
+    from repro import __version__
+
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    lines = [f"repro {__version__} ({paths.src_dir() / 'repro'})", f"python {sys.version.split()[0]}"]
+    lines += [f"{name} {version(name)}" for name in VERSIONED_PACKAGES]
+    lines.append("(framework=torch_xla runs under its own interpreter: conf/framework/torch_xla.yaml)")
+    return "\n".join(lines)
+
+
+# ---- shell completion ----------------------------------------------------------------------
+
+def _words(line: str) -> list[str]:
+    """The words after the program name in bash's COMP_LINE, the last one being completed."""
+    words = line.split()[1:]
+    return words + [""] if not words or line.endswith(" ") else words
+
+
+def complete(line: str) -> list[str] | None:
+    """Words that complete `line` among subcommands and their arguments; None where the word
+    is a Hydra override (Hydra completes those)."""
+    words = _words(line)
+    _, sub = build_parser()
+    first, current = words[0], words[-1]
+    if len(words) == 1:
+        return [n for n in [*sub.choices, RUN_WORD] if n.startswith(current)]
+    if first not in sub.choices:
+        return None
+    parser = sub.choices[first]
+    for word in words[1:-1]:  # walk into nested subcommands (`ledger list`)
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if nested and word in nested[0].choices:
+            parser = nested[0].choices[word]
+    candidates = [s for a in parser._actions for s in a.option_strings]
+    candidates += [c for a in parser._actions if isinstance(a, argparse._SubParsersAction) for c in a.choices]
+    return [c for c in candidates if c.startswith(current)]
+
+
+def run_completion(argv: list[str]) -> int:
+    """`-sc query=bash` (what Hydra's installed completion function calls): our words, then Hydra's."""
+    line = os.environ.get("COMP_LINE", "")
+    if argv[1:2] and argv[1].startswith("query="):
+        ours = complete(line)
+        if ours is not None:
+            print(" ".join(ours))
+            if len(_words(line)) > 1:
+                return 0  # a subcommand's arguments: no config keys there
+        # Hydra completes config keys of the words after the program name (and after `run`)
+        os.environ["COMP_LINE"] = re.sub(rf"^(\S+)\s+{RUN_WORD}(\s|$)", r"\1 ", line)
+    from repro.app import hydra_main
+
+    sys.argv = [sys.argv[0], *argv]
+    hydra_main()
+    return 0
+
+
+# ---- experiments ---------------------------------------------------------------------------
+
+def _varied(plan) -> list[list[str]]:
+    """Each job's overrides whose value differs between jobs (all of them for one job)."""
+    keys = [dict(o.split("=", 1) for o in job if "=" in o) for job in plan.overrides]
+    varied = {k for k in set().union(*keys) if len({job.get(k) for job in keys}) > 1} if len(keys) > 1 else None
+    return [[f"{k}={v}" for k, v in job.items() if varied is None or k in varied] for job in keys]
+
+
+def dry_run(argv: list[str]) -> int:
+    """Compose and check the whole sweep; print one line per planned job; run and write nothing."""
+    from repro.config import ConfigError, config_hash, validate
+    from repro.runner.job import label
+
+    try:
+        plan = validate.plan(argv)
+    except (ConfigError, FileNotFoundError) as e:
+        return _die(f"invalid config:\n  {e}")
+    print(f"repro --dry-run: {len(plan.jobs)} job(s) planned, checked; nothing run or written")
+    width = len(str(len(plan.jobs)))
+    for i, (config, swept) in enumerate(zip(plan.jobs, _varied(plan))):
+        where = f"ledger {config['ledger']['dir']} · mlflow {config['tracking']['uri']} " \
+                f"(experiment {config['tracking']['experiment']})"
+        print(f"[{i + 1:>{width}}/{len(plan.jobs)}] {' '.join(swept) or '(defaults)'} · {label(config)} · "
+              f"config {config_hash(config)[:12]} · {where}")
+    return 0
 
 
 def run_experiment(argv: list[str]) -> int:
@@ -38,8 +268,7 @@ def run_experiment(argv: list[str]) -> int:
         try:
             sweep.PLAN = validate.plan(argv)
         except (ConfigError, FileNotFoundError) as e:
-            message = str(e).split("\nConfig search path:")[0]
-            print(f"repro: invalid config, nothing was run:\n  {message}", file=sys.stderr)
+            print(f"repro: invalid config, nothing was run:\n  {e}", file=sys.stderr)
             return EXIT_CONFIG_ERROR
     from repro.app import hydra_main
 
@@ -60,31 +289,30 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def run_subcommand(argv: list[str]) -> int:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--ledger", default=str(paths.default_ledger_dir()),
-                        help="the ledger folder (default: the repo's ledger/)")
-    parser = argparse.ArgumentParser(prog="repro", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    from repro.ledger import cli as ledger_cli
-    from repro import ir, replay
-    from repro.report import compare
-    from repro.models import cli as models_cli
-    from repro.tracking import sync
-
-    ledger_cli.add_parser(sub, common)
-    models_cli.add_parser(sub, common)
-    replay.add_parser(sub, common)
-    compare.add_parser(sub, common)
-    ir.add_parser(sub, common)
-    sync.add_parser(sub, common)
-    args = parser.parse_args(argv)
-    return args.func(args)
+def dispatch(argv: list[str]) -> int:
+    if not argv:
+        print(help_text())
+        return 0
+    first = argv[0]
+    if first == "--version":
+        print(version_text())
+        return 0
+    if first in COMPLETION_FLAGS:
+        return run_completion(argv)
+    if first == RUN_WORD:
+        argv = argv[1:]
+    elif COMMAND_LIKE.fullmatch(first):
+        parser, sub = build_parser()
+        if first in sub.choices:
+            return run_subcommand(argv, parser)
+        return unknown_command(first, list(sub.choices))
+    if any(a in HELP_FLAGS for a in argv):
+        print(help_text())
+        return 0
+    if DRY_RUN in argv:
+        return dry_run([a for a in argv if a != DRY_RUN])
+    return run_experiment(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in SUBCOMMANDS:
-        sys.exit(run_subcommand(argv))
-    sys.exit(run_experiment(argv))
+    sys.exit(dispatch(list(sys.argv[1:] if argv is None else argv)))

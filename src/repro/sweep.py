@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
+import types
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -61,14 +62,14 @@ class Session:
         if shared:
             self.jobs, self.sweep_id, self.git, self.code = (shared[k] for k in ("jobs", "sweep_id", "git", "code"))
             self._parent_ids = {tuple(k.split("\n")): v for k, v in shared["parents"].items()}
-            self.display = Display("plain", self.jobs)
+            self.display = Display("plain", self.jobs, primary["progress"].get("interval_s"))
             return
         self.jobs = len(PLAN.jobs) if PLAN else (None if multirun else 1)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         self.sweep_id = f"{stamp}-{uuid.uuid4().hex[:6]}"
         self.git = gitinfo.state(paths.repo_root(), Path(primary["ledger"]["dir"]))
         self.code = {"src_sha256": gitinfo.source_sha256(paths.src_dir() / "repro")}
-        self.display = Display(primary["progress"]["mode"], self.jobs)
+        self.display = Display(primary["progress"]["mode"], self.jobs, primary["progress"].get("interval_s"))
         self._parent_ids: dict = {}
 
     @classmethod
@@ -215,3 +216,16 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         Session.close_current()
+
+
+class _CallableModule(types.ModuleType):
+    """`repro.sweep(...)` is the Python API's sweep (`repro.api.sweep`): this module shares its
+    name in the package, so calling the module calls it (`repro.sweep.Session` stays the class)."""
+
+    def __call__(self, *args, **kwargs):
+        from repro.api import sweep
+
+        return sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -120,6 +120,7 @@ class LedgerConfig:
 @dataclass
 class ProgressConfig:
     mode: str = "auto"
+    interval_s: float = 10.0  # plain mode (logs): at most one progress line per interval
 
 
 @dataclass
@@ -173,7 +174,7 @@ CHOICES = {
 SHARDING_AXES = {"none": (), "dp": ("data",), "fsdp": ("data",), "tp": ("model",), "dp_tp": ("data", "model")}
 
 # Keys that must be > 0 (>= 0 for those in NON_NEGATIVE).
-POSITIVE = ("run.steps", "run.lr", "run.timeout_s", "data.batches", "hardware.device_count",
+POSITIVE = ("run.steps", "run.lr", "run.timeout_s", "data.batches", "progress.interval_s", "hardware.device_count",
             "cluster.nodes", "cluster.port", "cluster.jax_processes", "cluster.join_timeout_s")
 NON_NEGATIVE = ("run.warmup", "run.seed", "cluster.node_rank")
 

@@ -26,6 +26,8 @@ TORCH_TP_MODELS = ("mlp", "ffn")  # torch tensor parallel: MLP-only models so fa
 # Backends with parallel layouts: JAX (one mesh), torch (DDP/FSDP2/DTensor), torch_xla (SPMD).
 # torch_xla's SPMD annotations are split by XLA's partitioner, so any model's attention works.
 SHARDED_BACKENDS = ("jax", "torch", "torch_xla")
+# Backends whose workload returns its lowered step (StableHLO/HLO): torch eager and inductor lower to none.
+IR_BACKENDS = ("jax", "torch_xla")
 
 
 def _get(cfg: dict, dotted: str) -> Any:
@@ -84,6 +86,21 @@ def _check_values(cfg: dict) -> None:
             f"precision={precision['name']} needs a GPU, but hardware={hardware['name']} is a "
             f"{hardware['platform']} profile; choose another precision (fp32, tf32, bf16, amp_bf16)"
         )
+
+
+def _frameworks_of(backends: Sequence[str]) -> list[str]:
+    import yaml
+
+    return sorted(p.stem for p in (paths.conf_dir() / "framework").glob("*.yaml")
+                  if yaml.safe_load(p.read_text()).get("backend", p.stem) in backends)
+
+
+def _check_ir(cfg: dict) -> None:
+    framework = cfg["framework"]
+    if cfg["run"]["capture_ir"] and framework["backend"] not in IR_BACKENDS:
+        raise ConfigError(f"run.capture_ir=true: framework={framework['name']} produces no IR (PyTorch eager and "
+                          f"torch.compile lower to no StableHLO/HLO); choose a framework that does "
+                          f"({', '.join(_frameworks_of(IR_BACKENDS))}) or set run.capture_ir=false")
 
 
 def _check_sharding(cfg: dict) -> None:
@@ -210,6 +227,7 @@ def check(cfg: DictConfig) -> dict:
     """The composed config → a resolved dict with every value checked and defaults filled."""
     resolved = _apply_schema(cfg)
     _check_values(resolved)
+    _check_ir(resolved)
     _resolve_model(resolved)
     _check_sharding(resolved)
     _check_cluster(resolved)
@@ -281,8 +299,8 @@ def plan(args: Sequence[str]) -> Plan:
                     where = f" (in job {' '.join(job)})" if len(job_overrides) > 1 else ""
                     raise ConfigError(f"{e}{where}") from None
             launcher = str(top.hydra.launcher.get("_target_", ""))
-    except HydraException as e:
-        raise ConfigError(str(e)) from None
+    except HydraException as e:  # Hydra's search path says nothing to a user: left out
+        raise ConfigError(str(e).split("\nConfig search path:")[0]) from None
     finally:
         GlobalHydra.instance().clear()
 

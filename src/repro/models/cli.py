@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
 from rich.table import Table
+
+from repro import report
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("models", help="list the model zoo with parameter counts and FLOPs", parents=[common])
-    p.add_argument("--json", action="store_true")
+    # No `common` parent: this command reads no ledger.
+    p = sub.add_parser("models", help="list the model zoo with parameter counts and FLOPs")
+    p.add_argument("--json", action="store_true", help="the same rows as one JSON array")
     p.set_defaults(func=run)
 
 
@@ -29,5 +31,5 @@ def run(args: argparse.Namespace) -> int:
         pub = r.get("published_params")
         t.add_row(r["model"], r["preset"], r["task"], f"{r['params']:,}", f"{pub:,.0f}" if pub else "",
                   f"{r['flops_per_example'] / 1e9:,.3f}")
-    Console().print(t)
+    report.console().print(t)
     return 0

@@ -1,9 +1,16 @@
 """What a person sees: live progress and the closing comparison table."""
 
+import os
+
 from rich.console import Console
+
+# Off a terminal (a pipe, a log file, CI) rich assumes 80 columns and cuts wide tables
+# ("1,315,575,8…"): there a table takes its natural width, as a log line does.
+UNBOUNDED_WIDTH = 10_000
 
 
 def console() -> Console:
-    """A terminal console, or a wide one for logs (off a terminal rich assumes 80 columns)."""
+    """A terminal console, or, for pipes and logs, one wide enough that no table is cut
+    ($COLUMNS, when set, still wins)."""
     c = Console()
-    return c if c.is_terminal else Console(width=200)
+    return c if c.is_terminal or "COLUMNS" in os.environ else Console(width=UNBOUNDED_WIDTH)

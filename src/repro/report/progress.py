@@ -2,23 +2,41 @@
 
 The rich display refreshes at 4 Hz from its own thread; the parent's main thread only
 updates numbers when a worker event arrives, so it costs the measured run almost nothing.
+Plain mode (logs: CI, nohup, SLURM) prints the first (compile) step, then a line at most
+every `progress.interval_s` with the step, its time, the loss and an ETA, and the last step.
 """
 
 from __future__ import annotations
 
+import time
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from repro.config.schema import ProgressConfig
 
 
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.2f} ms"
 
 
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    seconds = round(seconds)
+    h, m, s = seconds // 3600, seconds // 60 % 60, seconds % 60
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
 class Display:
-    def __init__(self, mode: str, jobs: int | None):
+    def __init__(self, mode: str, jobs: int | None, interval_s: float | None = None, clock=time.monotonic):
+        """`interval_s`: plain mode's most frequent line (None: the schema's default, for configs
+        recorded before the key existed); `clock`: seconds, for the ETA."""
         self.console = Console(stderr=False)
         self.jobs = jobs
+        self.interval_s = ProgressConfig.interval_s if interval_s is None else interval_s
+        self._clock = clock
+        self._job_start = self._last_line = self._first_done = 0.0
         interactive = self.console.is_terminal
         self.mode = ("rich" if interactive else "plain") if mode == "auto" else mode
         self._progress = None
@@ -37,6 +55,7 @@ class Display:
 
     def job_started(self, job: int, label: str, steps: int) -> None:
         if self.mode == "plain":
+            self._job_start = self._clock()
             print(f"{self._job_tag(job)} {label}: starting", flush=True)
         elif self._progress:
             if self._run is not None:
@@ -48,10 +67,23 @@ class Display:
             return
         info = f"step {_ms(event['step_s'])}  loss {event['loss']:.4f}"
         if self.mode == "plain":
-            if event["step"] in (1, 2) or event["step"] == event["steps"]:
-                print(f"{self._job_tag(job)}   step {event['step']}/{event['steps']}  {info}", flush=True)
+            self._plain_step(job, event, info)
         elif self._progress and self._run is not None:
             self._progress.update(self._run, completed=event["step"], info=info)
+
+    def _plain_step(self, job: int, event: dict, info: str) -> None:
+        step, steps, now = event["step"], event["steps"], self._clock()
+        if step == 1:  # tracing and compilation: its own line, and the clock for the ETA starts after it
+            self._first_done = self._last_line = now
+            print(f"{self._job_tag(job)}   step 1/{steps} (compile)  {info}", flush=True)
+            return
+        if step != steps and now - self._last_line < self.interval_s:
+            return
+        self._last_line = now
+        per_step = (now - self._first_done) / (step - 1)
+        eta = f"  ETA {_duration(per_step * (steps - step))}" if step != steps else ""
+        print(f"{self._job_tag(job)}   step {step}/{steps}  {info}  elapsed {_duration(now - self._job_start)}{eta}",
+              flush=True)
 
     def job_finished(self, job: int, record: dict) -> None:
         results = record.get("results", {})

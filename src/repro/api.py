@@ -1,0 +1,70 @@
+"""repro from Python (a notebook, a script): the CLI's path, in this process.
+
+    import repro
+    rec = repro.run(framework="jax", model="mlp", **{"run.steps": 10})   # one run → its ledger record
+    recs = repro.sweep("quickstart", **{"run.steps": 10})              # +exp=quickstart → its records
+    repro.Ledger(rec["config"]["ledger"]["dir"]).heads()
+
+Keyword arguments are Hydra overrides (`group=option`, `dotted.key=value`; a list sweeps the
+key, as `a,b` does on the command line). The whole sweep is composed and checked first
+(`validate.plan`, as `repro` does): a bad config raises `ConfigError` naming the key and the
+fix, before anything runs or is written. Then each job runs through `run_job` in a fresh
+worker process, into the same ledger and MLflow store as `repro` would use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from repro.config import ConfigError
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_value(v) for v in value)
+    return str(value)
+
+
+def _overrides(overrides: dict[str, Any]) -> list[str]:
+    return [f"{key}={_value(value)}" for key, value in overrides.items()]
+
+
+def run_plan(plan) -> list[dict]:
+    """Run every job of a checked plan in this process (a worker process per job); its records."""
+    from repro import sweep
+    from repro.runner.job import run_job
+
+    sweep.PLAN = plan
+    session = sweep.Session.current = sweep.Session(plan.jobs[0], plan.multirun)
+    try:
+        for job, (config, overrides) in enumerate(zip(plan.jobs, plan.overrides)):
+            run_job(config, session, job, list(overrides))
+    except BaseException as e:  # what was recorded stays recorded; the MLflow parent run is ended
+        sweep.Session.close_current(interrupted=isinstance(e, KeyboardInterrupt))
+        raise
+    finally:
+        sweep.PLAN = None
+    return sweep.Session.close_current()
+
+
+def run(**overrides: Any) -> dict:
+    """One run; returns its `finished` ledger record (status ok, failed, oom, killed...)."""
+    from repro.config import validate
+
+    swept = [key for key, value in overrides.items() if isinstance(value, (list, tuple))]
+    if swept:
+        raise ConfigError(f"repro.run runs one job, but {', '.join(swept)} is a list (a sweep); "
+                          "use repro.sweep(...) for several")
+    return run_plan(validate.plan(_overrides(overrides)))[0]
+
+
+def sweep(exp: str | None = None, **overrides: Any) -> list[dict]:
+    """Every job of `+exp=EXP` (or of the swept overrides); returns their records in job order."""
+    from repro.config import validate
+
+    args = ([f"+exp={exp}"] if exp else []) + _overrides(overrides)
+    return run_plan(validate.plan(["--multirun", *args]))
