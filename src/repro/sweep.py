@@ -23,6 +23,7 @@ from repro import paths, report
 from repro.config import validate
 from repro.ledger import Ledger
 from repro.report.progress import Display
+from repro.report import varied
 from repro.report.compare import print_comparison
 from repro.runner import gitinfo
 
@@ -49,8 +50,10 @@ class Session:
             self.jobs, self.sweep_id, self.git, self.code = (shared[k] for k in ("jobs", "sweep_id", "git", "code"))
             self._parent_ids = {tuple(k.split("\n")): v for k, v in shared["parents"].items()}
             self.display = Display("plain", self.jobs)
+            self.swept = None  # not known here: MLflow run names show every override
             return
         self.jobs = len(PLAN.jobs) if PLAN else (None if multirun else 1)
+        self.swept = varied.swept_keys([{"overrides": o} for o in PLAN.overrides]) if PLAN else None
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         self.sweep_id = f"{stamp}-{uuid.uuid4().hex[:6]}"
         self.git = gitinfo.state(paths.repo_root(), Path(primary["ledger"]["dir"]))
@@ -64,7 +67,8 @@ class Session:
             primary = PLAN.jobs[0]
         else:
             primary = validate.check(OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"]))
-        cls.current = session = cls(primary, multirun)
+        # A single run with run.repeats > 1 is a sweep of its repeats: an MLflow parent and children.
+        cls.current = session = cls(primary, multirun or primary["run"].get("repeats", 1) > 1)
         if multirun and not _follower(primary):  # jobs launched elsewhere attach through the sweep folder
             tracker = session.tracker_for(primary)
             session.parent_run_id(tracker)

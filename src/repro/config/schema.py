@@ -103,6 +103,7 @@ class RunConfig:
     capture_ir: bool = False
     timeout_s: float = 3600.0
     memory_limit_gb: Optional[float] = None  # a cap the run must fit in, else it ends "oom"
+    repeats: int = 1  # fresh workers per config, interleaved across the sweep's configs (A B, A B, ...)
 
 
 @dataclass
@@ -142,6 +143,7 @@ NON_SEMANTIC_KEYS = (
     "ledger",
     "progress",
     "run.timeout_s",
+    "run.repeats",  # repeats are the same config: each one hashes as its config
     "framework.python",
     "hardware.check",
     "cluster.name",  # how the hosts were found, not what ran
@@ -171,7 +173,7 @@ CHOICES = {
 SHARDING_AXES = {"none": (), "dp": ("data",), "fsdp": ("data",), "tp": ("model",), "dp_tp": ("data", "model")}
 
 # Keys that must be > 0 (>= 0 for those in NON_NEGATIVE).
-POSITIVE = ("run.steps", "run.lr", "run.timeout_s", "data.batches", "hardware.device_count",
+POSITIVE = ("run.steps", "run.repeats", "run.lr", "run.timeout_s", "data.batches", "hardware.device_count",
             "cluster.nodes", "cluster.port", "cluster.jax_processes", "cluster.join_timeout_s")
 NON_NEGATIVE = ("run.warmup", "run.seed", "cluster.node_rank")
 

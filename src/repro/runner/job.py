@@ -20,15 +20,18 @@ from repro import __version__, report
 from repro.backends.layouts import process_count
 from repro.config import config_hash
 from repro.ledger import Ledger
+from repro.report import varied
 from repro.runner import cluster, envcapture, launch, seeding
 from repro.tracking.flat import flatten
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 
 
-def label(config: dict) -> str:
+def label(config: dict, overrides: list[str] = (), swept: list[str] | None = None) -> str:
+    """`jax mlp/tiny fp32`, plus the values of the job's other `swept` overrides (` · batch 64`)."""
     m = config["model"]
-    return f"{config['framework']['name']} {m['name']}/{m['preset']} {config['precision']['name']}"
+    return (f"{config['framework']['name']} {m['name']}/{m['preset']} {config['precision']['name']}"
+            + varied.override_label(list(overrides), swept))
 
 
 def _cache_dir(config: dict, run_dir: Path) -> str:
@@ -94,12 +97,12 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         "repro_version": __version__,
     }
     started = ledger.append({**base, "status": "started"})
-    run_id = tracker.start_run(label(config), parent_id=session.parent_run_id(tracker), tags={
+    run_id = tracker.start_run(label(config, overrides, getattr(session, "swept", None)), parent_id=session.parent_run_id(tracker), tags={
         "repro.config_hash": chash, "repro.ledger_id": started["id"], "repro.status": "started",
         "repro.framework": config["framework"]["name"], "repro.model": config["model"]["name"],
         "repro.sweep_id": session.sweep_id, "git.commit": str(session.git["commit"]),
         "git.dirty": str(session.git["dirty"]),
-        **{f"repro.{k}": str(v) for k, v in (extra or {}).items()},
+        **{f"repro.{k}": str(v) for k, v in flatten(extra or {}).items()},  # repeat.index, repeat.group
     })
     tracker.log(run_id, params=flatten(config))
     mlflow_ref = {"tracking_uri": tracker.uri, "experiment_id": tracker.experiment_id, "run_id": run_id}
@@ -132,6 +135,8 @@ def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, m
         record["results"] = ev["result"]["results"]
         record["results"]["loss"] = ev["result"]["series"]["loss"]
         record["effective"] = ev["result"]["effective"]
+        if "machine" in ev["result"]:  # the machine's state around the timed loop (runner/machine.py)
+            record["machine"] = ev["result"]["machine"]
     if outcome.status != "ok":
         record["error"] = {
             "reason": envcapture.redact(outcome.reason),
@@ -150,6 +155,7 @@ def _log_outcome(tracker, run_id: str, config: dict, record: dict, outcome: laun
         tags["repro.env_fingerprint"] = env["fingerprint"]
     if record.get("data"):
         tags["repro.data_sha256"] = record["data"]["sha256"]
+    tags.update({f"machine.{k}": str(v) for k, v in flatten(record.get("machine") or {}).items() if v not in ([], None)})
     series = outcome.events.get("result", {}).get("series")
     effective = {f"effective.{k}": v for k, v in flatten(record.get("effective") or {}).items()}
     tracker.log(run_id, tags=tags, params=effective, metrics=_metrics(record.get("results", {})), series=series)
