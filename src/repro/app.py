@@ -1,4 +1,9 @@
-"""The Hydra application: `python -m repro [overrides]` runs one job per composed config."""
+"""The Hydra application: `python -m repro [overrides]` runs one job per composed config.
+
+`run.repeats=N` runs each config N times in fresh workers: in a sweep RepeatSweeper
+(repro/sweeper.py) lists every job N times, interleaved, and a job's number says which
+repeat it is; a single run (no -m) runs its N repeats here, one after the other.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from omegaconf import DictConfig
 
 from repro import paths
 from repro.config import validate
+from repro.sweeper import repeat_of
 
 
 def task(cfg: DictConfig) -> dict:
@@ -17,12 +23,22 @@ def task(cfg: DictConfig) -> dict:
     hc = HydraConfig.get()
     config = validate.check(cfg)
     session = Session.current
+    multirun = str(hc.mode) == "RunMode.MULTIRUN"
     if session is None:
-        if str(hc.mode) != "RunMode.MULTIRUN":
+        if not multirun:
             raise RuntimeError("no repro session is open: the hydra.callbacks entry repro_sweep is missing")
         session = Session.attach(config, hc.sweep.dir)  # a launcher ran this job in its own process
-    job = int(hc.job.num) if session.multirun else 0
-    return run_job(config, session, job, list(hc.overrides.task))
+    overrides = list(hc.overrides.task)
+    repeats = config["run"]["repeats"]
+    if repeats == 1:
+        return run_job(config, session, int(hc.job.num) if session.multirun else 0, overrides)
+    if not session.jobs:
+        raise RuntimeError("run.repeats > 1 needs the sweep's job count: start it with `python -m repro`")
+    jobs = [int(hc.job.num)] if multirun else range(repeats)
+    for job in jobs:
+        record = run_job(config, session, job, overrides,
+                         extra={"repeat": repeat_of(job, session.jobs, repeats, session.sweep_id)})
+    return record
 
 
 def hydra_main() -> None:

@@ -113,13 +113,9 @@ def timing_ratios(original: dict, replay: dict) -> dict[str, dict]:
 
 def originals_for(ledger: Ledger, ids: list[str], experiment: str | None) -> list[dict]:
     if experiment:
-        found = [r for r in ledger.heads(kind="run") if (r.get("sweep") or {}).get("experiment") == experiment]
-        if not found:
-            raise LedgerError(f"no recorded runs of experiment {experiment!r} in {ledger.root}")
-        sweeps: dict[str, list[dict]] = {}
-        for r in found:
-            sweeps.setdefault(r["sweep"].get("id", ""), []).append(r)
-        return max(sweeps.values(), key=lambda runs: max(r["created"] for r in runs))  # its newest sweep
+        from repro.report.compare import newest_sweep
+
+        return newest_sweep(ledger, experiment)
     records = [ledger.current(ledger.get(i)) for i in ids]  # a 'started' id finds its end
     for r in records:
         if r.get("kind") != "run":
@@ -158,7 +154,10 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
                       "tracking": {**original["config"]["tracking"], "uri": primary["tracking"]["uri"]}}
             before = differences_before(original, config, session.git, session.code)
             _print_differences(console, original, before)
-            result = run_job(config, session, job, ["replay", original["id"]], extra={"replay_of": original["id"]})
+            extra = {"replay_of": original["id"]}
+            if "repeat" in original:  # a repeat replays as a repeat of its group: the table keeps one row per config
+                extra["repeat"] = original["repeat"]
+            result = run_job(config, session, job, ["replay", original["id"]], extra=extra)
             verdict = judge(original, result)
             if config_hash(config) != original.get("config_hash"):
                 verdict.reasons.append("the recorded config hashes differently under this version of repro")

@@ -33,6 +33,7 @@ from repro.runner.envcapture import redact
 from repro.tracking import failure_line
 from repro.ledger import Ledger
 from repro.report.progress import Display
+from repro.report import varied
 from repro.report.compare import print_comparison
 from repro.runner import gitinfo, lifeline
 
@@ -63,8 +64,10 @@ class Session:
             self.jobs, self.sweep_id, self.git, self.code = (shared[k] for k in ("jobs", "sweep_id", "git", "code"))
             self._parent_ids = {tuple(k.split("\n")): v for k, v in shared["parents"].items()}
             self.display = Display("plain", self.jobs, primary["progress"].get("interval_s"))
+            self.swept = None  # not known here: MLflow run names show every override
             return
         self.jobs = len(PLAN.jobs) if PLAN else (None if multirun else 1)
+        self.swept = varied.swept_keys([{"overrides": o} for o in PLAN.overrides]) if PLAN else None
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         self.sweep_id = f"{stamp}-{uuid.uuid4().hex[:6]}"
         self.git = gitinfo.state(paths.repo_root(), Path(primary["ledger"]["dir"]))
@@ -78,7 +81,8 @@ class Session:
             primary = PLAN.jobs[0]
         else:
             primary = validate.check(OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"]))
-        cls.current = session = cls(primary, multirun)
+        # A single run with run.repeats > 1 is a sweep of its repeats: an MLflow parent and children.
+        cls.current = session = cls(primary, multirun or primary["run"].get("repeats", 1) > 1)
         launcher = str(config.hydra.launcher.get("_target_", "")) if "hydra" in config else ""
         if multirun and "BasicLauncher" not in launcher and not _follower(primary):
             # jobs launched in other processes attach through the sweep folder, parent run id included
@@ -161,7 +165,7 @@ class Session:
 
     def sweep_info(self, job: int) -> dict:
         return {"id": self.sweep_id, "job": job, "jobs": self.jobs, "experiment": self.experiment,
-                "multirun": self.multirun}
+                "multirun": self.multirun, **({"swept": self.swept} if self.swept else {})}
 
     def finished(self, record: dict) -> None:
         self.records.append(record)

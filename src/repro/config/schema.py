@@ -104,6 +104,7 @@ class RunConfig:
     timeout_s: float = 3600.0
     memory_limit_gb: Optional[float] = None  # a cap the run must fit in, else it ends "oom"
     resume: bool = False  # skip a job already recorded ok with this config hash on this environment
+    repeats: int = 1  # fresh workers per config, interleaved across the sweep's configs (A B, A B, ...)
 
 
 @dataclass
@@ -145,6 +146,7 @@ NON_SEMANTIC_KEYS = (
     "progress",
     "run.timeout_s",
     "run.resume",  # whether to skip, not what runs
+    "run.repeats",  # repeats are the same config: each one hashes as its config
     "framework.python",
     "hardware.check",
     "cluster.name",  # how the hosts were found, not what ran
@@ -174,7 +176,7 @@ CHOICES = {
 SHARDING_AXES = {"none": (), "dp": ("data",), "fsdp": ("data",), "tp": ("model",), "dp_tp": ("data", "model")}
 
 # Keys that must be > 0 (>= 0 for those in NON_NEGATIVE).
-POSITIVE = ("run.steps", "run.lr", "run.timeout_s", "data.batches", "progress.interval_s", "hardware.device_count",
+POSITIVE = ("run.steps", "run.repeats", "run.lr", "run.timeout_s", "data.batches", "progress.interval_s", "hardware.device_count",
             "cluster.nodes", "cluster.port", "cluster.jax_processes", "cluster.join_timeout_s")
 NON_NEGATIVE = ("run.warmup", "run.seed", "cluster.node_rank")
 

@@ -272,6 +272,8 @@ def plan(args: Sequence[str]) -> Plan:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
+    from repro.sweeper import interleave
+
     multirun_flag = any(a in ("-m", "--multirun") for a in args)
     overrides = [a for a in args if not _is_flag(a)]
     parser = OverridesParser.create()
@@ -289,7 +291,11 @@ def plan(args: Sequence[str]) -> Plan:
                 )
             params = [f"{k}={v}" for k, v in (top.hydra.sweeper.get("params") or {}).items()]
             params = params if multirun else []
-            batches = BasicSweeper.split_arguments(parser.parse_overrides(params + overrides), None)
+            swept = parser.parse_overrides(params + overrides)
+            if any(o.get_key_element().lstrip("+~") == "run.repeats" and o.is_sweep_override() for o in swept):
+                raise ConfigError("run.repeats cannot be swept: it says how often every job of the sweep runs; "
+                                  "give one value (run.repeats=3)")
+            batches = BasicSweeper.split_arguments(swept, None)
             job_overrides = [tuple(job) for job in batches[0]]
             jobs = []
             for job in job_overrides:
@@ -298,6 +304,9 @@ def plan(args: Sequence[str]) -> Plan:
                 except ConfigError as e:
                     where = f" (in job {' '.join(job)})" if len(job_overrides) > 1 else ""
                     raise ConfigError(f"{e}{where}") from None
+            # The order the jobs will run in: RepeatSweeper's (or, for one run, app.task's loop).
+            repeats = jobs[0]["run"]["repeats"] if jobs else 1
+            jobs, job_overrides = interleave(jobs, repeats), interleave(job_overrides, repeats)
             launcher = str(top.hydra.launcher.get("_target_", ""))
     except HydraException as e:  # Hydra's search path says nothing to a user: left out
         raise ConfigError(str(e).split("\nConfig search path:")[0]) from None

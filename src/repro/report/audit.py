@@ -1,13 +1,29 @@
-"""The fairness audit: everything that differs between runs besides the framework.
+"""The fairness audit: everything that differs between runs besides what was meant to.
 
-A comparison is fair when only the framework differs. Each check reads one property from
-the records (effective settings where the backends report them, else the config); any
-property with more than one value across the compared runs is listed, loudly.
+A comparison is fair when only what the user varied differs. Each check reads one property
+from the records (effective settings where the backends report them, else the config) and
+names the config keys it depends on; a property with more than one value across the
+compared runs is
+- "varied" when a key the user swept (the records' command-line overrides) explains it,
+- a loud warning otherwise.
+Values are compared as canonical JSON: dict key order never makes a difference.
+
+The machine is judged too: runs measured on different hosts or CPUs with different vector
+extensions (ISA), runs during which other processes were busy (`machine` in the record,
+runner/machine.py), and runs whose own spread (p90/p10) is wide.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from repro.hashing import canonical_json
+from repro.report import varied
+
+BUSY_CPU_SHARE = 0.10  # other processes' CPU time during the timed loop, in cores
+BUSY_LOAD_MARGIN = 1.0  # 1-min load before the loop above threads + this (the average still holds the previous run)
+WIDE_SPREAD = 1.5  # a run's steady p90/p10 above this is noisy
 
 
 def _get(record: dict, dotted: str) -> Any:
@@ -29,48 +45,136 @@ def _hardware(r: dict) -> Any:
     return ((env.get("cpu") or {}).get("model"), tuple(g["name"] for g in env.get("gpus", [])))
 
 
-CHECKS: list[tuple[str, Callable[[dict], Any]]] = [
-    ("precision policy", lambda r: _get(r, "config.precision.name")),
-    ("matmul precision setting", lambda r: _get(r, "config.precision.matmul")),
-    ("fp32 matmuls compute in", lambda r: _get(r, "effective.fp32_matmul")),
-    ("parameter dtypes", lambda r: tuple(_get(r, "effective.param_dtypes") or ())),
-    ("compute dtype", lambda r: _get(r, "config.precision.compute_dtype")),
-    ("autocast / loss scaling", lambda r: (_get(r, "config.precision.autocast"), _get(r, "config.precision.loss_scaling"))),
-    ("batch size", lambda r: _get(r, "config.run.batch_size")),
-    ("model and input shapes", _model_shape),
-    ("parameter count", lambda r: _get(r, "results.param_count")),
-    ("data", lambda r: _get(r, "data.sha256")),
-    ("optimizer and lr", lambda r: (_get(r, "config.run.optimizer"), _get(r, "config.run.lr"))),
-    ("task", lambda r: _get(r, "config.run.task")),
-    ("steps / warm-up", lambda r: (_get(r, "config.run.steps"), _get(r, "config.run.warmup"))),
-    ("attention implementation", lambda r: _get(r, "config.model.attention") or "eager"),
-    ("compile cache", lambda r: _get(r, "config.run.compile_cache")),
-    ("threads", lambda r: _get(r, "environment.variables.REPRO_THREADS")),
-    ("deterministic algorithms", lambda r: _get(r, "config.run.deterministic")),
-    ("sharding", lambda r: _get(r, "config.sharding")),
-    ("hardware", _hardware),
+def _isa(r: dict) -> str:
+    isa = _get(r, "environment.cpu.isa")
+    if isa is None:
+        return "not recorded (a record older than ISA capture)"
+    wide = "avx512" if any(x.startswith("avx512") for x in isa) else "no avx512"
+    return f"{' '.join(isa) or 'none'} ({wide})"
+
+
+# (label, config keys the property depends on, reader)
+CHECKS: list[tuple[str, tuple[str, ...], Callable[[dict], Any]]] = [
+    ("precision policy", ("precision",), lambda r: _get(r, "config.precision.name")),
+    ("matmul precision setting", ("precision",), lambda r: _get(r, "config.precision.matmul")),
+    ("fp32 matmuls compute in", ("precision", "hardware"), lambda r: _get(r, "effective.fp32_matmul")),
+    ("parameter dtypes", ("precision",), lambda r: tuple(_get(r, "effective.param_dtypes") or ())),
+    ("compute dtype", ("precision",), lambda r: _get(r, "config.precision.compute_dtype")),
+    ("autocast / loss scaling", ("precision",),
+     lambda r: (_get(r, "config.precision.autocast"), _get(r, "config.precision.loss_scaling"))),
+    ("batch size", ("run.batch_size", "model"), lambda r: _get(r, "config.run.batch_size")),
+    ("model and input shapes", ("model",), _model_shape),
+    ("parameter count", ("model",), lambda r: _get(r, "results.param_count")),
+    ("data", ("data", "run.seed", "run.batch_size", "model"), lambda r: _get(r, "data.sha256")),
+    ("optimizer and lr", ("run.optimizer", "run.lr"), lambda r: (_get(r, "config.run.optimizer"), _get(r, "config.run.lr"))),
+    ("task", ("run.task",), lambda r: _get(r, "config.run.task")),
+    ("steps / warm-up", ("run.steps", "run.warmup"), lambda r: (_get(r, "config.run.steps"), _get(r, "config.run.warmup"))),
+    ("attention implementation", ("model",), lambda r: _get(r, "config.model.attention") or "eager"),
+    ("compile cache", ("run.compile_cache",), lambda r: _get(r, "config.run.compile_cache")),
+    ("threads", ("run.threads",), lambda r: _get(r, "environment.variables.REPRO_THREADS")),
+    ("deterministic algorithms", ("run.deterministic",), lambda r: _get(r, "config.run.deterministic")),
+    ("sharding", ("sharding",), lambda r: _get(r, "config.sharding")),
+    ("hardware", ("hardware",), _hardware),
+    ("host", (), lambda r: _get(r, "machine.host") or "not recorded"),
+    ("CPU ISA (vector extensions)", (), _isa),
 ]
 
 
-def audit(records: list[dict]) -> list[tuple[str, dict[str, Any]]]:
-    """(property, {record id: value}) for every property that is not the same in all records."""
-    found = []
-    for label, read in CHECKS:
-        values = {r["id"]: read(r) for r in records}
-        if len({repr(v) for v in values.values()}) > 1:
-            found.append((label, values))
+@dataclass
+class Audit:
+    differences: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # warned about
+    varied: list[tuple[str, dict[str, Any], list[str]]] = field(default_factory=list)  # explained by swept keys
+    swept: list[str] = field(default_factory=list)
+    machine: list[str] = field(default_factory=list)  # per-run warnings: busy machine, wide spread
+
+    @property
+    def equal(self) -> bool:
+        return not self.differences and not self.machine
+
+
+def busy(record: dict) -> str | None:
+    """Why the machine was busy during this run's timed loop, or None."""
+    m = record.get("machine")
+    if not m:
+        return None
+    reasons = []
+    if m.get("other_cpu_share", 0) > BUSY_CPU_SHARE:
+        reasons.append(f"other processes took {m['other_cpu_share']:.2f} of a core during the timed loop "
+                       f"(bound {BUSY_CPU_SHARE})")
+    threads = m.get("threads") or 1
+    if m.get("load_before") and m["load_before"][0] > threads + BUSY_LOAD_MARGIN:
+        reasons.append(f"load {m['load_before'][0]:.2f} before the loop with {threads} thread(s)")
+    return "; ".join(reasons) or None
+
+
+def spread(record: dict) -> float | None:
+    res = record.get("results") or {}
+    p10, p90 = res.get("steady_p10_s"), res.get("steady_p90_s")
+    return p90 / p10 if p10 and p90 else None
+
+
+def _machine_warnings(records: list[dict], name: Callable[[dict], str]) -> list[str]:
+    out = []
+    for r in records:
+        if why := busy(r):
+            m = r["machine"]
+            out.append(f"busy machine during {name(r)}: {why} (1-min load {m['load_before'][0]:.2f} before, "
+                       f"{m['load_after'][0]:.2f} after; host {m.get('host')})")
+        if (s := spread(r)) and s > WIDE_SPREAD:
+            out.append(f"wide spread in {name(r)}: steady p90/p10 = {s:.2f} (bound {WIDE_SPREAD})")
+    return out
+
+
+def run_name(r: dict) -> str:
+    return f"{r['config']['framework']['name']} ({r['id'][:8]})"
+
+
+def audit(records: list[dict], name: Callable[[dict], str] = run_name) -> Audit:
+    """What differs between the ok records, split into what was swept and what nobody asked for."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    result = Audit(swept=varied.swept_keys(ok), machine=_machine_warnings(ok, name))
+    for label, keys, read in CHECKS:
+        values = {r["id"]: read(r) for r in ok}
+        if len({canonical_json(v) for v in values.values()}) <= 1:
+            continue
+        why = [s for s in result.swept if any(varied.related(s, k) for k in keys)]
+        if why:
+            result.varied.append((label, values, why))
+        else:
+            result.differences.append((label, values))
+    return result
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else canonical_json(value)
+
+
+def _varied_words(swept: list[str]) -> str:
+    if not swept:
+        return "the runs are equal"
+    return "the runs differ only in the framework" if swept == ["framework"] else \
+        f"the runs differ only in what was varied ({', '.join(swept)})"
+
+
+def print_audit(console, records: list[dict], name: Callable[[dict], str] = run_name) -> Audit:
+    """The audit, printed: what was varied, loud warnings for what else differs, then the
+    machine (busy runs, wide spreads) apart, so that a fair config on a noisy machine says both."""
+    found = audit(records, name)
+    ok = [r for r in records if r.get("status") == "ok"]
+    names = {r["id"]: name(r) for r in records}
+    if found.varied:
+        console.print(f"varied on purpose: {', '.join(found.swept)} "
+                      f"(so these differ: {', '.join(label for label, _, _ in found.varied)})")
+    if found.differences:
+        console.print(f"[bold red]WARNING: unequal comparison — the runs differ in {len(found.differences)} "
+                      "way(s) nobody varied:[/]")
+        for label, values in found.differences:
+            console.print(f"  [red]{label}[/]: " + "; ".join(f"{names[i]}={_show(v)}" for i, v in values.items()))
+    elif len(ok) > 1:
+        console.print(f"[green]fairness audit: {_varied_words(found.swept)}[/] "
+                      f"({', '.join(label for label, _, _ in CHECKS)} all equal)")
+    for line in found.machine:
+        console.print(f"[bold red]MACHINE: {line}[/]")
+    if len(ok) > 1 and not found.machine:
+        console.print("[green]machine: no busy run, no wide spread[/]")
     return found
-
-
-def print_audit(console, records: list[dict]) -> list:
-    rows = audit([r for r in records if r.get("status") == "ok"])
-    if not rows:
-        if len(records) > 1:
-            console.print("[green]fairness audit: the runs differ only in the framework[/] "
-                          f"({', '.join(label for label, _ in CHECKS)} all equal)")
-        return rows
-    console.print(f"[bold red]WARNING: unequal comparison — the runs differ in {len(rows)} way(s) besides the framework:[/]")
-    names = {r["id"]: f"{r['config']['framework']['name']} ({r['id'][:8]})" for r in records}
-    for label, values in rows:
-        console.print(f"  [red]{label}[/]: " + "; ".join(f"{names[i]}={v}" for i, v in values.items()))
-    return rows

@@ -1,38 +1,79 @@
-"""`repro compare ID ID...`: the fairness audit, then the runs side by side."""
+"""`repro compare ID ID... | --sweep ID | --experiment NAME`: the audit, then the runs side by side.
+
+    repro compare A B                   these runs (ids or unique prefixes)
+    repro compare --sweep 20261123T...  every run of one sweep (a unique prefix of its id is enough)
+    repro compare --experiment NAME     every run of that experiment's newest sweep
+"""
 
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
 
 from repro import report
 from repro.ledger import Ledger, LedgerError
 from repro.report.audit import print_audit
-from repro.report.table import comparison_tables
+from repro.report.table import by_model, comparison_tables, verdict_lines
 
 
 def print_comparison(console, records: list[dict]) -> None:
-    """Per model: the audit of its runs, then their table (also a sweep's closing output)."""
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for r in records:
-        groups[f"{r['config']['model']['name']}/{r['config']['model']['preset']}"].append(r)
-    for rows in groups.values():
+    """Per model: its table, the verdict per framework pair, then the audit of its runs (also a
+    sweep's closing output)."""
+    for rows in by_model(records).values():
         for table in comparison_tables(rows):
             console.print(table)
+        for line in verdict_lines(rows):
+            console.print(f"[bold]{line}[/]")
         print_audit(console, rows)
 
 
+def _runs(ledger: Ledger) -> list[dict]:
+    return [r for r in ledger.heads(kind="run") if "config" in r]
+
+
+def sweep_runs(ledger: Ledger, sweep_id: str) -> list[dict]:
+    """The current records of every run of one sweep (an id prefix names it if unique), in job order."""
+    runs = _runs(ledger)
+    ids = sorted({(r.get("sweep") or {}).get("id") for r in runs if str((r.get("sweep") or {}).get("id")).startswith(sweep_id)})
+    if not ids:
+        raise LedgerError(f"no runs of a sweep {sweep_id!r} in {ledger.root} (`repro ledger list` shows each run's sweep)")
+    if len(ids) > 1:
+        raise LedgerError(f"sweep id {sweep_id!r} is ambiguous in {ledger.root}: {', '.join(ids)}")
+    return sorted((r for r in runs if r["sweep"]["id"] == ids[0]), key=lambda r: r["sweep"].get("job", 0))
+
+
+def newest_sweep(ledger: Ledger, experiment: str) -> list[dict]:
+    """Every run of the newest sweep recorded for `experiment`, in job order."""
+    found = [r for r in _runs(ledger) if (r.get("sweep") or {}).get("experiment") == experiment]
+    if not found:
+        raise LedgerError(f"no recorded runs of experiment {experiment!r} in {ledger.root}")
+    sweeps: dict[str, list[dict]] = {}
+    for r in found:
+        sweeps.setdefault(r["sweep"].get("id", ""), []).append(r)
+    newest = max(sweeps.values(), key=lambda runs: max(r["created"] for r in runs))
+    return sorted(newest, key=lambda r: r["sweep"].get("job", 0))
+
+
 def add_parser(sub, common) -> None:
-    p = sub.add_parser("compare", help="runs side by side, with every difference besides the framework",
+    p = sub.add_parser("compare", help="runs side by side, with every difference besides what was varied",
                        parents=[common])
-    p.add_argument("ids", nargs="+", help="ledger ids (or unique prefixes) of runs")
+    p.add_argument("ids", nargs="*", help="ledger ids (or unique prefixes) of runs")
+    p.add_argument("--sweep", help="every run of this sweep (its id, or a unique prefix)")
+    p.add_argument("--experiment", help="every run of this experiment's newest sweep")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    if sum(map(bool, (args.ids, args.sweep, args.experiment))) != 1:
+        print("repro compare: give run ids, --sweep ID or --experiment NAME (one of them)", file=sys.stderr)
+        return 2
     ledger = Ledger(args.ledger)
     try:
-        records = [ledger.get(i) for i in args.ids]
+        if args.sweep:
+            records = sweep_runs(ledger, args.sweep)
+        elif args.experiment:
+            records = newest_sweep(ledger, args.experiment)
+        else:
+            records = [ledger.get(i) for i in args.ids]
     except LedgerError as e:
         print(f"repro compare: {e}", file=sys.stderr)
         return 2
@@ -44,4 +85,6 @@ def run(args) -> int:
     print_audit(console, records)
     for table in comparison_tables(records):
         console.print(table)
+    for line in verdict_lines(records):
+        console.print(f"[bold]{line}[/]")
     return 0

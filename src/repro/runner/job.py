@@ -25,14 +25,17 @@ from repro.config import config_hash
 from repro.ledger import Ledger
 from repro.ledger.store import now_iso, record_id
 from repro.runner import cluster, envcapture, launch, lifeline, resume, seeding, spool
+from repro.report import varied
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
 
 
-def label(config: dict) -> str:
+def label(config: dict, overrides: list[str] = (), swept: list[str] | None = None) -> str:
+    """`jax mlp/tiny fp32`, plus the values of the job's other `swept` overrides (` · batch 64`)."""
     m = config["model"]
-    return f"{config['framework']['name']} {m['name']}/{m['preset']} {config['precision']['name']}"
+    return (f"{config['framework']['name']} {m['name']}/{m['preset']} {config['precision']['name']}"
+            + varied.override_label(list(overrides), swept))
 
 
 def _cache_dir(config: dict, run_dir: Path) -> str:
@@ -111,7 +114,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         held.release()  # raises the KeyboardInterrupt that came meanwhile, if one did
         reserved = spool.reserve(ledger.root, started["id"], config["run"]["steps"])
         run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
-        session.display.job_started(job, label(config), config["run"]["steps"])
+        session.display.job_started(job, label(config, overrides, getattr(session, "swept", None)), config["run"]["steps"])
         outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev))
     except KeyboardInterrupt:
         outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")

@@ -20,7 +20,7 @@ from repro.backends.base import BuildContext, is_oom, requested_bytes
 from repro.backends.layouts import process_count
 from repro.data import make_batches
 from repro.ir import histograms
-from repro.runner import envcapture, lifeline, measure, seeding
+from repro.runner import envcapture, lifeline, machine, measure, seeding
 from repro.runner.events import EventWriter
 
 TRACEBACK_LINES = 30
@@ -59,7 +59,9 @@ def execute(spec: dict, emit) -> dict:
     environment = {"environment": envcapture.capture(workload.framework_info()), "seeds": seeds, "data": data_record}
     emit("environment", **environment)
 
+    state = machine.before()  # the machine's state is read outside the timed region
     times, losses = measure.timed_loop(workload, run_cfg["steps"], emit)
+    machine_state = machine.after(state, threads)
 
     results = measure.summarise(times, losses, run_cfg["warmup"], run_cfg["batch_size"])
     results["params_sha256"] = workload.params_sha256()
@@ -81,7 +83,7 @@ def execute(spec: dict, emit) -> dict:
         path.write_text(text)
         ir_files.append(str(path))
     result = {"results": results, "series": {"loss": losses, "step_time_s": times},
-              "effective": workload.effective(), "ir_files": ir_files}
+              "effective": workload.effective(), "ir_files": ir_files, "machine": machine_state}
     return {"environment": environment, "result": result}
 
 

@@ -25,11 +25,12 @@ def tags(record: dict) -> dict[str, str]:
            "repro.status": record["status"], "repro.framework": config["framework"]["name"],
            "repro.model": config["model"]["name"], "repro.sweep_id": (record.get("sweep") or {}).get("id", ""),
            "git.commit": str(git.get("commit")), "git.dirty": str(git.get("dirty"))}
-    out.update({f"repro.{k}": str(record[k]) for k in RECORD_TAGS if k in record})
+    out.update({f"repro.{k}": str(v) for k, v in flatten({k: record[k] for k in RECORD_TAGS if k in record}).items()})  # repeat.index, repeat.group
     if record.get("environment"):
         out["repro.env_fingerprint"] = record["environment"]["fingerprint"]
     if record.get("data"):
         out["repro.data_sha256"] = record["data"]["sha256"]
+    out.update({f"machine.{k}": str(v) for k, v in flatten(record.get("machine") or {}).items() if v not in ([], None)})
     return out
 
 
@@ -52,7 +53,8 @@ def series(record: dict) -> dict[str, list[float]]:
 
 def project_run(tracker, record: dict, parent_run_id: str | None = None, files: list[str] = ()) -> str:
     """Create the MLflow run of a ledger record, log all of it and end it; returns its run id."""
-    run_id = tracker.start_run(label(record["config"]), parent_id=parent_run_id, tags=tags(record))
+    name = label(record["config"], record.get("overrides") or [], (record.get("sweep") or {}).get("swept"))
+    run_id = tracker.start_run(name, parent_id=parent_run_id, tags=tags(record))
     try:
         tracker.log(run_id, params=params(record), metrics=metrics(record), series=series(record))
         tracker.log_text(run_id, "config.yaml", yaml.safe_dump(record["config"], sort_keys=False))

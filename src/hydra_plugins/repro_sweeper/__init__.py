@@ -1,0 +1,1 @@
+"""repro's Hydra sweeper: Hydra instantiates sweepers only from the hydra_plugins namespace."""

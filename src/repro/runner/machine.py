@@ -1,0 +1,134 @@
+"""The machine's state around a run's timed loop: was anything else using it?
+
+The worker calls `before()` right before the first timed step and `after()` right after
+the last, never inside the timed region. Recorded (the record's top-level `machine`):
+load average (1/5/15 min) before and after, the share of CPU time other processes took
+during the loop (all CPU time the kernel counted minus this worker's process tree, in cores:
+1.0 = one whole core), host name, CPU frequency and governor where /sys shows them, and per
+NVIDIA GPU its utilisation, clocks and the compute processes that are not this run's
+(nvidia-smi; nothing on a machine without one).
+
+CPU time is counted in kernel ticks (10 ms): over a loop of a few milliseconds that is
+noise, so `after()` waits until at least MIN_WINDOW_S have passed since `before()` (the run
+is idle then; other processes are measured all the same).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+MIN_WINDOW_S = 0.5
+CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
+NVIDIA_QUERY = "index,utilization.gpu,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu"
+
+
+def _busy_s() -> float:
+    """CPU seconds every process together ran since boot (all CPUs)."""
+    t = psutil.cpu_times()
+    idle = t.idle + getattr(t, "iowait", 0.0)
+    # Linux counts guest time inside user time already.
+    guest = getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)
+    return sum(t) - idle - guest
+
+
+def _tree_s(root: psutil.Process) -> float:
+    """CPU seconds of this process, its live descendants and the children it has reaped."""
+    total = 0.0
+    for p in [root, *root.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:  # ended between listing and reading
+            continue
+        total += t.user + t.system
+    t = root.cpu_times()
+    return total + t.children_user + t.children_system
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def cpu_frequency() -> dict:
+    """Current/min/max MHz (psutil) and the scaling governor where the kernel exposes it."""
+    out: dict = {"governor": _read(CPUFREQ / "scaling_governor")}
+    try:
+        freq = psutil.cpu_freq()
+    except (OSError, NotImplementedError):
+        freq = None
+    if freq:
+        out.update({f"{k}_mhz": round(v, 1) for k, v in freq._asdict().items() if v})
+    return out
+
+
+def _own_pids() -> set[int]:
+    me = psutil.Process()
+    return {me.pid, *(p.pid for p in me.children(recursive=True))}
+
+
+def gpus() -> list[dict]:
+    """Per NVIDIA GPU: utilisation %, clocks (MHz), temperature and other processes on it."""
+    if not shutil.which("nvidia-smi"):
+        return []
+
+    def query(*args: str) -> list[list[str]]:
+        try:
+            out = subprocess.run(["nvidia-smi", *args, "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=20, check=True).stdout
+        except (subprocess.SubprocessError, OSError):
+            return []
+        return [[c.strip() for c in line.split(",")] for line in out.strip().splitlines() if line.strip()]
+
+    def number(text: str) -> float | None:
+        try:
+            return float(text)
+        except ValueError:  # "[N/A]", "[Not Supported]"
+            return None
+
+    keys = NVIDIA_QUERY.split(",")
+    devices = [{k.replace(".", "_"): number(v) for k, v in zip(keys, row)} for row in query(f"--query-gpu={NVIDIA_QUERY}")]
+    own = _own_pids()
+    uuids = {row[0]: i for i, row in enumerate(query("--query-gpu=uuid"))}
+    for d in devices:
+        d["other_processes"] = []
+    for pid, uuid, mib in query("--query-compute-apps=pid,gpu_uuid,used_memory"):
+        if pid.isdigit() and int(pid) not in own and uuid in uuids and uuids[uuid] < len(devices):
+            devices[uuids[uuid]]["other_processes"].append({"pid": int(pid), "memory_mib": number(mib)})
+    return devices
+
+
+def before() -> dict:
+    """A snapshot taken right before the first timed step."""
+    return {"load": list(os.getloadavg()), "gpus": gpus(), "busy_s": _busy_s(),
+            "own_s": _tree_s(psutil.Process()), "t": time.monotonic()}
+
+
+def after(start: dict, threads: int) -> dict:
+    """The record's `machine`: what happened on this machine between `start` and now."""
+    if (wait := MIN_WINDOW_S - (time.monotonic() - start["t"])) > 0:
+        time.sleep(wait)
+    own_s, busy_s, now = _tree_s(psutil.Process()), _busy_s(), time.monotonic()
+    window = now - start["t"]
+    other = max(0.0, (busy_s - start["busy_s"]) - (own_s - start["own_s"]))
+    return {
+        "host": socket.gethostname(),
+        "cores": os.cpu_count(),
+        "threads": threads,
+        "load_before": [round(x, 2) for x in start["load"]],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "window_s": round(window, 3),
+        "other_cpu_share": round(other / window, 3),
+        "own_cpu_share": round((own_s - start["own_s"]) / window, 3),
+        "cpu_frequency": cpu_frequency(),
+        "gpus_before": start["gpus"],
+        "gpus_after": gpus(),
+    }

@@ -1,0 +1,232 @@
+"""Verdicts that survive noise: interleaved repeats, CIs, the machine's state in records and audit.
+
+One sandbox (one ledger, one MLflow store) for the module: a repeats=3 sweep of jax and torch
+(model=mlp, 10 steps) with a CPU-burning child process during one jax repeat, a batch sweep,
+and a replay of two repeat records. The statistics and the audit are also checked in-process
+on records built here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from argparse import Namespace
+
+import psutil
+import pytest
+
+from conftest import Sandbox
+from repro import paths
+from repro.config import ConfigError, config_hash, plan
+from repro.ledger import Ledger
+from repro.report import audit, compare, stats
+from repro.runner import machine
+
+STEPS = ("model=mlp", "run.steps=10", "run.warmup=2")
+BURNED_JOB = 4  # the third jax repeat: jobs run jax torch jax torch jax torch
+
+
+def _workers(parent: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [p for p in parent.children(recursive=True) if "repro.runner.worker" in " ".join(p.cmdline())]
+    except psutil.Error:
+        return []
+
+
+def _sweep_with_burner(box: Sandbox, *args: str) -> tuple[str, int]:
+    """Run `python -m repro -m ARGS`; burn a core in a child process of ours while the worker of
+    job BURNED_JOB runs. Returns the output and the burner's pid."""
+    proc = subprocess.Popen(box.repro_cmd("-m", *args), cwd=box.root, env=box.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    parent, seen, burner = psutil.Process(proc.pid), [], None
+    try:
+        while proc.poll() is None:
+            for w in _workers(parent):
+                if w.pid not in [s.pid for s in seen]:
+                    seen.append(w)
+            if burner is None and len(seen) > BURNED_JOB:
+                burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            if burner is not None and not seen[BURNED_JOB].is_running():
+                break
+            time.sleep(0.1)
+    finally:
+        if burner is not None:
+            burner.kill()
+            burner.wait()
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-4000:]
+    assert burner is not None, "the burned job's worker never appeared"
+    return out, burner.pid
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory) -> Sandbox:
+    return Sandbox(tmp_path_factory.mktemp("verdicts"))
+
+
+@pytest.fixture(scope="module")
+def repeats(box):
+    out, _ = _sweep_with_burner(box, "framework=jax,torch", *STEPS, "run.repeats=3", "tracking.experiment=rep")
+    runs = [r for r in box.heads() if r["sweep"]["experiment"] == "rep"]
+    return out, sorted(runs, key=lambda r: r["sweep"]["job"])
+
+
+def _compare(box: Sandbox, *args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "repro", "compare", *args, "--ledger", str(box.ledger)],
+                          capture_output=True, text=True, timeout=120, env=box.env())
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_repeats_run_interleaved_with_ci_and_ratio(box, repeats):
+    out, runs = repeats
+    started = sorted((r for r in box.records() if r["status"] == "started" and r["sweep"]["experiment"] == "rep"),
+                     key=lambda r: r["created"])
+    assert [r["config"]["framework"]["name"] for r in started] == ["jax", "torch"] * 3  # A B, A B, A B
+    assert [r["repeat"]["index"] for r in started] == [0, 0, 1, 1, 2, 2]
+    assert all(r["status"] == "ok" and r["repeat"]["count"] == 3 for r in runs)
+    groups = stats.by_config(runs)
+    assert len(groups) == 2 and all(len(g) == 3 for g in groups.values())
+    for group in groups.values():  # a repeat is its config: one hash, and run.repeats is not in it
+        assert len({r["config_hash"] for r in group}) == 1
+        one = {**group[0]["config"], "run": {**group[0]["config"]["run"], "repeats": 1}}
+        assert config_hash(one) == group[0]["config_hash"]
+    assert out.count("│ jax ") == 1 and out.count("│ torch ") == 1  # one row per config
+    assert "95 % CI (repeats)" in out and " (3) │" in out and "3 repeats each, interleaved" in out
+    verdict = next(line for line in out.splitlines() if "3 repeats each" in line)
+    assert "faster than" in verdict or "within noise" in verdict
+    mlflow = [r for r in box.mlflow_runs("rep") if "mlflow.parentRunId" in r.data.tags]
+    assert len(mlflow) == 6
+    assert sorted(r.data.tags["repro.repeat.index"] for r in mlflow) == ["0", "0", "1", "1", "2", "2"]
+    assert {r.data.tags["repro.repeat.group"] for r in mlflow} == set(groups)
+    assert all(r.data.tags["machine.host"] == runs[0]["machine"]["host"] for r in mlflow)
+
+
+def test_machine_state_in_every_record(repeats):
+    _, runs = repeats
+    for r in runs:
+        m = r["machine"]
+        assert m["host"] and len(m["load_before"]) == len(m["load_after"]) == 3
+        assert m["window_s"] >= machine.MIN_WINDOW_S and m["other_cpu_share"] >= 0 and m["own_cpu_share"] > 0
+        assert m["gpus_before"] == m["gpus_after"] == []  # no nvidia-smi here: skipped cleanly
+
+
+def test_busy_run_named_and_quiet_pair_called_equal(box, repeats):
+    _, runs = repeats
+    jax = [r for r in runs if r["config"]["framework"]["name"] == "jax"]
+    burned = next(r for r in runs if r["sweep"]["job"] == BURNED_JOB)
+    assert burned["machine"]["other_cpu_share"] > 0.5  # the burner took a core
+    out = _compare(box, jax[0]["id"], burned["id"])
+    assert f"busy machine during jax ({burned['id'][:8]})" in out
+    assert f"other processes took {burned['machine']['other_cpu_share']:.2f} of a core" in out
+    assert "⚠ busy" in out  # marked in the table
+    pair = jax[:2]  # no burner: equal, and busy exactly when other processes (other tests) were busy then
+    quiet = _compare(box, *(r["id"] for r in pair))
+    assert "WARNING" not in quiet and "fairness audit: the runs are equal" in quiet
+    for r in pair:
+        assert (f"busy machine during jax ({r['id'][:8]})" in quiet) == (audit.busy(r) is not None)
+    if not any(audit.busy(r) for r in pair):  # a quiet machine (CI): nothing to say about it
+        assert "busy machine during" not in quiet and "no busy run" in quiet
+
+
+def test_compare_by_sweep_and_experiment(box, repeats):
+    _, runs = repeats
+    by_experiment = _compare(box, "--experiment", "rep")
+    by_sweep = _compare(box, "--sweep", runs[0]["sweep"]["id"][:18])
+    for out in (by_experiment, by_sweep):
+        assert "3 repeats each, interleaved" in out and runs[0]["id"] in out
+
+
+def test_batch_sweep_labelled_by_batch_ranked_by_throughput(box):
+    proc = box.run("-m", "framework=jax", "run.batch_size=16,64", *STEPS, "tracking.experiment=batch")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    out = proc.stdout
+    assert "mlp/tiny · fp32 · cpu · train step (ms) · × best by samples/s" in out and "mlp/tiny · batch" not in out
+    assert "│ jax · batch 16 " in out and "│ jax · batch 64 " in out
+    assert "varied on purpose: run.batch_size" in out and "WARNING" not in out
+    runs = [r for r in box.heads() if r["sweep"]["experiment"] == "batch"]
+    best = max(runs, key=lambda r: r["results"]["samples_per_s"])
+    row = next(line for line in out.splitlines() if f"batch {best['config']['run']['batch_size']} " in line)
+    assert "│   1.00 │" in row  # × best: the highest throughput, whatever its step time
+    names = sorted(r.info.run_name for r in box.mlflow_runs("batch") if "mlflow.parentRunId" in r.data.tags)
+    assert names == ["jax mlp/tiny fp32 · batch 16", "jax mlp/tiny fp32 · batch 64"]
+
+
+def test_repeat_records_replay_exact_and_experiment_keeps_groups(box, repeats):
+    from repro.replay import originals_for
+
+    _, runs = repeats
+    picked = [runs[0], runs[3]]  # jax repeat 0, torch repeat 1
+    proc = subprocess.run([sys.executable, "-m", "repro", "replay", *(r["id"] for r in picked), "--ledger",
+                           str(box.ledger), "--progress", "plain"], capture_output=True, text=True, timeout=300,
+                          cwd=box.root, env=box.env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    verdicts = [r for r in box.heads() if r.get("kind") == "replay"]
+    assert sorted(v["of"] for v in verdicts) == sorted(r["id"] for r in picked)
+    assert all(v["status"] == "exact" for v in verdicts)
+    replays = [Ledger(box.ledger).get(v["replay"]) for v in verdicts]
+    assert sorted(r["repeat"]["group"] for r in replays) == sorted(r["repeat"]["group"] for r in picked)
+    whole = originals_for(Ledger(box.ledger), [], "rep")  # `repro replay --experiment rep`: every repeat, in order
+    assert [r["id"] for r in whole] == [r["id"] for r in runs]
+
+
+def test_shipped_avx512_and_avx2_records_name_the_isa(capsys):
+    compare.run(Namespace(ids=["d97209714a789bed", "08447f06a1b4ca15"], sweep=None, experiment=None, ledger=str(paths.repo_root() / "ledger")))
+    out = capsys.readouterr().out
+    assert "CPU ISA (vector extensions)" in out and "WARNING: unequal comparison" in out
+    assert "not recorded" in out and "(no avx512)" in out
+
+
+def test_preflight_lists_the_interleaved_jobs():
+    jobs = plan(["-m", "framework=jax,torch", "run.repeats=3", "run.steps=10"]).jobs
+    assert [j["framework"]["name"] for j in jobs] == ["jax", "torch"] * 3
+    assert len(plan(["run.repeats=3"]).jobs) == 3  # one run, three repeats (no -m)
+    with pytest.raises(ConfigError, match="run.repeats cannot be swept"):
+        plan(["-m", "run.repeats=1,2"])
+    with pytest.raises(ConfigError, match="run.repeats=0 must be > 0"):
+        plan(["run.repeats=0"])
+
+
+def test_shipped_records_keep_their_hash():
+    for r in Ledger(paths.repo_root() / "ledger").heads():
+        assert config_hash(r["config"]) == r["config_hash"]
+
+
+def _record(rid: str, framework: str, medians: float, **extra) -> dict:
+    return {"id": rid, "status": "ok", "config": {"framework": {"name": framework}, "run": {"batch_size": 32},
+                                                   "sharding": {"name": "dp", "mesh": {"data": 2, "model": 1}}},
+            "results": {"steady_median_s": medians, "steady_p10_s": medians * 0.9, "steady_p90_s": medians * 1.1},
+            "overrides": [f"framework={framework}"], **extra}
+
+
+def test_statistics_are_seeded_and_honest():
+    fast = [_record(f"a{i}", "torch", m) for i, m in enumerate([1.00, 1.02, 0.98, 1.01, 0.99])]
+    slow = [_record(f"b{i}", "jax", m) for i, m in enumerate([1.80, 1.85, 1.78, 1.83, 1.82])]
+    s = stats.summarise(fast)
+    assert s.n == 5 and s.median_s == 1.0 and s.ci_s[0] <= 1.0 <= s.ci_s[1]
+    assert stats.bootstrap_ci([1, 2, 3, 4]) == stats.bootstrap_ci([1, 2, 3, 4])  # seeded
+    v = stats.compare("jax", slow, "torch", fast, "vit/tiny", interleaved=True)
+    assert v.faster == "torch" and 1.7 < v.ci[0] <= v.ratio <= v.ci[1] < 1.9
+    assert v.text.startswith("torch is 1.82× faster than jax on vit/tiny (95 % CI 1.")
+    assert v.text.endswith(", 5 repeats each, interleaved)")
+    noisy = [_record(f"c{i}", "jax", m) for i, m in enumerate([0.9, 1.1, 1.05, 0.95, 1.2])]
+    assert stats.compare("jax", noisy, "torch", fast, "mlp/tiny").text.startswith("jax and torch are within noise on mlp/tiny (ratio")
+    single = stats.compare("jax", slow[:1], "torch", fast[:1], "mlp/tiny")
+    assert single.ci is None and "single sample: no interval can be given" in single.text
+    assert stats.summarise(fast[:1]).ci_s is None
+
+
+def test_audit_compares_values_not_repr_and_lists_swept_keys():
+    a = _record("a", "jax", 1.0)
+    b = _record("b", "torch", 1.0)
+    b["config"]["sharding"] = {"mesh": {"model": 1, "data": 2}, "name": "dp"}  # same value, other key order
+    assert audit.audit([a, b]).differences == []
+    c = _record("c", "torch", 1.0, overrides=["framework=torch", "run.batch_size=64"])
+    c["config"]["run"] = {"batch_size": 64}
+    found = audit.audit([a, c])
+    assert found.differences == [] and found.swept == ["framework", "run.batch_size"]
+    assert [label for label, _, _ in found.varied] == ["batch size"]
+    d = _record("d", "torch", 1.0, machine={"other_cpu_share": 0.3, "threads": 2, "load_before": [0.5] * 3,
+                                             "load_after": [0.6] * 3, "host": "h"})
+    assert "0.30 of a core" in audit.busy(d) and audit.busy(a) is None
