@@ -23,6 +23,7 @@ from repro import paths, report
 from repro.config import validate
 from repro.ledger import Ledger
 from repro.report.progress import Display
+from repro.report import trajectory
 from repro.report.compare import print_comparison
 from repro.runner import gitinfo
 
@@ -132,6 +133,9 @@ class Session:
         self.display.close()
         self.records = self._sweep_records()
         print_comparison(report.console(), self.records)
+        if self.multirun:  # the loss drift between frameworks, stored with the sweep
+            trajectory.store(Ledger(self.ledger_dir), {"id": self.sweep_id, "experiment": self.experiment, "jobs": self.jobs},
+                             self.records, self._parents.values())
         bad = [r for r in self.records if r["status"] in NOT_OK]
         for tracker, run_id in self._parents.values():
             tracker.log(run_id, metrics={"jobs_ok": sum(r["status"] == "ok" for r in self.records),

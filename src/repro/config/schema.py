@@ -21,6 +21,7 @@ TASKS = ("train", "forward")
 OPTIMIZERS = ("sgd", "adamw")
 CACHE_STATES = ("cold", "warm")
 PROGRESS_MODES = ("auto", "rich", "plain", "none")
+INIT_MODES = ("native", "shared")
 
 
 class ConfigError(ValueError):
@@ -103,6 +104,9 @@ class RunConfig:
     capture_ir: bool = False
     timeout_s: float = 3600.0
     memory_limit_gb: Optional[float] = None  # a cap the run must fit in, else it ends "oom"
+    # native: each framework's own initialisers and RNG | shared: drawn once in NumPy from the
+    # seed and loaded into every framework (bit-identical start; repro.models.canonical)
+    init: str = "native"
 
 
 @dataclass
@@ -161,6 +165,7 @@ CHOICES = {
     "run.task": TASKS,
     "run.optimizer": OPTIMIZERS,
     "run.compile_cache": CACHE_STATES,
+    "run.init": INIT_MODES,
     "progress.mode": PROGRESS_MODES,
     "data.name": ("synthetic", "digits"),
     "sharding.name": ("none", "dp", "fsdp", "tp", "dp_tp"),

@@ -16,7 +16,6 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-INIT_MODES = ("native", "shared")
 OTHER_STD = 0.02  # learned tokens and positions (ViT's cls/pos): the usual BERT/ViT scale
 
 

@@ -6,6 +6,8 @@ from collections import defaultdict
 
 from rich.table import Table
 
+from repro.report import trajectory
+
 
 def _ms(s: float | None) -> str:
     return "-" if s is None else f"{s * 1e3:,.2f}"
@@ -30,8 +32,9 @@ def comparison_tables(records: list[dict]) -> list[Table]:
         t = Table(title=title, title_justify="left")
         accuracy = any("test_accuracy" in (r.get("results") or {}) for r in rows)
         sharded = any((r.get("results") or {}).get("sharding") for r in rows)
+        agreement = trajectory.cells(rows)  # loss drift between runs that differ only in the framework
         for col in ("framework", "status", "first", "second", "steady median", "p10–p90", "× best",
-                    "samples/s", "TFLOP/s", "MFU", "peak MiB", *(["param MiB/dev"] if sharded else []), "final loss", *(["test acc"] if accuracy else []), "loss sha256", "ledger"):
+                    "samples/s", "TFLOP/s", "MFU", "peak MiB", *(["param MiB/dev"] if sharded else []), "final loss", *(["trajectory"] if agreement else []), *(["test acc"] if accuracy else []), "loss sha256", "ledger"):
             t.add_column(col, justify="left" if col in ("framework", "status", "ledger", "loss sha256") else "right")
         for r in rows:
             res = r.get("results") or {}
@@ -49,6 +52,7 @@ def comparison_tables(records: list[dict]) -> list[Table]:
                 *([_mib((res.get("sharding") or {}).get("param_bytes_per_device", res.get("param_count", 0) * 4))
                    if res else "-"] if sharded else []),
                 f"{res['final_loss']:.5f}" if "final_loss" in res else "-",
+                *([agreement.get(r["id"], "-")] if agreement else []),
                 *([f"{res['test_accuracy']:.3f}" if "test_accuracy" in res else "-"] if accuracy else []),
                 res.get("loss_sha256", "-")[:12], r["id"],
             )
