@@ -34,6 +34,7 @@ from repro.tracking import failure_line
 from repro.ledger import Ledger
 from repro.report.progress import Display
 from repro.report import varied
+from repro.report import trajectory
 from repro.report.compare import print_comparison
 from repro.runner import gitinfo, lifeline
 
@@ -182,15 +183,20 @@ class Session:
         from repro.tracking.project import close_parent
 
         self.display.close()
-        status = "interrupted" if interrupted else "failed"
+        status, sweep_record = "interrupted" if interrupted else "failed", None
         try:
             self.records = self._sweep_records()
             print_comparison(report.console(), self.records)
+            if self.multirun:  # the loss drift between frameworks, stored with the sweep
+                sweep_record = trajectory.store(Ledger(self.ledger_dir), {"id": self.sweep_id, "experiment": self.experiment,
+                                                                          "jobs": self.jobs}, self.records)
             if not interrupted and not any(r["status"] in NOT_OK for r in self.records):
                 status = "ok"
         finally:  # the MLflow parent is closed whatever happened above
             for (tracker, run_id) in self._parents.values():
                 config = {"tracking": {"uri": tracker.uri, "experiment": tracker.experiment}}
+                if sweep_record:
+                    self.tracking(config, lambda t, run_id=run_id: trajectory.log_parent(t, run_id, sweep_record))
                 self.tracking(config, lambda t, run_id=run_id: close_parent(t, run_id, self.records, status))
             if self.pending:
                 print(f"repro: {self.pending} runs not yet in MLflow: repro sync", file=sys.stderr)

@@ -42,6 +42,10 @@ class Workload(Protocol):
     def params_sha256(self) -> str:
         """sha256 over the parameters (and other state) in a fixed order."""
 
+    def init_params_sha256(self) -> str:
+        """sha256 of the initial parameters and statistics in the canonical layout
+        (`repro.models.canonical.sha256`): equal across frameworks under run.init=shared."""
+
     def peak_memory(self) -> dict:
         """{'bytes': peak, 'kind': 'device' | 'host_rss', ...}."""
 

@@ -20,6 +20,7 @@ from flax import nnx
 
 from repro.backends import jax_sharding, precision
 from repro.backends.base import BuildContext, memory_limit_bytes
+from repro.models import canonical, state_flax
 
 MATMUL = {"highest": "highest", "high": "tensorfloat32", "medium": "bfloat16"}
 LOSS_SCALE = 2.0**12  # fp16_amp: a static loss scale (fp16 gradients underflow without one)
@@ -49,6 +50,18 @@ def configure(ctx: BuildContext) -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 
+def _initial_model(ctx: BuildContext, module, dtype, param_dtype) -> nnx.Module:
+    """run.init=native: Flax's own initialisers from the JAX seed. shared: the model built
+    abstractly (nothing drawn, nothing compiled) and filled with the canonical NumPy draw."""
+    build = lambda: module.build(ctx.dims, nnx.Rngs(ctx.seeds["jax"]), dtype=dtype, param_dtype=param_dtype)  # noqa: E731
+    if canonical.init_mode(ctx.config) == "shared":
+        model = nnx.eval_shape(build)
+        return state_flax.write(model, canonical.draw(state_flax.shapes(model), ctx.config["run"]["seed"]))
+    # Built under one jit: eager Flax init compiles every parameter shape on its own
+    # (about 1 s each on a small CPU); one traced init compiles once.
+    return nnx.jit(build)()
+
+
 class JaxWorkload:
     def __init__(self, ctx: BuildContext):
         configure(ctx)
@@ -57,10 +70,8 @@ class JaxWorkload:
         dtype = jnp.dtype(cfg["precision"]["compute_dtype"])
         param_dtype = jnp.dtype(cfg["precision"]["param_dtype"])
         module = importlib.import_module(ctx.entry.flax_module)
-        # Built under one jit: eager Flax init compiles every parameter shape on its own
-        # (about 1 s each on a small CPU); one traced init compiles once.
-        model = nnx.jit(lambda: module.build(ctx.dims, nnx.Rngs(ctx.seeds["jax"]), dtype=dtype,
-                                             param_dtype=param_dtype))()
+        model = _initial_model(ctx, module, dtype, param_dtype)
+        self.init_sha256 = canonical.sha256(state_flax.read(model))
         self.graphdef, params, rest = nnx.split(model, nnx.Param, ...)
         self.tx = _optimizer(cfg["run"])
         self.loss_scale = LOSS_SCALE if cfg["precision"]["loss_scaling"] else 1.0
@@ -165,6 +176,9 @@ class JaxWorkload:
         logits = jax.jit(lambda m, x: m(x))(model, jnp.asarray(x))
         return float(np.mean(jax_sharding.host_value(jnp.argmax(logits, -1)) == y))
 
+    def init_params_sha256(self) -> str:
+        return self.init_sha256
+
     def params_sha256(self) -> str:
         h = hashlib.sha256()
         params, rest, _ = self.state
@@ -197,6 +211,7 @@ class JaxWorkload:
             "x64": bool(jax.config.jax_enable_x64),
             "platform": jax.devices()[0].platform,
             "donated": self.train,
+            "init": canonical.init_mode(self.ctx.config),
             "compile_cache": self.ctx.config["run"]["compile_cache"],
             "compilation_cache_dir": jax.config.jax_compilation_cache_dir,
         }

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from repro.backends import precision, torch_distributed
 from repro.backends.base import BuildContext, memory_limit_bytes
+from repro.models import canonical, state_torch
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -69,6 +70,15 @@ def _loss(task: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(out, y)
 
 
+def _initial_model(ctx: BuildContext, module) -> torch.nn.Module:
+    """run.init=native: torch's own initialisers (seeded in `configure`). shared: overwritten,
+    before any cast, move or sharding, with the canonical NumPy draw every framework loads."""
+    model = module.build(ctx.dims)
+    if canonical.init_mode(ctx.config) == "shared":
+        state_torch.write(model, canonical.draw(state_torch.shapes(model), ctx.config["run"]["seed"]))
+    return model
+
+
 class TorchWorkload:
     def __init__(self, ctx: BuildContext):
         configure(ctx)
@@ -77,7 +87,8 @@ class TorchWorkload:
         on_gpu = cfg["hardware"]["platform"] == "gpu" and torch.cuda.is_available()
         self.device = torch.device("cuda" if on_gpu else "cpu")
         module = importlib.import_module(ctx.entry.torch_module)
-        self.model = module.build(ctx.dims).to(self.device, dtype=DTYPES[cfg["precision"]["param_dtype"]])
+        self.model = _initial_model(ctx, module).to(self.device, dtype=DTYPES[cfg["precision"]["param_dtype"]])
+        self.init_sha256 = canonical.sha256(state_torch.read(self.model))
         self.model.train(cfg["run"]["task"] == "train")
         self.base_model = self.model  # the unwrapped module (DDP wraps it; FSDP2/TP change it in place)
         self.distributed = cfg["sharding"]["name"] != "none" and dist.is_available() and dist.is_initialized()
@@ -161,6 +172,9 @@ class TorchWorkload:
         self.model.train(self.train)
         return float((pred == ty).float().mean().item())
 
+    def init_params_sha256(self) -> str:
+        return self.init_sha256
+
     def params_sha256(self) -> str:
         h = hashlib.sha256()
         for name, t in sorted(self.base_model.state_dict().items()):
@@ -189,6 +203,7 @@ class TorchWorkload:
             "threads": torch.get_num_threads(),
             "platform": self.device.type,
             "compiled": bool(self.ctx.config["framework"]["compile"]),
+            "init": canonical.init_mode(self.ctx.config),
             "compile_cache": self.ctx.config["run"]["compile_cache"],
             "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
         }

@@ -21,6 +21,7 @@ TASKS = ("train", "forward")
 OPTIMIZERS = ("sgd", "adamw")
 CACHE_STATES = ("cold", "warm")
 PROGRESS_MODES = ("auto", "rich", "plain", "none")
+INIT_MODES = ("native", "shared")
 
 
 class ConfigError(ValueError):
@@ -105,6 +106,9 @@ class RunConfig:
     memory_limit_gb: Optional[float] = None  # a cap the run must fit in, else it ends "oom"
     resume: bool = False  # skip a job already recorded ok with this config hash on this environment
     repeats: int = 1  # fresh workers per config, interleaved across the sweep's configs (A B, A B, ...)
+    # native: each framework's own initialisers and RNG | shared: drawn once in NumPy from the
+    # seed and loaded into every framework (bit-identical start; repro.models.canonical)
+    init: str = "native"
 
 
 @dataclass
@@ -166,6 +170,7 @@ CHOICES = {
     "run.task": TASKS,
     "run.optimizer": OPTIMIZERS,
     "run.compile_cache": CACHE_STATES,
+    "run.init": INIT_MODES,
     "progress.mode": PROGRESS_MODES,
     "data.name": ("synthetic", "digits"),
     "sharding.name": ("none", "dp", "fsdp", "tp", "dp_tp"),

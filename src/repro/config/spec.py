@@ -10,6 +10,8 @@ from repro.hashing import sha256_json
 # Sections added after records were published: at these values they leave a config's hash
 # as it was before they existed, so a run's identity survives the upgrade.
 ADDED_AT_DEFAULT = {"cluster": {"nodes": 1, "jax_processes": 1}}
+# Single keys added to an existing section, the same way: dropped from the hash at this value.
+KEYS_ADDED_AT_DEFAULT = {"run.init": "native"}
 
 
 def semantic(config: dict) -> dict:
@@ -24,6 +26,10 @@ def semantic(config: dict) -> dict:
     for key, default in ADDED_AT_DEFAULT.items():
         if out.get(key) == default:
             del out[key]
+    for dotted, default in KEYS_ADDED_AT_DEFAULT.items():
+        section, leaf = dotted.split(".")
+        if leaf in out.get(section, {}) and out[section][leaf] == default:
+            del out[section][leaf]
     return out
 
 

@@ -15,7 +15,7 @@ from itertools import combinations
 
 from rich.table import Table
 
-from repro.report import stats, varied
+from repro.report import stats, trajectory, varied
 from repro.report.audit import busy
 
 IN_TITLE = ("model", "model.preset")  # a table is one model at one preset
@@ -83,10 +83,12 @@ def comparison_tables(records: list[dict]) -> list[Table]:
         t = Table(title=title, title_justify="left")
         accuracy = any("test_accuracy" in (r.get("results") or {}) for r in records_of_model)
         sharded = any((r.get("results") or {}).get("sharding") for r in records_of_model)
+        agreement = trajectory.cells(records_of_model)  # loss drift between runs that differ only in the framework
         label_col = " · ".join(varied.describe(k, "").strip() or k for k in keys) if len(keys) > 1 else "framework"
         for col in (label_col, "status", "first", "second", "steady median", "95 % CI (repeats)", "p10–p90",
                     "× best", "samples/s", "TFLOP/s", "MFU", "peak MiB",
-                    *(["param MiB/dev"] if sharded else []), "final loss", *(["test acc"] if accuracy else []),
+                    *(["param MiB/dev"] if sharded else []), "final loss", *(["trajectory"] if agreement else []),
+                    *(["test acc"] if accuracy else []),
                     "loss sha256", "ledger"):
             t.add_column(col, justify="left" if col in (label_col, "status", "ledger", "loss sha256") else "right",
                          no_wrap=col in (label_col, "status", "ledger", "95 % CI (repeats)"))
@@ -111,6 +113,7 @@ def comparison_tables(records: list[dict]) -> list[Table]:
                 *([_mib((res.get("sharding") or {}).get("param_bytes_per_device", res.get("param_count", 0) * 4))
                    if res else "-"] if sharded else []),
                 f"{res['final_loss']:.5f}" if "final_loss" in res else "-",
+                *([next((agreement[r["id"]] for r in rows if r["id"] in agreement), "-")] if agreement else []),
                 *([f"{res['test_accuracy']:.3f}" if "test_accuracy" in res else "-"] if accuracy else []),
                 res.get("loss_sha256", "-")[:12], rows[0]["id"] + (f" +{len(rows) - 1}" if len(rows) > 1 else ""),
             )

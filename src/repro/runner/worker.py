@@ -65,6 +65,7 @@ def execute(spec: dict, emit) -> dict:
 
     results = measure.summarise(times, losses, run_cfg["warmup"], run_cfg["batch_size"])
     results["params_sha256"] = workload.params_sha256()
+    results["init_params_sha256"] = workload.init_params_sha256()
     results["peak_memory"] = workload.peak_memory()
     results["compile"] = workload.compile_info()
     results["setup"] = {"import_s": t1 - t0, "build_s": t2 - t1}

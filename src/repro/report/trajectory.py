@@ -1,0 +1,107 @@
+"""Trajectory agreement: how far the loss curves of runs that differ only in the framework drift apart.
+
+Runs are peers when their semantic configs (`repro.config.spec.semantic`) are equal once the
+framework is left out. In each group of peers the first run is the reference; every other run
+gets the largest relative difference of its losses from the reference's over the steps,
+|loss - ref| / |ref|, and the first step (1-based) where that exceeds THRESHOLD, or None:
+"never". Under run.init=shared both start from the same parameters (`same_init`, from the
+records' init_params_sha256) on the same batches, so a drift is a finding; under native
+they start apart and the figures only say how far.
+
+The sweep's closing table and `repro compare` show it as a column (`cells`); a multirun
+sweep stores it as a ledger record of kind "sweep" and on its MLflow parent run (`store`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from repro.config.spec import semantic
+from repro.hashing import sha256_json
+
+THRESHOLD = 1e-4
+
+
+def _peer_key(record: dict) -> str:
+    config = semantic(record["config"])
+    config.pop("framework", None)
+    return sha256_json(config)
+
+
+def _label(record: dict) -> str:
+    return record["config"]["framework"]["name"]
+
+
+def agreements(records: list[dict]) -> list[dict]:
+    """One entry per run that has a reference peer (see the module's doc), in the records' order."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        if r.get("kind", "run") == "run" and r.get("status") == "ok" and (r.get("results") or {}).get("loss"):
+            groups[_peer_key(r)].append(r)
+    out = []
+    for rows in groups.values():
+        ref, *others = rows
+        for r in others:
+            out.append(_agreement(ref, r))
+    return out
+
+
+def _agreement(ref: dict, run: dict) -> dict:
+    a = np.asarray(ref["results"]["loss"], dtype=np.float64)
+    b = np.asarray(run["results"]["loss"], dtype=np.float64)
+    n = min(len(a), len(b))
+    rel = np.abs(b[:n] - a[:n]) / np.maximum(np.abs(a[:n]), 1e-12)
+    rel = np.where(np.isnan(rel), math.inf, rel)  # a NaN on either side is as far apart as can be
+    over = np.flatnonzero(rel > THRESHOLD)
+    init_a, init_b = ref["results"].get("init_params_sha256"), run["results"].get("init_params_sha256")
+    m = run["config"]["model"]
+    return {
+        "model": f"{m['name']}/{m['preset']}",
+        "run": run["id"], "framework": _label(run),
+        "reference": ref["id"], "reference_framework": _label(ref),
+        "steps": n, "threshold": THRESHOLD,
+        "max_rel_diff": float(rel.max()) if n else 0.0,
+        "first_step_over": int(over[0]) + 1 if len(over) else None,
+        "same_init": init_a == init_b if init_a and init_b else None,
+        "rel_diff": [float(x) for x in rel],
+    }
+
+
+def describe(a: dict) -> str:
+    """'max 2.1e-07, never >1e-4' or 'max 7.7e-04, >1e-4 from step 16' (+ ', other start')."""
+    where = "never" if a["first_step_over"] is None else f"from step {a['first_step_over']}"
+    start = ", other start" if a["same_init"] is False else ""
+    threshold = f"{a['threshold']:.0e}".replace("e-0", "e-")
+    return f"max {a['max_rel_diff']:.1e}, >{threshold} {where}{start}"
+
+
+def cells(records: list[dict]) -> dict[str, str]:
+    """Run id -> the trajectory column's text ('ref' for a reference); {} when no run has a peer."""
+    out = {}
+    for a in agreements(records):
+        out[a["reference"]] = f"ref ({a['reference_framework']})"
+        out[a["run"]] = describe(a)
+    return out
+
+
+def store(ledger, sweep: dict, records: list[dict]) -> dict | None:
+    """A multirun sweep's agreements as a ledger record (kind "sweep"); None when no run has a peer."""
+    found = agreements(records)
+    if not found:
+        return None
+    return ledger.append({"kind": "sweep", "sweep": sweep, "trajectory": found})
+
+
+def log_parent(tracker, run_id: str, record: dict) -> None:
+    """The sweep record's agreements on the sweep's MLflow parent run: per pair the max as a
+    metric, the text as a tag and the per-step relative difference as a series."""
+    metrics, tags, series = {}, {"repro.trajectory_ledger_id": record["id"]}, {}
+    for a in record["trajectory"]:
+        name = f"trajectory/{a['model']}/{a['framework']}_vs_{a['reference_framework']}_{a['run'][:8]}"
+        metrics[f"{name}/max_rel_diff"] = a["max_rel_diff"] if math.isfinite(a["max_rel_diff"]) else None
+        series[f"{name}/rel_diff"] = [min(x, 1e30) for x in a["rel_diff"]]  # inf: a NaN loss
+        tags[f"repro.{name.replace('/', '.')}"] = describe(a)
+    tracker.log(run_id, metrics=metrics, tags=tags, series=series)
