@@ -8,7 +8,6 @@ are donated, as a production training loop would.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import resource
 import time
 
@@ -20,6 +19,7 @@ from flax import nnx
 
 from repro.backends import jax_sharding, precision
 from repro.backends.base import BuildContext, memory_limit_bytes
+from repro.models import hf
 
 MATMUL = {"highest": "highest", "high": "tensorfloat32", "medium": "bfloat16"}
 LOSS_SCALE = 2.0**12  # fp16_amp: a static loss scale (fp16 gradients underflow without one)
@@ -56,10 +56,10 @@ class JaxWorkload:
         cfg = ctx.config
         dtype = jnp.dtype(cfg["precision"]["compute_dtype"])
         param_dtype = jnp.dtype(cfg["precision"]["param_dtype"])
-        module = importlib.import_module(ctx.entry.flax_module)
+        build = hf.build_fn(ctx.entry, ctx.config["model"].get("impl", "native"), "flax")  # model.impl
         # Built under one jit: eager Flax init compiles every parameter shape on its own
         # (about 1 s each on a small CPU); one traced init compiles once.
-        model = nnx.jit(lambda: module.build(ctx.dims, nnx.Rngs(ctx.seeds["jax"]), dtype=dtype,
+        model = nnx.jit(lambda: build(ctx.dims, nnx.Rngs(ctx.seeds["jax"]), dtype=dtype,
                                              param_dtype=param_dtype))()
         self.graphdef, params, rest = nnx.split(model, nnx.Param, ...)
         self.tx = _optimizer(cfg["run"])
@@ -193,6 +193,8 @@ class JaxWorkload:
             "fp32_matmul": precision.jax_fp32_matmul(setting, device.platform, tf32),
             "loss_scale": self.loss_scale if self.loss_scale != 1.0 else None,
             "param_dtypes": dtypes,
+            "param_count": int(sum(np.prod(l.shape) for l in jax.tree_util.tree_leaves(params))),
+            "model_impl": self.ctx.config["model"].get("impl", "native"),
             "compute_dtype": self.ctx.config["precision"]["compute_dtype"],
             "x64": bool(jax.config.jax_enable_x64),
             "platform": jax.devices()[0].platform,

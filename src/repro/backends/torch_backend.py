@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import os
 import resource
 
@@ -19,6 +18,7 @@ import torch.nn.functional as F
 
 from repro.backends import precision, torch_distributed
 from repro.backends.base import BuildContext, memory_limit_bytes
+from repro.models import hf
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -76,8 +76,8 @@ class TorchWorkload:
         cfg = ctx.config
         on_gpu = cfg["hardware"]["platform"] == "gpu" and torch.cuda.is_available()
         self.device = torch.device("cuda" if on_gpu else "cpu")
-        module = importlib.import_module(ctx.entry.torch_module)
-        self.model = module.build(ctx.dims).to(self.device, dtype=DTYPES[cfg["precision"]["param_dtype"]])
+        build = hf.build_fn(ctx.entry, cfg["model"].get("impl", "native"), "torch")  # model.impl
+        self.model = build(ctx.dims).to(self.device, dtype=DTYPES[cfg["precision"]["param_dtype"]])
         self.model.train(cfg["run"]["task"] == "train")
         self.base_model = self.model  # the unwrapped module (DDP wraps it; FSDP2/TP change it in place)
         self.distributed = cfg["sharding"]["name"] != "none" and dist.is_available() and dist.is_initialized()
@@ -184,6 +184,8 @@ class TorchWorkload:
             "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
             "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
             "param_dtypes": sorted({str(p.dtype).replace("torch.", "") for p in self.model.parameters()}),
+            "param_count": sum(p.numel() for p in self.base_model.parameters()),
+            "model_impl": self.ctx.config["model"].get("impl", "native"),
             "autocast": str(self.compute_dtype).replace("torch.", "") if self.autocast else None,
             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
             "threads": torch.get_num_threads(),

@@ -9,7 +9,8 @@ from repro.hashing import sha256_json
 
 # Sections added after records were published: at these values they leave a config's hash
 # as it was before they existed, so a run's identity survives the upgrade.
-ADDED_AT_DEFAULT = {"cluster": {"nodes": 1, "jax_processes": 1}}
+# Dotted keys name one key inside a section.
+ADDED_AT_DEFAULT = {"cluster": {"nodes": 1, "jax_processes": 1}, "model.impl": "native"}
 
 
 def semantic(config: dict) -> dict:
@@ -21,9 +22,13 @@ def semantic(config: dict) -> dict:
         for p in parents:
             node = node.get(p, {})
         node.pop(leaf, None)
-    for key, default in ADDED_AT_DEFAULT.items():
-        if out.get(key) == default:
-            del out[key]
+    for dotted, default in ADDED_AT_DEFAULT.items():
+        *parents, leaf = dotted.split(".")
+        node = out
+        for p in parents:
+            node = node.get(p, {})
+        if leaf in node and node[leaf] == default:
+            del node[leaf]
     return out
 
 
