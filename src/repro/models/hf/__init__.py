@@ -13,6 +13,8 @@ import transformers only in the worker of their framework.
 from __future__ import annotations
 
 import importlib
+import os
+from types import ModuleType
 from typing import Callable
 
 # zoo model -> (transformers PyTorch class, transformers Flax class)
@@ -24,6 +26,22 @@ CLASSES = {
     "gpt_neo_1_3b": ("GPTNeoForCausalLM", "FlaxGPTNeoForCausalLM"),
     "llama3_8b": ("LlamaForCausalLM", "FlaxLlamaForCausalLM"),
 }
+
+
+def transformers_for(family: str) -> ModuleType:
+    """transformers, imported with only `family`'s framework ("flax" or "torch") enabled.
+
+    Left alone, transformers imports every installed framework (a JAX worker would import torch).
+    It reads USE_TORCH / USE_FLAX once, when first imported: they are set for that import only,
+    so processes started later (workers of the other framework) inherit nothing."""
+    off = {"USE_TORCH" if family == "flax" else "USE_FLAX": "0", "USE_TF": "0"}
+    saved = {k: os.environ.get(k) for k in off}
+    os.environ.update(off)
+    try:
+        return importlib.import_module("transformers")
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
 def refusal(cfg: dict) -> str | None:

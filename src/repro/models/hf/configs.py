@@ -2,8 +2,8 @@
 
 Dropout is off (our models have none), the attention is eager, the KV cache is off (training),
 and the activation is the one our model computes (exact-erf GELU where HF's default is tanh).
-Importing transformers pulls in every installed framework unless told otherwise: the caller
-(torch_models / flax_models) sets USE_TORCH / USE_FLAX first.
+Importing transformers pulls in every installed framework unless told otherwise: the callers
+(torch_models / flax_models) import it first through `transformers_for(family)`.
 """
 
 from __future__ import annotations

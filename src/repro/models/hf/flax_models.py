@@ -8,18 +8,15 @@ attention mask, positions 0..T-1, no dropout), inside the jitted step.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping
 
-os.environ.setdefault("USE_TORCH", "0")  # a JAX worker never imports torch (transformers would)
-os.environ.setdefault("USE_TF", "0")
+import jax
+import jax.numpy as jnp
+from flax import nnx
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import transformers  # noqa: E402
-from flax import nnx  # noqa: E402
+from repro.models.hf import CLASSES, transformers_for
 
-from repro.models.hf import CLASSES  # noqa: E402
+transformers = transformers_for("flax")  # before configs.py imports it: a JAX worker never imports torch
 from repro.models.hf.configs import config_for  # noqa: E402
 
 

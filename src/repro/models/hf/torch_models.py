@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any, Mapping
 
-os.environ.setdefault("USE_FLAX", "0")  # a torch worker never imports JAX (transformers would)
-os.environ.setdefault("USE_TF", "0")
+import torch
+from torch import nn
 
-import torch  # noqa: E402
-import transformers  # noqa: E402
-from torch import nn  # noqa: E402
+from repro.models.hf import CLASSES, transformers_for
 
-from repro.models.hf import CLASSES  # noqa: E402
+transformers = transformers_for("torch")  # before configs.py imports it: a torch worker never imports JAX
 from repro.models.hf.configs import config_for  # noqa: E402
 
 
