@@ -137,7 +137,7 @@ def bare_main() -> None:
     seeds = seeding.derive(config["run"]["seed"])
     entry = models.get(config["model"]["name"])
     assert entry.task == "classify", "the bare loops use a cross-entropy loss"
-    dims = {k: v for k, v in config["model"].items() if k not in ("name", "preset")}
+    dims = models.dims_of(config["model"])
     batches = make_batches(config, entry, dims, seeds["data"])[0]  # (batches, [eval set,] record)
     build = _bare_jax if config["framework"]["backend"] == "jax" else _bare_torch
     step, sync = build(entry, dims, batches, seeds, config["run"]["lr"])

@@ -7,7 +7,8 @@
 # (conf/framework/torch_xla.yaml: framework.python). The worker imports the repro source of
 # this checkout through PYTHONPATH, so besides torch and torch-xla the env needs only what
 # repro's modules import: repro's core dependencies, read from pyproject.toml's
-# [project].dependencies (numpy, omegaconf + PyYAML, rich, psutil, hydra-core: all small).
+# [project].dependencies (numpy, omegaconf + PyYAML, rich, psutil, hydra-core: all small) and
+# its `hf` extra (transformers, for model.impl=hf: the published ViT study ran it on torch_xla).
 # repro itself is not installed here. Nothing here touches the main .venv.
 #
 # torch 2.9.0 from PyPI is the CUDA build: ~4 GB to download, ~6.5 GB on disk. triton
@@ -28,7 +29,7 @@ TORCH_XLA_VERSION=2.9.0
 CHECK="import torch, torch_xla
 assert torch.__version__.split('+')[0] == '$TORCH_VERSION', torch.__version__
 assert torch_xla.__version__.split('+')[0] == '$TORCH_XLA_VERSION', torch_xla.__version__
-import repro.runner.worker, repro.backends.torch_xla_backend"
+import repro.runner.worker, repro.backends.torch_xla_backend, transformers"
 check() {  # the worker's own imports, as the launcher runs it (PYTHONPATH=<repo>/src)
     PJRT_DEVICE=CPU PYTHONPATH="$ROOT/src" "$DIR/bin/python" -c "$CHECK" "$@"
 }
@@ -41,7 +42,8 @@ fi
 mapfile -t CORE < <("$PYTHON" -c '
 import sys, tomllib
 with open(sys.argv[1], "rb") as f:
-    print("\n".join(tomllib.load(f)["project"]["dependencies"]))' "$ROOT/pyproject.toml")
+    project = tomllib.load(f)["project"]  # core deps, and transformers for model.impl=hf
+    print("\n".join(project["dependencies"] + project["optional-dependencies"]["hf"]))' "$ROOT/pyproject.toml")
 
 start=$SECONDS
 echo "make_xla_env: creating or updating $DIR (torch==$TORCH_VERSION torch-xla==$TORCH_XLA_VERSION, ~4 GB download; ${CORE[*]})"

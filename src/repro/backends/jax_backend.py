@@ -8,7 +8,6 @@ are donated, as a production training loop would.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import resource
 import time
 
@@ -20,7 +19,7 @@ from flax import nnx
 
 from repro.backends import jax_sharding, precision
 from repro.backends.base import BuildContext, memory_limit_bytes
-from repro.models import canonical, state_flax
+from repro.models import canonical, hf, state_flax
 
 MATMUL = {"highest": "highest", "high": "tensorfloat32", "medium": "bfloat16"}
 LOSS_SCALE = 2.0**12  # fp16_amp: a static loss scale (fp16 gradients underflow without one)
@@ -50,10 +49,10 @@ def configure(ctx: BuildContext) -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 
-def _initial_model(ctx: BuildContext, module, dtype, param_dtype) -> nnx.Module:
+def _initial_model(ctx: BuildContext, build_model, dtype, param_dtype) -> nnx.Module:
     """run.init=native: Flax's own initialisers from the JAX seed. shared: the model built
     abstractly (nothing drawn, nothing compiled) and filled with the canonical NumPy draw."""
-    build = lambda: module.build(ctx.dims, nnx.Rngs(ctx.seeds["jax"]), dtype=dtype, param_dtype=param_dtype)  # noqa: E731
+    build = lambda: build_model(ctx.dims, nnx.Rngs(ctx.seeds["jax"]), dtype=dtype, param_dtype=param_dtype)  # noqa: E731
     if canonical.init_mode(ctx.config) == "shared":
         model = nnx.eval_shape(build)
         return state_flax.write(model, canonical.draw(state_flax.shapes(model), ctx.config["run"]["seed"]))
@@ -69,8 +68,8 @@ class JaxWorkload:
         cfg = ctx.config
         dtype = jnp.dtype(cfg["precision"]["compute_dtype"])
         param_dtype = jnp.dtype(cfg["precision"]["param_dtype"])
-        module = importlib.import_module(ctx.entry.flax_module)
-        model = _initial_model(ctx, module, dtype, param_dtype)
+        build = hf.build_fn(ctx.entry, cfg["model"].get("impl", "native"), "flax")  # model.impl
+        model = _initial_model(ctx, build, dtype, param_dtype)
         self.init_sha256 = canonical.sha256(state_flax.read(model))
         self.graphdef, params, rest = nnx.split(model, nnx.Param, ...)
         self.tx = _optimizer(cfg["run"])
@@ -207,6 +206,8 @@ class JaxWorkload:
             "fp32_matmul": precision.jax_fp32_matmul(setting, device.platform, tf32),
             "loss_scale": self.loss_scale if self.loss_scale != 1.0 else None,
             "param_dtypes": dtypes,
+            "param_count": int(sum(np.prod(l.shape) for l in jax.tree_util.tree_leaves(params))),
+            "model_impl": self.ctx.config["model"].get("impl", "native"),
             "compute_dtype": self.ctx.config["precision"]["compute_dtype"],
             "x64": bool(jax.config.jax_enable_x64),
             "platform": jax.devices()[0].platform,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import os
 import resource
 
@@ -19,7 +18,7 @@ import torch.nn.functional as F
 
 from repro.backends import precision, torch_distributed
 from repro.backends.base import BuildContext, memory_limit_bytes
-from repro.models import canonical, state_torch
+from repro.models import canonical, hf, state_torch
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -70,10 +69,10 @@ def _loss(task: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(out, y)
 
 
-def _initial_model(ctx: BuildContext, module) -> torch.nn.Module:
+def _initial_model(ctx: BuildContext, build_model) -> torch.nn.Module:
     """run.init=native: torch's own initialisers (seeded in `configure`). shared: overwritten,
     before any cast, move or sharding, with the canonical NumPy draw every framework loads."""
-    model = module.build(ctx.dims)
+    model = build_model(ctx.dims)
     if canonical.init_mode(ctx.config) == "shared":
         state_torch.write(model, canonical.draw(state_torch.shapes(model), ctx.config["run"]["seed"]))
     return model
@@ -86,8 +85,8 @@ class TorchWorkload:
         cfg = ctx.config
         on_gpu = cfg["hardware"]["platform"] == "gpu" and torch.cuda.is_available()
         self.device = torch.device("cuda" if on_gpu else "cpu")
-        module = importlib.import_module(ctx.entry.torch_module)
-        self.model = _initial_model(ctx, module).to(self.device, dtype=DTYPES[cfg["precision"]["param_dtype"]])
+        build = hf.build_fn(ctx.entry, cfg["model"].get("impl", "native"), "torch")  # model.impl
+        self.model = _initial_model(ctx, build).to(self.device, dtype=DTYPES[cfg["precision"]["param_dtype"]])
         self.init_sha256 = canonical.sha256(state_torch.read(self.model))
         self.model.train(cfg["run"]["task"] == "train")
         self.base_model = self.model  # the unwrapped module (DDP wraps it; FSDP2/TP change it in place)
@@ -198,6 +197,8 @@ class TorchWorkload:
             "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
             "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
             "param_dtypes": sorted({str(p.dtype).replace("torch.", "") for p in self.model.parameters()}),
+            "param_count": sum(p.numel() for p in self.base_model.parameters()),
+            "model_impl": self.ctx.config["model"].get("impl", "native"),
             "autocast": str(self.compute_dtype).replace("torch.", "") if self.autocast else None,
             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
             "threads": torch.get_num_threads(),

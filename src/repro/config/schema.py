@@ -22,6 +22,7 @@ OPTIMIZERS = ("sgd", "adamw")
 CACHE_STATES = ("cold", "warm")
 PROGRESS_MODES = ("auto", "rich", "plain", "none")
 INIT_MODES = ("native", "shared")
+MODEL_IMPLS = ("native", "hf")  # ours | transformers' classes (repro.models.hf)
 
 
 class ConfigError(ValueError):
@@ -172,6 +173,7 @@ CHOICES = {
     "run.compile_cache": CACHE_STATES,
     "run.init": INIT_MODES,
     "progress.mode": PROGRESS_MODES,
+    "model.impl": MODEL_IMPLS,
     "data.name": ("synthetic", "digits"),
     "sharding.name": ("none", "dp", "fsdp", "tp", "dp_tp"),
     "cluster.name": ("local", "slurm"),
@@ -187,7 +189,7 @@ NON_NEGATIVE = ("run.warmup", "run.seed", "cluster.node_rank")
 
 
 def model_schema(entry) -> type:
-    """A dataclass for `model.*` of one model: its name, preset and every dimension.
+    """A dataclass for `model.*` of one model: its name, preset, implementation and every dimension.
 
     Dimensions default to None, meaning "take it from the preset"; their types come from
     the presets, so `model.width=abc` is refused as not an int.
@@ -197,6 +199,7 @@ def model_schema(entry) -> type:
         for key, value in dims.items():
             types.setdefault(key, type(value))
     fields = [("name", str, dataclasses.field(default=entry.name)),
-              ("preset", str, dataclasses.field(default=entry.default_preset))]
+              ("preset", str, dataclasses.field(default=entry.default_preset)),
+              ("impl", str, dataclasses.field(default="native"))]
     fields += [(k, Optional[t], dataclasses.field(default=None)) for k, t in types.items()]
     return dataclasses.make_dataclass(f"{entry.name.title()}ModelConfig", fields)

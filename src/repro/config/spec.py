@@ -9,27 +9,29 @@ from repro.hashing import sha256_json
 
 # Sections added after records were published: at these values they leave a config's hash
 # as it was before they existed, so a run's identity survives the upgrade.
-ADDED_AT_DEFAULT = {"cluster": {"nodes": 1, "jax_processes": 1}}
-# Single keys added to an existing section, the same way: dropped from the hash at this value.
-KEYS_ADDED_AT_DEFAULT = {"run.init": "native"}
+# Dotted keys name one key inside a section.
+ADDED_AT_DEFAULT = {"cluster": {"nodes": 1, "jax_processes": 1}, "model.impl": "native",
+                    "run.init": "native"}
+
+
+def _parent(tree: dict, dotted: str) -> tuple[dict, str]:
+    """The dict holding a dotted key's leaf, and the leaf's name."""
+    *parents, leaf = dotted.split(".")
+    for p in parents:
+        tree = tree.get(p, {})
+    return tree, leaf
 
 
 def semantic(config: dict) -> dict:
     """The config without the keys that do not change results (output places, display...)."""
     out = copy.deepcopy(config)
     for dotted in NON_SEMANTIC_KEYS:
-        *parents, leaf = dotted.split(".")
-        node = out
-        for p in parents:
-            node = node.get(p, {})
+        node, leaf = _parent(out, dotted)
         node.pop(leaf, None)
-    for key, default in ADDED_AT_DEFAULT.items():
-        if out.get(key) == default:
-            del out[key]
-    for dotted, default in KEYS_ADDED_AT_DEFAULT.items():
-        section, leaf = dotted.split(".")
-        if leaf in out.get(section, {}) and out[section][leaf] == default:
-            del out[section][leaf]
+    for dotted, default in ADDED_AT_DEFAULT.items():
+        node, leaf = _parent(out, dotted)
+        if leaf in node and node[leaf] == default:
+            del node[leaf]
     return out
 
 

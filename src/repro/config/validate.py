@@ -19,6 +19,7 @@ from repro import data, models, paths
 from repro.config import schema
 from repro.backends.layouts import mesh_size
 from repro.config.schema import ConfigError
+from repro.models import hf
 
 
 DEFAULT_BATCH = 32
@@ -151,7 +152,7 @@ def _check_cluster(cfg: dict) -> None:
 
 def _resolve_model(cfg: dict) -> None:
     entry = models.get(cfg["model"]["name"])
-    given = {k: v for k, v in cfg["model"].items() if k not in ("name", "preset")}
+    given = models.dims_of(cfg["model"])
     try:
         dims = entry.dims(cfg["model"]["preset"], **given)
     except KeyError as e:
@@ -159,7 +160,7 @@ def _resolve_model(cfg: dict) -> None:
     for key, value in dims.items():
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
             raise ConfigError(f"model.{key}={value!r} must be > 0 (model {entry.name})")
-    cfg["model"] = {"name": entry.name, "preset": cfg["model"]["preset"], **dims}
+    cfg["model"] = {"name": entry.name, "preset": cfg["model"]["preset"], "impl": cfg["model"]["impl"], **dims}
     if cfg["run"]["batch_size"] is None:
         suggested = entry.extra.get("batch_size", {})
         cfg["run"]["batch_size"] = suggested.get(entry.resolve_preset(cfg["model"]["preset"]), DEFAULT_BATCH)
@@ -231,6 +232,8 @@ def check(cfg: DictConfig) -> dict:
     _resolve_model(resolved)
     _check_sharding(resolved)
     _check_cluster(resolved)
+    if resolved["model"]["impl"] == "hf" and (reason := hf.refusal(resolved)):
+        raise ConfigError(reason)
     resolved["tracking"]["uri"] = resolved["tracking"]["uri"] or paths.default_tracking_uri()
     resolved["ledger"]["dir"] = os.path.abspath(resolved["ledger"]["dir"] or paths.default_ledger_dir())
     check_tracking_uri(resolved["tracking"]["uri"])

@@ -19,8 +19,13 @@ def get(name: str) -> ModelEntry:
     return importlib.import_module(f"repro.models.{name}").ENTRY
 
 
+def dims_of(model_cfg: dict) -> dict:
+    """A resolved `model.*` section's dimensions: everything but its name, preset and impl."""
+    return {k: v for k, v in model_cfg.items() if k not in ("name", "preset", "impl")}
+
+
 def all_entries() -> list[ModelEntry]:
     return [get(n) for n in MODEL_NAMES]
 
 
-__all__ = ["ModelEntry", "MODEL_NAMES", "get", "all_entries"]
+__all__ = ["ModelEntry", "MODEL_NAMES", "get", "all_entries", "dims_of"]

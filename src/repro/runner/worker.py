@@ -43,7 +43,7 @@ def execute(spec: dict, emit) -> dict:
     seeds = seeding.derive(run_cfg["seed"])
     seeding.seed_python_numpy(seeds)
     entry = models.get(config["model"]["name"])
-    dims = {k: v for k, v in config["model"].items() if k not in ("name", "preset")}
+    dims = models.dims_of(config["model"])
     batches, eval_set, data_record = make_batches(config, entry, dims, seeds["data"])
 
     t0 = time.perf_counter()

@@ -1,0 +1,72 @@
+"""`model.impl=hf`: the canonical implementations, transformers 4.x PyTorch and Flax classes.
+
+Built from a transformers config made from our model dims (`configs.py`), random weights, never
+a download, eager attention (as the published ViT study ran them). The same dims give the same
+parameter count as our native twins (tests/test_hf.py) and, where HF's default differs from our
+model's function (GPT-2/GPT-Neo's tanh GELU), HF is configured to compute our function, so a
+native-vs-hf timing compares implementations, not formulations.
+
+This module is framework-free (the preflight reads it); `torch_models.py` and `flax_models.py`
+import transformers only in the worker of their framework.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+from typing import Callable
+
+# zoo model -> (transformers PyTorch class, transformers Flax class)
+CLASSES = {
+    "vit": ("ViTForImageClassification", "FlaxViTForImageClassification"),
+    "resnet50": ("ResNetForImageClassification", "FlaxResNetForImageClassification"),
+    "bert_base": ("BertForMaskedLM", "FlaxBertForMaskedLM"),
+    "gpt2_small": ("GPT2LMHeadModel", "FlaxGPT2LMHeadModel"),
+    "gpt_neo_1_3b": ("GPTNeoForCausalLM", "FlaxGPTNeoForCausalLM"),
+    "llama3_8b": ("LlamaForCausalLM", "FlaxLlamaForCausalLM"),
+}
+
+
+def transformers_for(family: str) -> ModuleType:
+    """transformers, imported with only `family`'s framework ("flax" or "torch") enabled.
+
+    Left alone, transformers imports every installed framework (a JAX worker would import torch).
+    It reads USE_TORCH / USE_FLAX once, when first imported: they are set for that import only,
+    so processes started later (workers of the other framework) inherit nothing."""
+    off = {"USE_TORCH" if family == "flax" else "USE_FLAX": "0", "USE_TF": "0"}
+    saved = {k: os.environ.get(k) for k in off}
+    os.environ.update(off)
+    try:
+        return importlib.import_module("transformers")
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
+
+def refusal(cfg: dict) -> str | None:
+    """Why this resolved config cannot run with model.impl=hf (None when it can)."""
+    model, fw, precision = cfg["model"]["name"], cfg["framework"], cfg["precision"]
+    if model not in CLASSES:
+        return (f"model.impl=hf: transformers has no PyTorch and Flax classes for model={model}; "
+                f"impl=hf works for model {', '.join(CLASSES)} (or use model.impl=native)")
+    if cfg["run"].get("init", "native") != "native":
+        return ("model.impl=hf draws its own initial weights: run.init=shared loads the canonical draw "
+                "through the native models' converters; use run.init=native with impl=hf (or model.impl=native)")
+    if cfg["sharding"]["name"] != "none":
+        return (f"model.impl=hf runs unsharded: sharding={cfg['sharding']['name']} is built for the native "
+                f"models' parameter names; use sharding=none or model.impl=native")
+    if fw["backend"] == "jax" and precision["param_dtype"] != "float32":
+        return (f"model.impl=hf with framework={fw['name']}: transformers' Flax classes keep float32 "
+                f"parameters, precision={precision['name']} stores {precision['param_dtype']}; use "
+                f"precision=fp32, tf32 or amp_bf16 (bf16 compute), or model.impl=native")
+    return None
+
+
+def build_fn(entry, impl: str, family: str) -> Callable:
+    """The `build` function of one implementation: family "flax" or "torch", with the signature
+    of the native `flax_model.build` / `torch_model.build` of that model."""
+    if impl == "native":
+        return importlib.import_module(entry.flax_module if family == "flax" else entry.torch_module).build
+    module = importlib.import_module(f"repro.models.hf.{family}_models")
+    return lambda dims, *args, **kwargs: module.build(entry, dims, *args, **kwargs)
