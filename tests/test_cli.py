@@ -121,6 +121,8 @@ def test_capture_ir_without_ir_is_refused_writing_nothing(tmp_path):
     assert _files(tmp_path) == []
     with pytest.raises(repro.ConfigError, match="framework=torch_compile produces no IR"):
         validate.plan(["framework=torch_compile", "run.capture_ir=true"])
+    with pytest.raises(repro.ConfigError, match=r"progress.interval_s=0.0 must be > 0"):
+        validate.plan(["progress.interval_s=0"])
 
 
 def test_dry_run_lists_the_quickstart_jobs_and_writes_nothing(tmp_path):

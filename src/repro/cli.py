@@ -96,10 +96,13 @@ def _descriptions(sub: argparse._SubParsersAction) -> dict[str, str]:
 
 def run_subcommand(argv: list[str], parser: argparse.ArgumentParser | None = None) -> int:
     args = (parser or build_parser()[0]).parse_args(argv)
-    ledger = getattr(args, "ledger", None)
+    ledger, default = getattr(args, "ledger", None), str(paths.default_ledger_dir())
     if ledger is not None and not Path(ledger).is_dir():
+        if ledger == default:
+            return _die(f"the repo's ledger {ledger} does not exist yet: a run creates it "
+                        "(`repro run`), or name another one with --ledger DIR")
         return _die(f"--ledger {ledger}: no such folder. Name an existing ledger folder (the one a run's "
-                    f"ledger.dir wrote to), or leave --ledger out for the repo's {paths.default_ledger_dir()}")
+                    f"ledger.dir wrote to), or leave --ledger out for the repo's {default}")
     return args.func(args)
 
 
