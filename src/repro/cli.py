@@ -242,15 +242,25 @@ def _varied(plan) -> list[list[str]]:
     return [[f"{k}={v}" for k, v in job.items() if varied is None or k in varied] for job in keys]
 
 
-def dry_run(argv: list[str]) -> int:
-    """Compose and check the whole sweep; print one line per planned job; run and write nothing."""
-    from repro.config import ConfigError, config_hash, validate
-    from repro.runner.job import label
+def _checked_plan(argv: list[str]):
+    """Every job of the command line composed and checked (validate.plan), or None having said why."""
+    from repro.config import ConfigError, validate
 
     try:
-        plan = validate.plan(argv)
+        return validate.plan(argv)
     except (ConfigError, FileNotFoundError) as e:
-        return _die(f"invalid config:\n  {e}")
+        _die(f"invalid config, nothing was run:\n  {e}")
+        return None
+
+
+def dry_run(argv: list[str]) -> int:
+    """Compose and check the whole sweep; print one line per planned job; run and write nothing."""
+    from repro.config import config_hash
+    from repro.runner.job import label
+
+    plan = _checked_plan(argv)
+    if plan is None:
+        return EXIT_CONFIG_ERROR
     print(f"repro --dry-run: {len(plan.jobs)} job(s) planned, checked; nothing run or written")
     width = len(str(len(plan.jobs)))
     for i, (config, swept) in enumerate(zip(plan.jobs, _varied(plan))):
@@ -263,13 +273,10 @@ def dry_run(argv: list[str]) -> int:
 
 def run_experiment(argv: list[str]) -> int:
     from repro import sweep
-    from repro.config import ConfigError, validate
 
     if not any(a.split("=")[0] in HYDRA_INFO_FLAGS for a in argv):
-        try:
-            sweep.PLAN = validate.plan(argv)
-        except (ConfigError, FileNotFoundError) as e:
-            print(f"repro: invalid config, nothing was run:\n  {e}", file=sys.stderr)
+        sweep.PLAN = _checked_plan(argv)
+        if sweep.PLAN is None:
             return EXIT_CONFIG_ERROR
     from repro.app import hydra_main
 
@@ -289,18 +296,17 @@ def dispatch(argv: list[str]) -> int:
         print(help_text())
         return 0
     first = argv[0]
-    if first == "--version":
-        print(version_text())
-        return 0
     if first in COMPLETION_FLAGS:
         return run_completion(argv)
-    if first == RUN_WORD:
-        argv = argv[1:]
-    elif COMMAND_LIKE.fullmatch(first):
+    if COMMAND_LIKE.fullmatch(first) and first != RUN_WORD:
         parser, sub = build_parser()
         if first in sub.choices:
             return run_subcommand(argv, parser)
         return unknown_command(first, list(sub.choices))
+    argv = argv[1:] if first == RUN_WORD else argv
+    if "--version" in argv:
+        print(version_text())
+        return 0
     if any(a in HELP_FLAGS for a in argv):
         print(help_text())
         return 0
