@@ -144,7 +144,7 @@ def help_text() -> str:
         "Run an experiment:",
         "  repro +exp=quickstart                  a whole sweep (the exp sets hydra.mode: MULTIRUN)",
         "  repro framework=torch model=vit        one run: choose an option of any group below",
-        "  repro -m framework=jax,torch run.steps=50   a sweep from the command line",
+        "  repro -m framework=jax,torch           a sweep from the command line (a,b: each value)",
         "  repro run                              the default run (the * options below); bare `repro` runs nothing",
         "  repro +exp=quickstart --dry-run        the planned jobs: swept values, config hash, where recorded",
         "",
