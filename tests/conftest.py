@@ -41,7 +41,7 @@ class Sandbox:
         return [sys.executable, "-m", "repro", *args, f"ledger.dir={self.ledger}", "progress.mode=plain"]
 
     def run(self, *args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
-        """`python -m repro ARGS` with cwd in the sandbox (Hydra's outputs/ land there)."""
+        """`python -m repro ARGS` with cwd in the sandbox."""
         return subprocess.run(self.repro_cmd(*args), cwd=self.root, env=self.env(**env), capture_output=True,
                               text=True, timeout=timeout)
 

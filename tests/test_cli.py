@@ -121,6 +121,8 @@ def test_capture_ir_without_ir_is_refused_writing_nothing(tmp_path):
     assert _files(tmp_path) == []
     with pytest.raises(repro.ConfigError, match="framework=torch_compile produces no IR"):
         validate.plan(["framework=torch_compile", "run.capture_ir=true"])
+    with pytest.raises(repro.ConfigError, match=r"progress.interval_s=0.0 must be > 0"):
+        validate.plan(["progress.interval_s=0"])
 
 
 def test_dry_run_lists_the_quickstart_jobs_and_writes_nothing(tmp_path):
@@ -159,9 +161,14 @@ def test_plain_progress_one_line_per_interval_with_eta(capsys):
 
 
 @pytest.fixture(scope="module")
-def cli_run(tmp_path_factory):
-    """One real run through `repro run`, in a sandbox whose cache folder is its own."""
-    box = Sandbox(tmp_path_factory.mktemp("clirun"))
+def box(tmp_path_factory) -> Sandbox:
+    """The sandbox of this module's real runs (one MLflow store: creating one takes seconds)."""
+    return Sandbox(tmp_path_factory.mktemp("clirun"))
+
+
+@pytest.fixture(scope="module")
+def cli_run(box):
+    """One real run through `repro run`, whose cache folder is its own."""
     cache = box.root.parent / f"{box.root.name}-cache"
     proc = subprocess.run(box.repro_cmd("run", "framework=torch", "run.steps=8", "progress.interval_s=0.1"),
                           cwd=box.root, env=box.env(XDG_CACHE_HOME=str(cache)), capture_output=True, text=True,
@@ -206,17 +213,17 @@ def test_dvc_repro_in_a_fresh_clone(tmp_path):
 
 # ---- the Python API -------------------------------------------------------------------------
 
-def test_python_api_runs_sweeps_and_reads_the_ledger(tmp_path, monkeypatch):
-    box = Sandbox(tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", box.uri)
+def test_python_api_runs_sweeps_and_reads_the_ledger(box, cli_run, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", box.uri)  # the store cli_run created
     monkeypatch.chdir(tmp_path)
-    common = {"run.steps": 8, "ledger.dir": str(box.ledger), "progress.mode": "none", "tracking.experiment": "api"}
+    ledger = tmp_path / "ledger"
+    common = {"run.steps": 8, "ledger.dir": str(ledger), "progress.mode": "none", "tracking.experiment": "api"}
     record = repro.run(framework="torch", model="mlp", **common)
     assert record["status"] == "ok" and record["config"]["framework"]["name"] == "torch"
     records = repro.sweep(framework=["jax", "torch"], **common)
     assert [(r["status"], r["config"]["framework"]["name"]) for r in records] == [("ok", "jax"), ("ok", "torch")]
     assert len({r["sweep"]["id"] for r in records}) == 1 and records[0]["sweep"]["jobs"] == 2
-    heads = repro.Ledger(box.ledger).heads()
+    heads = repro.Ledger(ledger).heads()
     assert {h["id"] for h in heads} == {record["id"], *(r["id"] for r in records)}
     runs = box.mlflow_runs("api")
     assert {r.data.tags["repro.ledger_id"] for r in runs if "repro.ledger_id" in r.data.tags} >= {record["id"]}
@@ -224,7 +231,7 @@ def test_python_api_runs_sweeps_and_reads_the_ledger(tmp_path, monkeypatch):
         repro.run(framework="jaxx", **common)
     with pytest.raises(repro.ConfigError, match="repro.sweep"):
         repro.run(framework=["jax", "torch"], **common)
-    assert len(repro.Ledger(box.ledger).heads()) == 3  # refused configs wrote nothing
+    assert len(repro.Ledger(ledger).heads()) == 3  # refused configs wrote nothing
     assert not {"outputs", "multirun"} & {p.name for p in tmp_path.iterdir()}
 
 

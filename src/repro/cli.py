@@ -98,10 +98,13 @@ def _descriptions(sub: argparse._SubParsersAction) -> dict[str, str]:
 
 def run_subcommand(argv: list[str], parser: argparse.ArgumentParser | None = None) -> int:
     args = (parser or build_parser()[0]).parse_args(argv)
-    ledger = getattr(args, "ledger", None)
+    ledger, default = getattr(args, "ledger", None), str(paths.default_ledger_dir())
     if ledger is not None and not Path(ledger).is_dir():
+        if ledger == default:
+            return _die(f"the repo's ledger {ledger} does not exist yet: a run creates it "
+                        "(`repro run`), or name another one with --ledger DIR")
         return _die(f"--ledger {ledger}: no such folder. Name an existing ledger folder (the one a run's "
-                    f"ledger.dir wrote to), or leave --ledger out for the repo's {paths.default_ledger_dir()}")
+                    f"ledger.dir wrote to), or leave --ledger out for the repo's {default}")
     return args.func(args)
 
 
@@ -143,7 +146,7 @@ def help_text() -> str:
         "Run an experiment:",
         "  repro +exp=quickstart                  a whole sweep (the exp sets hydra.mode: MULTIRUN)",
         "  repro framework=torch model=vit        one run: choose an option of any group below",
-        "  repro -m framework=jax,torch run.steps=50   a sweep from the command line",
+        "  repro -m framework=jax,torch           a sweep from the command line (a,b: each value)",
         "  repro run                              the default run (the * options below); bare `repro` runs nothing",
         "  repro +exp=quickstart --dry-run        the planned jobs: swept values, config hash, where recorded",
         "",
@@ -241,15 +244,25 @@ def _varied(plan) -> list[list[str]]:
     return [[f"{k}={v}" for k, v in job.items() if varied is None or k in varied] for job in keys]
 
 
-def dry_run(argv: list[str]) -> int:
-    """Compose and check the whole sweep; print one line per planned job; run and write nothing."""
-    from repro.config import ConfigError, config_hash, validate
-    from repro.runner.job import label
+def _checked_plan(argv: list[str]):
+    """Every job of the command line composed and checked (validate.plan), or None having said why."""
+    from repro.config import ConfigError, validate
 
     try:
-        plan = validate.plan(argv)
+        return validate.plan(argv)
     except (ConfigError, FileNotFoundError) as e:
-        return _die(f"invalid config:\n  {e}")
+        _die(f"invalid config, nothing was run:\n  {e}")
+        return None
+
+
+def dry_run(argv: list[str]) -> int:
+    """Compose and check the whole sweep; print one line per planned job; run and write nothing."""
+    from repro.config import config_hash
+    from repro.runner.job import label
+
+    plan = _checked_plan(argv)
+    if plan is None:
+        return EXIT_CONFIG_ERROR
     print(f"repro --dry-run: {len(plan.jobs)} job(s) planned, checked; nothing run or written")
     width = len(str(len(plan.jobs)))
     for i, (config, swept) in enumerate(zip(plan.jobs, _varied(plan))):
@@ -262,13 +275,10 @@ def dry_run(argv: list[str]) -> int:
 
 def run_experiment(argv: list[str]) -> int:
     from repro import sweep
-    from repro.config import ConfigError, validate
 
     if not any(a.split("=")[0] in HYDRA_INFO_FLAGS for a in argv):
-        try:
-            sweep.PLAN = validate.plan(argv)
-        except (ConfigError, FileNotFoundError) as e:
-            print(f"repro: invalid config, nothing was run:\n  {e}", file=sys.stderr)
+        sweep.PLAN = _checked_plan(argv)
+        if sweep.PLAN is None:
             return EXIT_CONFIG_ERROR
     from repro.app import hydra_main
 
@@ -294,18 +304,17 @@ def dispatch(argv: list[str]) -> int:
         print(help_text())
         return 0
     first = argv[0]
-    if first == "--version":
-        print(version_text())
-        return 0
     if first in COMPLETION_FLAGS:
         return run_completion(argv)
-    if first == RUN_WORD:
-        argv = argv[1:]
-    elif COMMAND_LIKE.fullmatch(first):
+    if COMMAND_LIKE.fullmatch(first) and first != RUN_WORD:
         parser, sub = build_parser()
         if first in sub.choices:
             return run_subcommand(argv, parser)
         return unknown_command(first, list(sub.choices))
+    argv = argv[1:] if first == RUN_WORD else argv
+    if "--version" in argv:
+        print(version_text())
+        return 0
     if any(a in HELP_FLAGS for a in argv):
         print(help_text())
         return 0

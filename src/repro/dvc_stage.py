@@ -30,14 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"repro: invalid config in {path}, nothing was run:\n  {e}", file=sys.stderr)
         return 2
-    from repro.runner.job import run_job
-    from repro.sweep import Session
+    from repro.api import run_plan
 
-    session = Session(config, multirun=False)
-    try:
-        record = run_job(config, session, 0, [f"dvc:{path}"])
-    finally:
-        session.close()
+    (record,) = run_plan(validate.Plan(multirun=False, jobs=(config,), overrides=((f"dvc:{path}",),)))
     return 0 if record["status"] == "ok" else 1
 
 
