@@ -214,18 +214,20 @@ class Ledger:
             raise LedgerError(f"record {matches[0]} in {self.root} cannot be read (repro ledger verify)")
         return record
 
-    def head_entries(self, kind: str | None = None, sweep: str | None = None) -> list[Entry]:
+    def head_entries(self, kind: str | None = None, sweep: str | None = None,
+                     status: str | None = None) -> list[Entry]:
         """The newest entry of each chain (a run's current state), oldest first; optionally only
-        those of one kind and/or one sweep id."""
+        those of one kind, sweep id and/or status (from the index: only those are read)."""
         entries = self._entries()
         superseded = {e.prev for e in entries}
-        heads = [e for e in entries if e.id not in superseded
-                 and (kind is None or e.kind == kind) and (sweep is None or e.sweep == sweep)]
+        heads = [e for e in entries if e.id not in superseded and (kind is None or e.kind == kind)
+                 and (sweep is None or e.sweep == sweep) and (status is None or e.status == status)]
         return sorted(heads, key=lambda e: (e.created, e.id))
 
-    def heads(self, kind: str | None = None, sweep: str | None = None) -> list[dict]:
-        """The newest record of each chain (a run's current state), oldest first."""
-        return [r for e in self.head_entries(kind, sweep) if (r := self.load(e)) is not None]
+    def heads(self, kind: str | None = None, sweep: str | None = None, status: str | None = None) -> list[dict]:
+        """The newest record of each chain (a run's current state), oldest first. Lost runs:
+        `[r for r in ledger.heads(status="started") if state_of(r).name == "lost"]`."""
+        return [r for e in self.head_entries(kind, sweep, status) if (r := self.load(e)) is not None]
 
     def chain(self, record: dict) -> list[dict]:
         """The record and every earlier one it names, newest first."""
