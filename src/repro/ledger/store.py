@@ -187,6 +187,14 @@ class Ledger:
         """The index entry of every readable record, once per id, in file-name order."""
         return self._entries()
 
+    def read(self, entry: Entry) -> bytes | None:
+        """The file of an index entry as it is; None (with a warning) when it cannot be read now."""
+        try:
+            return recordfile.read(entry.path)
+        except recordfile.NotARecord as e:
+            self._warn(entry.path, str(e))
+            return None
+
     def load(self, entry: Entry) -> dict | None:
         """The record of an index entry; None (with a warning) when its file cannot be read now."""
         try:
