@@ -64,6 +64,7 @@ def test_every_reader_skips_a_damaged_file_with_one_warning(damaged, name, caplo
     ledger = Ledger(root)
     with caplog.at_level(logging.WARNING, logger="repro.ledger"):
         assert [r["id"] for r in ledger.heads()] == [ok["id"]]
+        assert [r["id"] for r in ledger.heads(kind="run", sweep="s1")] == [ok["id"]]  # a sweep's closing table
         assert sorted(r["id"] for r in ledger.records()) == sorted([started["id"], ok["id"]])
         assert ledger.get(ok["id"][:6]) == ok
         assert [r["id"] for r in ledger.chain(ok)] == [ok["id"], started["id"]]
