@@ -7,7 +7,8 @@ Makes N realistic records in a temp dir: copies of the repo's shipped `ledger/` 
 sweep id, job, seed and steady time, chained `started` -> `ok` as real runs are, written the way
 `Ledger.append` writes them (canonical content hash as the id and file name, indent 1, sorted
 keys). Then it times both commands as subprocesses (`python -m repro ledger ...`, output to
-/dev/null), the median of `--repeats` runs after one first run. The first `list` of a ledger
+/dev/null), the median of `--repeats` runs after one first run, as wall seconds and as CPU
+seconds (user + system, the command's processes together: less moved by other load). The first `list` of a ledger
 builds its index (`<ledger>/.index/`); it is printed apart ("first").
 `--against REV` extracts REV's `src/` with `git archive` into a temp dir and times the same
 commands with that code on the same records in the same run, so the two are compared under the
@@ -24,6 +25,7 @@ import argparse
 import copy
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -77,22 +79,26 @@ def make_ledger(root: Path, n: int) -> None:
         write(root, ok)
 
 
-def timed(src: Path, ledger: Path, args: list[str]) -> float:
+def timed(src: Path, ledger: Path, args: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the command and its children) of one `repro ledger ...`."""
     env = {**os.environ, "PYTHONPATH": str(src)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "repro", "ledger", *args, "--ledger", str(ledger)],
                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"repro ledger {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
-    return elapsed
+    return elapsed, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
-def measure(src: Path, ledger: Path, repeats: int) -> dict[str, float]:
+def measure(src: Path, ledger: Path, repeats: int) -> dict[str, tuple[float, float]]:
     out = {}
     for name, args in (("list --json", ["list", "--json"]), ("verify", ["verify"])):
         out[f"{name} first"] = timed(src, ledger, args)
-        out[name] = statistics.median(timed(src, ledger, args) for _ in range(repeats))
+        runs = [timed(src, ledger, args) for _ in range(repeats)]
+        out[name] = (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
     return out
 
 
@@ -122,14 +128,16 @@ def main() -> None:
         figures = {}
         for label, src in reversed(codes.items()):  # the older code first: it builds no index
             figures[label] = measure(src, tmp / "ledger", args.repeats)
-        print(f"{'command':<20}" + "".join(f"{label:>14}" for label in codes) + ("   ratio" if args.against else ""))
+        print(f"{'wall s (CPU s)':<20}" + "".join(f"{label:>20}" for label in codes)
+              + ("   wall ratio" if args.against else ""))
         for key in figures["this tree"]:
-            row = f"{key:<20}" + "".join(f"{figures[label][key]:>12.2f} s" for label in codes)
+            row = f"{key:<20}" + "".join(f"{figures[label][key][0]:>11.2f} ({figures[label][key][1]:5.2f})"
+                                         for label in codes)
             if args.against:
-                row += f"   x{figures[args.against][key] / figures['this tree'][key]:.1f} faster"
-            mark = "" if key.endswith("first") else ("  PASS" if figures["this tree"][key] <= TARGET_S else "  FAIL")
-            print(row + mark)
-
+                row += f"   x{figures[args.against][key][0] / figures['this tree'][key][0]:.1f} faster"
+            wall = figures["this tree"][key][0]
+            print(row + ("" if key.endswith("first") else "  PASS" if wall <= TARGET_S else "  FAIL"))
+        print(f"load average now: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
 
 if __name__ == "__main__":
     main()

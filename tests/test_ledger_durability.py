@@ -64,6 +64,7 @@ def test_every_reader_skips_a_damaged_file_with_one_warning(damaged, name, caplo
     ledger = Ledger(root)
     with caplog.at_level(logging.WARNING, logger="repro.ledger"):
         assert [r["id"] for r in ledger.heads()] == [ok["id"]]
+        assert [r["id"] for r in ledger.heads(kind="run", sweep="s1")] == [ok["id"]]  # a sweep's closing table
         assert sorted(r["id"] for r in ledger.records()) == sorted([started["id"], ok["id"]])
         assert ledger.get(ok["id"][:6]) == ok
         assert [r["id"] for r in ledger.chain(ok)] == [ok["id"], started["id"]]
@@ -193,6 +194,7 @@ def test_recover_appends_spooled_records_once_and_removes_the_spool(tmp_path):
     assert done.running == [spool_c] and spool_c.exists()  # its run still runs: it records its own end
     assert [p.path for p in done.failed] == [ledger.spool_dir / "junk.json"]
     assert sorted((r.get("results") or {}).get("final_loss", 0) for r in ledger.heads()) == [0, 1.5, 2.5]
+    assert [r["id"] for r in ledger.heads(status="started")] == [c["id"]]
     assert len(ledger.paths()) == 5 and ledger.verify() == []
     spool_c.unlink()
     again = _cli("recover", "--ledger", str(tmp_path))
@@ -292,7 +294,9 @@ def test_the_index_follows_other_writers_and_is_rebuilt_when_corrupt(tmp_path):
     heads = ledger.heads()  # the same Ledger object: its index in memory is stale, the files are not
     assert [r["status"] for r in heads] == ["failed"]
     assert len(json.loads(index.read_text())["files"]) == 3
-    for junk in ("{not json", '{"format": 1, "files": {"x/y.json": [1, 2]}}', "[]"):
+    for junk in ("{not json", '{"format": 1, "files": {"x/y.json": [1, 2]}}', "[]",
+                 '{"format": 1, "files": {"x/y.json": [1, 2, {"id": 5, "prev": 0, "created": 0, "kind": 0, '
+                 '"status": 0, "sweep": 0}]}}'):
         index.write_text(junk)
         assert [r["id"] for r in Ledger(tmp_path).heads()] == [heads[0]["id"]]
         assert len(json.loads(index.read_text())["files"]) == 3

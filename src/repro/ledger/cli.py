@@ -57,12 +57,7 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "list":
             if args.json:  # the record files as they are: nothing to parse and print again
                 entries = ledger.entries() if args.all else ledger.head_entries()
-                texts = []
-                for e in entries:
-                    try:
-                        texts.append(e.path.read_bytes().rstrip())
-                    except OSError as err:
-                        print(f"repro ledger: skipping {e.path}: unreadable ({err.strerror})", file=sys.stderr)
+                texts = [data.rstrip() for e in entries if (data := ledger.read(e)) is not None]
                 sys.stdout.flush()
                 sys.stdout.buffer.write(b"[\n" + b",\n".join(texts) + b"\n]\n")
                 return 0

@@ -88,7 +88,8 @@ class Index:
         try:
             saved = recordfile.parse_json(self.path.read_bytes())
             files = saved["files"] if saved.get("format") == FORMAT else {}
-            if all(isinstance(v, list) and len(v) == 3 and (isinstance(v[2], str) or set(v[2]) == set(SUMMARY))
+            if all(isinstance(v, list) and len(v) == 3 and isinstance(v[1], int) and (
+                    isinstance(v[2], str) or set(v[2]) == set(SUMMARY) and isinstance(v[2]["id"], str))
                    for v in files.values()):
                 return files
         except (OSError, ValueError, TypeError, KeyError, AttributeError):

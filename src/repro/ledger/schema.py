@@ -97,7 +97,7 @@ def compile_schema(schema: dict) -> Callable[[Any], list[tuple[str, str]]]:
     def check(value: Any) -> list[tuple[str, str]]:
         if ok and not ok(value):
             return [("", f"is a JSON {_name(value)}, not {schema['type']}")]
-        return [e for c in checks for e in c(value)]
+        return [e for c in checks for e in c(value)] if checks else []
     return check
 
 

@@ -160,7 +160,7 @@ class Ledger:
 
     def _still_running(self, started_id: str) -> bool:
         """Whether another live process still owns that run (and will append its record itself)."""
-        started = next((self.load(e) for e in self._entries() if e.id == started_id), None)
+        started = next((self.load(e) for e in self.entries() if e.id == started_id), None)
         if started is None or state_of(started).name != "running":
             return False
         return started["parent"]["pid"] != os.getpid()  # this process's own spool: recover it
@@ -169,7 +169,7 @@ class Ledger:
         """The record a spool file already became (same content, any id/created), if any."""
         def content(r: dict) -> dict:
             return {k: v for k, v in r.items() if k not in ("id", "created", "schema_version")}
-        for e in self._entries():
+        for e in self.entries():
             if e.prev == body["prev"] and (r := self.load(e)) and content(r) == content(body):
                 return r
         return None
@@ -185,7 +185,27 @@ class Ledger:
 
     def entries(self) -> list[Entry]:
         """The index entry of every readable record, once per id, in file-name order."""
-        return self._entries()
+        self._check_root()
+        self._damaged = []
+        if not self.root.is_dir():
+            return []
+        out, seen = [], set()
+        for e in self._index.entries():
+            if e.problem:
+                self._damaged.append(e.path)
+                self._warn(e.path, e.problem)
+            elif e.id not in seen:  # the same record file in two date folders is one record
+                seen.add(e.id)
+                out.append(e)
+        return out
+
+    def read(self, entry: Entry) -> bytes | None:
+        """The file of an index entry as it is; None (with a warning) when it cannot be read now."""
+        try:
+            return recordfile.read(entry.path)
+        except recordfile.NotARecord as e:
+            self._warn(entry.path, str(e))
+            return None
 
     def load(self, entry: Entry) -> dict | None:
         """The record of an index entry; None (with a warning) when its file cannot be read now."""
@@ -196,12 +216,12 @@ class Ledger:
             return None
 
     def records(self) -> Iterator[dict]:
-        for entry in self._entries():
+        for entry in self.entries():
             if (record := self.load(entry)) is not None:
                 yield record
 
     def get(self, prefix: str) -> dict:
-        entries = self._entries()
+        entries = self.entries()
         matches = sorted({e.id for e in entries if e.id.startswith(prefix)})
         if not matches:
             damaged = [p for p in self._damaged if p.stem.startswith(prefix)]
@@ -214,18 +234,20 @@ class Ledger:
             raise LedgerError(f"record {matches[0]} in {self.root} cannot be read (repro ledger verify)")
         return record
 
-    def head_entries(self, kind: str | None = None, sweep: str | None = None) -> list[Entry]:
+    def head_entries(self, kind: str | None = None, sweep: str | None = None,
+                     status: str | None = None) -> list[Entry]:
         """The newest entry of each chain (a run's current state), oldest first; optionally only
-        those of one kind and/or one sweep id."""
-        entries = self._entries()
+        those of one kind, sweep id and/or status (from the index: only those are read)."""
+        entries = self.entries()
         superseded = {e.prev for e in entries}
-        heads = [e for e in entries if e.id not in superseded
-                 and (kind is None or e.kind == kind) and (sweep is None or e.sweep == sweep)]
+        heads = [e for e in entries if e.id not in superseded and (kind is None or e.kind == kind)
+                 and (sweep is None or e.sweep == sweep) and (status is None or e.status == status)]
         return sorted(heads, key=lambda e: (e.created, e.id))
 
-    def heads(self, kind: str | None = None, sweep: str | None = None) -> list[dict]:
-        """The newest record of each chain (a run's current state), oldest first."""
-        return [r for e in self.head_entries(kind, sweep) if (r := self.load(e)) is not None]
+    def heads(self, kind: str | None = None, sweep: str | None = None, status: str | None = None) -> list[dict]:
+        """The newest record of each chain (a run's current state), oldest first. Lost runs:
+        `[r for r in ledger.heads(status="started") if state_of(r).name == "lost"]`."""
+        return [r for e in self.head_entries(kind, sweep, status) if (r := self.load(e)) is not None]
 
     def chain(self, record: dict) -> list[dict]:
         """The record and every earlier one it names, newest first."""
@@ -236,7 +258,7 @@ class Ledger:
 
     def current(self, record: dict) -> dict:
         """The newest record of the chain `record` belongs to (a `started` id finds its end)."""
-        later = {e.prev: e for e in sorted(self._entries(), key=lambda e: (e.created, e.id)) if e.prev}
+        later = {e.prev: e for e in sorted(self.entries(), key=lambda e: (e.created, e.id)) if e.prev}
         seen = set()
         while record["id"] in later and record["id"] not in seen:
             seen.add(record["id"])
@@ -262,21 +284,6 @@ class Ledger:
                                   "set ledger.dir / --ledger to a folder on disk")
         if self.root.exists() and not self.root.is_dir():
             raise LedgerError(f"ledger dir {self.root} is a file, not a folder: set ledger.dir / --ledger to a folder")
-
-    def _entries(self) -> list[Entry]:
-        self._check_root()
-        self._damaged = []
-        if not self.root.is_dir():
-            return []
-        out, seen = [], set()
-        for e in self._index.entries():
-            if e.problem:
-                self._damaged.append(e.path)
-                self._warn(e.path, e.problem)
-            elif e.id not in seen:  # the same record file in two date folders is one record
-                seen.add(e.id)
-                out.append(e)
-        return out
 
     def _warn(self, path: Path, reason: str) -> None:
         if path not in self._warned:
