@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +89,57 @@ class Sandbox:
         exp = client.get_experiment_by_name(experiment)
         assert exp is not None, f"no MLflow experiment {experiment!r} in {self.uri}"
         return client.search_runs([exp.experiment_id], max_results=1000)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker_of(parent: subprocess.Popen, timeout: float = 60):
+    """The `repro.runner.worker` process under `parent`, once it appears."""
+    import psutil
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for child in psutil.Process(parent.pid).children(recursive=True):
+            try:
+                if "repro.runner.worker" in " ".join(child.cmdline()):
+                    return child
+            except psutil.Error:  # a short-lived helper (git) that ended meanwhile
+                continue
+        time.sleep(0.05)
+    raise AssertionError("no worker process appeared")
+
+
+@contextmanager
+def mlflow_server(backend_uri: str, artifacts: Path, port: int | None = None):
+    """A real `mlflow server` (one worker) on 127.0.0.1; yields its URL once healthy."""
+    port = port or free_port()
+    mlflow = str(Path(sys.executable).parent / "mlflow")
+    proc = subprocess.Popen([mlflow, "server", "--backend-store-uri", backend_uri, "--default-artifact-root",
+                             artifacts.as_uri(), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("mlflow server did not become healthy within 120 s")
+    try:
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 @pytest.fixture

@@ -11,42 +11,24 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
+import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
 import pytest
 
-from conftest import Sandbox
+from conftest import Sandbox, free_port, mlflow_server as start_mlflow_server, worker_of
 from repro.ledger import Ledger
 
 TINY = ("model=mlp", "framework=torch", "run.warmup=2")
 ENDLESS = (*TINY, "run.steps=1000000")
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(box: Sandbox, *args: str) -> subprocess.Popen:
     return subprocess.Popen(box.repro_cmd(*args), cwd=box.root, env=box.env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-
-
-def _worker_of(parent: subprocess.Popen, timeout: float = 120) -> psutil.Process:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        for child in psutil.Process(parent.pid).children(recursive=True):
-            if "repro.runner.worker" in " ".join(child.cmdline()):
-                return child
-        time.sleep(0.05)
-    raise AssertionError("no worker process appeared")
 
 
 def _mount_tmpfs(path: Path, options: str) -> None:
@@ -73,7 +55,7 @@ def _recover(ledger: Path) -> list[dict]:
 def down_sweep(tmp_path_factory):
     """A 2-job sweep whose tracking server is not there (nothing listens on its port yet)."""
     box = Sandbox(tmp_path_factory.mktemp("down"))
-    port = _port()
+    port = free_port()
     start = time.time()
     proc = box.run("-m", *TINY, "run.steps=6", "run.seed=0,1", f"tracking.uri=http://127.0.0.1:{port}",
                    "tracking.experiment=outage")
@@ -83,30 +65,9 @@ def down_sweep(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mlflow_server(down_sweep, tmp_path_factory):
     """The sweep's server, started after the sweep (sqlite behind it: one writer, the server)."""
-    _, port, _, _ = down_sweep
     root = tmp_path_factory.mktemp("server")
-    mlflow = str(Path(sys.executable).parent / "mlflow")
-    proc = subprocess.Popen([mlflow, "server", "--backend-store-uri", f"sqlite:///{root}/mlflow.db",
-                             "--default-artifact-root", (root / "artifacts").as_uri(), "--host", "127.0.0.1",
-                             "--port", str(port), "--workers", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("mlflow server did not become healthy within 120 s")
-    yield url
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+    with start_mlflow_server(f"sqlite:///{root}/mlflow.db", root / "artifacts", port=down_sweep[1]) as url:
+        yield url
 
 
 def test_sweep_with_tracking_down_is_recorded_warned_once_and_fast(down_sweep):
@@ -176,13 +137,52 @@ def test_resume_skips_what_is_recorded_ok_and_tables_it(down_sweep, mlflow_serve
         assert h["id"] in proc.stdout  # the skipped jobs' records are in the closing table
 
 
+def test_ctrl_c_while_projecting_closes_the_run_and_sync_replaces_it(down_sweep, tmp_path):
+    """The second Ctrl-C window: the record is in the ledger, MLflow is being written."""
+    from repro.tracking.mlflow_tracker import Tracker
+    from repro.tracking.project import project_run
+    from repro.tracking.sync import sync_store
+
+    record = box_head = down_sweep[0].heads()[0]
+    record = {**box_head, "results": {**box_head["results"], "loss": [0.5] * 20_000}}  # seconds of log_batch
+    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", "ctrl-c")
+    caught, stop = threading.Event(), threading.Event()
+
+    def press_ctrl_c() -> None:  # again until one lands (one that hits a GC callback is swallowed)
+        while not stop.wait(0.3):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def on_sigint(signum, frame) -> None:  # Python's own, minus the presses that come after the first lands
+        if not caught.is_set():
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    presser = threading.Thread(target=press_ctrl_c, daemon=True)
+    presser.start()
+    try:
+        project_run(tracker, record)
+    except KeyboardInterrupt:
+        caught.set()
+    finally:
+        stop.set()
+        presser.join()
+        signal.signal(signal.SIGINT, previous)
+    assert caught.is_set(), "the projection ended before Ctrl-C came"
+    [cut] = tracker.find_runs("repro.ledger_id")
+    assert cut.info.status == "KILLED" and "repro.projected" not in cut.data.tags
+    counts = sync_store(tracker, [record], {record["id"]: record})
+    assert (counts["pushed"], counts["replaced"]) == (1, 1)
+    [run] = tracker.find_runs("repro.ledger_id")
+    assert run.info.status == "FINISHED" and run.data.tags["repro.projected"] == "complete"
+
+
 # -- a disk that fills while the worker works -----------------------------------------------------
 
 def test_disk_full_at_the_end_keeps_the_results_in_the_spool(sandbox):
     _mount_tmpfs(sandbox.ledger, "size=24m")
     try:
         parent = _start(sandbox, *TINY, "run.steps=8", "tracking.experiment=diskfull")
-        _worker_of(parent)  # `started` and the spool's reservation are written: now fill the disk
+        worker_of(parent)  # `started` and the spool's reservation are written: now fill the disk
         with open(sandbox.ledger / "filler", "wb") as f, pytest.raises(OSError):
             while True:
                 f.write(b"\0" * (1 << 20))
@@ -207,10 +207,12 @@ def test_disk_full_at_the_end_keeps_the_results_in_the_spool(sandbox):
 
 def test_parent_sigkill_takes_its_worker_and_temp_folder_along(sandbox):
     parent = _start(sandbox, *ENDLESS)
-    worker = _worker_of(parent)
-    run_dir = Path(worker.cmdline()[-1]).parent
-    time.sleep(1)
-    parent.send_signal(signal.SIGKILL)
+    try:
+        worker = worker_of(parent)
+        run_dir = Path(worker.cmdline()[-1]).parent
+        time.sleep(1)
+    finally:
+        parent.send_signal(signal.SIGKILL)
     parent.wait(timeout=30)
     gone, alive = psutil.wait_procs([worker], timeout=5)
     assert not alive, "the worker outlived its parent"

@@ -11,10 +11,9 @@ import signal
 import subprocess
 import time
 
-import psutil
 import pytest
 
-from conftest import Sandbox
+from conftest import Sandbox, worker_of
 
 SECRETS = {"HF_TOKEN": "abc123-hf-secret-value", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI-K7MDENG-bPxRfiCY"}
 
@@ -103,22 +102,12 @@ def test_same_config_twice_same_hashes(quickstart, tmp_path):
         assert h["results"]["loss"] == twin["results"]["loss"]
 
 
-def _worker_of(parent: subprocess.Popen, timeout: float = 60) -> psutil.Process:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        for child in psutil.Process(parent.pid).children(recursive=True):
-            if "repro.runner.worker" in " ".join(child.cmdline()):
-                return child
-        time.sleep(0.2)
-    raise AssertionError("no worker process appeared")
-
-
 def test_killed_worker_is_recorded_and_sweep_goes_on(sandbox):
     cmd = sandbox.repro_cmd("-m", "model=mlp", "framework=jax", "run.steps=1000000,20",
                             "tracking.experiment=killtest")
     parent = subprocess.Popen(cmd, cwd=sandbox.root, env=sandbox.env(), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
-    worker = _worker_of(parent)
+    worker = worker_of(parent)
     time.sleep(4)  # well into the timed loop
     worker.send_signal(signal.SIGKILL)
     out, _ = parent.communicate(timeout=300)

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -103,7 +101,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         **(extra or {}),
         "repro_version": __version__,
     }
-    held = _HeldInterrupts()  # a Ctrl-C while `started` is written would leave it without an end
+    held = lifeline.HeldInterrupts()  # a Ctrl-C while `started` is written would leave it without an end
     try:
         started = ledger.append({**base, "status": "started", "parent": lifeline.identity()})
     except BaseException:
@@ -132,25 +130,6 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     if outcome.status == "interrupted":
         raise KeyboardInterrupt
     return final
-
-
-class _HeldInterrupts:
-    """SIGINT and SIGTERM noted, not acted on, until `release()` (main thread only)."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self):
-        self.came: list[int] = []
-        self.saved = {}
-        if threading.current_thread() is threading.main_thread():
-            self.saved = {s: signal.signal(s, lambda n, f: self.came.append(n)) for s in self.SIGNALS}
-
-    def release(self) -> None:
-        for sig, handler in self.saved.items():
-            signal.signal(sig, handler)
-        self.saved = {}
-        if self.came:
-            raise KeyboardInterrupt
 
 
 def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session) -> dict:

@@ -66,3 +66,22 @@ def die_with_parent(run_dir: str) -> None:
         die()
 
     threading.Thread(target=watch_stdin, name="repro-lifeline", daemon=True).start()
+
+
+class HeldInterrupts:
+    """SIGINT and SIGTERM noted, not acted on, until `release()` (main thread only)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.came: list[int] = []
+        self.saved = {}
+        if threading.current_thread() is threading.main_thread():
+            self.saved = {s: signal.signal(s, lambda n, f: self.came.append(n)) for s in self.SIGNALS}
+
+    def release(self) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+        self.saved = {}
+        if self.came:
+            raise KeyboardInterrupt

@@ -12,6 +12,7 @@ from __future__ import annotations
 import yaml
 
 from repro.runner.job import label
+from repro.runner.lifeline import HeldInterrupts
 from repro.tracking.flat import flatten
 
 COMPLETE_TAG = "repro.projected"
@@ -64,8 +65,13 @@ def project_run(tracker, record: dict, parent_run_id: str | None = None, files: 
         if files:
             tracker.log_files(run_id, files, folder="ir")
         tracker.log(run_id, tags={COMPLETE_TAG: "complete"})
-    except KeyboardInterrupt:  # Ctrl-C halfway: closed, and left for `repro sync` to replace
-        tracker.end(run_id, "interrupted")
+    except KeyboardInterrupt:  # Ctrl-C halfway: closed (a second Ctrl-C waits), left for `repro sync` to replace
+        held = HeldInterrupts()
+        try:
+            tracker.end(run_id, "interrupted")
+        finally:
+            held.came.clear()
+            held.release()
         raise
     tracker.end(run_id, record["status"])
     return run_id
