@@ -157,6 +157,8 @@ def test_repeat_records_replay_exact_and_experiment_keeps_groups(box, repeats):
     from repro.replay import originals_for
 
     _, runs = repeats
+    whole = originals_for(Ledger(box.ledger), [], "rep")  # `repro replay --experiment rep`: every repeat, in order
+    assert [r["id"] for r in whole] == [r["id"] for r in runs]
     picked = [runs[0], runs[3]]  # jax repeat 0, torch repeat 1
     proc = subprocess.run([sys.executable, "-m", "repro", "replay", *(r["id"] for r in picked), "--ledger",
                            str(box.ledger), "--progress", "plain"], capture_output=True, text=True, timeout=300,
@@ -167,8 +169,6 @@ def test_repeat_records_replay_exact_and_experiment_keeps_groups(box, repeats):
     assert all(v["status"] == "exact" for v in verdicts)
     replays = [Ledger(box.ledger).get(v["replay"]) for v in verdicts]
     assert sorted(r["repeat"]["group"] for r in replays) == sorted(r["repeat"]["group"] for r in picked)
-    whole = originals_for(Ledger(box.ledger), [], "rep")  # `repro replay --experiment rep`: every repeat, in order
-    assert [r["id"] for r in whole] == [r["id"] for r in runs]
 
 
 def test_shipped_avx512_and_avx2_records_name_the_isa(capsys):

@@ -178,7 +178,21 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
     finally:
         Session.current = None
         session.close(interrupted=False)
+    _print_groups(console, originals, verdicts)
     return verdicts
+
+
+def _print_groups(console: Console, originals: list[dict], verdicts: list[dict]) -> None:
+    """One line per config replayed with its repeats (`run.repeats`): their verdicts together."""
+    from repro.report.stats import by_config
+
+    status = {v["of"]: v["status"] for v in verdicts}
+    for group, runs in by_config(originals).items():
+        if len(runs) > 1:
+            counts = [status.get(r["id"], "not replayed") for r in runs]
+            words = ", ".join(f"{counts.count(s)} {s}" for s in dict.fromkeys(counts))
+            console.print(f"repeats of {runs[0]['config']['framework']['name']} {runs[0]['config']['model']['name']} "
+                          f"(group {group}): {words}")
 
 
 def add_parser(sub, common) -> None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from rich.markup import escape
+
 from repro.hashing import canonical_json
 from repro.report import varied
 
@@ -146,7 +148,7 @@ def audit(records: list[dict], name: Callable[[dict], str] = run_name) -> Audit:
 
 
 def _show(value: Any) -> str:
-    return value if isinstance(value, str) else canonical_json(value)
+    return escape(value if isinstance(value, str) else canonical_json(value))  # "[...]" is rich markup
 
 
 def _varied_words(swept: list[str]) -> str:
@@ -175,6 +177,9 @@ def print_audit(console, records: list[dict], name: Callable[[dict], str] = run_
                       f"({', '.join(label for label, _, _ in CHECKS)} all equal)")
     for line in found.machine:
         console.print(f"[bold red]MACHINE: {line}[/]")
-    if len(ok) > 1 and not found.machine:
+    unknown = sum("machine" not in r for r in ok)
+    if unknown:
+        console.print(f"machine state not recorded for {unknown} run(s) (records older than its capture)")
+    elif len(ok) > 1 and not found.machine:
         console.print("[green]machine: no busy run, no wide spread[/]")
     return found
