@@ -78,9 +78,10 @@ class Sandbox:
         return [json.loads(p.read_text()) for p in sorted(self.ledger.glob("*/*.json"))]
 
     def heads(self) -> list[dict]:
+        """The runs' newest records (a sweep's own "sweep" record is not a run)."""
         from repro.ledger import Ledger
 
-        return Ledger(self.ledger).heads()
+        return [r for r in Ledger(self.ledger).heads() if r.get("kind") == "run"]
 
     def mlflow_runs(self, experiment: str) -> list:
         from mlflow.tracking import MlflowClient

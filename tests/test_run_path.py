@@ -37,7 +37,11 @@ def test_quickstart_parent_children_records_table(quickstart):
     heads = box.heads()
     assert len(heads) == 6 and all(h["status"] == "ok" for h in heads)
     assert {c.data.tags["repro.ledger_id"] for c in children} == {h["id"] for h in heads}
-    assert len(box.records()) == 12  # a "started" and a "finished" record per job
+    runs = [r for r in box.records() if r["kind"] == "run"]
+    assert len(runs) == 12  # a "started" and a "finished" record per job
+    (sweep,) = [r for r in box.records() if r["kind"] == "sweep"]  # run.init=shared: frameworks agree
+    assert {a["model"] for a in sweep["trajectory"]} == {"mlp/tiny", "vit/tiny"}
+    assert all(a["same_init"] and a["first_step_over"] is None for a in sweep["trajectory"]), sweep
     for model in ("mlp/tiny", "vit/tiny"):
         assert f"{model} · batch 32 · fp32 · cpu" in proc.stdout
     for h in heads:

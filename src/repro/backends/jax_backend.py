@@ -52,7 +52,9 @@ def configure(ctx: BuildContext) -> None:
 def _initial_model(ctx: BuildContext, build_model, dtype, param_dtype) -> nnx.Module:
     """run.init=native: Flax's own initialisers from the JAX seed. shared: the model built
     abstractly (nothing drawn, nothing compiled) and filled with the canonical NumPy draw."""
-    build = lambda: build_model(ctx.dims, nnx.Rngs(ctx.seeds["jax"]), dtype=dtype, param_dtype=param_dtype)  # noqa: E731
+    def build():
+        return build_model(ctx.dims, nnx.Rngs(ctx.seeds["jax"]), dtype=dtype, param_dtype=param_dtype)
+
     if canonical.init_mode(ctx.config) == "shared":
         model = nnx.eval_shape(build)
         return state_flax.write(model, canonical.draw(state_flax.shapes(model), ctx.config["run"]["seed"]))
