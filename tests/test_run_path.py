@@ -42,6 +42,8 @@ def test_quickstart_parent_children_records_table(quickstart):
     (sweep,) = [r for r in box.records() if r["kind"] == "sweep"]  # run.init=shared: frameworks agree
     assert {a["model"] for a in sweep["trajectory"]} == {"mlp/tiny", "vit/tiny"}
     assert all(a["same_init"] and a["first_step_over"] is None for a in sweep["trajectory"]), sweep
+    assert parents[0].data.tags["repro.trajectory_ledger_id"] == sweep["id"]  # and on the MLflow parent run
+    assert len([k for k in parents[0].data.metrics if k.startswith("trajectory/")]) == 2 * len(sweep["trajectory"])
     for model in ("mlp/tiny", "vit/tiny"):
         assert f"{model} · batch 32 · fp32 · cpu" in proc.stdout
     for h in heads:
