@@ -116,8 +116,8 @@ def sync(ledger_dir: str, tracking_uri: str | None = None, experiment: str | Non
     for (uri, name), runs in stores.items():
         counts = sync_store(Tracker(uri, name), runs, head_of)
         print(f"repro sync: {redact(uri)} experiment {name!r}: {counts['pushed']} run(s) put into MLflow "
-              f"({counts['replaced']} replacing incomplete ones), {counts['closed']} left RUNNING closed, "
-              f"{counts['present']} already there")
+              f"({counts['replaced']} replacing incomplete ones), {counts['closed']} closed (left RUNNING, or "
+              f"a finished sweep's parent), {counts['present']} already there")
         total = {k: total[k] + counts[k] for k in total}
     return total
 
