@@ -137,6 +137,7 @@ def test_resume_skips_what_is_recorded_ok_and_tables_it(down_sweep, mlflow_serve
         assert h["id"] in proc.stdout  # the skipped jobs' records are in the closing table
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a press that lands in a GC callback
 def test_ctrl_c_while_projecting_closes_the_run_and_sync_replaces_it(down_sweep, tmp_path):
     """The second Ctrl-C window: the record is in the ledger, MLflow is being written."""
     from repro.tracking.mlflow_tracker import Tracker

@@ -32,14 +32,11 @@ def identity() -> dict:
 
 def is_gone(parent: dict | None) -> bool:
     """True when the recorded parent is known to have ended (same host, pid dead or reused)."""
-    import psutil
+    from repro.ledger.state import parent_alive
 
     if not parent or parent.get("host") != socket.gethostname():
         return False  # another host (or an older record): it cannot be checked from here
-    try:
-        return abs(psutil.Process(parent["pid"]).create_time() - parent["create_time"]) > 0.01
-    except psutil.NoSuchProcess:
-        return True
+    return not parent_alive(parent["pid"], parent.get("create_time"))
 
 
 def die_with_parent(run_dir: str) -> None:

@@ -17,6 +17,7 @@ from collections import defaultdict
 
 from repro.config import ConfigError
 from repro.ledger import Ledger
+from repro.ledger.state import state_of
 from repro.runner import lifeline
 from repro.runner.envcapture import redact
 from repro.tracking import failure_line
@@ -41,7 +42,7 @@ def _ended(record: dict) -> bool:
 
 
 def _lost(record: dict) -> bool:
-    return record["status"] == "started" and lifeline.is_gone(record.get("parent"))
+    return state_of(record).name == "lost"
 
 
 def sync_store(tracker, heads: list[dict], head_of: dict[str, dict]) -> dict[str, int]:
@@ -116,8 +117,8 @@ def sync(ledger_dir: str, tracking_uri: str | None = None, experiment: str | Non
     for (uri, name), runs in stores.items():
         counts = sync_store(Tracker(uri, name), runs, head_of)
         print(f"repro sync: {redact(uri)} experiment {name!r}: {counts['pushed']} run(s) put into MLflow "
-              f"({counts['replaced']} replacing incomplete ones), {counts['closed']} left RUNNING closed, "
-              f"{counts['present']} already there")
+              f"({counts['replaced']} replacing incomplete ones), {counts['closed']} closed (left RUNNING, or "
+              f"a finished sweep's parent), {counts['present']} already there")
         total = {k: total[k] + counts[k] for k in total}
     return total
 
