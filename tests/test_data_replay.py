@@ -56,7 +56,7 @@ def test_digits_run_records_dvc_lock_md5(dvc_repo, tmp_path):
     (record,) = box.heads()
     assert record["data"]["md5"] == locked
     assert 0.5 < record["results"]["test_accuracy"] <= 1.0
-    tags = box.mlflow_runs("default")[0].data.tags
+    tags = box.mlflow_runs("repro")[0].data.tags
     assert tags["repro.data_sha256"] == record["data"]["sha256"]
 
 
@@ -90,7 +90,7 @@ def test_dvc_exp_run_lands_in_ledger_and_mlflow(dvc_repo, tmp_path):
     (record,) = box.heads()
     assert record["status"] == "ok" and record["config"]["framework"]["name"] == "torch"
     assert record["overrides"] == ["dvc:params.yaml"]
-    (run,) = box.mlflow_runs("default")
+    (run,) = box.mlflow_runs("repro")
     assert run.data.tags["repro.ledger_id"] == record["id"]
 
 

@@ -8,6 +8,7 @@
     repro compare ID ID...                    runs side by side, every difference besides the framework
     repro ir diff A B                         op counts of two runs' lowered IR (run.capture_ir=true)
     repro models [--json]                     the model zoo with sizes
+    repro report --sweep ID | --experiment N  a sweep's report (markdown, CSV, plots) from the ledger
 
 Every job of a sweep is composed and checked before the first one starts: a bad config
 exits with code 2 having written nothing.
@@ -20,7 +21,7 @@ import sys
 
 from repro import paths
 
-SUBCOMMANDS = ("ledger", "models", "replay", "compare", "ir")
+SUBCOMMANDS = ("ledger", "models", "replay", "compare", "ir", "report")
 # Hydra flags that print something instead of running: passed through unchecked.
 HYDRA_INFO_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--shell-completion",
                     "-sc", "--version", "-p", "--package", "--resolve")
@@ -61,7 +62,7 @@ def run_subcommand(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     from repro.ledger import cli as ledger_cli
     from repro import ir, replay
-    from repro.report import compare
+    from repro.report import compare, sweep_report
     from repro.models import cli as models_cli
 
     ledger_cli.add_parser(sub, common)
@@ -69,6 +70,7 @@ def run_subcommand(argv: list[str]) -> int:
     replay.add_parser(sub, common)
     compare.add_parser(sub, common)
     ir.add_parser(sub, common)
+    sweep_report.add_parser(sub, common)
     args = parser.parse_args(argv)
     return args.func(args)
 

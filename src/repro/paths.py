@@ -40,3 +40,8 @@ def default_ledger_dir() -> Path:
 
 def default_tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def default_reports_dir() -> Path:
+    """Where a sweep's report goes unless `--out` says otherwise (not tracked by git)."""
+    return repo_root() / "reports"

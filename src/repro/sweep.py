@@ -23,6 +23,7 @@ from repro import paths, report
 from repro.config import validate
 from repro.ledger import Ledger
 from repro.report.progress import Display
+from repro.report import sweep_report
 from repro.report.compare import print_comparison
 from repro.runner import gitinfo
 
@@ -133,6 +134,8 @@ class Session:
         self.records = self._sweep_records()
         print_comparison(report.console(), self.records)
         bad = [r for r in self.records if r["status"] in NOT_OK]
+        if self.multirun:
+            sweep_report.publish(self.records, self._parents.values(), report.console())
         for tracker, run_id in self._parents.values():
             tracker.log(run_id, metrics={"jobs_ok": sum(r["status"] == "ok" for r in self.records),
                                          "jobs_recorded": len(self.records)})

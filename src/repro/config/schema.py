@@ -108,7 +108,7 @@ class RunConfig:
 @dataclass
 class TrackingConfig:
     uri: str = ""
-    experiment: str = "default"
+    experiment: str = "repro"
 
 
 @dataclass

@@ -20,8 +20,9 @@ from repro import __version__, report
 from repro.backends.layouts import process_count
 from repro.config import config_hash
 from repro.ledger import Ledger
+from repro.report import summary
 from repro.runner import cluster, envcapture, launch, seeding
-from repro.tracking.flat import flatten
+from repro.tracking import content
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 
@@ -39,10 +40,12 @@ def _cache_dir(config: dict, run_dir: Path) -> str:
     return str(run_dir / "compile-cache")
 
 
-def _metrics(results: dict) -> dict[str, float]:
-    flat = flatten({k: v for k, v in results.items() if k not in ("loss_sha256", "params_sha256", "ir_ops")})
-    return {k.replace(".", "/"): v for k, v in flat.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+def _swept_keys(base: dict) -> list[str]:
+    """The keys this command line sweeps (from its preflight plan), which name the MLflow runs."""
+    from repro import sweep
+
+    plan = [{"overrides": list(o)} for o in sweep.PLAN.overrides] if sweep.PLAN else []
+    return summary.swept_keys(plan or [base])
 
 
 def _run_worker(config: dict, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, on_event) -> launch.WorkerOutcome:
@@ -94,14 +97,15 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         "repro_version": __version__,
     }
     started = ledger.append({**base, "status": "started"})
-    run_id = tracker.start_run(label(config), parent_id=session.parent_run_id(tracker), tags={
+    command = " ".join(["python -m repro", *overrides])
+    run_id = tracker.start_run(content.run_name(base, _swept_keys(base)), parent_id=session.parent_run_id(tracker), tags={
         "repro.config_hash": chash, "repro.ledger_id": started["id"], "repro.status": "started",
         "repro.framework": config["framework"]["name"], "repro.model": config["model"]["name"],
         "repro.sweep_id": session.sweep_id, "git.commit": str(session.git["commit"]),
-        "git.dirty": str(session.git["dirty"]),
+        "git.dirty": str(session.git["dirty"]), **content.source_tags(session.git, command),
         **{f"repro.{k}": str(v) for k, v in (extra or {}).items()},
     })
-    tracker.log(run_id, params=flatten(config))
+    tracker.log(run_id, params=content.params(base))
     mlflow_ref = {"tracking_uri": tracker.uri, "experiment_id": tracker.experiment_id, "run_id": run_id}
 
     run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
@@ -110,7 +114,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         outcome = _run_worker(config, chash, rdzv, run_dir, lambda ev: session.display.event(job, ev))
         record = _finished_record(base, started, outcome, mlflow_ref)
         final = ledger.append(record)
-        _log_outcome(tracker, run_id, config, final, outcome)
+        _log_outcome(tracker, run_id, config, final, outcome, run_dir / "worker.log")
         session.display.job_finished(job, final)
         session.finished(final)
         if outcome.status == "interrupted":
@@ -131,6 +135,7 @@ def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, m
     if "result" in ev:
         record["results"] = ev["result"]["results"]
         record["results"]["loss"] = ev["result"]["series"]["loss"]
+        record["results"]["step_time_s"] = ev["result"]["series"]["step_time_s"]
         record["effective"] = ev["result"]["effective"]
     if outcome.status != "ok":
         record["error"] = {
@@ -143,16 +148,15 @@ def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, m
     return record
 
 
-def _log_outcome(tracker, run_id: str, config: dict, record: dict, outcome: launch.WorkerOutcome) -> None:
-    tags = {"repro.status": record["status"], "repro.ledger_id": record["id"]}
+def _log_outcome(tracker, run_id: str, config: dict, record: dict, outcome: launch.WorkerOutcome,
+                 worker_log: Path) -> None:
     env = record.get("environment")
-    if env:
-        tags["repro.env_fingerprint"] = env["fingerprint"]
-    if record.get("data"):
-        tags["repro.data_sha256"] = record["data"]["sha256"]
-    series = outcome.events.get("result", {}).get("series")
-    effective = {f"effective.{k}": v for k, v in flatten(record.get("effective") or {}).items()}
-    tracker.log(run_id, tags=tags, params=effective, metrics=_metrics(record.get("results", {})), series=series)
+    effective = {k: v for k, v in content.params(record).items() if k.startswith("effective.")}
+    tracker.log(run_id, tags=content.run_tags(record), params=effective, metrics=content.metrics(record),
+                series=content.series(record))
+    tracker.log_datasets(run_id, content.datasets(record))
+    if worker_log.exists():
+        tracker.log_text(run_id, "worker.log", envcapture.redact(worker_log.read_text(errors="replace")))
     tracker.log_text(run_id, "config.yaml", yaml.safe_dump(config, sort_keys=False))
     tracker.log_json(run_id, "ledger_record.json", record)
     if env:
