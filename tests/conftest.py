@@ -99,3 +99,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU (nvidia-smi found none)"))
         if "tpu" in item.keywords and not has_tpu:
             item.add_marker(pytest.mark.skip(reason="needs a TPU"))
+
+
+@pytest.fixture(scope="session")
+def report_sweep(tmp_path_factory) -> tuple[Sandbox, subprocess.CompletedProcess]:
+    """A small sweep (JAX and PyTorch, tiny MLP, 8 steps) whose report, MLflow runs and ledger
+    the report tests read (test_report.py, test_report_browser.py)."""
+    box = Sandbox(tmp_path_factory.mktemp("report_sweep"))
+    proc = box.run("-m", "framework=jax,torch", "model=mlp", "run.steps=8", "tracking.experiment=reporttest",
+                   timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return box, proc

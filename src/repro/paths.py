@@ -42,6 +42,7 @@ def default_tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"
 
 
-def default_reports_dir() -> Path:
-    """Where a sweep's report goes unless `--out` says otherwise (not tracked by git)."""
-    return repo_root() / "reports"
+def default_reports_dir(ledger_dir: str | os.PathLike) -> Path:
+    """Where sweeps' reports go unless `--out` says otherwise: `reports/` beside the ledger they
+    come from (<repo>/reports for the repo's ledger; git ignores it)."""
+    return Path(ledger_dir).resolve().parent / "reports"

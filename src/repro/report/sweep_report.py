@@ -30,8 +30,8 @@ def latest_sweep(ledger: Ledger, experiment: str) -> list[dict]:
     return originals_for(ledger, [], experiment)
 
 
-def default_dir(records: list[dict]) -> Path:
-    return paths.default_reports_dir() / records[0]["sweep"]["id"]
+def default_dir(records: list[dict], ledger_dir: str) -> Path:
+    return paths.default_reports_dir(ledger_dir) / records[0]["sweep"]["id"]
 
 
 def write(records: list[dict], out: Path) -> list[Path]:
@@ -54,14 +54,14 @@ def publish(records: list[dict], parents, console) -> Path | None:
     runs = [r for r in records if r.get("kind") == "run"]
     if not runs:
         return None
-    out = default_dir(runs)
+    out = default_dir(runs, runs[0]["config"]["ledger"]["dir"])
     try:  # the records are in the ledger already: a report that fails is a warning, never a lost sweep
         write(runs, out)
         cfgs = summary.configs(runs)
         description = "\n".join([summary.verdict_line(cfgs), "", *markdown.results_table(cfgs), "",
                                  "Fairness audit:", "", *markdown.audit_lines(cfgs)])
         for tracker, run_id in parents:
-            tracker.log(run_id, tags={"mlflow.note.content": description,
+            tracker.log(run_id, params=swept_params(runs), tags={"mlflow.note.content": description,
                                       **content.source_tags(runs[0].get("git") or {}, summary.sweep_command(runs))})
             tracker.log_folder(run_id, out)
     except Exception as e:  # noqa: BLE001
@@ -72,12 +72,20 @@ def publish(records: list[dict], parents, console) -> Path | None:
     return out
 
 
+def swept_params(records: list[dict]) -> dict[str, str]:
+    """The parent run's params: what the sweep varied, with its values in job order."""
+    keys = summary.swept_keys(records)
+    ordered = sorted(records, key=lambda r: r["sweep"]["job"])
+    return {"jobs": str(len(records)),
+            **{f"swept.{k}": ",".join(dict.fromkeys(summary.value(r, k) for r in ordered)) for k in keys}}
+
+
 def add_parser(sub, common) -> None:
     p = sub.add_parser("report", help="a sweep's report (markdown, CSV, plots) from the ledger alone", parents=[common])
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--sweep", help="a sweep id (or a unique prefix of one)")
     which.add_argument("--experiment", help="the newest recorded sweep of this experiment")
-    p.add_argument("--out", help="the folder to write (default: <repo>/reports/<sweep id>)")
+    p.add_argument("--out", help="the folder to write (default: reports/<sweep id> beside the ledger)")
     p.set_defaults(func=run)
 
 
@@ -88,7 +96,7 @@ def run(args) -> int:
     except LedgerError as e:
         print(f"repro report: {e}", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else default_dir(records)
+    out = Path(args.out) if args.out else default_dir(records, args.ledger)
     files = write(records, out)
     print(f"report: {out / PAGE} ({len(records)} runs of sweep {records[0]['sweep']['id']}, {len(files)} files)")
     return 0

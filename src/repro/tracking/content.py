@@ -126,8 +126,9 @@ def description(record: dict) -> str:
     res = record.get("results") or {}
     if record["status"] != "ok":
         return f"{record['status']}: {(record.get('error') or {}).get('reason', '')}"
-    return (f"steady {res['steady_median_s'] * 1e3:.3g} ms (p10–p90 {res['steady_p10_s'] * 1e3:.3g}–"
-            f"{res['steady_p90_s'] * 1e3:.3g}), first step {res['first_step_s'] * 1e3:.3g} ms; ledger {record['id']}")
+    ms = lambda key: f"{res[key] * 1e3:,.4g}" if res[key] < 1 else f"{res[key] * 1e3:,.0f}"  # noqa: E731
+    return (f"steady {ms('steady_median_s')} ms (p10–p90 {ms('steady_p10_s')}–{ms('steady_p90_s')}), "
+            f"first step {ms('first_step_s')} ms; ledger {record['id']}")
 
 
 def datasets(record: dict) -> list[dict[str, str]]:
