@@ -171,11 +171,22 @@ def verdict_line(cfgs: list[Config]) -> str:
     return " · ".join(parts)
 
 
-def sweep_command(records: list[dict]) -> str:
+def _kept(items: list[str], places: bool) -> list[str]:
+    """Overrides, without those naming places and display (ledger.dir=/..., progress.mode) unless `places`."""
+    return [o for o in items if places or _override(o) or "=" not in o]
+
+
+def command(record: dict, places: bool = True) -> str:
+    """The command line of one run (`places=False`: without paths, for MLflow's Source column,
+    which shows the last path component)."""
+    return " ".join(["python -m repro", *_kept(record.get("overrides") or [], places)])
+
+
+def sweep_command(records: list[dict], places: bool = True) -> str:
     """The command that runs this sweep again: the overrides every job shares, then each swept
     key with its values in job order (rebuilt from the records alone)."""
     ordered = sorted(records, key=lambda r: (r.get("sweep") or {}).get("job", 0))
-    items = [list(r.get("overrides") or []) for r in ordered]
+    items = [_kept(list(r.get("overrides") or []), places) for r in ordered]
     shared = [o for o in items[0] if all(o in other for other in items)] if items else []
     swept: dict[str, list[str]] = {}
     for r_items in items:

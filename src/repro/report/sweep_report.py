@@ -62,7 +62,7 @@ def publish(records: list[dict], parents, console) -> Path | None:
                                  "Fairness audit:", "", *markdown.audit_lines(cfgs)])
         for tracker, run_id in parents:
             tracker.log(run_id, params=swept_params(runs), tags={"mlflow.note.content": description,
-                                      **content.source_tags(runs[0].get("git") or {}, summary.sweep_command(runs))})
+                                      **content.source_tags(runs[0].get("git") or {}, summary.sweep_command(runs, places=False))})
             tracker.log_folder(run_id, out)
     except Exception as e:  # noqa: BLE001
         console.print(f"[yellow]warning: the sweep's report was not completed ({type(e).__name__}: {e}); "

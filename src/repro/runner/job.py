@@ -97,12 +97,12 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         "repro_version": __version__,
     }
     started = ledger.append({**base, "status": "started"})
-    command = " ".join(["python -m repro", *overrides])
     run_id = tracker.start_run(content.run_name(base, _swept_keys(base)), parent_id=session.parent_run_id(tracker), tags={
         "repro.config_hash": chash, "repro.ledger_id": started["id"], "repro.status": "started",
         "repro.framework": config["framework"]["name"], "repro.model": config["model"]["name"],
         "repro.sweep_id": session.sweep_id, "git.commit": str(session.git["commit"]),
-        "git.dirty": str(session.git["dirty"]), **content.source_tags(session.git, command),
+        "git.dirty": str(session.git["dirty"]),
+        **content.source_tags(session.git, summary.command(base, places=False)),
         **{f"repro.{k}": str(v) for k, v in (extra or {}).items()},
     })
     tracker.log(run_id, params=content.params(base))
