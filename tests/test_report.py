@@ -9,6 +9,7 @@ import copy
 import csv
 import filecmp
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -21,9 +22,7 @@ from repro.tracking import content
 FILES = {"report.md", "results.csv", *PLOTS}
 
 
-def _report_dir(proc) -> "Path":  # noqa: F821
-    from pathlib import Path
-
+def _report_dir(proc) -> Path:
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("report: "))
     return Path(line.removeprefix("report: ")).parent
 

@@ -7,18 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import subprocess
-import sys
-import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from browser import Chromium, chromium_binary
+from mlflow_server import serve
 from repro.report.plots import PLOTS
-from test_tracking_server import _port
 
 EXPANDERS = 'button[data-component-id$="runnamecellrenderer.tsx_46"]'  # the +/- before a parent run's name
 ROW_IDS = "[...new Set([...document.querySelectorAll('[role=row][row-id]')].map(r => r.getAttribute('row-id')))]"
@@ -30,30 +25,9 @@ def ui(report_sweep, tmp_path_factory):
     if not chromium_binary():
         pytest.fail("chromium not found: `make test` installs Debian's chromium (or: apt-get install chromium)")
     box, _ = report_sweep
-    port = _port()
-    mlflow = str(Path(sys.executable).parent / "mlflow")
-    proc = subprocess.Popen([mlflow, "server", "--backend-store-uri", box.uri, "--host", "127.0.0.1",
-                             "--port", str(port), "--workers", "1"], cwd=box.root,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("mlflow server did not become healthy in 120 s")
     runs = box.mlflow_runs("reporttest")
-    yield url, runs[0].info.experiment_id, {r.info.run_name: r.info.run_id for r in runs}, box
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    with serve(box.uri, cwd=box.root) as url:
+        yield url, runs[0].info.experiment_id, {r.info.run_name: r.info.run_id for r in runs}, box
 
 
 def _api(url: str, path: str) -> dict:

@@ -8,24 +8,15 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from mlflow_server import free_port, serve
 from repro.ledger import Ledger
 
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pg_bin(name: str) -> str | None:
@@ -51,7 +42,7 @@ def postgres(tmp_path_factory):
     if os.geteuid() == 0:
         for path in (root, data):
             shutil.chown(path, "postgres", "postgres")
-    port = _port()
+    port = free_port()
     _as_postgres(initdb, "-D", str(data), "-U", "postgres", "--auth=trust")
     _as_postgres(pg_ctl, "-D", str(data), "-w", "-l", str(data / "log"), "-o",
                  f"-h 127.0.0.1 -p {port} -k {data}", "start", timeout=120)
@@ -63,29 +54,8 @@ def postgres(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def mlflow_server(postgres, tmp_path_factory):
-    port = _port()
-    artifacts = tmp_path_factory.mktemp("artifacts")
-    mlflow = str(Path(sys.executable).parent / "mlflow")
-    proc = subprocess.Popen([mlflow, "server", "--backend-store-uri", postgres, "--default-artifact-root",
-                             artifacts.as_uri(), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("mlflow server did not become healthy within 120 s")
-    yield url
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+    with serve(postgres, "--default-artifact-root", tmp_path_factory.mktemp("artifacts").as_uri()) as url:
+        yield url
 
 
 def test_four_concurrent_jobs_against_postgres_server(sandbox, mlflow_server):

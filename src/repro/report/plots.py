@@ -107,7 +107,7 @@ def breakdown(cfgs: list[Config]) -> Figure:
 
 
 def _per_step(cfgs: list[Config], title: str, key: str, ylabel: str, scale: float, skip_first: bool,
-              unit: str = "") -> Figure:
+              unit: str = "", log: bool = False) -> Figure:
     by_group = groups(cfgs)
     fig, axes = _figure(len(by_group), title)
     for ax, (group, members) in zip(axes, by_group.items()):
@@ -115,7 +115,7 @@ def _per_step(cfgs: list[Config], title: str, key: str, ylabel: str, scale: floa
         for i, c in enumerate(members):
             values = (c.first.get("results") or {}).get(key) or []
             if skip_first and values:
-                notes.append(f"{c.framework}: {_fmt(values[0] * scale)} {unit}")
+                notes.append(f"{c.framework} {_fmt(values[0] * scale)}")
             steps = list(range(1 if skip_first else 0, len(values)))
             if steps:
                 # a line style per framework too: equal series (torch eager and compiled) stay visible
@@ -124,13 +124,19 @@ def _per_step(cfgs: list[Config], title: str, key: str, ylabel: str, scale: floa
                         markersize=max(2.0, 6 - 1.5 * i), linewidth=max(1.0, 2.4 - 0.6 * i))
         if not ax.lines:
             ax.text(0.5, 0.5, f"no {key} in these records", ha="center", va="center", transform=ax.transAxes)
-        if notes:
-            ax.text(0.99, 0.98, "compile step (not drawn):\n" + "\n".join(notes), transform=ax.transAxes,
-                    ha="right", va="top", fontsize=7, bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0})
-        ax.set_title(group)
+        warmup = members[0].first["config"]["run"]["warmup"]
+        ax.axvline(warmup - 0.5, color="#888888", linestyle=":", linewidth=1)
+        ax.annotate(f"steady state (from step {warmup})", (warmup - 0.5, 0.02), xycoords=("data", "axes fraction"),
+                    xytext=(3, 0), textcoords="offset points", fontsize=7, color="#555555")
+        if log and ax.lines:
+            ax.set_yscale("log")
+        ax.set_title(group, pad=14 if notes else 6)
+        if notes:  # the compile step's time, under the panel's title (drawn, it would flatten the rest)
+            ax.annotate(f"step 0 (compile, not drawn): {', '.join(notes)} {unit}", (0, 1), xycoords="axes fraction",
+                        xytext=(0, 3), textcoords="offset points", fontsize=7.5, va="bottom", color="#333333")
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel)
-    lines = {line.get_label(): line for ax in axes for line in ax.lines}  # line styles shown too
+    lines = {ln.get_label(): ln for ax in axes for ln in ax.lines if not ln.get_label().startswith("_")}
     if lines:
         fig.legend(handles=list(lines.values()), loc="outside lower center", ncols=len(lines))
     return fig
@@ -143,8 +149,8 @@ def loss(cfgs: list[Config]) -> Figure:
 
 def step_times(cfgs: list[Config]) -> Figure:
     """Each step's time from step 1 on; the first (compile) step is written, not drawn."""
-    return _per_step(cfgs, "Step time per step (after the compile step)", "step_time_s", "step time (ms)", 1e3,
-                     skip_first=True, unit="ms")
+    return _per_step(cfgs, "Step time per step (after the compile step; log scale)", "step_time_s",
+                     "step time (ms, log)", 1e3, skip_first=True, unit="ms", log=True)
 
 
 def memory(cfgs: list[Config]) -> Figure:
