@@ -162,3 +162,19 @@ def test_dvc_data_as_mlflow_datasets():
     assert [(d["name"], d["digest"], d["source"], d["context"]) for d in found] == [
         ("digits/test_x.npy", md5[files[0]], files[0], "test"), ("digits/train_x.npy", md5[files[1]], files[1], "train")]
     assert json.dumps(found)  # plain data: no MLflow object in content.py
+
+
+def test_a_sweep_with_runs_that_did_not_end_ok_still_reports(report_sweep, tmp_path):
+    """An oom run: every file is written, the table and the verdict name its status."""
+    from repro.report import sweep_report
+
+    box, _ = report_sweep
+    records = copy.deepcopy(box.heads())
+    torch = next(r for r in records if r["config"]["framework"]["name"] == "torch")
+    torch.update(status="oom", error={"reason": "out of memory"})
+    del torch["results"]
+    files = sweep_report.write(records, tmp_path)
+    assert {p.name for p in files} == FILES
+    table = {r["framework"]: r for r in csv.DictReader((tmp_path / "results.csv").open())}
+    assert table["torch"]["status"] == "oom" and table["torch"]["steady_median_ms"] == ""
+    assert "not ok: torch" in (tmp_path / "report.md").read_text()

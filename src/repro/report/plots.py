@@ -51,7 +51,8 @@ def _figure(panels: int, title: str, height: float = 3.2) -> tuple[Figure, list]
 
 def _not_ok(ax, cfg: Config, x: float) -> None:
     status = ", ".join(sorted({r["status"] for r in cfg.records}))
-    ax.text(x, 0, f" {status}", rotation=90, va="bottom", ha="center", fontsize=8, color="#b00000")
+    ax.text(x, 0.03, status, transform=ax.get_xaxis_transform(), rotation=90, va="bottom", ha="center",
+            fontsize=9, color="#b00000", fontweight="bold")  # x in data, y in axes fraction: any scale
 
 
 def steady(cfgs: list[Config]) -> Figure:
