@@ -106,9 +106,11 @@ def run_name(record: dict, swept: list[str]) -> str:
 
 
 def source_tags(git: dict, command: str, user: str | None = None) -> dict[str, str]:
-    """MLflow's own tags for the Source, Version and User columns."""
-    return {"mlflow.source.type": "LOCAL", "mlflow.source.name": command,
-            "mlflow.source.git.commit": str(git.get("commit")), "mlflow.user": user or getpass.getuser()}
+    """MLflow's own tags for the Source, Version and User columns (no commit outside a git checkout)."""
+    tags = {"mlflow.source.type": "LOCAL", "mlflow.source.name": command, "mlflow.user": user or getpass.getuser()}
+    if git.get("commit"):
+        tags["mlflow.source.git.commit"] = str(git["commit"])
+    return tags
 
 
 def run_tags(record: dict) -> dict[str, str]:
