@@ -127,7 +127,7 @@ class Config:
 def configs(records: list[dict]) -> list[Config]:
     """The sweep's configurations in job order (repeats of one config hash together)."""
     records = sorted(records, key=lambda r: ((r.get("sweep") or {}).get("job", 0), r["id"]))
-    swept = [k for k in swept_keys(records) if k != "repeat"]
+    swept = swept_keys(records)
     found: dict[str, Config] = {}
     for r in records:
         key = (r.get("repeat") or {}).get("group") or r.get("config_hash") or r["id"]
