@@ -124,13 +124,16 @@ def _per_step(cfgs: list[Config], title: str, key: str, ylabel: str, scale: floa
                         linestyle=LINE_STYLES[i % len(LINE_STYLES)], marker=MARKERS[i % len(MARKERS)],
                         markersize=max(2.0, 6 - 1.5 * i), linewidth=max(1.0, 2.4 - 0.6 * i))
         if not ax.lines:
-            ax.text(0.5, 0.5, f"no {key} in these records", ha="center", va="center", transform=ax.transAxes)
-        warmup = members[0].first["config"]["run"]["warmup"]
-        ax.axvline(warmup - 0.5, color="#888888", linestyle=":", linewidth=1)
-        ax.annotate(f"steady state (from step {warmup})", (warmup - 0.5, 0.02), xycoords=("data", "axes fraction"),
-                    xytext=(3, 0), textcoords="offset points", fontsize=7, color="#555555")
-        if log and ax.lines:
-            ax.set_yscale("log")
+            ax.text(0.5, 0.5, f"these records hold no per-step `{key}`\n(recorded before repro kept it)",
+                    ha="center", va="center", transform=ax.transAxes)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        else:
+            ax.set_yscale("log" if log else "linear")
+            warmup = members[0].first["config"]["run"]["warmup"]
+            ax.axvline(warmup - 0.5, color="#888888", linestyle=":", linewidth=1)
+            ax.annotate(f"steady state (from step {warmup})", (warmup - 0.5, 0.02), xycoords=("data", "axes fraction"),
+                        xytext=(3, 0), textcoords="offset points", fontsize=7, color="#555555")
         ax.set_title(group, pad=14 if notes else 6)
         if notes:  # the compile step's time, under the panel's title (drawn, it would flatten the rest)
             ax.annotate(f"step 0 (compile, not drawn): {', '.join(notes)} {unit}", (0, 1), xycoords="axes fraction",
