@@ -144,8 +144,8 @@ def test_published_figures_beside_ours(report_sweep):
     text = "\n".join(published.section("stack_wars_cpu", cfgs))
     ours = {c.framework: c.spread.median_s * 1e3 for c in cfgs}
     row = next(line for line in text.splitlines() if line.startswith("| GEMM |"))
-    assert row.split(" | ")[1:4] == ["0.192", "0.055", f"{0.192 / 0.055:.2f}"]
-    assert row.rstrip(" |").endswith(f"{ours['jax'] / ours['torch']:.2f}")
+    assert row.split(" | ")[1:4] == ["0.192", "0.055", f"{0.192 / 0.055:.3g}"]
+    assert row.rstrip(" |").endswith(f"{ours['jax'] / ours['torch']:.3g}")
     assert published.NOT_COMPARABLE in text and "REFERENCES.md B" in text
     assert published.section("quickstart", cfgs) == []
 

@@ -43,7 +43,7 @@ def _ms(v: float | None) -> str:
 
 
 def _ratio(jax: float | None, torch: float | None) -> str:
-    return f"{jax / torch:.2f}" if jax and torch else "—"
+    return f"{jax / torch:.3g}" if jax and torch else "—"
 
 
 def _ours(members: list[Config], fw: str) -> float | None:

@@ -97,7 +97,8 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         "repro_version": __version__,
     }
     started = ledger.append({**base, "status": "started"})
-    run_id = tracker.start_run(content.run_name(base, _swept_keys(base)), parent_id=session.parent_run_id(tracker), tags={
+    name = content.run_name(base, _swept_keys(base))
+    run_id = tracker.start_run(name, parent_id=session.parent_run_id(tracker), tags={
         "repro.config_hash": chash, "repro.ledger_id": started["id"], "repro.status": "started",
         "repro.framework": config["framework"]["name"], "repro.model": config["model"]["name"],
         "repro.sweep_id": session.sweep_id, "git.commit": str(session.git["commit"]),
