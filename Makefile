@@ -25,7 +25,8 @@ install: $(STAMP)
 quickstart: $(STAMP)
 	$(PY) -m repro +exp=quickstart
 
-# The suite runs PyTorch/XLA in its own env and a real mlflow server on PostgreSQL: both installed first.
+# The suite runs PyTorch/XLA in its own env, a real mlflow server on PostgreSQL and headless Chromium:
+# all installed first.
 test: $(STAMP) xla-env system-deps
 	$(PY) -m pytest
 
@@ -39,10 +40,15 @@ XLA_VENV ?= .venv-xla
 xla-env:
 	PYTHON=$(PYTHON) bash scripts/make_xla_env.sh $(XLA_VENV)
 
-# Debian's postgresql for tests/test_tracking_server.py (installed when missing and root).
+# Debian's postgresql for tests/test_tracking_server.py and chromium for tests/test_report_browser.py
+# (installed when missing and root).
 .PHONY: system-deps
 system-deps:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 	  else echo "make test needs PostgreSQL: sudo apt-get install postgresql" >&2; exit 1; fi; }
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "make test needs Chromium: sudo apt-get install chromium" >&2; exit 1; fi; }

@@ -115,12 +115,14 @@ def worker_of(parent: subprocess.Popen, timeout: float = 60):
 
 
 @contextmanager
-def mlflow_server(backend_uri: str, artifacts: Path, port: int | None = None):
-    """A real `mlflow server` (one worker) on 127.0.0.1; yields its URL once healthy."""
+def mlflow_server(backend_uri: str, artifacts: Path | None = None, port: int | None = None, cwd: Path | None = None):
+    """A real `mlflow server` (one worker) on 127.0.0.1; yields its URL once healthy.
+    `artifacts`: its --default-artifact-root (None: the store's own artifact locations)."""
     port = port or free_port()
     mlflow = str(Path(sys.executable).parent / "mlflow")
-    proc = subprocess.Popen([mlflow, "server", "--backend-store-uri", backend_uri, "--default-artifact-root",
-                             artifacts.as_uri(), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+    root = ["--default-artifact-root", artifacts.as_uri()] if artifacts else []
+    proc = subprocess.Popen([mlflow, "server", "--backend-store-uri", backend_uri, *root,
+                             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"], cwd=cwd,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
@@ -153,3 +155,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU (nvidia-smi found none)"))
         if "tpu" in item.keywords and not has_tpu:
             item.add_marker(pytest.mark.skip(reason="needs a TPU"))
+
+
+@pytest.fixture(scope="session")
+def report_sweep(tmp_path_factory) -> tuple[Sandbox, subprocess.CompletedProcess]:
+    """A small sweep (JAX and PyTorch, tiny MLP, 8 steps) whose report, MLflow runs and ledger
+    the report tests read (test_report.py, test_report_browser.py)."""
+    box = Sandbox(tmp_path_factory.mktemp("report_sweep"))
+    proc = box.run("-m", "framework=jax,torch", "model=mlp", "run.steps=8", "tracking.experiment=reporttest",
+                   timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return box, proc

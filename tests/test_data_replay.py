@@ -56,8 +56,12 @@ def test_digits_run_records_dvc_lock_md5(dvc_repo, tmp_path):
     (record,) = box.heads()
     assert record["data"]["md5"] == locked
     assert 0.5 < record["results"]["test_accuracy"] <= 1.0
-    tags = box.mlflow_runs("default")[0].data.tags
-    assert tags["repro.data_sha256"] == record["data"]["sha256"]
+    (run,) = box.mlflow_runs("repro")
+    assert run.data.tags["repro.data_sha256"] == record["data"]["sha256"]
+    # MLflow's Dataset column: each DVC file with its dvc.lock md5; its Source column: the command
+    assert {(d.dataset.source, d.dataset.digest) for d in run.inputs.dataset_inputs} == set(locked.items())
+    assert run.data.tags["mlflow.source.name"].startswith("python -m repro ")
+    assert run.data.tags.get("mlflow.source.git.commit") == record["git"]["commit"]  # None: not a git checkout
 
 
 def test_one_byte_changed_refuses_naming_the_file(dvc_repo, tmp_path):
@@ -90,7 +94,7 @@ def test_dvc_exp_run_lands_in_ledger_and_mlflow(dvc_repo, tmp_path):
     (record,) = box.heads()
     assert record["status"] == "ok" and record["config"]["framework"]["name"] == "torch"
     assert record["overrides"] == ["dvc:params.yaml"]
-    (run,) = box.mlflow_runs("default")
+    (run,) = box.mlflow_runs("repro")
     assert run.data.tags["repro.ledger_id"] == record["id"]
 
 

@@ -54,7 +54,7 @@ def test_quickstart_parent_children_records_table(quickstart):
         assert h["git"]["commit"] is None or len(h["git"]["commit"]) == 40
         child = next(c for c in children if c.data.tags["repro.ledger_id"] == h["id"])
         assert child.data.params["run.batch_size"] == "32"
-        assert child.data.metrics["steady_median_s"] == pytest.approx(res["steady_median_s"])
+        assert child.data.metrics["steady_median_ms"] == pytest.approx(res["steady_median_s"] * 1e3)
         assert child.data.tags["repro.config_hash"] == h["config_hash"]
 
 
@@ -67,7 +67,7 @@ def test_quickstart_artifacts_in_mlflow(quickstart):
     names = {a.path for a in client.list_artifacts(child.info.run_id)}
     assert {"config.yaml", "environment.json", "ledger_record.json"} <= names
     history = client.get_metric_history(child.info.run_id, "loss")
-    assert [m.step for m in history] == list(range(15))
+    assert [m.step for m in history] == list(range(1, 15))  # step 0 (compile) is first_step_loss
 
 
 def test_secrets_appear_nowhere(quickstart):

@@ -5,22 +5,16 @@ at the rendezvous, as two hosts would."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 
 import pytest
 
+from conftest import free_port
 from repro.config import ConfigError, plan
 from repro.runner import cluster
 
 LOSS_RTOL = 1e-5  # as in test_sharding: reductions over shards run in another order
 FAST = ("model=mlp", "run.steps=6", "run.warmup=2")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _assert_same_loss(base: list[float], other: list[float]) -> None:
@@ -75,7 +69,7 @@ def test_jax_processes_match_unsharded(sandbox, unsharded):
 def test_torch_ranks_over_two_nodes_from_the_config(sandbox, tmp_path, unsharded):
     base = unsharded["torch"]
     args = ["framework=torch", "sharding=dp", "sharding.mesh.data=4", *FAST, "cluster.nodes=2",
-            f"cluster.coordinator=127.0.0.1:{_free_port()}"]
+            f"cluster.coordinator=127.0.0.1:{free_port()}"]
     (head,) = _two_nodes(sandbox, tmp_path, args)
     assert head["status"] == "ok", head.get("error")
     _assert_same_loss(base, head["results"]["loss"])
@@ -86,7 +80,7 @@ def test_torch_ranks_over_two_nodes_from_the_config(sandbox, tmp_path, unsharded
 def test_jax_over_two_nodes_from_slurm_variables(sandbox, tmp_path, unsharded):
     base = unsharded["jax"]
     slurm = {"SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "localhost"}
-    args = ["framework=jax", "sharding=dp_tp", *FAST, "cluster=slurm", f"cluster.port={_free_port()}"]
+    args = ["framework=jax", "sharding=dp_tp", *FAST, "cluster=slurm", f"cluster.port={free_port()}"]
     (head,) = _two_nodes(sandbox, tmp_path, args, ({**slurm, "SLURM_NODEID": "0"}, {**slurm, "SLURM_NODEID": "1"}))
     assert head["status"] == "ok", head.get("error")
     _assert_same_loss(base, head["results"]["loss"])
@@ -111,7 +105,7 @@ def test_node_that_never_joins_fails_the_run_within_the_timeout(sandbox):
     saying where it waited and what to check, and the sweep goes on."""
     timeout = 10
     proc = sandbox.run("-m", "framework=jax,torch", "model=mlp", "sharding=dp", "sharding.mesh.data=2", *FAST[1:],
-                       "cluster.nodes=2", f"cluster.coordinator=127.0.0.1:{_free_port()}",
+                       "cluster.nodes=2", f"cluster.coordinator=127.0.0.1:{free_port()}",
                        f"cluster.join_timeout_s={timeout}", timeout=300)
     heads = sorted(sandbox.heads(), key=lambda r: r["sweep"]["job"])
     assert [h["status"] for h in heads] == ["failed", "failed"], proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -79,4 +79,5 @@ def test_four_concurrent_jobs_against_postgres_server(sandbox, mlflow_server):
     assert len(runs) == 5 and len(children) == 4
     assert {c.data.tags["repro.ledger_id"] for c in children} == {h["id"] for h in heads}
     for c in children:
-        assert c.info.status == "FINISHED" and len(client.get_metric_history(c.info.run_id, "loss")) == 6
+        # steps 1-5 of the 6: step 0 (compile) is the metric first_step_loss
+        assert c.info.status == "FINISHED" and len(client.get_metric_history(c.info.run_id, "loss")) == 5

@@ -150,7 +150,7 @@ def test_batch_sweep_labelled_by_batch_ranked_by_throughput(box):
     row = next(line for line in out.splitlines() if f"batch {best['config']['run']['batch_size']} " in line)
     assert "│   1.00 │" in row  # × best: the highest throughput, whatever its step time
     names = sorted(r.info.run_name for r in box.mlflow_runs("batch") if "mlflow.parentRunId" in r.data.tags)
-    assert names == ["jax mlp/tiny fp32 · batch 16", "jax mlp/tiny fp32 · batch 64"]
+    assert names == ["run.batch_size=16", "run.batch_size=64"]  # MLflow runs named by their swept values
 
 
 def test_repeat_records_replay_exact_and_experiment_keeps_groups(box, repeats):

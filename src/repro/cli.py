@@ -28,6 +28,7 @@ SUBCOMMAND_MODULES = (
     "repro.report.compare",
     "repro.ir",
     "repro.tracking.sync",
+    "repro.report.sweep_report",
 )
 RUN_WORD = "run"  # `repro run [OVERRIDES]`: the explicit word for a run (bare `repro` prints help)
 DRY_RUN = "--dry-run"

@@ -40,3 +40,9 @@ def default_ledger_dir() -> Path:
 
 def default_tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def default_reports_dir(ledger_dir: str | os.PathLike) -> Path:
+    """Where sweeps' reports go unless `--out` says otherwise: `reports/` beside the ledger they
+    come from (<repo>/reports for the repo's ledger; git ignores it)."""
+    return Path(ledger_dir).resolve().parent / "reports"

@@ -35,6 +35,7 @@ from repro.ledger import Ledger
 from repro.report.progress import Display
 from repro.report import varied
 from repro.report import trajectory
+from repro.report import sweep_report
 from repro.report.compare import print_comparison
 from repro.runner import gitinfo, lifeline
 
@@ -142,11 +143,12 @@ class Session:
                   "`repro sync` puts them into MLflow", file=sys.stderr)
             return None
 
-    def project(self, record: dict, files: list[str] = ()) -> None:
+    def project(self, record: dict, files: list[str] = (), worker_log: Path | None = None) -> None:
         """The finished record into MLflow (after the ledger has it)."""
         from repro.tracking.project import project_run
 
-        run_id = self.tracking(record["config"], lambda t: project_run(t, record, self.parent_run_id(t), files))
+        run_id = self.tracking(record["config"], lambda t: project_run(t, record, self.parent_run_id(t), files,
+                                                                        worker_log))
         if run_id is None:
             self.pending += 1
         else:
@@ -183,13 +185,14 @@ class Session:
         from repro.tracking.project import close_parent
 
         self.display.close()
-        status, sweep_record = "interrupted" if interrupted else "failed", None
+        status, sweep_record, report_dir = "interrupted" if interrupted else "failed", None, None
         try:
             self.records = self._sweep_records()
             print_comparison(report.console(), self.records)
             if self.multirun:  # the loss drift between frameworks, stored with the sweep
                 sweep_record = trajectory.store(Ledger(self.ledger_dir), {"id": self.sweep_id, "experiment": self.experiment,
                                                                           "jobs": self.jobs}, self.records)
+                report_dir = sweep_report.publish(self.records, report.console())
             if not interrupted and not any(r["status"] in NOT_OK for r in self.records):
                 status = "ok"
         finally:  # the MLflow parent is closed whatever happened above
@@ -197,6 +200,8 @@ class Session:
                 config = {"tracking": {"uri": tracker.uri, "experiment": tracker.experiment}}
                 if sweep_record:
                     self.tracking(config, lambda t, run_id=run_id: trajectory.log_parent(t, run_id, sweep_record))
+                if report_dir:
+                    self.tracking(config, lambda t, run_id=run_id: sweep_report.attach(t, run_id, self.records, report_dir))
                 self.tracking(config, lambda t, run_id=run_id: close_parent(t, run_id, self.records, status))
             if self.pending:
                 print(f"repro: {self.pending} runs not yet in MLflow: repro sync", file=sys.stderr)

@@ -115,7 +115,7 @@ class RunConfig:
 @dataclass
 class TrackingConfig:
     uri: str = ""
-    experiment: str = "default"
+    experiment: str = "repro"
 
 
 @dataclass

@@ -9,6 +9,7 @@ import sys
 from repro import report
 from rich.table import Table
 
+from repro.ledger import export
 from repro.ledger.diff import SECTIONS, record_diff
 from repro.ledger.schema import SCHEMA
 from repro.ledger.state import state_of
@@ -38,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     d.add_argument("a")
     d.add_argument("b")
     p.set_defaults(func=run)
+    export.add_parser(lsub, common)
 
 
 def _row(r: dict) -> list[str]:

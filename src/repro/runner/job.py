@@ -123,7 +123,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         final = _append_finished(ledger, reserved, record, session)
         session.display.job_finished(job, final)
         session.finished(final)
-        session.project(final, outcome.events.get("result", {}).get("ir_files", []))
+        session.project(final, outcome.events.get("result", {}).get("ir_files", []), run_dir / "worker.log" if run_dir else None)
     finally:
         if run_dir:
             shutil.rmtree(run_dir, ignore_errors=True)

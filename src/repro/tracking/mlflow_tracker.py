@@ -28,7 +28,7 @@ for _name, _value in HTTP_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
 
 from filelock import FileLock  # noqa: E402
-from mlflow.entities import Metric, Param, RunTag  # noqa: E402
+from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 # MLflow's per-call limits for log_batch.
@@ -112,11 +112,13 @@ class Tracker:
         return run.info.run_id
 
     def log(self, run_id: str, *, params: dict | None = None, tags: dict | None = None,
-            metrics: dict[str, float] | None = None, series: dict[str, list[float]] | None = None) -> None:
+            metrics: dict[str, float] | None = None, series: dict[str, list] | None = None) -> None:
+        """`series`: per key, values (step = index, time = now) or (step, value, timestamp ms) points."""
         now = int(time.time() * 1000)
         ms = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items() if v is not None]
         for key, values in (series or {}).items():
-            ms += [Metric(key, float(v), now, step) for step, v in enumerate(values)]
+            points = (p if isinstance(p, tuple) else (i, p, now) for i, p in enumerate(values))
+            ms += [Metric(key, float(v), ts, step) for step, v, ts in points]
         ps = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
         ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
         for chunk in _chunks(ps, MAX_PARAMS):
@@ -138,6 +140,16 @@ class Tracker:
     def log_files(self, run_id: str, paths: Iterable[str], folder: str | None = None) -> None:
         for p in paths:
             retry_locked(self.client.log_artifact, run_id, p, artifact_path=folder)
+
+    def log_datasets(self, run_id: str, datasets: list[dict[str, str]]) -> None:
+        """MLflow datasets (the UI's Dataset column) from `tracking.content.datasets`."""
+        inputs = [DatasetInput(Dataset(d["name"], d["digest"], d["source_type"], d["source"]),
+                               tags=[InputTag("mlflow.data.context", d["context"])]) for d in datasets]
+        if inputs:
+            retry_locked(self.client.log_inputs, run_id, datasets=inputs)
+
+    def log_folder(self, run_id: str, folder: str | Path) -> None:
+        retry_locked(self.client.log_artifacts, run_id, str(folder))
 
     def end(self, run_id: str, status: str) -> None:
         retry_locked(self.client.set_terminated, run_id, status=STATUS.get(status, status))

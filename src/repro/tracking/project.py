@@ -9,15 +9,18 @@ halfway lacks it, and `repro sync` replaces it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
-from repro.runner.job import label
+from repro.report import summary
+from repro.runner.envcapture import redact
 from repro.runner.lifeline import HeldInterrupts
+from repro.tracking import content
 from repro.tracking.flat import flatten
 
 COMPLETE_TAG = "repro.projected"
 RECORD_TAGS = ("replay_of", "repeat")  # record fields that tag the run, where present
-NOT_METRICS = ("loss_sha256", "params_sha256", "ir_ops")
 
 
 def tags(record: dict) -> dict[str, str]:
@@ -35,29 +38,20 @@ def tags(record: dict) -> dict[str, str]:
     return out
 
 
-def params(record: dict) -> dict:
-    effective = {f"effective.{k}": v for k, v in flatten(record.get("effective") or {}).items()}
-    return {**flatten(record["config"]), **effective}
-
-
-def metrics(record: dict) -> dict[str, float]:
-    results = record.get("results") or {}
-    flat = flatten({k: v for k, v in results.items() if k not in NOT_METRICS})
-    return {k.replace(".", "/"): v for k, v in flat.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-
-def series(record: dict) -> dict[str, list[float]]:
-    results = record.get("results") or {}
-    return {k: results[k] for k in ("loss", "step_time_s") if results.get(k)}
-
-
-def project_run(tracker, record: dict, parent_run_id: str | None = None, files: list[str] = ()) -> str:
-    """Create the MLflow run of a ledger record, log all of it and end it; returns its run id."""
-    name = label(record["config"], record.get("overrides") or [], (record.get("sweep") or {}).get("swept"))
-    run_id = tracker.start_run(name, parent_id=parent_run_id, tags=tags(record))
+def project_run(tracker, record: dict, parent_run_id: str | None = None, files: list[str] = (),
+                worker_log: Path | None = None) -> str:
+    """Create the MLflow run of a ledger record, log all of it (what: tracking/content.py) and
+    end it; returns its run id. `worker_log`: the worker's log, where still at hand."""
+    swept = (record.get("sweep") or {}).get("swept") or summary.swept_keys([record])
+    run_tags = {**tags(record), **content.source_tags(record.get("git") or {}, summary.command(record, places=False)),
+                **content.run_tags(record)}
+    run_id = tracker.start_run(content.run_name(record, swept), parent_id=parent_run_id, tags=run_tags)
     try:
-        tracker.log(run_id, params=params(record), metrics=metrics(record), series=series(record))
+        tracker.log(run_id, params=content.params(record), metrics=content.metrics(record),
+                    series=content.series(record))
+        tracker.log_datasets(run_id, content.datasets(record))
+        if worker_log and Path(worker_log).exists():
+            tracker.log_text(run_id, "worker.log", redact(Path(worker_log).read_text(errors="replace")))
         tracker.log_text(run_id, "config.yaml", yaml.safe_dump(record["config"], sort_keys=False))
         tracker.log_json(run_id, "ledger_record.json", record)
         if record.get("environment"):

@@ -1,0 +1,107 @@
+"""A sweep's report folder (report.md, results.csv, PNGs): written at the end of every multirun,
+attached to its MLflow parent run, and rebuilt from the ledger alone by `repro report`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from repro import paths
+from repro.ledger import Ledger, LedgerError
+from repro.report import markdown, summary
+
+PAGE, TABLE = "report.md", "results.csv"
+
+
+def sweep_records(ledger: Ledger, sweep_id: str) -> list[dict]:
+    """The run records (current state) of the sweep whose id is, or starts with, `sweep_id`."""
+    runs = [r for r in ledger.heads() if r.get("kind") == "run" and (r.get("sweep") or {}).get("id")]
+    ids = sorted({r["sweep"]["id"] for r in runs if r["sweep"]["id"].startswith(sweep_id)})
+    if not ids:
+        raise LedgerError(f"no sweep {sweep_id!r} in {ledger.root} (`repro ledger list` shows runs and their sweeps)")
+    if len(ids) > 1:
+        raise LedgerError(f"sweep id {sweep_id!r} is ambiguous in {ledger.root}: {', '.join(ids)}")
+    return [r for r in runs if r["sweep"]["id"] == ids[0]]
+
+
+def latest_sweep(ledger: Ledger, experiment: str) -> list[dict]:
+    from repro.replay import originals_for
+
+    return originals_for(ledger, [], experiment)
+
+
+def default_dir(records: list[dict], ledger_dir: str) -> Path:
+    return paths.default_reports_dir(ledger_dir) / records[0]["sweep"]["id"]
+
+
+def write(records: list[dict], out: Path) -> list[Path]:
+    """Write the report of `records` (one sweep's runs) into `out`; returns the files written."""
+    from repro.report import plots  # matplotlib: imported when a report is written, not by every sweep
+
+    out.mkdir(parents=True, exist_ok=True)
+    cfgs = summary.configs(records)
+    pngs = plots.write(cfgs, out)
+    (out / TABLE).write_text(markdown.to_csv(markdown.rows(cfgs)))
+    (out / PAGE).write_text(markdown.page(records, cfgs, [p.name for p in pngs], TABLE))
+    return [out / PAGE, out / TABLE, *pngs]
+
+
+def publish(records: list[dict], console) -> Path | None:
+    """The end of a multirun: write its report (from the records alone) and print where. The
+    records are in the ledger already: a report that fails is a warning, never a lost sweep."""
+    runs = [r for r in records if r.get("kind") == "run"]
+    if not runs:
+        return None
+    out = default_dir(runs, runs[0]["config"]["ledger"]["dir"])
+    try:
+        write(runs, out)
+    except Exception as e:  # noqa: BLE001
+        console.print(f"[yellow]warning: the sweep's report was not completed ({type(e).__name__}: {e}); "
+                      f"`repro report --sweep {runs[0]['sweep']['id']}` rebuilds it from the ledger[/]")
+        return None
+    console.print(f"report: {out / PAGE}")
+    return out
+
+
+def attach(tracker, run_id: str, records: list[dict], out: Path) -> None:
+    """The report on the sweep's MLflow parent run: its files as artifacts, the verdict, table
+    and audit as the run's description, what was swept as params."""
+    from repro.tracking import content
+
+    runs = [r for r in records if r.get("kind") == "run"]
+    cfgs = summary.configs(runs)
+    description = "\n".join([summary.verdict_line(cfgs), "", *markdown.results_table(cfgs), "",
+                             "Fairness audit:", "", *markdown.audit_lines(cfgs)])
+    tracker.log(run_id, params=swept_params(runs), tags={"mlflow.note.content": description,
+                **content.source_tags(runs[0].get("git") or {}, summary.sweep_command(runs, places=False))})
+    tracker.log_folder(run_id, out)
+
+
+def swept_params(records: list[dict]) -> dict[str, str]:
+    """The parent run's params: what the sweep varied, with its values in job order."""
+    keys = summary.swept_keys(records)
+    ordered = sorted(records, key=lambda r: r["sweep"]["job"])
+    return {"jobs": str(len(records)),
+            **{f"swept.{k}": ",".join(dict.fromkeys(summary.value(r, k) for r in ordered)) for k in keys}}
+
+
+def add_parser(sub, common) -> None:
+    p = sub.add_parser("report", help="a sweep's report (markdown, CSV, plots) from the ledger alone", parents=[common])
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--sweep", help="a sweep id (or a unique prefix of one)")
+    which.add_argument("--experiment", help="the newest recorded sweep of this experiment")
+    p.add_argument("--out", help="the folder to write (default: reports/<sweep id> beside the ledger)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    ledger = Ledger(args.ledger)
+    try:
+        records = sweep_records(ledger, args.sweep) if args.sweep else latest_sweep(ledger, args.experiment)
+    except LedgerError as e:
+        print(f"repro report: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else default_dir(records, args.ledger)
+    files = write(records, out)
+    print(f"report: {out / PAGE} ({len(records)} runs of sweep {records[0]['sweep']['id']}, {len(files)} files)")
+    return 0

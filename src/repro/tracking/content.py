@@ -1,0 +1,147 @@
+"""What an MLflow run shows, as pure functions of the ledger record (no MLflow import here).
+
+The UI lines runs up by param and metric names and fills its columns from MLflow's own tags,
+so: params are what defines the run (the config hash's keys) plus the same `effective.*` keys
+for every framework; times are milliseconds with the unit in the name; the compile step is
+its own metrics and the per-step series start after it, each point at its real time.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+from datetime import datetime
+from typing import Any
+
+from repro.config.spec import semantic
+from repro.report import summary
+from repro.tracking.flat import flatten
+
+NOT_APPLICABLE = "n/a"
+# Every effective setting any backend reads back (jax_backend, torch_backend, torch_xla_backend):
+# each run logs all of them, "n/a" where its framework has no such knob, so the compare view
+# lines them up. A key not listed here stays in the ledger record (artifact), not in params.
+EFFECTIVE_KEYS = (
+    "platform", "matmul_precision", "fp32_matmul", "param_dtypes", "compute_dtype", "autocast",
+    "loss_scale", "x64", "donated", "compiled", "compile_backend", "compile_cache",
+    "compilation_cache_dir", "inductor_cache_dir", "cuda_matmul_allow_tf32", "cudnn_allow_tf32",
+    "deterministic_algorithms", "threads", "lazy_tensors", "xla_device_type", "xla_device",
+    "xla_device_hw", "xla_mat_mul_precision", "xla_mat_mul_precision_requested",
+    "xla_persistent_cache_dir", "xla_variables",
+)
+# Results that are not metrics: hashes, series, lists (they live in the ledger record).
+NOT_METRICS = ("loss_sha256", "params_sha256", "ir_ops", "loss", "step_time_s", "ranks")
+
+
+def _param(v: Any) -> str:
+    return json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else str(v)
+
+
+def params(record: dict) -> dict[str, str]:
+    """The keys that define the run (those of its config hash: no tracking, ledger, progress
+    or local cluster keys) and every `effective.*` setting, "n/a" where it does not apply."""
+    out = {k: _param(v) for k, v in flatten(semantic(record["config"])).items()}
+    eff = record.get("effective")
+    if eff is not None:
+        out.update({f"effective.{k}": _param(eff[k]) if k in eff else NOT_APPLICABLE for k in EFFECTIVE_KEYS})
+    return out
+
+
+def _metric_name(dotted: str) -> tuple[str, float]:
+    """(MLflow name, factor): seconds → `_ms`, bytes → `_mib`; nesting with `/`."""
+    name = dotted.replace(".", "/")
+    if name.endswith("_s") and not name.endswith("per_s"):
+        return name[:-2] + "_ms", 1e3
+    if name.endswith("bytes"):
+        return name.removesuffix("/bytes").removesuffix("_bytes") + "_mib", 1 / 2**20
+    return name, 1.0
+
+
+def metrics(record: dict) -> dict[str, float]:
+    """The record's numeric results as metrics with their unit in the name, the compile step's
+    (first step) loss included; `wall_ms` for the whole worker."""
+    res = record.get("results") or {}
+    flat = flatten({k: v for k, v in res.items() if k not in NOT_METRICS})
+    if record.get("wall_s") is not None:
+        flat["wall_s"] = record["wall_s"]
+    out = {}
+    for k, v in flat.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            name, factor = _metric_name(k)
+            out[name] = v * factor
+    if res.get("loss"):
+        out["first_step_loss"] = res["loss"][0]
+    return out
+
+
+def _epoch_ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def series(record: dict) -> dict[str, list[tuple[int, float, int]]]:
+    """Per-step series as (step, value, timestamp ms) from step 1 on (step 0, the compile
+    step, is `first_step_*`). Timestamps: the worker's start (the record's time less its wall
+    time) plus its setup, then each step's end (cumulative step times); records without step
+    times get their record's time."""
+    res = record.get("results") or {}
+    losses, times = res.get("loss") or [], res.get("step_time_s") or []
+    end = _epoch_ms(record["created"]) if record.get("created") else 0
+    if times:
+        setup = sum(v for v in (res.get("setup") or {}).values() if isinstance(v, (int, float)))
+        start = end - (record.get("wall_s") or 0) * 1e3 + setup * 1e3
+        stamps, t = [], start
+        for s in times:
+            t += s * 1e3
+            stamps.append(int(t))
+    else:
+        stamps = [end] * len(losses)
+    out = {"loss": [(i, float(v), stamps[i] if i < len(stamps) else end) for i, v in enumerate(losses) if i > 0]}
+    if times:
+        out["step_time_ms"] = [(i, s * 1e3, stamps[i]) for i, s in enumerate(times) if i > 0]
+    return out
+
+
+def run_name(record: dict, swept: list[str]) -> str:
+    return summary.run_name(record, swept)
+
+
+def source_tags(git: dict, command: str, user: str | None = None) -> dict[str, str]:
+    """MLflow's own tags for the Source, Version and User columns (no commit outside a git checkout)."""
+    tags = {"mlflow.source.type": "LOCAL", "mlflow.source.name": command, "mlflow.user": user or getpass.getuser()}
+    if git.get("commit"):
+        tags["mlflow.source.git.commit"] = str(git["commit"])
+    return tags
+
+
+def run_tags(record: dict) -> dict[str, str]:
+    """A finished run's tags: status, ledger id, fingerprints, and a one-line description."""
+    tags = {"repro.status": record["status"], "repro.ledger_id": record["id"]}
+    if record.get("environment"):
+        tags["repro.env_fingerprint"] = record["environment"]["fingerprint"]
+    if record.get("data"):
+        tags["repro.data_sha256"] = record["data"]["sha256"]
+    tags["mlflow.note.content"] = description(record)
+    return tags
+
+
+def description(record: dict) -> str:
+    res = record.get("results") or {}
+    if record["status"] != "ok":
+        return f"{record['status']}: {(record.get('error') or {}).get('reason', '')}"
+    ms = lambda key: f"{res[key] * 1e3:,.4g}" if res[key] < 1 else f"{res[key] * 1e3:,.0f}"  # noqa: E731
+    return (f"steady {ms('steady_median_s')} ms (p10–p90 {ms('steady_p10_s')}–{ms('steady_p90_s')}), "
+            f"first step {ms('first_step_s')} ms; ledger {record['id']}")
+
+
+def datasets(record: dict) -> list[dict[str, str]]:
+    """The run's data as MLflow datasets: one per DVC-tracked file (digest: its dvc.lock md5,
+    source: its path), or the synthetic generator (digest: the batches' hash)."""
+    data = record.get("data") or {}
+    if data.get("md5"):
+        return [{"name": f"{data['name']}/{path.rsplit('/', 1)[-1]}", "digest": md5, "source_type": "dvc",
+                 "source": path, "context": "test" if "/test_" in path else "train"}
+                for path, md5 in sorted(data["md5"].items())]
+    if data.get("sha256"):
+        return [{"name": data.get("name", "data"), "digest": data["sha256"][:32], "source_type": "code",
+                 "source": f"{data.get('generator', 'generated')} seed {data.get('seed')}", "context": "train"}]
+    return []
