@@ -159,9 +159,12 @@ def verdict_line(cfgs: list[Config]) -> str:
     return " · ".join(parts)
 
 
+PLACES = ("ledger.", "tracking.", "progress.", "hydra.", "hydra/")  # overrides that name places and display
+
+
 def _kept(items: list[str], places: bool) -> list[str]:
     """Overrides, without those naming places and display (ledger.dir=/..., progress.mode) unless `places`."""
-    return [o for o in items if places or _override(o) or "=" not in o]
+    return [o for o in items if places or "=" not in o or not o.lstrip("+~").startswith(PLACES)]
 
 
 def command(record: dict, places: bool = True) -> str:
