@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 # The public API, name by name: where each lives (imported when first used).
 _EXPORTS = {
     "run": "repro.api",
-    "sweep": "repro.sweep",  # the module repro.sweep (the sweep session) is callable: repro.api.sweep
+    "sweep": "repro.api",
     "Ledger": "repro.ledger",
     "LedgerError": "repro.ledger",
     "ConfigError": "repro.config",
@@ -29,7 +29,7 @@ def __getattr__(name: str):
     import importlib
 
     module = importlib.import_module(_EXPORTS[name])
-    value = module if module.__name__ == f"repro.{name}" else getattr(module, name)
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

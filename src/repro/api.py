@@ -35,20 +35,27 @@ def _overrides(overrides: dict[str, Any]) -> list[str]:
 
 def run_plan(plan) -> list[dict]:
     """Run every job of a checked plan in this process (a worker process per job); its records."""
-    from repro import sweep
+    from repro import session as sessions
     from repro.runner.job import run_job
+    from repro.sweeper import repeat_of
 
-    sweep.PLAN = plan
-    session = sweep.Session.current = sweep.Session(plan.jobs[0], plan.multirun)
+    jobs = list(zip(plan.jobs, plan.overrides))
+    repeats = plan.jobs[0]["run"]["repeats"]
+    if not plan.multirun:  # one config, run its repeats here (as app.task does without -m)
+        jobs = jobs * repeats
+    sessions.PLAN = plan
+    session = sessions.Session.current = sessions.Session(plan.jobs[0], plan.multirun or repeats > 1)
+    session.jobs = len(jobs)
     try:
-        for job, (config, overrides) in enumerate(zip(plan.jobs, plan.overrides)):
-            run_job(config, session, job, list(overrides))
+        for job, (config, overrides) in enumerate(jobs):
+            extra = {"repeat": repeat_of(job, len(jobs), repeats, session.sweep_id)} if repeats > 1 else None
+            run_job(config, session, job, list(overrides), extra=extra)
     except BaseException as e:  # what was recorded stays recorded; the MLflow parent run is ended
-        sweep.Session.close_current(interrupted=isinstance(e, KeyboardInterrupt))
+        sessions.Session.close_current(interrupted=isinstance(e, KeyboardInterrupt))
         raise
     finally:
-        sweep.PLAN = None
-    return sweep.Session.close_current()
+        sessions.PLAN = None
+    return sessions.Session.close_current()
 
 
 def run(**overrides: Any) -> dict:

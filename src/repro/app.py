@@ -18,7 +18,7 @@ from repro.sweeper import repeat_of
 
 def task(cfg: DictConfig) -> dict:
     from repro.runner.job import run_job
-    from repro.sweep import Session
+    from repro.session import Session
 
     hc = HydraConfig.get()
     config = validate.check(cfg)

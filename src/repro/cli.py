@@ -275,11 +275,11 @@ def dry_run(argv: list[str]) -> int:
 
 
 def run_experiment(argv: list[str]) -> int:
-    from repro import sweep
+    from repro import session
 
     if not any(a.split("=")[0] in HYDRA_INFO_FLAGS for a in argv):
-        sweep.PLAN = _checked_plan(argv)
-        if sweep.PLAN is None:
+        session.PLAN = _checked_plan(argv)
+        if session.PLAN is None:
             return EXIT_CONFIG_ERROR
     from repro.app import hydra_main
 
@@ -288,11 +288,11 @@ def run_experiment(argv: list[str]) -> int:
     try:
         hydra_main()
     except KeyboardInterrupt:
-        records = sweep.Session.close_current(interrupted=True)
+        records = session.Session.close_current(interrupted=True)
         print(f"repro: interrupted; {len(records)} job(s) recorded", file=sys.stderr)
         return 130
-    records = sweep.Session.last_records
-    failed = sweep.Session.failures or any(r["status"] in sweep.NOT_OK for r in records)
+    records = session.Session.last_records
+    failed = session.Session.failures or any(r["status"] in session.NOT_OK for r in records)
     return EXIT_RUN_FAILED if failed else 0
 
 

@@ -137,7 +137,7 @@ def _print_differences(console: Console, record: dict, rows: dict[str, list]) ->
 def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, tracking_uri: str | None = None,
            progress: str = "auto") -> list[dict]:
     from repro.runner.job import run_job
-    from repro.sweep import Session
+    from repro.session import Session
 
     ledger = Ledger(ledger_dir)
     originals = originals_for(ledger, ids, experiment)

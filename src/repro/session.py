@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import sys
-import types
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -231,16 +230,3 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         Session.close_current()
-
-
-class _CallableModule(types.ModuleType):
-    """`repro.sweep(...)` is the Python API's sweep (`repro.api.sweep`): this module shares its
-    name in the package, so calling the module calls it (`repro.sweep.Session` stays the class)."""
-
-    def __call__(self, *args, **kwargs):
-        from repro.api import sweep
-
-        return sweep(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
