@@ -199,21 +199,18 @@ class Ledger:
                 out.append(e)
         return out
 
-    def read(self, entry: Entry) -> bytes | None:
-        """The file of an index entry as it is; None (with a warning) when it cannot be read now."""
+    def read(self, entry: Entry, then=lambda data: data):
+        """The file of an index entry as it is (or `then` of it); None (with a warning) when it
+        cannot be read now."""
         try:
-            return recordfile.read(entry.path)
+            return then(recordfile.read(entry.path))
         except recordfile.NotARecord as e:
             self._warn(entry.path, str(e))
             return None
 
     def load(self, entry: Entry) -> dict | None:
         """The record of an index entry; None (with a warning) when its file cannot be read now."""
-        try:
-            return recordfile.load(entry.path)
-        except recordfile.NotARecord as e:
-            self._warn(entry.path, str(e))
-            return None
+        return self.read(entry, recordfile.parse)
 
     def records(self) -> Iterator[dict]:
         for entry in self.entries():
