@@ -281,6 +281,8 @@ class Ledger:
                                   "set ledger.dir / --ledger to a folder on disk")
         if self.root.exists() and not self.root.is_dir():
             raise LedgerError(f"ledger dir {self.root} is a file, not a folder: set ledger.dir / --ledger to a folder")
+        if self.root.is_dir() and not os.access(self.root, os.R_OK | os.X_OK):
+            raise LedgerError(f"ledger dir {self.root} cannot be read: fix its permissions or set --ledger")
 
     def _warn(self, path: Path, reason: str) -> None:
         if path not in self._warned:
