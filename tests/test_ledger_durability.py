@@ -311,3 +311,14 @@ def test_verify_sees_a_change_that_orjsons_bytes_would_hide(tmp_path):
     path = ledger.paths()[0]
     path.write_text(path.read_text().replace('"x": null', '"x": NaN'))  # orjson would dump NaN as null
     assert "changed after it was written" in str(ledger.verify())
+
+
+def test_verify_split_over_forked_workers_finds_what_one_process_finds(damaged, monkeypatch):
+    from repro.ledger import verify
+
+    root, _, _ = damaged
+    serial = Ledger(root).check()
+    monkeypatch.setattr(verify, "PARALLEL_FROM", 2)  # the split that 2,000+ files get
+    if verify.workers_for(serial.files) < 2:
+        pytest.skip("one usable core (or threads running): verify does not fork here")
+    assert Ledger(root).check() == serial and len(serial.problems) == len(DAMAGED) + 1

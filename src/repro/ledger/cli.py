@@ -42,11 +42,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     export.add_parser(lsub, common)
 
 
-def _row(r: dict) -> list[str]:
+def _row(r: dict, status: str) -> list[str]:
     cfg = r.get("config", {})
     res = r.get("results") or {}
     med = res.get("steady_median_s")
-    return [r["id"], r.get("created", "")[:19], str(state_of(r)), r.get("kind", ""),
+    return [r["id"], r.get("created", "")[:19], status, r.get("kind", ""),
             (r.get("sweep") or {}).get("experiment", ""), cfg.get("framework", {}).get("name", ""),
             f"{cfg.get('model', {}).get('name', '')}/{cfg.get('model', {}).get('preset', '')}",
             f"{med * 1e3:.2f}" if med else "-", r.get("config_hash", "")[:12]]
@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
             t = Table(title=f"ledger {ledger.root} ({len(records)} records)", title_justify="left")
             for col in ("id", "created", "status", "kind", "experiment", "framework", "model", "steady ms", "config hash"):
                 t.add_column(col)
-            for r in records:
-                t.add_row(*_row(r))
+            for r in records:  # a run's state (lost...) from its newest record; --all lists superseded ones too
+                t.add_row(*_row(r, str(r.get("status")) if args.all else str(state_of(r))))
             console.print(t)
         elif args.action == "show":
             record = ledger.get(args.id)

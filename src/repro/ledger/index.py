@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import secrets
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ FOLDER = ".index"
 FILE = "files.json"
 FORMAT = 1
 SUMMARY = ("id", "prev", "created", "kind", "status", "sweep")
+log = logging.getLogger("repro.ledger")
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,12 @@ def record_files(root: Path) -> Iterator[tuple[str, os.stat_result]]:
     for folder in os.scandir(root):
         if folder.name.startswith(".") or not folder.is_dir():
             continue
-        for f in os.scandir(folder.path):
+        try:
+            files = list(os.scandir(folder.path))
+        except OSError as e:
+            log.warning("ledger: skipping folder %s: %s", folder.path, e.strerror)
+            continue
+        for f in files:
             if f.name.endswith(".json") and not f.name.startswith(".") and f.is_file():
                 yield f"{folder.name}/{f.name}", f.stat()
 

@@ -199,21 +199,18 @@ class Ledger:
                 out.append(e)
         return out
 
-    def read(self, entry: Entry) -> bytes | None:
-        """The file of an index entry as it is; None (with a warning) when it cannot be read now."""
+    def read(self, entry: Entry, then=lambda data: data):
+        """The file of an index entry as it is (or `then` of it); None (with a warning) when it
+        cannot be read now."""
         try:
-            return recordfile.read(entry.path)
+            return then(recordfile.read(entry.path))
         except recordfile.NotARecord as e:
             self._warn(entry.path, str(e))
             return None
 
     def load(self, entry: Entry) -> dict | None:
         """The record of an index entry; None (with a warning) when its file cannot be read now."""
-        try:
-            return recordfile.load(entry.path)
-        except recordfile.NotARecord as e:
-            self._warn(entry.path, str(e))
-            return None
+        return self.read(entry, recordfile.parse)
 
     def records(self) -> Iterator[dict]:
         for entry in self.entries():
@@ -284,6 +281,8 @@ class Ledger:
                                   "set ledger.dir / --ledger to a folder on disk")
         if self.root.exists() and not self.root.is_dir():
             raise LedgerError(f"ledger dir {self.root} is a file, not a folder: set ledger.dir / --ledger to a folder")
+        if self.root.is_dir() and not os.access(self.root, os.R_OK | os.X_OK):
+            raise LedgerError(f"ledger dir {self.root} cannot be read: fix its permissions or set --ledger")
 
     def _warn(self, path: Path, reason: str) -> None:
         if path not in self._warned:

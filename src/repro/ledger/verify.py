@@ -58,9 +58,15 @@ def _check_files(paths: list[Path]) -> list[tuple[dict | None, list[str]]]:
     return [check_file(p) for p in paths]
 
 
+def workers_for(files: int) -> int:
+    if files < PARALLEL_FROM or threading.active_count() > 1:
+        return 1
+    return min(len(os.sched_getaffinity(0)), 8)
+
+
 def check_files(paths: list[Path]) -> list[tuple[dict | None, list[str]]]:
-    workers = min(len(os.sched_getaffinity(0)), 8)
-    if len(paths) < PARALLEL_FROM or workers < 2 or threading.active_count() > 1:
+    workers = workers_for(len(paths))
+    if workers < 2:
         return _check_files(paths)
     size = -(-len(paths) // workers)
     chunks = [paths[i:i + size] for i in range(0, len(paths), size)]
