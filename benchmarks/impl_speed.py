@@ -1,13 +1,13 @@
 """Our models against the canonical ones: native vs transformers (model.impl=hf), per framework.
 
     .venv/bin/python benchmarks/impl_speed.py [--frameworks jax,torch] [--models vit,...]
-        [--sizes tiny,small] [--pairs 20] [--warmup 3] [--json PATH]
+        [--sizes tiny,small] [--pairs N] [--warmup 3] [--json PATH]
 
 For each (size, model, framework) one fresh process builds BOTH workloads through the real
 backend (`backend.build(BuildContext)`, exactly what a repro worker builds: same config apart
 from model.impl, same seed, same NumPy batches, fp32, SGD 1e-3, the JAX step jitted with its
 state donated, torch eager), runs `--warmup` steps of each (compile included), then times
-`--pairs` pairs: one step of each, alternating which goes first (A B, B A, ...), every step
+`--pairs` pairs (default: 40 at tiny, 10 at small): one step of each, alternating which goes first (A B, B A, ...), every step
 synchronised. Per pair the ratio native/hf; reported: the median ratio with its p10–p90 spread
 over the pairs, and each side's median step.
 
@@ -49,6 +49,9 @@ SIZES = {
         "llama3_8b": [*LM_SMALL, "model.kv_heads=2", "model.hidden=344"],
     },
 }
+
+
+DEFAULT_PAIRS = {"tiny": 40, "small": 10}  # tiny steps are ~100x shorter: more pairs for the same spread
 
 
 def overrides(framework: str, model: str, size: str, impl: str) -> list[str]:
@@ -129,7 +132,7 @@ def main() -> None:
     ap.add_argument("--frameworks", default="jax,torch")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--sizes", default="tiny,small")
-    ap.add_argument("--pairs", type=int, default=20)
+    ap.add_argument("--pairs", type=int, default=None, help="pairs per row (default: 40 at tiny, 10 at small)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json", default=None)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -146,7 +149,8 @@ def main() -> None:
         for size in args.sizes.split(","):
             for model in args.models.split(","):
                 for framework in args.frameworks.split(","):
-                    r = measure(framework, model, size, args.pairs, args.warmup, cache_dir)
+                    pairs = args.pairs or DEFAULT_PAIRS[size]
+                    r = measure(framework, model, size, pairs, args.warmup, cache_dir)
                     rows.append({"size": size, "model": model, "framework": framework, **r})
                     if "error" in r:
                         print(f"{size:<6} {model:<13} {framework:<9} failed: {r['error']}")
@@ -155,8 +159,8 @@ def main() -> None:
                           f"{r['ratio']:>9.3f}  {r['ratio_p10']:.3f}–{r['ratio_p90']:.3f}"
                           f"   {r['params']['native']:,} {'=' if r['params']['native'] == r['params']['hf'] else '≠'}"
                           f" {r['params']['hf']:,}", flush=True)
-    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; pairs {args.pairs}, "
-          f"warm-up {args.warmup} steps each; ratios < 1: ours faster")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; pairs per row "
+          f"{args.pairs or DEFAULT_PAIRS}, warm-up {args.warmup} steps each; ratios < 1: ours faster")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
