@@ -100,24 +100,11 @@ class Attention(nnx.Module):
         def split(y, n):  # [B, T, n*Dh] -> [B, T, n, Dh]
             return y.reshape(b, t, n, self.head_dim)
 
-        q, k, v = self._qkv(x)
-        q, k, v = split(q, self.heads), split(k, self.kv_heads), split(v, self.kv_heads)
+        q, k, v = split(self.q(x), self.heads), split(self.k(x), self.kv_heads), split(self.v(x), self.kv_heads)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         y = attention(q, k, v, mask, self.scale)
         return self.o(y.reshape(b, t, -1))
-
-
-    def _qkv(self, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """q, k and v projections as ONE matmul over the three kernels side by side (a fused qkv
-        projection, as a production attention has), with the parameters kept apart."""
-        lin = (self.q, self.k, self.v)
-        w = jnp.concatenate([m.kernel[...] for m in lin], axis=1)
-        b = jnp.concatenate([m.bias[...] for m in lin]) if self.q.bias is not None else None
-        x, w, b = nnx.nn.dtypes.promote_dtype((x, w, b), dtype=self.q.dtype)
-        y = jax.lax.dot_general(x, w, (((x.ndim - 1,), (0,)), ((), ())))
-        y = y if b is None else y + b
-        return tuple(jnp.split(y, np.cumsum([m.out_features for m in lin])[:2], axis=-1))
 
 
 class MLP(nnx.Module):
