@@ -46,7 +46,10 @@ def test_quickstart_plan_is_six_jobs():
 
 def test_vit_l4_is_the_published_setup():
     jobs = plan(["+exp=vit_l4", "hardware=cpu"]).jobs
-    assert [j["framework"]["name"] for j in jobs] == ["jax", "torch", "torch_compile", "torch_xla", "torch_xla_compile"] * 3
+    frameworks = ["jax", "torch", "torch_compile", "torch_xla", "torch_xla_compile"]
+    # transformers' ViT classes (what the study ran) and ours beside them
+    assert [(j["framework"]["name"], j["model"]["impl"]) for j in jobs] == [(f, i) for f in frameworks
+                                                                            for i in ("hf", "native")] * 3  # 3 repeats, interleaved
     for j in jobs:
         m, r = j["model"], j["run"]
         assert (m["image"], m["patch"], m["width"], m["depth"], m["heads"], m["mlp"], m["classes"]) == (

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from types import ModuleType
 from typing import Callable
 
@@ -39,6 +40,10 @@ def transformers_for(family: str) -> ModuleType:
     os.environ.update(off)
     try:
         return importlib.import_module("transformers")
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(
+            f"model.impl=hf needs transformers>=4.40,<5 in the worker's interpreter {sys.executable}: "
+            f"pip install -e '.[hf]' there (`make xla-env` installs it into .venv-xla)") from e
     finally:
         for k, v in saved.items():
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
