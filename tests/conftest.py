@@ -75,7 +75,9 @@ class Sandbox:
         return sorted(self.heads(), key=lambda r: r["sweep"]["job"]), out, time.time() - killed
 
     def records(self) -> list[dict]:
-        return [json.loads(p.read_text()) for p in sorted(self.ledger.glob("*/*.json"))]
+        from repro.ledger import Ledger
+
+        return list(Ledger(self.ledger).records())  # every record file (not the index under .index/)
 
     def heads(self) -> list[dict]:
         """The runs' newest records (a sweep's own "sweep" record is not a run)."""

@@ -157,7 +157,7 @@ def test_a_started_run_whose_parent_is_gone_is_lost(tmp_path):
     lost = ledger.append({"kind": "run", "status": "started", "parent": parent})
     _chain(ledger, parent=parent)  # ended: never lost
     listed = _cli("list", "--ledger", str(tmp_path))
-    assert f"lost (host {host}, pid {proc.pid})" in listed.stdout and listed.stdout.count("lost (") == 1
+    assert f"lost (host {host}, pid {proc.pid})" in listed.stdout and listed.stdout.count("lost (") == 1, listed.stdout
     shown = _cli("show", lost["id"], "--ledger", str(tmp_path))
     assert f"lost (host {host}, pid {proc.pid})" in shown.stdout
     verified = _cli("verify", "--ledger", str(tmp_path))

@@ -66,6 +66,13 @@ EXAMPLES = {  # a subcommand's `--help` examples, where its module gives no epil
   repro framework=jax run.capture_ir=true; repro framework=torch_xla run.capture_ir=true
   repro ir diff 5581cc5c abea4f61        op counts of the two lowered steps
   repro ir diff 5581cc5c abea4f61 --all  also the ops whose counts are equal""",
+    "sync": """examples:
+  repro sync                             every ledger run missing from its MLflow store, into it
+  repro sync --tracking-uri http://mlflow:5000 --experiment quickstart   one store, one experiment
+  repro sync --ledger ~/other/ledger     another ledger""",
+    "report": """examples:
+  repro report --experiment quickstart   the newest quickstart sweep's report (markdown, CSV, plots)
+  repro report --sweep 20261123T104122Z --out /tmp/report   one sweep by id (a prefix is enough)""",
 }
 
 

@@ -65,7 +65,7 @@ class Session:
             self.jobs, self.sweep_id, self.git, self.code = (shared[k] for k in ("jobs", "sweep_id", "git", "code"))
             self._parent_ids = {tuple(k.split("\n")): v for k, v in shared["parents"].items()}
             self.display = Display("plain", self.jobs, primary["progress"].get("interval_s"))
-            self.swept = None  # not known here: MLflow run names show every override
+            self.swept = shared.get("swept")  # from the sweep's own process (its plan)
             return
         self.jobs = len(PLAN.jobs) if PLAN else (None if multirun else 1)
         self.swept = varied.swept_keys([{"overrides": o} for o in PLAN.overrides]) if PLAN else None
@@ -92,6 +92,7 @@ class Session:
             folder.mkdir(parents=True, exist_ok=True)
             (folder / SESSION_FILE).write_text(json.dumps({
                 "sweep_id": session.sweep_id, "jobs": session.jobs, "git": session.git, "code": session.code,
+                "swept": session.swept,
                 "parents": {"\n".join(k): run_id for k, (_, run_id) in session._parents.items()}}))
         return session
 

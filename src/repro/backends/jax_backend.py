@@ -72,7 +72,8 @@ class JaxWorkload:
         param_dtype = jnp.dtype(cfg["precision"]["param_dtype"])
         build = hf.build_fn(ctx.entry, cfg["model"].get("impl", "native"), "flax")  # model.impl
         model = _initial_model(ctx, build, dtype, param_dtype)
-        self.init_sha256 = canonical.sha256(state_flax.read(model))
+        # In the canonical layout of the native models (transformers' classes name theirs otherwise).
+        self.init_sha256 = canonical.sha256(state_flax.read(model)) if hf.is_native(cfg) else None
         self.graphdef, params, rest = nnx.split(model, nnx.Param, ...)
         self.tx = _optimizer(cfg["run"])
         self.loss_scale = LOSS_SCALE if cfg["precision"]["loss_scaling"] else 1.0

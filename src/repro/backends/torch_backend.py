@@ -87,7 +87,8 @@ class TorchWorkload:
         self.device = torch.device("cuda" if on_gpu else "cpu")
         build = hf.build_fn(ctx.entry, cfg["model"].get("impl", "native"), "torch")  # model.impl
         self.model = _initial_model(ctx, build).to(self.device, dtype=DTYPES[cfg["precision"]["param_dtype"]])
-        self.init_sha256 = canonical.sha256(state_torch.read(self.model))
+        # In the canonical layout of the native models (transformers' classes name theirs otherwise).
+        self.init_sha256 = canonical.sha256(state_torch.read(self.model)) if hf.is_native(cfg) else None
         self.model.train(cfg["run"]["task"] == "train")
         self.base_model = self.model  # the unwrapped module (DDP wraps it; FSDP2/TP change it in place)
         self.distributed = cfg["sharding"]["name"] != "none" and dist.is_available() and dist.is_initialized()

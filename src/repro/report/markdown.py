@@ -77,7 +77,8 @@ def results_table(cfgs: list[Config]) -> list[str]:
 
 
 def audit_lines(cfgs: list[Config]) -> list[str]:
-    """The fairness audit per group of configurations (what differs besides the framework)."""
+    """The fairness audit per group of configurations: what differs besides what was varied on
+    purpose, and the machine's state (report/audit.py, as in the terminal and `repro compare`)."""
     by_group: dict[str, list[dict]] = {}
     for c in cfgs:
         by_group.setdefault(c.group, []).extend(c.ok)
@@ -85,12 +86,18 @@ def audit_lines(cfgs: list[Config]) -> list[str]:
     for group, records in by_group.items():
         found = audit(records)
         names = {r["id"]: f"{r['config']['framework']['name']} ({r['id'][:8]})" for r in records}
-        if not found:
-            lines.append(f"- **{group}**: the runs differ only in the framework.")
+        if found.varied:
+            lines.append(f"- **{group}**: varied on purpose: {', '.join(found.swept)}")
+        if found.equal:
+            lines.append(f"- **{group}**: the runs differ only in what was varied; the machine was quiet.")
             continue
-        lines.append(f"- **{group}**: WARNING, unequal comparison: {len(found)} difference(s) besides the framework")
-        lines += [f"  - {label}: " + "; ".join(f"{names[i]}={v}" for i, v in values.items()) for label, values in found]
-    return lines + ["", f"Checked: {', '.join(label for label, _ in CHECKS)}."]
+        if found.differences:
+            lines.append(f"- **{group}**: WARNING, unequal comparison: {len(found.differences)} difference(s) "
+                         "nobody asked for")
+            lines += [f"  - {label}: " + "; ".join(f"{names.get(i, i)}={v}" for i, v in values.items())
+                      for label, values in found.differences]
+        lines += [f"  - MACHINE: {line}" for line in found.machine]
+    return lines + ["", f"Checked: {', '.join(label for label, *_ in CHECKS)}."]
 
 
 def machine_lines(records: list[dict]) -> list[str]:

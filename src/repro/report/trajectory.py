@@ -92,7 +92,7 @@ def store(ledger, sweep: dict, records: list[dict]) -> dict | None:
     found = agreements(records)
     if not found:
         return None
-    return ledger.append({"kind": "sweep", "sweep": sweep, "trajectory": found})
+    return ledger.append({"kind": "sweep", "status": "ok", "sweep": sweep, "trajectory": found})
 
 
 def log_parent(tracker, run_id: str, record: dict) -> None:

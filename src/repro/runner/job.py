@@ -20,7 +20,7 @@ from pathlib import Path
 from repro import __version__, report
 from repro.backends.layouts import process_count
 from repro.config import config_hash
-from repro.ledger import Ledger
+from repro.ledger import Ledger, LedgerError
 from repro.ledger.store import now_iso, record_id
 from repro.runner import cluster, envcapture, launch, lifeline, resume, seeding, spool
 from repro.report import varied
@@ -143,7 +143,7 @@ def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, sessio
     for attempt in range(LEDGER_RETRIES):
         try:
             final = ledger.append(record)
-        except OSError as e:
+        except (OSError, LedgerError) as e:  # LedgerError: the ledger's one-line form of an OSError
             error = e
             time.sleep(LEDGER_RETRY_S * (attempt + 1))
             continue

@@ -49,6 +49,11 @@ def transformers_for(family: str) -> ModuleType:
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
+def is_native(cfg: dict) -> bool:
+    """Whether the run's model is repro's own implementation (model.impl=native, the default)."""
+    return cfg["model"].get("impl", "native") == "native"
+
+
 def refusal(cfg: dict) -> str | None:
     """Why this resolved config cannot run with model.impl=hf (None when it can)."""
     model, fw, precision = cfg["model"]["name"], cfg["framework"], cfg["precision"]
