@@ -164,7 +164,7 @@ def test_repeat_records_replay_exact_and_experiment_keeps_groups(box, repeats):
                            str(box.ledger), "--progress", "plain"], capture_output=True, text=True, timeout=300,
                           cwd=box.root, env=box.env())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    verdicts = [r for r in box.heads() if r.get("kind") == "replay"]
+    verdicts = Ledger(box.ledger).heads(kind="replay")
     assert sorted(v["of"] for v in verdicts) == sorted(r["id"] for r in picked)
     assert all(v["status"] == "exact" for v in verdicts)
     replays = [Ledger(box.ledger).get(v["replay"]) for v in verdicts]
