@@ -234,7 +234,7 @@ def test_python_api_runs_sweeps_and_reads_the_ledger(box, cli_run, tmp_path, mon
         repro.run(framework="jaxx", **common)
     with pytest.raises(repro.ConfigError, match="repro.sweep"):
         repro.run(framework=["jax", "torch"], **common)
-    assert len(repro.Ledger(ledger).heads()) == 3  # refused configs wrote nothing
+    assert len(repro.Ledger(ledger).heads(kind="run")) == 3  # refused configs wrote nothing
     assert not {"outputs", "multirun"} & {p.name for p in tmp_path.iterdir()}
 
 

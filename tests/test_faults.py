@@ -114,7 +114,7 @@ def test_sync_fills_the_server_then_adds_nothing_and_closes_lost_runs(down_sweep
         child = children[h["id"]]
         assert child.info.status == "FINISHED" and child.data.tags["repro.projected"] == "complete"
         assert [m.value for m in client.get_metric_history(child.info.run_id, "loss")] == h["results"]["loss"][1:]  # after the compile step
-        assert len(client.get_metric_history(child.info.run_id, "step_time_s")) == 6
+        assert len(client.get_metric_history(child.info.run_id, "step_time_ms")) == 5  # after the compile step
         assert {"config.yaml", "ledger_record.json", "environment.json"} <= {
             a.path for a in client.list_artifacts(child.info.run_id)}
     assert client.get_run(stale).info.status == "FAILED"

@@ -89,7 +89,8 @@ def audit_lines(cfgs: list[Config]) -> list[str]:
         if found.varied:
             lines.append(f"- **{group}**: varied on purpose: {', '.join(found.swept)}")
         if found.equal:
-            lines.append(f"- **{group}**: the runs differ only in what was varied; the machine was quiet.")
+            lines.append(f"- **{group}**: the runs differ only in the framework"
+                         + (" and what was varied on purpose" if found.varied else "") + "; the machine was quiet.")
             continue
         if found.differences:
             lines.append(f"- **{group}**: WARNING, unequal comparison: {len(found.differences)} difference(s) "
