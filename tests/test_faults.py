@@ -283,3 +283,24 @@ def test_four_runs_at_once_on_a_fresh_store_all_land(sandbox):
     assert {r.data.tags["repro.ledger_id"] for r in runs} == {h["id"] for h in heads}
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert not any("warning: MLflow" in o for o in outs)
+
+
+def test_sweep_on_a_ledger_with_damaged_and_foreign_files(sandbox):
+    """A truncated record and stray JSON that is no record (`{}`, `[1,2]`, text) in the ledger:
+    the sweep runs, names each file once as skipped, prints its table, exits by its jobs' fate
+    (a job that fails: 1) and closes its MLflow parent."""
+    day = sandbox.ledger / "2026-01-01"
+    day.mkdir(parents=True)
+    for name, text in {"empty.json": "{}", "list.json": "[1,2]", "text.json": "not json", "cut.json": '{"id": "ab'}.items():
+        (day / name).write_text(text)
+    proc = sandbox.run("-m", "model=mlp", "framework=jax,torch", "run.steps=4", "run.warmup=2",
+                       "run.timeout_s=0.01,3600", "tracking.experiment=damaged")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # the timed-out jobs failed
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out
+    assert "mlp/tiny" in proc.stdout and "│ jax" in proc.stdout  # the closing table
+    for name in ("empty.json", "list.json", "text.json", "cut.json"):
+        assert name in out
+    assert sorted(h["status"] for h in sandbox.heads()) == ["failed", "failed", "ok", "ok"]
+    parents = [r for r in sandbox.mlflow_runs("damaged") if "mlflow.parentRunId" not in r.data.tags]
+    assert [p.info.status for p in parents] == ["FAILED"]
