@@ -82,6 +82,8 @@ def test_child_runs_as_the_mlflow_ui_expects(report_sweep):
         assert metrics["steady_median_ms"] == pytest.approx(res["steady_median_s"] * 1e3)
         assert metrics["first_step_ms"] == pytest.approx(res["first_step_s"] * 1e3)
         assert metrics["first_step_loss"] == pytest.approx(res["loss"][0])
+        # the UI's Duration is the run's (its worker's wall time), not the projection's
+        assert run.info.end_time - run.info.start_time == pytest.approx(head["wall_s"] * 1e3, abs=2)
         assert not [k for k in metrics if k.endswith("_s") and not k.endswith("per_s")]
         loss = client.get_metric_history(run.info.run_id, "loss")
         times = client.get_metric_history(run.info.run_id, "step_time_ms")

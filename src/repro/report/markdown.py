@@ -88,15 +88,16 @@ def audit_lines(cfgs: list[Config]) -> list[str]:
         names = {r["id"]: f"{r['config']['framework']['name']} ({r['id'][:8]})" for r in records}
         if found.varied:
             lines.append(f"- **{group}**: varied on purpose: {', '.join(found.swept)}")
-        if found.equal:
+        if not found.differences:  # the configs: equal but for what was varied; the machine apart
             lines.append(f"- **{group}**: the runs differ only in the framework"
-                         + (" and what was varied on purpose" if found.varied else "") + "; the machine was quiet.")
-            continue
-        if found.differences:
+                         + (" and what was varied on purpose." if found.varied else "."))
+        else:
             lines.append(f"- **{group}**: WARNING, unequal comparison: {len(found.differences)} difference(s) "
                          "nobody asked for")
             lines += [f"  - {label}: " + "; ".join(f"{names.get(i, i)}={v}" for i, v in values.items())
                       for label, values in found.differences]
+        if not found.machine:
+            lines.append("  - the machine was quiet: no busy run, no wide spread.")
         lines += [f"  - MACHINE: {line}" for line in found.machine]
     return lines + ["", f"Checked: {', '.join(label for label, *_ in CHECKS)}."]
 

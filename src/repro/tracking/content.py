@@ -78,6 +78,16 @@ def _epoch_ms(iso: str) -> int:
     return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
 
+def run_window(record: dict) -> tuple[int | None, int | None]:
+    """(start, end) of the run in ms since the epoch: its worker's start (the record's time less
+    its wall time) and the record's time. The MLflow run is created only after the ledger has the
+    record, so without these the UI's Duration column would time the projection, not the run."""
+    if not record.get("created"):
+        return None, None
+    end = _epoch_ms(record["created"])
+    return end - int((record.get("wall_s") or 0) * 1e3), end
+
+
 def series(record: dict) -> dict[str, list[tuple[int, float, int]]]:
     """Per-step series as (step, value, timestamp ms) from step 1 on (step 0, the compile
     step, is `first_step_*`). Timestamps: the worker's start (the record's time less its wall
@@ -85,11 +95,11 @@ def series(record: dict) -> dict[str, list[tuple[int, float, int]]]:
     times get their record's time."""
     res = record.get("results") or {}
     losses, times = res.get("loss") or [], res.get("step_time_s") or []
-    end = _epoch_ms(record["created"]) if record.get("created") else 0
+    begin, end = run_window(record)
+    end = end or 0
     if times:
         setup = sum(v for v in (res.get("setup") or {}).values() if isinstance(v, (int, float)))
-        start = end - (record.get("wall_s") or 0) * 1e3 + setup * 1e3
-        stamps, t = [], start
+        stamps, t = [], (begin or 0) + setup * 1e3
         for s in times:
             t += s * 1e3
             stamps.append(int(t))

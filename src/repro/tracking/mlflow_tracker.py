@@ -104,11 +104,13 @@ class Tracker:
             if not token:
                 return runs
 
-    def start_run(self, name: str, tags: dict[str, str], parent_id: str | None = None) -> str:
+    def start_run(self, name: str, tags: dict[str, str], parent_id: str | None = None,
+                  start_time: int | None = None) -> str:
+        """`start_time` (ms since the epoch): when the run really began (None: now)."""
         tags = dict(tags)
         if parent_id:
             tags["mlflow.parentRunId"] = parent_id
-        run = retry_locked(self.client.create_run, self.experiment_id, run_name=name, tags=tags)
+        run = retry_locked(self.client.create_run, self.experiment_id, start_time=start_time, run_name=name, tags=tags)
         return run.info.run_id
 
     def log(self, run_id: str, *, params: dict | None = None, tags: dict | None = None,
@@ -151,6 +153,6 @@ class Tracker:
     def log_folder(self, run_id: str, folder: str | Path) -> None:
         retry_locked(self.client.log_artifacts, run_id, str(folder))
 
-    def end(self, run_id: str, status: str) -> None:
-        retry_locked(self.client.set_terminated, run_id, status=STATUS.get(status, status))
+    def end(self, run_id: str, status: str, end_time: int | None = None) -> None:
+        retry_locked(self.client.set_terminated, run_id, status=STATUS.get(status, status), end_time=end_time)
 

@@ -45,7 +45,8 @@ def project_run(tracker, record: dict, parent_run_id: str | None = None, files: 
     swept = (record.get("sweep") or {}).get("swept") or summary.swept_keys([record])
     run_tags = {**tags(record), **content.source_tags(record.get("git") or {}, summary.command(record, places=False)),
                 **content.run_tags(record)}
-    run_id = tracker.start_run(content.run_name(record, swept), parent_id=parent_run_id, tags=run_tags)
+    start, end = content.run_window(record)
+    run_id = tracker.start_run(content.run_name(record, swept), parent_id=parent_run_id, tags=run_tags, start_time=start)
     try:
         tracker.log(run_id, params=content.params(record), metrics=content.metrics(record),
                     series=content.series(record))
@@ -67,7 +68,7 @@ def project_run(tracker, record: dict, parent_run_id: str | None = None, files: 
             held.came.clear()
             held.release()
         raise
-    tracker.end(run_id, record["status"])
+    tracker.end(run_id, record["status"], end_time=end)
     return run_id
 
 
