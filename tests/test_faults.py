@@ -147,9 +147,18 @@ def test_ctrl_c_while_projecting_closes_the_run_and_sync_replaces_it(down_sweep,
     record = box_head = down_sweep[0].heads()[0]
     record = {**box_head, "results": {**box_head["results"], "loss": [0.5] * 20_000}}  # seconds of log_batch
     tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", "ctrl-c")
-    caught, stop = threading.Event(), threading.Event()
+    caught, stop, created = threading.Event(), threading.Event(), threading.Event()
+    start_run = tracker.start_run
 
-    def press_ctrl_c() -> None:  # again until one lands (one that hits a GC callback is swallowed)
+    def start_run_then_say_so(*args, **kwargs):
+        run_id = start_run(*args, **kwargs)
+        created.set()
+        return run_id
+
+    tracker.start_run = start_run_then_say_so
+
+    def press_ctrl_c() -> None:  # once the run exists, again until one lands (one that hits a GC callback is swallowed)
+        created.wait(120)
         while not stop.wait(0.3):
             os.kill(os.getpid(), signal.SIGINT)
 
