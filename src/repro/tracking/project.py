@@ -64,6 +64,8 @@ def project_run(tracker, record: dict, parent_run_id: str | None = None, files: 
         held = HeldInterrupts()
         try:
             tracker.end(run_id, "interrupted")
+        except Exception:  # noqa: BLE001 - the interrupted write may still hold a sqlite store's lock in
+            pass  # this process (MLflow rolls back on Exception only): the run stays incomplete, `repro sync` replaces it
         finally:
             held.came.clear()
             held.release()
