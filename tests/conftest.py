@@ -144,6 +144,20 @@ def mlflow_server(backend_uri: str, artifacts: Path | None = None, port: int | N
         proc.wait(timeout=30)
 
 
+@contextmanager
+def tmpfs(path: Path, options: str):
+    """A real tmpfs mounted at `path` (`options`: "size=256k", "size=1m,ro"), unmounted after;
+    the test is skipped, saying why, where this process may not mount one (not root)."""
+    path.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root or CAP_SYS_ADMIN): {proc.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Sandbox:
     return Sandbox(tmp_path)

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import Sandbox, free_port, mlflow_server as start_mlflow_server, worker_of
+from conftest import Sandbox, free_port, mlflow_server as start_mlflow_server, tmpfs, worker_of
 from repro.ledger import Ledger
 
 TINY = ("model=mlp", "framework=torch", "run.warmup=2")
@@ -30,24 +30,6 @@ ENDLESS = (*TINY, "run.steps=1000000")
 def _start(box: Sandbox, *args: str) -> subprocess.Popen:
     return subprocess.Popen(box.repro_cmd(*args), cwd=box.root, env=box.env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-
-
-def _mount_tmpfs(path: Path, options: str) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({proc.stderr.strip() or 'mount failed'}): needs root "
-                    "or CAP_SYS_ADMIN")
-
-
-def _recover(ledger: Path) -> list[dict]:
-    """The minimal `repro ledger recover` (the ledger branch owns the real one): append every
-    spooled record, delete its spool once appended."""
-    out = []
-    for path in sorted((ledger / ".spool").glob("*.json")):
-        out.append(Ledger(ledger).append(json.loads(path.read_text())))
-        path.unlink()
-    return out
 
 
 # -- MLflow down for a whole sweep, then `repro sync` ---------------------------------------------
@@ -205,8 +187,7 @@ def _dump(folder: Path, record: dict) -> Path:
 # -- a disk that fills while the worker works -----------------------------------------------------
 
 def test_disk_full_at_the_end_keeps_the_results_in_the_spool(sandbox):
-    _mount_tmpfs(sandbox.ledger, "size=24m")
-    try:
+    with tmpfs(sandbox.ledger, "size=24m"):
         parent = _start(sandbox, *TINY, "run.steps=8", "tracking.experiment=diskfull")
         worker_of(parent)  # `started` and the spool's reservation are written: now fill the disk
         with open(sandbox.ledger / "filler", "wb") as f, pytest.raises(OSError):
@@ -220,13 +201,11 @@ def test_disk_full_at_the_end_keeps_the_results_in_the_spool(sandbox):
         assert len(spooled) == 1 and str(spooled[0]) in out and "repro ledger recover" in out, out
         assert "Traceback" not in out
         (sandbox.ledger / "filler").unlink()
-        recovered = _recover(sandbox.ledger)
+        recovered = [record for _, record in Ledger(sandbox.ledger).recover().recovered]  # repro ledger recover
         [head] = sandbox.heads()
         assert head["id"] == recovered[0]["id"] and head["status"] == "ok"
         assert len(head["results"]["loss"]) == len(head["results"]["step_time_s"]) == 8
         assert head["prev"] == spooled[0].stem
-    finally:
-        subprocess.run(["umount", "-l", str(sandbox.ledger)], check=False)
 
 
 # -- the parent killed or stopped mid-job ---------------------------------------------------------
@@ -282,8 +261,7 @@ def test_refused_places_and_names(tmp_path):
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     read_only = tmp_path / "ro"
-    _mount_tmpfs(read_only, "size=1m,ro")
-    try:
+    with tmpfs(read_only, "size=1m,ro"):
         cases = [(f"ledger.dir={a_file}", "is a file"), ("ledger.dir=/proc/self/ledger", "lies under /proc"),
                  (f"ledger.dir={read_only}/ledger", "is not writable"),
                  ("tracking.experiment=" + "x" * 10_000, "bytes long"), ("tracking.experiment=" + "x" * 300, "bytes long"),
@@ -291,8 +269,6 @@ def test_refused_places_and_names(tmp_path):
         for override, message in cases:
             with pytest.raises(ConfigError, match=message):
                 validate.plan([*TINY, override])
-    finally:
-        subprocess.run(["umount", "-l", str(read_only)], check=False)
     assert list(tmp_path.iterdir()) == [a_file, read_only] or set(tmp_path.iterdir()) == {a_file, read_only}
 
 

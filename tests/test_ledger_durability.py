@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from repro import paths
+from conftest import tmpfs
 from repro.ledger import SCHEMA, SCHEMA_VERSION, Ledger, LedgerError, record_id, schema, state_of
 from repro.ledger.index import FILE, FOLDER
 
@@ -207,13 +208,8 @@ def test_recover_appends_spooled_records_once_and_removes_the_spool(tmp_path):
 @pytest.fixture
 def small_fs(tmp_path):
     """A real 256 KiB tmpfs, unmounted afterwards; skipped where this process may not mount."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root or CAP_SYS_ADMIN): {proc.stderr.strip()}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=True)
+    with tmpfs(tmp_path / "mnt", "size=256k") as mnt:
+        yield mnt
 
 
 def _fill(folder: Path) -> Path:
