@@ -4,8 +4,11 @@ Every write is batched (`log_batch`: one call per step is ~50× slower on sqlite
 store is opened once per sweep. MLflow is imported here only, never in a worker.
 
 A tracking store is a view of the ledger, so a store that is down must fail fast: unless
-the user set them, MLflow's HTTP client makes one retry with a 5 s timeout (its defaults,
-7 retries with backoff and 120 s, spend minutes per call on a dead server). A new sqlite
+the user set them, MLflow's HTTP client makes one retry with a 30 s timeout (its defaults,
+7 retries with backoff and 120 s, spend minutes per call on a dead server). A refused
+connection fails at once whatever the timeout; the timeout is for a server that is up but
+busy (one worker serving parallel jobs on a loaded machine answered in over 5 s in CI), which
+must not be taken for a dead one. A new sqlite
 store is created under an inter-process file lock (MLflow's alembic migrations race when
 several processes create one store at once), and a write that meets "database is locked"
 is retried a few times.
@@ -23,7 +26,7 @@ from typing import Any, Iterable
 # repro runs offline on clusters; MLflow's usage telemetry would start threads that try the
 # network while runs are measured. A user who wants it sets MLFLOW_DISABLE_TELEMETRY=false.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
 for _name, _value in HTTP_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
 
