@@ -202,9 +202,9 @@ def test_resnet_running_stats_and_eval_mode():
 
 # --- the parity check can fail: deliberately wrong mappings go through the same helper ---------
 
-def _untranspose(key):
+def _transpose(key):
     def edit(pairs):
-        return [dataclasses.replace(p, kind="copy") if p.torch == key else p for p in pairs]
+        return [dataclasses.replace(p, kind="linear") if p.torch == key else p for p in pairs]
     return edit
 
 
@@ -216,11 +216,11 @@ def _swap(key_a, key_b):
 
 
 @pytest.mark.parametrize("name, edit", [
-    ("vit", _untranspose("blocks.0.attn.q.weight")),  # square kernel copied without transposing
-    ("gpt2_small", _swap("blocks.0.attn.q.weight", "blocks.0.attn.k.weight")),  # q and k swapped
-    ("llama3_8b", _untranspose("blocks.1.attn.o.weight")),
+    ("vit", _transpose("blocks.0.attn.o.weight")),  # square weight transposed on the way
+    ("gpt2_small", _swap("blocks.0.attn.o.weight", "blocks.1.attn.o.weight")),  # two layers' o swapped
+    ("llama3_8b", _transpose("blocks.1.attn.o.weight")),
     ("resnet50", _swap("stages.0.0.bn1.running_mean", "stages.0.0.bn1.running_var")),  # only stats differ
-], ids=["vit-transposed-q", "gpt2-swapped-qk", "llama-transposed-o", "resnet-swapped-stats"])
+], ids=["vit-transposed-o", "gpt2-swapped-layers", "llama-transposed-o", "resnet-swapped-stats"])
 def test_wrong_mapping_fails_parity(name, edit):
     report = torch_to_flax_parity(name, edit)
     assert not report.ok, f"a wrong mapping passed the parity check: {report}"
@@ -231,5 +231,5 @@ def test_incomplete_mapping_is_rejected():
     _, _, tmodel, fmodel = build("bert_base")
     with pytest.raises(ValueError, match="twins differ"):
         cc.torch_to_flax(tmodel, fmodel, cc.pairs(fmodel)[1:])
-    with pytest.raises(ValueError, match="shape"):  # a non-square kernel left untransposed
-        cc.torch_to_flax(tmodel, fmodel, _untranspose("layers.0.mlp.fc.weight")(cc.pairs(fmodel)))
+    with pytest.raises(ValueError, match="shape"):  # a non-square weight transposed
+        cc.torch_to_flax(tmodel, fmodel, _transpose("layers.0.mlp.fc.weight")(cc.pairs(fmodel)))

@@ -75,10 +75,10 @@ def test_repo_root_escapes_dvc_temporary_copies(tmp_path):
     assert out == str(tmp_path / "repo")
 
 
-def test_torch_xla_specs_follow_the_shared_layout_rules():
-    """PyTorch/XLA's SPMD specs: FSDP on the largest divisible dim, Megatron TP on torch's
-    [out, in] weights (transposed from Flax's [in, out]), undividable dims kept whole."""
-    from repro.backends.torch_xla_sharding import param_spec
+def test_sharding_specs_follow_the_shared_layout_rules():
+    """The SPMD specs of JAX and PyTorch/XLA: FSDP on the largest divisible dim, Megatron TP on
+    [out, in] weights (both backends' layout), undividable dims kept whole."""
+    from repro.backends.layouts import param_spec
 
     mesh = {"data": 4, "model": 2}
     assert param_spec("fsdp", mesh, ["hidden", "0", "weight"], (256, 64), 3) == ("data", None)

@@ -21,7 +21,8 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from repro.backends.layouts import fsdp_dim, mesh_size, tp_role
+from repro.backends import layouts
+from repro.backends.layouts import mesh_size
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 
@@ -45,36 +46,8 @@ def _names(path) -> list[str]:
     return out[:-1] if out and out[-1] == "value" else out  # an nnx Variable's array
 
 
-def _tp_spec(names: list[str], ndim: int) -> P:
-    """Column- or row-wise split of a Linear's kernel [in, out] (and its bias) over `model`."""
-    if len(names) < 2 or names[-1] not in ("kernel", "bias"):
-        return P()
-    role = tp_role(names[:-1])
-    if role is None:
-        return P()
-    col = role == "col"
-    if names[-1] == "bias":
-        return P("model") if col else P()
-    return P(None, "model") if col else P("model", None) if ndim == 2 else P()
-
-
-def _fsdp_spec(shape: tuple[int, ...], size: int) -> P:
-    d = fsdp_dim(shape, size)
-    return P() if d is None else P(*[("data" if i == d else None) for i in range(len(shape))])
-
-
 def param_spec(layout: str, mesh: Mesh, path, shape: tuple[int, ...]) -> P:
-    names = _names(path)
-    if layout == "fsdp":
-        return _fsdp_spec(shape, mesh.shape["data"])
-    if layout in ("tp", "dp_tp"):
-        spec = _tp_spec(names, len(shape))
-        # a dimension the model axis does not divide stays whole
-        for dim, axis in zip(shape, tuple(spec) + (None,) * len(shape)):
-            if axis == "model" and dim % mesh.shape["model"]:
-                return P()
-        return spec
-    return P()
+    return P(*layouts.param_spec(layout, dict(mesh.shape), _names(path), shape, None))
 
 
 def shardings_for(layout: str, mesh: Mesh, tree: Any) -> Any:

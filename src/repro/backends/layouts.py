@@ -55,3 +55,29 @@ def tp_role(names: list[str], hidden_layers: int | None = None) -> str | None:
     if module in OUT_OF_BLOCK:
         return "row"
     return None
+
+
+def param_spec(layout: str, mesh: dict[str, int], names: list[str], shape: tuple[int, ...],
+               hidden_layers: int | None) -> tuple:
+    """The partition spec (a tuple of mesh axis names or None, one per dimension) of the
+    parameter at module path `names` (ending in weight/bias). Linear weights are [out, in] in
+    every backend (torch's layout; the Flax models store theirs so too, see common_flax.Linear)."""
+    replicated = (None,) * len(shape)
+    if layout == "fsdp":
+        d = fsdp_dim(shape, mesh["data"])
+        return replicated if d is None else tuple("data" if i == d else None for i in range(len(shape)))
+    if layout not in ("tp", "dp_tp") or len(names) < 2 or names[-1] not in ("weight", "bias"):
+        return replicated
+    role = tp_role(names[:-1], hidden_layers)
+    if role is None:
+        return replicated
+    if names[-1] == "bias":
+        spec = ("model",) if role == "col" else (None,)
+    elif len(shape) == 2:
+        spec = ("model", None) if role == "col" else (None, "model")  # weight [out, in]
+    else:
+        return replicated
+    # a dimension the model axis does not divide stays whole
+    if any(axis == "model" and dim % mesh["model"] for dim, axis in zip(shape, spec)):
+        return replicated
+    return spec

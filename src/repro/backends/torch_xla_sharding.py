@@ -6,8 +6,7 @@ annotates each parameter and each batch over a `xs.Mesh` with the config's axes 
 `model`), and XLA's GSPMD partitioner splits the step, as it does for JAX. The rules are
 those of the other backends (repro.backends.layouts): FSDP shards each tensor along its
 largest divisible dimension, TP splits a Linear column-wise into a block and row-wise out
-of it. torch's Linear weight is [out, in] where Flax's kernel is [in, out], hence the
-transposed specs. torch_xla is imported inside the functions that use it: the spec rules
+of it (`layouts.param_spec`, the same function JAX's layouts use). torch_xla is imported inside the functions that use it: the spec rules
 are plain Python, importable (and unit-tested) where torch_xla is not installed.
 """
 
@@ -17,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from repro.backends.layouts import fsdp_dim, mesh_size, tp_role
+from repro.backends.layouts import mesh_size, param_spec
 
 
 def enable() -> None:
@@ -37,30 +36,6 @@ def make_mesh(mesh: dict[str, int]):
         raise RuntimeError(f"sharding.mesh {mesh} needs {size} XLA devices, the runtime has {found} "
                            "(on the CPU the worker sets CPU_NUM_DEVICES from the mesh)")
     return xs.Mesh(np.arange(size), tuple(mesh.values()), tuple(mesh))
-
-
-def param_spec(layout: str, mesh: dict[str, int], names: list[str], shape: tuple[int, ...],
-               hidden_layers: int | None) -> tuple:
-    """The partition spec of the parameter at module path `names` (ending in weight/bias)."""
-    replicated = (None,) * len(shape)
-    if layout == "fsdp":
-        d = fsdp_dim(shape, mesh["data"])
-        return replicated if d is None else tuple("data" if i == d else None for i in range(len(shape)))
-    if layout not in ("tp", "dp_tp") or len(names) < 2 or names[-1] not in ("weight", "bias"):
-        return replicated
-    role = tp_role(names[:-1], hidden_layers)
-    if role is None:
-        return replicated
-    if names[-1] == "bias":
-        spec = ("model",) if role == "col" else (None,)
-    elif len(shape) == 2:
-        spec = ("model", None) if role == "col" else (None, "model")  # weight [out, in]
-    else:
-        return replicated
-    # a dimension the model axis does not divide stays whole
-    if any(axis == "model" and dim % mesh["model"] for dim, axis in zip(shape, spec)):
-        return replicated
-    return spec
 
 
 def mark_parameters(model: nn.Module, mesh, layout: str, mesh_cfg: dict[str, int]) -> None:

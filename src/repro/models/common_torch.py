@@ -54,9 +54,7 @@ class Attention(nn.Module):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads or heads, dim // heads
         self.scale = self.head_dim**-0.5 if scale is None else scale
-        self.q = nn.Linear(dim, self.heads * self.head_dim, bias=qkv_bias)
-        self.k = nn.Linear(dim, self.kv_heads * self.head_dim, bias=qkv_bias)
-        self.v = nn.Linear(dim, self.kv_heads * self.head_dim, bias=qkv_bias)
+        self.qkv = nn.Linear(dim, (self.heads + 2 * self.kv_heads) * self.head_dim, bias=qkv_bias)  # q | k | v
         self.o = nn.Linear(self.heads * self.head_dim, dim, bias=out_bias)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
@@ -66,7 +64,8 @@ class Attention(nn.Module):
         def split(y, n):
             return y.view(b, t, n, self.head_dim).transpose(1, 2)
 
-        q, k, v = split(self.q(x), self.heads), split(self.k(x), self.kv_heads), split(self.v(x), self.kv_heads)
+        q, k, v = self.qkv(x).split([self.heads * self.head_dim, *[self.kv_heads * self.head_dim] * 2], dim=-1)
+        q, k, v = split(q, self.heads), split(k, self.kv_heads), split(v, self.kv_heads)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         y = attention(q, k, v, mask, self.scale)

@@ -1,10 +1,11 @@
 """A Flax NNX model's parameters and statistics as NumPy arrays in the torch layout, and back.
 
 The flax and torch twins use the same attribute names, so the mapping is derived from the flax
-variable paths: `blocks/0/attn/q/kernel` <-> `blocks.0.attn.q.weight`. Leaf names and layouts:
+variable paths: `blocks/0/attn/qkv/weight` <-> `blocks.0.attn.qkv.weight`. Leaf names and layouts:
 
     flax                     torch            layout change
-    kernel (2-D, Linear)     weight           (in, out)  <-> (out, in)
+    weight (common_flax.Linear) weight        -          (both [out, in])
+    kernel (2-D, nnx.Linear) weight           (in, out)  <-> (out, in)   (no zoo model uses it)
     kernel (4-D, Conv)       weight           HWIO       <-> OIHW
     embedding (Embed)        weight           -
     scale (LayerNorm/RMS/BN) weight           -
