@@ -61,6 +61,12 @@ def embed(num: int, dim: int, *, rngs: nnx.Rngs, dtype: Dtype = None,
                      rngs=rngs)
 
 
+def first_rows(e: nnx.Embed, n: int) -> jax.Array:
+    """`e(jnp.arange(n))` as a slice (learned positions 0..n-1): the same numbers, but the
+    gradient of a slice is a pad where a take's is a bounds-checked scatter-add."""
+    return e.embedding[...][:n].astype(e.dtype or e.embedding[...].dtype)
+
+
 def gelu(x: jax.Array) -> jax.Array:
     return jax.nn.gelu(x, approximate=False)  # exact erf form, torch's default
 

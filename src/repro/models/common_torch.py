@@ -13,6 +13,11 @@ def embed(num: int, dim: int) -> nn.Embedding:
     return e
 
 
+def first_rows(e: nn.Embedding, n: int) -> torch.Tensor:
+    """`e(torch.arange(n))` as a slice, as common_flax.first_rows (its gradient is no index_add)."""
+    return e.weight[:n]
+
+
 def gelu(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x)  # exact erf form
 

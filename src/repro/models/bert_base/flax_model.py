@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from repro.models.bert_base import EPS
-from repro.models.common_flax import MLP, Attention, embed, gelu, layer_norm, linear
+from repro.models.common_flax import MLP, Attention, embed, first_rows, gelu, layer_norm, linear
 
 
 class Layer(nnx.Module):
@@ -39,7 +39,7 @@ class Bert(nnx.Module):
 
     def __call__(self, tokens: jax.Array) -> jax.Array:  # tokens [B, T] -> logits [B, T, V]
         t = tokens.shape[1]
-        x = self.word_emb(tokens) + self.pos_emb(jnp.arange(t)) + self.type_emb(jnp.zeros_like(tokens))
+        x = self.word_emb(tokens) + first_rows(self.pos_emb, t) + self.type_emb(jnp.zeros_like(tokens))
         x = self.emb_ln(x)
         for layer in self.layers:
             x = layer(x)

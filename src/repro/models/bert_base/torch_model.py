@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from repro.models.bert_base import EPS
-from repro.models.common_torch import MLP, Attention, embed, gelu
+from repro.models.common_torch import MLP, Attention, embed, first_rows, gelu
 
 
 class Layer(nn.Module):
@@ -37,7 +37,7 @@ class Bert(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         t = tokens.shape[1]
-        x = self.word_emb(tokens) + self.pos_emb(torch.arange(t, device=tokens.device))
+        x = self.word_emb(tokens) + first_rows(self.pos_emb, t)
         x = self.emb_ln(x + self.type_emb(torch.zeros_like(tokens)))
         for layer in self.layers:
             x = layer(x)

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from repro.models.common_flax import Block, causal_mask, embed, layer_norm
+from repro.models.common_flax import Block, causal_mask, embed, first_rows, layer_norm
 from repro.models.gpt2_small import EPS
 
 
@@ -26,7 +26,7 @@ class GPT(nnx.Module):
 
     def __call__(self, tokens: jax.Array) -> jax.Array:  # tokens [B, T] -> logits [B, T, V]
         t = tokens.shape[1]
-        x = self.wte(tokens) + self.wpe(jnp.arange(t))
+        x = self.wte(tokens) + first_rows(self.wpe, t)
         causal = causal_mask(t)
         local = causal_mask(t, self.window) if self.window else causal
         for i, block in enumerate(self.blocks):

@@ -5,7 +5,7 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
-from repro.models.common_torch import Block, causal_mask, embed
+from repro.models.common_torch import Block, causal_mask, embed, first_rows
 from repro.models.gpt2_small import EPS
 
 
@@ -25,7 +25,7 @@ class GPT(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         t = tokens.shape[1]
-        x = self.wte(tokens) + self.wpe(torch.arange(t, device=tokens.device))
+        x = self.wte(tokens) + first_rows(self.wpe, t)
         causal = causal_mask(t, tokens.device)
         local = causal_mask(t, tokens.device, self.window) if self.window else causal
         for i, block in enumerate(self.blocks):
