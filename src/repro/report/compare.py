@@ -42,14 +42,19 @@ def sweep_runs(ledger: Ledger, sweep_id: str) -> list[dict]:
 
 
 def newest_sweep(ledger: Ledger, experiment: str) -> list[dict]:
-    """Every run of the newest sweep recorded for `experiment`, in job order."""
+    """Every run of the newest sweep recorded for `experiment`, in job order.
+
+    A sweep of replays (`repro replay` records its runs under the original's experiment, each
+    with `replay_of`) is passed over while the experiment has a sweep of its own: after
+    replaying one run, `--experiment NAME` still means the comparison a person ran."""
     found = [r for r in _runs(ledger) if (r.get("sweep") or {}).get("experiment") == experiment]
     if not found:
         raise LedgerError(f"no recorded runs of experiment {experiment!r} in {ledger.root}")
     sweeps: dict[str, list[dict]] = {}
     for r in found:
         sweeps.setdefault(r["sweep"].get("id", ""), []).append(r)
-    newest = max(sweeps.values(), key=lambda runs: max(r["created"] for r in runs))
+    own = [runs for runs in sweeps.values() if not all("replay_of" in r for r in runs)]
+    newest = max(own or sweeps.values(), key=lambda runs: max(r["created"] for r in runs))
     return sorted(newest, key=lambda r: r["sweep"].get("job", 0))
 
 
