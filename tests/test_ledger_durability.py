@@ -205,6 +205,25 @@ def test_recover_appends_spooled_records_once_and_removes_the_spool(tmp_path):
     assert "nothing to recover" in _cli("recover", "--ledger", str(tmp_path)).stdout
 
 
+def test_recover_frees_the_reservations_of_runs_that_are_over(tmp_path):
+    from repro.runner import spool
+
+    ledger = Ledger(tmp_path)
+    gone = subprocess.Popen(["sleep", "60"])
+    dead = ledger.append({"kind": "run", "status": "started", "parent": _parent(gone.pid)})  # a killed parent's
+    gone.kill()
+    gone.wait()
+    mine = ledger.append({"kind": "run", "status": "started", "parent": _parent(os.getpid())})  # in flight here
+    stale, live = spool.reserve(ledger.root, dead["id"], 10), spool.reserve(ledger.root, mine["id"], 10)
+    orphan = spool.reserve(ledger.root, "0" * 16, 10)  # its `started` never reached the ledger
+    done = ledger.recover()
+    assert done.released == sorted([stale, orphan]) and not stale.exists() and not orphan.exists()
+    assert live.exists() and not done.recovered and not done.failed  # a running run keeps its room
+    out = _cli("recover", "--ledger", str(tmp_path)).stdout
+    assert "nothing to recover" in out  # the live reservation is this test's, not the CLI's: still running
+    assert len(ledger.paths()) == 2 and ledger.verify() == []
+
+
 @pytest.fixture
 def small_fs(tmp_path):
     """A real 256 KiB tmpfs, unmounted afterwards (conftest.tmpfs: needs root, as `make test` does)."""

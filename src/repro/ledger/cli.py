@@ -120,8 +120,11 @@ def _recover(ledger: Ledger) -> int:
         print(f"recovered {path} as record {record['id']} ({record.get('status')}, after {record.get('prev')})")
     for path in done.running:
         print(f"left {path}: its run is still running and will record it itself")
+    if done.released:
+        print(f"freed {len(done.released)} reservation(s) of runs that ended without using them "
+              f"({', '.join(p.name for p in done.released)})")
     for p in done.failed:
         print(f"repro ledger recover: {p}", file=sys.stderr)
-    if not (done.recovered or done.running or done.failed):
+    if not (done.recovered or done.running or done.failed or done.released):
         print(f"nothing to recover: no spooled records under {ledger.spool_dir}")
     return 1 if done.failed else 0

@@ -56,6 +56,7 @@ class Recovery:
     recovered: list[tuple[Path, dict]] = field(default_factory=list)  # spool file, the record appended
     failed: list[Problem] = field(default_factory=list)  # spool files kept
     running: list[Path] = field(default_factory=list)  # spools of runs whose parent still runs: left to it
+    released: list[Path] = field(default_factory=list)  # empty reservations of runs that are over: deleted
 
 
 def write_error(path: Path, e: OSError) -> str:
@@ -152,18 +153,27 @@ class Ledger:
                 continue
             path.unlink(missing_ok=True)
             out.recovered.append((path, record))
+        # A reservation holds no results (spool.write renames it to .json before the ledger write):
+        # one left behind by a killed parent is only disk space, given back once its run is over.
+        for path in sorted(self.spool_dir.glob("*.reserved")):
+            if self._running(path.stem) is None:
+                path.unlink(missing_ok=True)
+                out.released.append(path)
         return out
 
     def spool_path(self, started_id: str) -> Path:
         """Where a run spools its `finished` record body before appending it (see recover)."""
         return self.spool_dir / f"{started_id}.json"
 
+    def _running(self, started_id: str) -> dict | None:
+        """The `started` record of that run while a live process (this one too) still owns it."""
+        started = next((self.load(e) for e in self.entries() if e.id == started_id), None)
+        return started if started is not None and state_of(started).name == "running" else None
+
     def _still_running(self, started_id: str) -> bool:
         """Whether another live process still owns that run (and will append its record itself)."""
-        started = next((self.load(e) for e in self.entries() if e.id == started_id), None)
-        if started is None or state_of(started).name != "running":
-            return False
-        return started["parent"]["pid"] != os.getpid()  # this process's own spool: recover it
+        started = self._running(started_id)
+        return started is not None and started["parent"]["pid"] != os.getpid()  # this process's own spool: recover it
 
     def _already_recorded(self, body: dict) -> dict | None:
         """The record a spool file already became (same content, any id/created), if any."""

@@ -94,6 +94,7 @@ def verify(paths: list[Path]) -> Verification:
         if record.get("prev") and record["prev"] not in first:
             out.problems.append(Problem(path, f"names an earlier record {record['prev']} that is not in the ledger"))
         if record["id"] not in superseded and (state := state_of(record)).name == "lost":
-            out.warnings.append(Problem(path, f"{state}: its parent process is gone and the run never ended "
-                                              "(repro sync closes its MLflow run)"))
+            out.warnings.append(Problem(path, f"{state}: its parent process is gone and the run never ended; "
+                                              "`repro ledger recover` appends its results if they were spooled, "
+                                              "else run it again (run.resume=true skips the runs recorded ok)"))
     return out

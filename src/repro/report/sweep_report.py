@@ -8,26 +8,9 @@ from pathlib import Path
 
 from repro import paths
 from repro.ledger import Ledger, LedgerError
-from repro.report import markdown, summary
+from repro.report import compare, markdown, summary
 
 PAGE, TABLE = "report.md", "results.csv"
-
-
-def sweep_records(ledger: Ledger, sweep_id: str) -> list[dict]:
-    """The run records (current state) of the sweep whose id is, or starts with, `sweep_id`."""
-    runs = [r for r in ledger.heads() if r.get("kind") == "run" and (r.get("sweep") or {}).get("id")]
-    ids = sorted({r["sweep"]["id"] for r in runs if r["sweep"]["id"].startswith(sweep_id)})
-    if not ids:
-        raise LedgerError(f"no sweep {sweep_id!r} in {ledger.root} (`repro ledger list` shows runs and their sweeps)")
-    if len(ids) > 1:
-        raise LedgerError(f"sweep id {sweep_id!r} is ambiguous in {ledger.root}: {', '.join(ids)}")
-    return [r for r in runs if r["sweep"]["id"] == ids[0]]
-
-
-def latest_sweep(ledger: Ledger, experiment: str) -> list[dict]:
-    from repro.replay import originals_for
-
-    return originals_for(ledger, [], experiment)
 
 
 def default_dir(records: list[dict], ledger_dir: str) -> Path:
@@ -97,7 +80,7 @@ def add_parser(sub, common) -> None:
 def run(args) -> int:
     ledger = Ledger(args.ledger)
     try:
-        records = sweep_records(ledger, args.sweep) if args.sweep else latest_sweep(ledger, args.experiment)
+        records = compare.sweep_runs(ledger, args.sweep) if args.sweep else compare.newest_sweep(ledger, args.experiment)
     except LedgerError as e:
         print(f"repro report: {e}", file=sys.stderr)
         return 2

@@ -21,6 +21,7 @@ from repro import __version__, report
 from repro.backends.layouts import process_count
 from repro.config import config_hash
 from repro.ledger import Ledger, LedgerError
+from repro.ledger.schema import SCHEMA_VERSION
 from repro.ledger.store import now_iso, record_id
 from repro.runner import cluster, envcapture, launch, lifeline, resume, seeding, spool
 from repro.report import varied
@@ -118,12 +119,22 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
     except OSError as e:
         outcome = launch.WorkerOutcome("failed", None, reason=f"could not prepare the run: {e}")
+    except Exception as e:  # noqa: BLE001 - e.g. a worker killed halfway through its result line
+        outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
     try:
         record = _finished_record(base, started, outcome, config["tracking"])
-        final = _append_finished(ledger, reserved, record, session)
+        held = lifeline.HeldInterrupts()  # a second Ctrl-C must not cut the spool or ledger write
+        try:
+            final, written = _append_finished(ledger, reserved, record, session)
+        finally:
+            if outcome.status == "interrupted":
+                held.came.clear()  # the interrupt this run ends with is already being acted on
+            held.release()  # raises a Ctrl-C that came meanwhile, now that the record is kept
         session.display.job_finished(job, final)
         session.finished(final)
-        session.project(final, outcome.events.get("result", {}).get("ir_files", []), run_dir / "worker.log" if run_dir else None)
+        if written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
+            session.project(final, outcome.events.get("result", {}).get("ir_files", []),
+                            run_dir / "worker.log" if run_dir else None)
     finally:
         if run_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -132,9 +143,12 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     return final
 
 
-def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session) -> dict:
-    """The `finished` record, spooled first; a failed ledger write is retried, then its spool named."""
-    record["created"] = now_iso()  # in the spool too: the recovered record gets the same id
+def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session) -> tuple[dict, bool]:
+    """The `finished` record, spooled first; a failed ledger write is retried, then its spool named.
+    Returns the record and whether the ledger holds it."""
+    # Set here, not by append, so that the spool holds them too: the recovered record gets the same id.
+    record["created"] = now_iso()
+    record["schema_version"] = SCHEMA_VERSION
     spooled, error = None, None
     try:
         spooled = spool.write(reserved, record) if reserved else None
@@ -151,7 +165,7 @@ def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, sessio
             spool.discard(spooled)
         elif reserved:
             spool.discard(reserved)
-        return final
+        return final, True
     if spooled:
         session.failed(f"the {record['status']} record of {label(record['config'])} could not be written to the "
                        f"ledger ({error}); its results are kept in {spooled}: free space, then run "
@@ -159,7 +173,7 @@ def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, sessio
     else:  # neither the spool nor the ledger took it: the terminal is the last place left
         session.failed(f"the {record['status']} record of {label(record['config'])} could not be written to the "
                        f"ledger nor spooled ({error}); here it is:\n{json.dumps(record, default=str)}")
-    return {**record, "id": record_id(record)}
+    return {**record, "id": record_id(record)}, False
 
 
 def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, tracking: dict) -> dict:
