@@ -234,7 +234,12 @@ def test_python_api_runs_sweeps_and_reads_the_ledger(box, cli_run, tmp_path, mon
         repro.run(framework="jaxx", **common)
     with pytest.raises(repro.ConfigError, match="repro.sweep"):
         repro.run(framework=["jax", "torch"], **common)
+    with pytest.raises(repro.ConfigError, match="plans 6 jobs"):  # an exp that sweeps is not one run
+        repro.run(**{"+exp": "quickstart"}, **common)
     assert len(repro.Ledger(ledger).heads(kind="run")) == 3  # refused configs wrote nothing
+    again = repro.run(framework="jax", model="mlp", **{**common, "run.repeats": 2})
+    repeated = [h for h in repro.Ledger(ledger).heads(kind="run") if h.get("repeat")]
+    assert again["repeat"]["index"] == 0 and sorted(h["repeat"]["index"] for h in repeated) == [0, 1]  # twice, not 4×
     assert not {"outputs", "multirun"} & {p.name for p in tmp_path.iterdir()}
 
 

@@ -39,10 +39,8 @@ def run_plan(plan) -> list[dict]:
     from repro.runner.job import run_job
     from repro.sweeper import repeat_of
 
-    jobs = list(zip(plan.jobs, plan.overrides))
+    jobs = list(zip(plan.jobs, plan.overrides))  # repeats included, interleaved (validate.plan)
     repeats = plan.jobs[0]["run"]["repeats"]
-    if not plan.multirun:  # one config, run its repeats here (as app.task does without -m)
-        jobs = jobs * repeats
     sessions.PLAN = plan
     session = sessions.Session.current = sessions.Session(plan.jobs[0], plan.multirun or repeats > 1)
     session.jobs = len(jobs)
@@ -59,14 +57,19 @@ def run_plan(plan) -> list[dict]:
 
 
 def run(**overrides: Any) -> dict:
-    """One run; returns its `finished` ledger record (status ok, failed, oom, killed...)."""
+    """One run; returns its `finished` ledger record (status ok, failed, oom, killed...); with
+    run.repeats=N it runs N times and returns the first repeat's record (all are in the ledger)."""
     from repro.config import validate
 
     swept = [key for key, value in overrides.items() if isinstance(value, (list, tuple))]
     if swept:
         raise ConfigError(f"repro.run runs one job, but {', '.join(swept)} is a list (a sweep); "
                           "use repro.sweep(...) for several")
-    return run_plan(validate.plan(_overrides(overrides)))[0]
+    plan = validate.plan(_overrides(overrides))
+    if plan.multirun or len(plan.jobs) != plan.jobs[0]["run"]["repeats"]:  # e.g. an exp that sweeps
+        raise ConfigError(f"repro.run runs one job, but {' '.join(_overrides(overrides))} plans "
+                          f"{len(plan.jobs)} jobs (a sweep); use repro.sweep(...) for several")
+    return run_plan(plan)[0]
 
 
 def sweep(exp: str | None = None, **overrides: Any) -> list[dict]:

@@ -138,7 +138,7 @@ def _groups() -> dict[str, tuple[list[str], str | None]]:
         if isinstance(entry, dict):
             defaults.update({k: v for k, v in entry.items() if not k.startswith("override ")})
     return {d.name: (sorted(p.stem for p in d.glob("*.yaml")), defaults.get(d.name))
-            for d in sorted(conf.iterdir()) if d.is_dir()}
+            for d in sorted(conf.iterdir()) if d.is_dir() and any(d.glob("*.yaml"))}  # not hydra/ (its subgroups)
 
 
 def help_text() -> str:

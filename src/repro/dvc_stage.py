@@ -32,8 +32,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from repro.api import run_plan
 
-    (record,) = run_plan(validate.Plan(multirun=False, jobs=(config,), overrides=((f"dvc:{path}",),)))
-    return 0 if record["status"] == "ok" else 1
+    from repro.sweeper import interleave
+
+    repeats = config["run"]["repeats"]
+    records = run_plan(validate.Plan(multirun=False, jobs=tuple(interleave((config,), repeats)),
+                                     overrides=tuple(interleave(((f"dvc:{path}",),), repeats))))
+    return 0 if all(r["status"] == "ok" for r in records) else 1
 
 
 if __name__ == "__main__":

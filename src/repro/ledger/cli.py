@@ -22,7 +22,7 @@ def _short(value, limit: int = 80) -> str:
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("ledger", help="list, show and verify ledger records", parents=[common])
+    p = sub.add_parser("ledger", help="list, show, verify, diff, recover, export ledger records; print their schema", parents=[common])
     lsub = p.add_subparsers(dest="action", required=True)
     ls = lsub.add_parser("list", help="the current state of every recorded run", parents=[common])
     ls.add_argument("--json", action="store_true", help="one JSON array of the records")
