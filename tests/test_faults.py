@@ -126,7 +126,7 @@ def test_ctrl_c_while_projecting_closes_the_run_and_sync_replaces_it(down_sweep,
     from repro.tracking.mlflow_tracker import Tracker
     from repro.tracking.project import project_run
 
-    record = box_head = down_sweep[0].heads()[0]
+    box_head = down_sweep[0].heads()[0]
     record = {**box_head, "results": {**box_head["results"], "loss": [0.5] * 20_000}}  # seconds of log_batch
     tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", "ctrl-c")
     caught, stop, created = threading.Event(), threading.Event(), threading.Event()

@@ -109,5 +109,5 @@ def test_hf_vit_runs_in_both_frameworks_with_our_parameter_count(sandbox):
     for h in heads:
         assert h["status"] == "ok" and h["config"]["model"]["impl"] == "hf"
         assert h["effective"]["model_impl"] == "hf"
-        assert h["effective"]["param_count"] == h["results"]["param_count"] == ours
+        assert h["effective"]["param_count"] == ours  # counted on the built model (results.* is the spec's)
         assert np.isfinite(h["results"]["steady_median_s"])

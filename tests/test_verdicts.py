@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from conftest import Sandbox
-from repro import paths
+from repro import hardware, paths
 from repro.config import ConfigError, config_hash, plan
 from repro.ledger import Ledger
 from repro.report import audit, compare, stats
@@ -109,7 +109,10 @@ def test_machine_state_in_every_record(repeats):
         m = r["machine"]
         assert m["host"] and len(m["load_before"]) == len(m["load_after"]) == 3
         assert m["window_s"] >= machine.MIN_WINDOW_S and m["other_cpu_share"] >= 0 and m["own_cpu_share"] > 0
-        assert m["gpus_before"] == m["gpus_after"] == []  # no nvidia-smi here: skipped cleanly
+        if hardware.nvidia_gpus():
+            assert len(m["gpus_before"]) == len(m["gpus_after"]) == len(hardware.nvidia_gpus())
+        else:
+            assert m["gpus_before"] == m["gpus_after"] == []  # no nvidia-smi: skipped cleanly
 
 
 def test_busy_run_named_and_quiet_pair_called_equal(box, repeats):

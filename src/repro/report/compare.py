@@ -35,7 +35,7 @@ def sweep_runs(ledger: Ledger, sweep_id: str) -> list[dict]:
     runs = _runs(ledger)
     ids = sorted({(r.get("sweep") or {}).get("id") for r in runs if str((r.get("sweep") or {}).get("id")).startswith(sweep_id)})
     if not ids:
-        raise LedgerError(f"no runs of a sweep {sweep_id!r} in {ledger.root} (`repro ledger list` shows each run's sweep)")
+        raise LedgerError(f"no sweep {sweep_id!r} in {ledger.root} (`repro ledger list` shows each run's sweep)")
     if len(ids) > 1:
         raise LedgerError(f"sweep id {sweep_id!r} is ambiguous in {ledger.root}: {', '.join(ids)}")
     return sorted((r for r in runs if r["sweep"]["id"] == ids[0]), key=lambda r: r["sweep"].get("job", 0))

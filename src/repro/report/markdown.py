@@ -10,7 +10,7 @@ import csv
 import io
 
 from repro.report import published
-from repro.report.audit import CHECKS, audit
+from repro.report.audit import CHECKS, audit, run_name
 from repro.report.summary import Config, ratio_to_best, sweep_command, verdict_line
 from repro.tracking.flat import flatten
 
@@ -41,7 +41,7 @@ def rows(cfgs: list[Config]) -> list[dict[str, str]]:
             "second_step_ms": _num(res.get("second_step_s") and res["second_step_s"] * 1e3),
             "steady_median_ms": _num(s and s.median_s * 1e3), "spread_low_ms": _num(s and s.low_s * 1e3),
             "spread_high_ms": _num(s and s.high_s * 1e3), "spread": s.kind if s else "",
-            "x_best": _num(ratios.get(c.label), 3), "samples_per_s": _num(res.get("samples_per_s")),
+            "x_best": f"{ratios[c.label]:.2f}" if c.label in ratios else "", "samples_per_s": _num(res.get("samples_per_s")),
             "tflops": _num(res.get("achieved_tflops"), 3), "mfu": _num(res.get("mfu"), 3),
             "peak_mib": _num((res.get("peak_memory") or {}).get("bytes") and res["peak_memory"]["bytes"] / 2**20),
             "final_loss": _num(res.get("final_loss"), 6), "loss_sha256": (res.get("loss_sha256") or "")[:12],
@@ -85,7 +85,7 @@ def audit_lines(cfgs: list[Config]) -> list[str]:
     lines = []
     for group, records in by_group.items():
         found = audit(records)
-        names = {r["id"]: f"{r['config']['framework']['name']} ({r['id'][:8]})" for r in records}
+        names = {r["id"]: run_name(r) for r in records}
         if found.varied:
             lines.append(f"- **{group}**: varied on purpose: {', '.join(found.swept)}")
         if not found.differences:  # the configs: equal but for what was varied; the machine apart

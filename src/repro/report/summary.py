@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 
 from repro.report import stats, varied
 
@@ -107,7 +108,7 @@ class Config:
     def ok(self) -> list[dict]:
         return [r for r in self.records if r.get("status") == "ok"]
 
-    @property
+    @cached_property  # with repeats a bootstrap: computed once, read by every table, plot and line
     def spread(self) -> Spread | None:
         return steady_spread(self.records)
 
@@ -152,11 +153,13 @@ def verdict_line(cfgs: list[Config]) -> str:
             parts.append(f"{group}: no ok run")
             continue
         best_s, best = timed[0]
-        others = ", ".join(f"{fw} {s / best_s:.2f}×" for s, fw in timed[1:])
+        others = ", ".join(f"{fw} {s / best_s:.2f}× slower" for s, fw in timed[1:])
         failed = [c.framework for c in members if not c.spread]
         parts.append(f"{group}: {best} fastest ({best_s * 1e3:.3g} ms steady)"
                      + (f", {others}" if others else "") + (f"; not ok: {', '.join(failed)}" if failed else ""))
-    return " · ".join(parts)
+    single = any(c.spread and c.spread.samples == 1 for c in cfgs)
+    return " · ".join(parts) + (" (single samples: no interval can be given; run.repeats=3 gives one)"
+                                if single else "")
 
 
 PLACES = ("ledger.", "tracking.", "progress.", "hydra.", "hydra/")  # overrides that name places and display
