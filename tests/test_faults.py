@@ -9,11 +9,10 @@ One `mlflow server` (sqlite backend) serves the module; every run is model=mlp, 
 from __future__ import annotations
 
 import json
-import os
+import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -120,63 +119,59 @@ def test_resume_skips_what_is_recorded_ok_and_tables_it(down_sweep, mlflow_serve
         assert h["id"] in proc.stdout  # the skipped jobs' records are in the closing table
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a press that lands in a GC callback
 def test_ctrl_c_while_projecting_closes_the_run_and_sync_replaces_it(down_sweep, tmp_path):
-    """The second Ctrl-C window: the record is in the ledger, MLflow is being written."""
-    from repro.tracking.mlflow_tracker import Tracker
-    from repro.tracking.project import project_run
-
+    """The second Ctrl-C window: the record is in the ledger, MLflow is being written. The
+    projection runs in a process of its own, pressed until a Ctrl-C lands, as a user's would be:
+    an interrupted sqlite write can hold the store's lock until its process ends."""
     box_head = down_sweep[0].heads()[0]
-    record = {**box_head, "results": {**box_head["results"], "loss": [0.5] * 20_000}}  # seconds of log_batch
-    tracker = Tracker(f"sqlite:///{tmp_path}/mlflow.db", "ctrl-c")
-    caught, stop, created = threading.Event(), threading.Event(), threading.Event()
-    start_run = tracker.start_run
-
-    def start_run_then_say_so(*args, **kwargs):
-        run_id = start_run(*args, **kwargs)
-        created.set()
-        return run_id
-
-    tracker.start_run = start_run_then_say_so
-
-    def press_ctrl_c() -> None:  # once the run exists, again until one lands (one that hits a GC callback is swallowed)
-        created.wait(120)
-        while not stop.wait(0.3):
-            os.kill(os.getpid(), signal.SIGINT)
-
-    def on_sigint(signum, frame) -> None:  # Python's own, minus the presses that come after the first lands
-        if not caught.is_set():
-            raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    presser = threading.Thread(target=press_ctrl_c, daemon=True)
-    presser.start()
-    try:
-        project_run(tracker, record)
-    except KeyboardInterrupt:
-        caught.set()
-    finally:
-        stop.set()
-        presser.join()
-        signal.signal(signal.SIGINT, previous)
-    assert caught.is_set(), "the projection ended before Ctrl-C came"
-    # In a fresh process, as a user's next command would be (an interrupted sqlite write can hold
-    # the store's lock until its process ends): the run was cut short, and sync replaces it.
+    record = _dump(tmp_path, {**box_head, "results": {**box_head["results"], "loss": [0.5] * 20_000}})  # seconds of log_batch
+    store = f"sqlite:///{tmp_path}/mlflow.db"
+    projecting = subprocess.Popen([sys.executable, "-c", f"""
+import json, signal, sys, time
+from repro.tracking.mlflow_tracker import Tracker
+from repro.tracking.project import project_run
+record = json.load(open(sys.argv[1]))
+tracker = Tracker("{store}", "ctrl-c")
+start_run, caught = tracker.start_run, []
+def start_run_then_say_so(*args, **kwargs):
+    run_id = start_run(*args, **kwargs)
+    print("created", flush=True)
+    return run_id
+def on_sigint(signum, frame):  # Python's own, minus the presses that come after the first lands
+    if not caught:
+        raise KeyboardInterrupt
+tracker.start_run = start_run_then_say_so
+signal.signal(signal.SIGINT, on_sigint)
+try:
+    project_run(tracker, record)
+except KeyboardInterrupt:
+    caught.append(time.time())
+    print("caught", flush=True)
+    sys.exit(0)
+sys.exit("the projection ended before Ctrl-C came")
+""", str(record)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert projecting.stdout.readline().strip() == "created", projecting.communicate(timeout=120)[1][-3000:]
+    while True:  # again until one lands (one that hits a GC callback is swallowed), none once it says so
+        projecting.send_signal(signal.SIGINT)  # (one in its shutdown would meet Python's default handler)
+        if select.select([projecting.stdout], [], [], 0.3)[0]:
+            break
+    out, err = projecting.communicate()
+    assert projecting.returncode == 0 and out.strip() == "caught", err[-3000:]
+    # In a fresh process, as a user's next command would be: the run was cut short, and sync replaces it.
     check = subprocess.run([sys.executable, "-c", f"""
 from repro.tracking.mlflow_tracker import Tracker
 from repro.tracking.sync import sync_store
 import json, sys
 record = json.load(open(sys.argv[1]))
-tracker = Tracker("sqlite:///{tmp_path}/mlflow.db", "ctrl-c")
+tracker = Tracker("{store}", "ctrl-c")
 [cut] = tracker.find_runs("repro.ledger_id")
 assert cut.info.status in ("KILLED", "RUNNING") and "repro.projected" not in cut.data.tags, cut.info.status
 counts = sync_store(tracker, [record], {{record["id"]: record}})
 assert (counts["pushed"], counts["replaced"]) == (1, 1), counts
 [run] = tracker.find_runs("repro.ledger_id")
 assert run.info.status == "FINISHED" and run.data.tags["repro.projected"] == "complete"
-""", str(_dump(tmp_path, record))], capture_output=True, text=True, timeout=300)
+""", str(record)], capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stderr[-3000:]
-
 
 def _dump(folder: Path, record: dict) -> Path:
     path = folder / "record.json"

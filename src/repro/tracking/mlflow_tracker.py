@@ -156,6 +156,8 @@ class Tracker:
     def log_folder(self, run_id: str, folder: str | Path) -> None:
         retry_locked(self.client.log_artifacts, run_id, str(folder))
 
-    def end(self, run_id: str, status: str, end_time: int | None = None) -> None:
-        retry_locked(self.client.set_terminated, run_id, status=STATUS.get(status, status), end_time=end_time)
+    def end(self, run_id: str, status: str, end_time: int | None = None, retry: bool = True) -> None:
+        """`retry=False`: one try (sqlite's own busy wait aside), for a process that is on its way out."""
+        call = retry_locked if retry else (lambda f, *a, **k: f(*a, **k))
+        call(self.client.set_terminated, run_id, status=STATUS.get(status, status), end_time=end_time)
 

@@ -63,7 +63,7 @@ def project_run(tracker, record: dict, parent_run_id: str | None = None, files: 
     except KeyboardInterrupt:  # Ctrl-C halfway: closed (a second Ctrl-C waits), left for `repro sync` to replace
         held = HeldInterrupts()
         try:
-            tracker.end(run_id, "interrupted")
+            tracker.end(run_id, "interrupted", retry=False)  # once: the user is waiting for the process to end
         except Exception:  # noqa: BLE001 - the interrupted write may still hold a sqlite store's lock in
             pass  # this process (MLflow rolls back on Exception only): the run stays incomplete, `repro sync` replaces it
         finally:
