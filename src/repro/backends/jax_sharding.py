@@ -4,7 +4,7 @@ Layouts (mesh axes `data` and `model`):
 - dp:    batch over `data`; parameters replicated.
 - fsdp:  batch over `data`; each parameter (so its gradient and optimizer state) sharded over
          `data` along its largest dimension that `data` divides.
-- tp:    projections into a block (q, k, v, fc, up, gate) split column-wise over `model`,
+- tp:    projections into a block (qkv, fc, up, gate) split column-wise over `model`,
          projections out of it (o, proj, down) row-wise (Megatron); the MLP's hidden layers
          alternate. Everything else replicated.
 - dp_tp: dp on `data` and tp on `model`.
@@ -22,7 +22,6 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from repro.backends import layouts
-from repro.backends.layouts import mesh_size
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 
@@ -32,7 +31,7 @@ def make_mesh(mesh: dict[str, int]) -> Mesh | None:
     if not mesh:
         return None
     names, shape = tuple(mesh), tuple(mesh.values())
-    per_process = mesh_size(mesh) // jax.process_count()
+    per_process = layouts.mesh_size(mesh) // jax.process_count()
     devices = [d for p in range(jax.process_count())
                for d in [d for d in jax.devices() if d.process_index == p][:per_process]]
     return jax.make_mesh(shape, names, axis_types=(AxisType.Auto,) * len(names), devices=devices)  # classic GSPMD

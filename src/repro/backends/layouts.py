@@ -37,7 +37,7 @@ def fsdp_dim(shape: tuple[int, ...], size: int) -> int | None:
 
 
 def tp_role(names: list[str], hidden_layers: int | None = None) -> str | None:
-    """'col', 'row' or None for the Linear whose module path is `names` (kernel/bias stripped).
+    """'col', 'row' or None for the Linear whose module path is `names` (weight/bias stripped).
 
     `hidden_layers`: the number of layers in an MLP's `hidden` list; an unpaired last layer
     stays whole so that every column split is closed by a row split.

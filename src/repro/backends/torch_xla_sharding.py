@@ -6,8 +6,9 @@ annotates each parameter and each batch over a `xs.Mesh` with the config's axes 
 `model`), and XLA's GSPMD partitioner splits the step, as it does for JAX. The rules are
 those of the other backends (repro.backends.layouts): FSDP shards each tensor along its
 largest divisible dimension, TP splits a Linear column-wise into a block and row-wise out
-of it (`layouts.param_spec`, the same function JAX's layouts use). torch_xla is imported inside the functions that use it: the spec rules
-are plain Python, importable (and unit-tested) where torch_xla is not installed.
+of it (`layouts.param_spec`, the same function JAX's layouts use). torch_xla is imported
+inside the functions that use it: the spec rules are plain Python, importable (and
+unit-tested) where torch_xla is not installed.
 """
 
 from __future__ import annotations

@@ -64,7 +64,8 @@ def embed(num: int, dim: int, *, rngs: nnx.Rngs, dtype: Dtype = None,
 def first_rows(e: nnx.Embed, n: int) -> jax.Array:
     """`e(jnp.arange(n))` as a slice (learned positions 0..n-1): the same numbers, but the
     gradient of a slice is a pad where a take's is a bounds-checked scatter-add."""
-    return e.embedding[...][:n].astype(e.dtype or e.embedding[...].dtype)
+    table = e.embedding[...]
+    return table[:n].astype(e.dtype or table.dtype)
 
 
 def gelu(x: jax.Array) -> jax.Array:

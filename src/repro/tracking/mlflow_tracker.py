@@ -20,6 +20,7 @@ import json
 import os
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -158,6 +159,9 @@ class Tracker:
 
     def end(self, run_id: str, status: str, end_time: int | None = None, retry: bool = True) -> None:
         """`retry=False`: one try (sqlite's own busy wait aside), for a process that is on its way out."""
-        call = retry_locked if retry else (lambda f, *a, **k: f(*a, **k))
-        call(self.client.set_terminated, run_id, status=STATUS.get(status, status), end_time=end_time)
+        terminate = partial(self.client.set_terminated, run_id, status=STATUS.get(status, status), end_time=end_time)
+        if retry:
+            retry_locked(terminate)
+        else:
+            terminate()
 
