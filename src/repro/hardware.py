@@ -8,8 +8,6 @@ import platform
 import shutil
 import subprocess
 
-from repro.config.schema import ConfigError
-
 
 def cpu_model() -> str:
     try:
@@ -116,4 +114,6 @@ def check_all(profiles: list[dict]) -> None:
         seen.add(profile["name"])
         found = found or detect()
         if reason := mismatch(profile, found):
+            from repro.config.schema import ConfigError  # here: the worker imports this module, not the config
+
             raise ConfigError(reason)
