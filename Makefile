@@ -26,9 +26,12 @@ quickstart: $(STAMP)
 	$(PY) -m repro +exp=quickstart
 
 # The suite runs PyTorch/XLA in its own env, a real mlflow server on PostgreSQL and headless Chromium:
-# all installed first.
+# all installed first. Two pytest-xdist workers (TEST_WORKERS=0: one process); each test file is
+# one group, kept on one worker, and files that read one session fixture share a group
+# (tests/conftest.py: SHARED_FIXTURES). The 15 slowest tests are listed at the end.
+TEST_WORKERS ?= 2
 test: $(STAMP) xla-env system-deps
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)
 	$(PY) benchmarks/harness_overhead.py

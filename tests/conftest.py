@@ -165,10 +165,28 @@ def sandbox(tmp_path: Path) -> Sandbox:
     return Sandbox(tmp_path)
 
 
+# pytest-xdist (`make test`: -n 2 --dist loadgroup) sends the tests of one xdist_group to one
+# worker. A module- or session-scoped fixture runs once per worker that needs it, so each test
+# file is a group of its own (its module fixtures run once), and the tests of every file that
+# read one of these session fixtures form one group (the fixture runs once, not once per worker).
+# A new session fixture shared across files (a server, a cluster on fixed ports, a sweep) goes here.
+SHARED_FIXTURES = {"report_sweep": "report_sweep", "recorded": "report_sweep"}
+
+
+def xdist_group(item) -> str:
+    for fixture, group in SHARED_FIXTURES.items():
+        if fixture in item.fixturenames:
+            return group
+    return item.module.__name__
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
     has_gpu = bool(hardware.nvidia_gpus())
     has_tpu = bool(hardware.tpu_type())
     for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
         if "gpu" in item.keywords and not has_gpu:
             item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU (nvidia-smi found none)"))
         if "tpu" in item.keywords and not has_tpu:
@@ -184,3 +202,15 @@ def report_sweep(tmp_path_factory) -> tuple[Sandbox, subprocess.CompletedProcess
                    timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return box, proc
+
+
+@pytest.fixture(scope="module")
+def recorded(report_sweep, tmp_path_factory) -> Sandbox:
+    """A copy of `report_sweep`'s folder (ledger, MLflow store) for tests that add to it (replays):
+    the sweep runs once per session, and its readers never see what a writer added."""
+    import shutil
+
+    box, _ = report_sweep
+    copy = Sandbox(tmp_path_factory.mktemp("recorded") / "box")
+    shutil.copytree(box.root, copy.root)
+    return copy

@@ -98,28 +98,20 @@ def test_dvc_exp_run_lands_in_ledger_and_mlflow(dvc_repo, tmp_path):
     assert run.data.tags["repro.ledger_id"] == record["id"]
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory) -> Sandbox:
-    box = Sandbox(tmp_path_factory.mktemp("recorded"))
-    proc = box.run("-m", "model=mlp", "framework=jax,torch", "run.steps=12", "tracking.experiment=rec")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return box
-
-
 def _replay(box: Sandbox, *args: str, **env: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "repro", "replay", *args, "--ledger", str(box.ledger), "--progress", "plain"]
     return subprocess.run(cmd, cwd=box.root, env=box.env(**env), capture_output=True, text=True, timeout=600)
 
 
 def test_replay_jax_and_torch_exact(recorded):
-    proc = _replay(recorded, "--experiment", "rec")
+    proc = _replay(recorded, "--experiment", "reporttest")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     verdicts = [r for r in recorded.records() if r["kind"] == "replay"]
     assert sorted(v["status"] for v in verdicts) == ["exact", "exact"]
-    originals = {r["id"]: r for r in recorded.records() if r.get("sweep", {}).get("experiment") == "rec"}
+    originals = {r["id"]: r for r in recorded.records() if r.get("sweep", {}).get("experiment") == "reporttest"}
     assert {v["of"] for v in verdicts} <= set(originals)
     assert "environment differs" not in proc.stdout and "data differs" not in proc.stdout
-    runs = recorded.mlflow_runs("rec")
+    runs = recorded.mlflow_runs("reporttest")
     assert sum(r.data.tags.get("repro.replay_verdict") == "exact" for r in runs) == 2
 
 
