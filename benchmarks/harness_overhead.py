@@ -1,7 +1,7 @@
 """What the repro harness costs: per step in the steady state, and once per run.
 
     .venv/bin/python benchmarks/harness_overhead.py [--steps N] [--warmup W] [--repeats R]
-        [--models mlp,vit] [--frameworks jax,torch] [--json PATH] [--no-fixed]
+        [--models mlp,vit] [--frameworks jax,torch] [--json PATH] [--no-fixed] [--no-steady] [--sweep N]
 
 1. Harness vs bare loop (steady state). For each (framework, model) — tiny preset, batch 32,
    fp32, CPU — the real CLI (`python -m repro ...`: Hydra parent, fresh worker process, a ledger
@@ -32,6 +32,14 @@
    environment capture, and the steps themselves. The table sets their sum against the CLI's
    measured wall time and reports the fixed cost beyond framework import and compile:
    CLI wall − (steps, compile included) − framework import − build.
+3. Per job inside a sweep (`--sweep N`, default 10): the fixed job swept over N seeds on an
+   existing store; (sweep wall − Σ each run's framework import, build and steps) / N.
+
+Before/after on one machine (the issue 23 figures), back to back, load beside each. The script
+measures whichever tree PYTHONPATH names, so this tree's script measures an older tree too:
+    B=benchmarks/harness_overhead.py; A="--models mlp --repeats 3 --sweep 10"
+    uptime; (cd /work/wt/base && PYTHONPATH=$PWD/src .venv/bin/python /work/wt/ttfr/$B $A --json before.json)
+    uptime; PYTHONPATH=$PWD/src .venv/bin/python $B $A --json after.json
 
 Child modes (used by the script itself): `--bare` (reads a JSON spec on stdin) and `--probe DIR`.
 """
@@ -364,9 +372,35 @@ def fixed_cost(work: Path) -> dict:
     }
 
 
+def sweep_cost(work: Path, jobs: int) -> dict:
+    """A `jobs`-job sweep of the fixed job (seeds 0..jobs-1) on an existing store: what the
+    harness adds per job, beyond each run's own framework import, build and steps."""
+    folder = work / "sweep-job"
+    folder.mkdir()
+    run_cli(FIXED_JOB, folder, "warm-store")  # the store exists, as in the single-run row
+    ledger = folder / f"ledger-sweep{jobs}"
+    seeds = ",".join(str(i) for i in range(jobs))
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}"}
+    proc, wall = _run([PY, "-m", "repro", "-m", *FIXED_JOB, f"run.seed={seeds}", f"ledger.dir={ledger}",
+                       "progress.mode=none"], cwd=folder, env=env)
+    _check(proc, f"{jobs}-job sweep")
+    runs = [json.loads(p.read_text()) for p in ledger.glob("*/*.json")]
+    runs = [r for r in runs if r.get("kind") == "run" and r.get("status") == "ok"]
+    if len(runs) != jobs:
+        raise RuntimeError(f"the {jobs}-job sweep recorded {len(runs)} ok runs")
+    own = 0.0
+    for r in runs:
+        res = r["results"]
+        own += (res["setup"]["import_s"] + res["setup"]["build_s"] + res["first_step_s"] + res["second_step_s"]
+                + res["steady_mean_s"] * res["steady_steps"])
+    workers = sum(r["wall_s"] for r in runs)
+    return {"jobs": jobs, "wall_s": wall, "workers_wall_s": workers, "runs_own_s": own,
+            "per_job_beyond_run_s": (wall - own) / jobs, "per_job_parent_s": (wall - workers) / jobs}
+
+
 # ---------------------------------------------------------------- report
 
-def print_report(console, rows, fixed, load) -> None:
+def print_report(console, rows, fixed, load, sweep=None) -> None:
     from rich.table import Table
 
     if rows:
@@ -397,6 +431,16 @@ def print_report(console, rows, fixed, load) -> None:
         t.add_row("[bold]fixed cost beyond framework import and compile[/]", f"[bold]{ms(fixed['fixed_beyond_framework_s'])}[/]")
         t.add_row("  = CLI wall − steps (compile incl.) − framework import − build", "")
         console.print(t)
+    if sweep:
+        t = Table(title=f"A {sweep['jobs']}-job sweep of the same job, existing store (s) · target ≤ 0.3 s per job")
+        t.add_column("piece")
+        t.add_column("s", justify="right")
+        t.add_row("sweep CLI wall time", f"{sweep['wall_s']:.2f}")
+        t.add_row("Σ workers' wall (spawn to exit)", f"{sweep['workers_wall_s']:.2f}")
+        t.add_row("Σ runs' own cost (framework import + build + steps)", f"{sweep['runs_own_s']:.2f}")
+        t.add_row("[bold]per job beyond its run's own cost[/]", f"[bold]{sweep['per_job_beyond_run_s']:.3f}[/]")
+        t.add_row("per job in the parent (wall − Σ workers) / jobs", f"{sweep['per_job_parent_s']:.3f}")
+        console.print(t)
     console.print(f"load average (1 min) before {load[0]:.2f}, after {load[1]:.2f}; "
                   f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}")
 
@@ -410,6 +454,9 @@ def main() -> None:
     p.add_argument("--frameworks", default="jax,torch")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--no-fixed", action="store_true", help="skip the fixed-cost breakdown")
+    p.add_argument("--no-steady", action="store_true", help="skip the harness-vs-bare steady state")
+    p.add_argument("--sweep", type=int, default=10, metavar="N",
+                   help="jobs of the sweep whose per-job cost is measured (0: none; default 10)")
     args = p.parse_args()
 
     from rich.console import Console
@@ -419,14 +466,16 @@ def main() -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="repro-bench-") as tmp:
         work = Path(tmp)
-        rows = steady_state(args.frameworks.split(","), args.models.split(","), args.steps, args.warmup,
-                            args.repeats, work, lambda s: console.print(s, highlight=False))
+        rows = [] if args.no_steady else steady_state(args.frameworks.split(","), args.models.split(","), args.steps,
+                                                      args.warmup, args.repeats, work,
+                                                      lambda s: console.print(s, highlight=False))
         fixed = None if args.no_fixed else fixed_cost(work)
+        sweep = sweep_cost(work, args.sweep) if args.sweep else None
     load = (load0, os.getloadavg()[0])
-    print_report(console, rows, fixed, load)
+    print_report(console, rows, fixed, load, sweep)
     console.print(f"total {time.perf_counter() - started:.0f} s")
     if args.json:
-        args.json.write_text(json.dumps({"target_ratio": TARGET, "steady_state": rows, "fixed_cost": fixed,
+        args.json.write_text(json.dumps({"target_ratio": TARGET, "steady_state": rows, "fixed_cost": fixed, "sweep": sweep,
                                          "load_avg_1min": load, "cpus": os.cpu_count(),
                                          "total_s": time.perf_counter() - started}, indent=1))
 
