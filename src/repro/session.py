@@ -1,7 +1,8 @@
 """A sweep in the parent process: one tracking store, one MLflow parent run, the closing table.
 
-MLflow is a view of the ledger: it is imported and its store opened only when the first
-finished record is projected into it (never while a worker runs its timed loop), and any
+MLflow is a view of the ledger: it is imported and its store opened while the first worker
+starts (its interpreter, framework import and model build; the worker's measured steps wait
+for it, runner/events.py Gate), records are projected after the ledger has them, and any
 tracking failure is one warning, after which the sweep leaves that store alone and ends
 with "N runs not yet in MLflow: repro sync". A closing step that fails still closes the
 MLflow parent, and the failure reaches the exit code (Hydra swallows callbacks' errors).
@@ -142,6 +143,12 @@ class Session:
                   f"{failure_line(e)}. Runs stay in the ledger; once the store works, "
                   "`repro sync` puts them into MLflow", file=sys.stderr)
             return None
+
+    def prepare_tracking(self, config: dict) -> None:
+        """MLflow imported, its store opened and the sweep's parent run made, while a worker starts
+        (runner/launch.py runs this before the worker's measured steps may begin): the finished
+        record's projection then costs only its own writes."""
+        self.tracking(config, self.parent_run_id)
 
     def project(self, record: dict, files: list[str] = (), worker_log: Path | None = None) -> None:
         """The finished record into MLflow (after the ledger has it)."""

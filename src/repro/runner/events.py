@@ -12,6 +12,7 @@ import os
 from typing import IO, Any, Iterator
 
 EVENTS_FD_ENV = "REPRO_EVENTS_FD"
+GATE_FD_ENV = "REPRO_GATE_FD"
 
 
 class EventWriter:
@@ -27,6 +28,40 @@ class EventWriter:
     def emit(self, kind: str, **payload: Any) -> None:
         self._stream.write(json.dumps({"event": kind, **payload}, default=str) + "\n")
         self._stream.flush()
+
+
+class Gate:
+    """The worker waits here, before its measured steps, until the parent has done what it does
+    beside the worker's unmeasured start (importing MLflow, opening its store): one byte on a
+    pipe of its own, or EOF (a parent that is gone; the lifeline ends the worker then)."""
+
+    def __init__(self, fd: int | None):
+        self._fd = fd
+
+    @classmethod
+    def from_env(cls) -> "Gate":
+        fd = os.environ.pop(GATE_FD_ENV, None)  # popped: processes the worker starts do not wait
+        if fd is not None:
+            os.set_inheritable(int(fd), False)
+        return cls(None if fd is None else int(fd))
+
+    def wait(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.read(fd, 1)
+            finally:
+                os.close(fd)
+
+
+def open_gate(fd: int) -> None:
+    """In the parent: let the worker's measured steps begin."""
+    try:
+        os.write(fd, b"g")
+    except OSError:  # the worker has already ended: nothing waits
+        pass
+    finally:
+        os.close(fd)
 
 
 def read_events(stream: IO[str]) -> Iterator[dict]:

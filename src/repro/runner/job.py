@@ -46,13 +46,13 @@ def _cache_dir(config: dict, run_dir: Path) -> str:
 
 
 def _run_worker(config: dict, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
-                on_event) -> launch.WorkerOutcome:
+                on_event, beside_start=None) -> launch.WorkerOutcome:
     spec = {"config": config, "config_hash": chash, "out_dir": str(run_dir),
             "cache_dir": _cache_dir(config, run_dir), "rendezvous": rdzv.as_dict()}
     spec_path = run_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
     return launch.run_worker(spec_path, run_dir / "worker.log", config["framework"]["python"],
-                             env, config["run"]["timeout_s"], on_event)
+                             env, config["run"]["timeout_s"], on_event, beside_start)
 
 
 def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
@@ -114,7 +114,8 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         reserved = spool.reserve(ledger.root, started["id"], config["run"]["steps"])
         run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
         session.display.job_started(job, label(config, overrides, getattr(session, "swept", None)), config["run"]["steps"])
-        outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev))
+        outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev),
+                              lambda: session.prepare_tracking(config))  # while the worker starts
     except KeyboardInterrupt:
         outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
     except OSError as e:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from repro import paths
-from repro.runner.events import EVENTS_FD_ENV, read_events
+from repro.runner.events import EVENTS_FD_ENV, GATE_FD_ENV, open_gate, read_events
 from repro.runner.lifeline import PARENT_PID_ENV
 
 LOG_TAIL_LINES = 40
@@ -64,25 +64,32 @@ def worker_command(python: str | None, spec_path: Path) -> list[str]:
 
 
 def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[str, str],
-               timeout_s: float, on_event: Callable[[dict], None]) -> WorkerOutcome:
+               timeout_s: float, on_event: Callable[[dict], None],
+               beside_start: Callable[[], None] | None = None) -> WorkerOutcome:
+    """Run the worker to its end. `beside_start`: the parent's own work (MLflow's import, its
+    store), done while the worker starts, imports its framework and builds; the worker's measured
+    steps wait until it has returned (runner/events.py: Gate), so nothing runs beside them."""
     read_fd, write_fd = os.pipe()
-    full_env = {**os.environ, **env, EVENTS_FD_ENV: str(write_fd), PARENT_PID_ENV: str(os.getpid())}
+    gate_read, gate_write = os.pipe()
+    full_env = {**os.environ, **env, EVENTS_FD_ENV: str(write_fd), GATE_FD_ENV: str(gate_read),
+                PARENT_PID_ENV: str(os.getpid())}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.src_dir()), os.environ.get("PYTHONPATH")]))
     start = time.perf_counter()
     command = worker_command(python, spec_path)
     with open(log_path, "w") as log:
         try:
             proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log,
-                                    stderr=subprocess.STDOUT, env=full_env, pass_fds=(write_fd,),
+                                    stderr=subprocess.STDOUT, env=full_env, pass_fds=(write_fd, gate_read),
                                     start_new_session=True)
         except OSError as e:
-            os.close(read_fd)
-            os.close(write_fd)
+            for fd in (read_fd, write_fd, gate_read, gate_write):
+                os.close(fd)
             return WorkerOutcome("failed", None, reason=(
                 f"could not start the worker interpreter {command[0]!r} (framework.python): {e}. "
                 "For framework=torch_xla, run `make xla-env` (scripts/make_xla_env.sh) to create it, "
                 "or point $REPRO_XLA_PYTHON or framework.python at an interpreter that has torch_xla"))
     os.close(write_fd)
+    os.close(gate_read)
     timed_out = threading.Event()
 
     def on_timeout() -> None:
@@ -99,6 +106,11 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
     threading.Thread(target=reap, daemon=True).start()
     events: dict = {}
     try:
+        try:
+            if beside_start:
+                beside_start()
+        finally:
+            open_gate(gate_write)
         with os.fdopen(read_fd) as stream:
             for event in read_events(stream):
                 events[event["event"]] = event

@@ -20,7 +20,7 @@ from repro.backends.base import BuildContext, is_oom, requested_bytes
 from repro.backends.layouts import process_count
 from repro.data import make_batches
 from repro.runner import envcapture, lifeline, machine, measure, seeding
-from repro.runner.events import EventWriter
+from repro.runner.events import EventWriter, Gate
 
 TRACEBACK_LINES = 30
 
@@ -35,8 +35,10 @@ def _flops(config: dict, entry, dims: dict, median_s: float) -> dict:
     return out
 
 
-def execute(spec: dict, emit) -> dict:
-    """The measured pipeline of one process; returns its "environment" and "result" payloads."""
+def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
+    """The measured pipeline of one process; returns its "environment" and "result" payloads.
+    Before the measured steps it waits at `gate` (the parent's tracking work is done by then) and
+    says when they start and end, so that the parent runs nothing beside them."""
     config = spec["config"]
     run_cfg = config["run"]
     seeds = seeding.derive(run_cfg["seed"])
@@ -58,9 +60,13 @@ def execute(spec: dict, emit) -> dict:
     environment = {"environment": envcapture.capture(workload.framework_info()), "seeds": seeds, "data": data_record}
     emit("environment", **environment)
 
+    if gate:
+        gate.wait()
+    emit("measure_start")
     state = machine.before()  # the machine's state is read outside the timed region
     times, losses = measure.timed_loop(workload, run_cfg["steps"], emit)
     machine_state = machine.after(state, threads)
+    emit("measure_end")
 
     results = measure.summarise(times, losses, run_cfg["warmup"], run_cfg["batch_size"])
     results["params_sha256"] = workload.params_sha256()
@@ -167,10 +173,11 @@ def _launch(spec: dict) -> dict[int, dict]:
     return {process_id(rdzv, i): out for i, out in local.items()}
 
 
-def run(spec: dict, events: EventWriter) -> None:
+def run(spec: dict, events: EventWriter, gate: Gate) -> None:
     if parallel(spec) is None:
-        out = execute(spec, events.emit)
+        out = execute(spec, events.emit, gate)
     else:
+        gate.wait()  # ranks measure in their own processes: the parent's work is done before they start
         ranks = _launch(spec)
         if 0 not in ranks:  # a node other than node 0: its ranks ran; node 0 records the run
             events.emit("result", follower=True, ranks=sorted(ranks))
@@ -184,9 +191,10 @@ def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
     lifeline.die_with_parent(spec["out_dir"])
     events = EventWriter.from_env()
+    gate = Gate.from_env()
     events.emit("hello", pid=os.getpid())
     try:
-        run(spec, events)
+        run(spec, events, gate)
     except BaseException as e:  # noqa: BLE001 - every failure becomes a recorded result
         tb = traceback.format_exc().splitlines()[-TRACEBACK_LINES:]
         tb += getattr(e, "traceback_tail", "").splitlines()  # a failed process's own traceback
