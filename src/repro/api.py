@@ -33,6 +33,12 @@ def _overrides(overrides: dict[str, Any]) -> list[str]:
     return [f"{key}={_value(value)}" for key, value in overrides.items()]
 
 
+def runs_here(plan) -> bool:
+    """The plan's jobs run in this process, one after the other (Hydra's BasicLauncher), so they
+    can run from its composed configs (`run_plan`): no second compose by Hydra."""
+    return not plan.launcher or plan.launcher.endswith("BasicLauncher")
+
+
 def run_plan(plan) -> list[dict]:
     """Run every job of a checked plan in this process (a worker process per job); its records."""
     from repro import session as sessions

@@ -288,12 +288,21 @@ def run_experiment(argv: list[str]) -> int:
         session.PLAN = _checked_plan(argv)
         if session.PLAN is None:
             return EXIT_CONFIG_ERROR
-    from repro.app import hydra_main
+    from repro.api import run_plan, runs_here
 
     sys.argv = [sys.argv[0]] + argv
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends a sweep as Ctrl-C does: recorded, closed
+    # Jobs that run here run from the plan's configs: Hydra composed each once (its own run would
+    # compose every job a second time, ~2 s). Hydra's flags and other launchers go through Hydra.
+    direct = session.PLAN is not None and runs_here(session.PLAN) and all(a in ("-m", "--multirun")
+                                                                          for a in argv if a.startswith("-"))
     try:
-        hydra_main()
+        if direct:
+            run_plan(session.PLAN)
+        else:
+            from repro.app import hydra_main
+
+            hydra_main()
     except KeyboardInterrupt:
         records = session.Session.close_current(interrupted=True)
         print(f"repro: interrupted; {len(records)} job(s) recorded", file=sys.stderr)

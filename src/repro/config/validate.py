@@ -246,6 +246,7 @@ class Plan:
     multirun: bool
     jobs: tuple[dict, ...]  # resolved configs, in launch order
     overrides: tuple[tuple[str, ...], ...]  # each job's override list
+    launcher: str = ""  # hydra.launcher._target_: the jobs run here only with Hydra's BasicLauncher
 
 
 def check_data(jobs: Sequence[dict]) -> None:
@@ -327,4 +328,4 @@ def plan(args: Sequence[str]) -> Plan:
     check_data(jobs)
     for ledger_dir in sorted({j["ledger"]["dir"] for j in jobs}):
         check_ledger_dir(ledger_dir)
-    return Plan(multirun=multirun, jobs=tuple(jobs), overrides=tuple(job_overrides))
+    return Plan(multirun=multirun, jobs=tuple(jobs), overrides=tuple(job_overrides), launcher=launcher)
