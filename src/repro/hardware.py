@@ -42,23 +42,23 @@ def cpu_isa() -> tuple[str, ...]:
     return ()
 
 
+def nvidia_smi(*args: str) -> list[list[str]]:
+    """The rows of one nvidia-smi CSV query (`--query-gpu=...`), cells stripped; [] without one."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", *args, "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return []
+    return [[c.strip() for c in line.split(",")] for line in out.strip().splitlines() if line.strip()]
+
+
 @functools.lru_cache(maxsize=1)
 def nvidia_gpus() -> tuple[dict, ...]:
     """Name, memory and driver of each NVIDIA GPU, from nvidia-smi (empty if none)."""
-    if not shutil.which("nvidia-smi"):
-        return ()
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout
-    except (subprocess.SubprocessError, OSError):
-        return ()
-    gpus = []
-    for line in out.strip().splitlines():
-        name, mem, driver = (p.strip() for p in line.split(","))
-        gpus.append({"name": name, "memory_mib": int(float(mem)), "driver": driver})
-    return tuple(gpus)
+    return tuple({"name": name, "memory_mib": int(float(mem)), "driver": driver}
+                 for name, mem, driver in nvidia_smi("--query-gpu=name,memory.total,driver_version"))
 
 
 def tpu_type() -> str | None:
