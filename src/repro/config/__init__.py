@@ -1,7 +1,18 @@
-"""Config: the schema (dataclasses), checks before running, and a run's identity hash."""
+"""Config: the schema (dataclasses), checks before running, and a run's identity hash.
 
-from repro.config.schema import ConfigError
-from repro.config.spec import config_hash, semantic
-from repro.config.validate import Plan, check, plan
+Names load on first use: the worker imports `repro.config.schema` alone, and must not pay for
+OmegaConf and Hydra (`validate`), which only the parent uses.
+"""
 
-__all__ = ["ConfigError", "Plan", "check", "plan", "config_hash", "semantic"]
+import importlib
+
+_NAMES = {"ConfigError": "schema", "config_hash": "spec", "semantic": "spec",
+          "Plan": "validate", "check": "validate", "plan": "validate"}
+
+__all__ = list(_NAMES)
+
+
+def __getattr__(name: str):
+    if name not in _NAMES:
+        raise AttributeError(f"module 'repro.config' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"repro.config.{_NAMES[name]}"), name)
