@@ -63,11 +63,11 @@ def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
 
     if gate:
         gate.wait()
-    emit("measure_start")
+    emit("measure_start", at=time.time())  # wall clock: comparable with the parent's
     state = machine.before()  # the machine's state is read outside the timed region
     times, losses = measure.timed_loop(workload, run_cfg.steps, emit)
     machine_state = machine.after(state, threads)
-    emit("measure_end")
+    emit("measure_end", at=time.time())
 
     results = measure.summarise(times, losses, run_cfg.warmup, run_cfg.batch_size)
     results["params_sha256"] = workload.params_sha256()

@@ -1,0 +1,91 @@
+"""Time to first result (issue 23): the parent's MLflow work never runs beside a worker's measured
+steps, MLflow holds every run once the command has returned, and a parent killed while projecting
+loses nothing that `repro sync` cannot put back."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import Sandbox
+from repro.config import plan
+from repro.config.schema import as_dict
+from repro.runner import cluster, launch, seeding
+
+TINY = ("framework=jax", "model=mlp", "model.preset=tiny", "run.steps=6", "run.warmup=2")
+
+READ_MLFLOW = """
+import json, sys, time
+from mlflow.tracking import MlflowClient
+uri, experiment, wanted, deadline = sys.argv[1], sys.argv[2], set(json.loads(sys.argv[3])), time.time() + 20
+client = MlflowClient(tracking_uri=uri)
+while True:  # a bounded wait: a store that is behind gets 20 s, then the test fails naming what is missing
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id], max_results=1000) if exp else []
+    done = {r.data.tags.get("repro.ledger_id"): r.data.tags.get("repro.projected") for r in runs}
+    if all(done.get(i) == "complete" for i in wanted) or time.time() > deadline:
+        break
+    time.sleep(0.5)
+print(json.dumps({"complete": sorted(i for i in wanted if done.get(i) == "complete"),
+                  "ledger_ids": sorted(filter(None, done))}))
+"""
+
+
+def mlflow_from_a_fresh_process(box: Sandbox, experiment: str, ledger_ids: list[str]) -> dict:
+    proc = subprocess.run([sys.executable, "-c", READ_MLFLOW, box.uri, experiment, json.dumps(ledger_ids)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_measured_steps_wait_for_the_parents_work(tmp_path):
+    """The worker's measured steps begin only once the parent's work beside its start has ended."""
+    config = plan([*TINY]).jobs[0]
+    rdzv = cluster.resolve(config.cluster)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"config": as_dict(config), "config_hash": "test", "out_dir": str(tmp_path),
+                                "cache_dir": str(tmp_path / "cache"), "rendezvous": rdzv.as_dict()}))
+    done = []
+
+    def beside_start() -> None:  # longer than the worker's start: its steps must wait for it
+        time.sleep(8)
+        done.append(time.time())
+
+    outcome = launch.run_worker(spec, tmp_path / "worker.log", None, seeding.worker_env(config), 300,
+                                lambda ev: None, beside_start)
+    assert outcome.status == "ok", outcome.reason + "\n".join(outcome.log_tail)
+    start, end = outcome.events["measure_start"]["at"], outcome.events["measure_end"]["at"]
+    assert done and done[0] <= start < end
+    gate_to_start = start - done[0]
+    assert gate_to_start < 5, f"the worker began its steps {gate_to_start:.1f} s after the gate opened"
+
+
+def test_mlflow_holds_the_run_when_the_command_returns(sandbox):
+    proc = sandbox.run(*TINY, "tracking.experiment=ttfr")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (record,) = sandbox.heads()
+    assert record["status"] == "ok"
+    seen = mlflow_from_a_fresh_process(sandbox, "ttfr", [record["id"]])
+    assert seen["complete"] == [record["id"]], seen
+
+
+def test_parent_killed_while_projecting_loses_nothing(sandbox):
+    """SIGKILL to the parent once the ledger holds the finished record (its projection into MLflow
+    under way or not yet begun): `repro sync` from a fresh process puts the run in, complete, once."""
+    parent = subprocess.Popen(sandbox.repro_cmd(*TINY, "tracking.experiment=killproj"), cwd=sandbox.root,
+                              env=sandbox.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and not any(r["status"] == "ok" for r in sandbox.heads()):
+        time.sleep(0.02)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=30)
+    (record,) = sandbox.heads()
+    assert record["status"] == "ok"
+    sync = subprocess.run([sys.executable, "-m", "repro", "sync", "--ledger", str(sandbox.ledger)], cwd=sandbox.root,
+                          env=sandbox.env(), capture_output=True, text=True, timeout=300)
+    assert sync.returncode == 0, sync.stdout[-2000:] + sync.stderr[-2000:]
+    seen = mlflow_from_a_fresh_process(sandbox, "killproj", [record["id"]])
+    assert seen["complete"] == [record["id"]] and seen["ledger_ids"] == [record["id"]], seen
