@@ -136,6 +136,7 @@ def _print_differences(console: Console, record: dict, rows: dict[str, list]) ->
 
 def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, tracking_uri: str | None = None,
            progress: str = "auto") -> list[dict]:
+    from repro.report import varied
     from repro.runner.job import run_job
     from repro.session import Session
 
@@ -148,6 +149,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
                "tracking": {**first["tracking"], "uri": tracking_uri or paths.default_tracking_uri()}}
     session = Session(primary, multirun=len(originals) > 1)
     session.jobs = len(originals)
+    session.swept = varied.name_keys(originals)  # a replay is named as the run it replays
     try:
         for job, original in enumerate(originals):
             config = {**original["config"], "ledger": primary["ledger"], "progress": primary["progress"],
@@ -157,7 +159,8 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
             extra = {"replay_of": original["id"]}
             if "repeat" in original:  # a repeat replays as a repeat of its group: the table keeps one row per config
                 extra["repeat"] = original["repeat"]
-            result = run_job(config, session, job, ["replay", original["id"]], extra=extra)
+            result = run_job(config, session, job, ["replay", original["id"]], extra=extra,
+                             name=session.run_name(config, []))
             verdict = judge(original, result)
             if config_hash(config) != original.get("config_hash"):
                 verdict.reasons.append("the recorded config hashes differently under this version of repro")
@@ -184,7 +187,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
 
 def _print_groups(console: Console, originals: list[dict], verdicts: list[dict]) -> None:
     """One line per config replayed with its repeats (`run.repeats`): their verdicts together."""
-    from repro.report.stats import by_config
+    from repro.report.comparison import by_config
 
     status = {v["of"]: v["status"] for v in verdicts}
     for group, runs in by_config(originals).items():

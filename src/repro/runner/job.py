@@ -17,24 +17,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from repro import __version__, report
+from repro import __version__
+from repro.console import console as terminal
 from repro.backends.layouts import process_count
 from repro.config import config_hash
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.schema import SCHEMA_VERSION
 from repro.ledger.store import now_iso, record_id
 from repro.runner import cluster, envcapture, launch, lifeline, resume, seeding, spool
-from repro.report import varied
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
-
-
-def label(config: dict, overrides: list[str] = (), swept: list[str] | None = None) -> str:
-    """`jax mlp/tiny fp32`, plus the values of the job's other `swept` overrides (` · batch 64`)."""
-    m = config["model"]
-    return (f"{config['framework']['name']} {m['name']}/{m['preset']} {config['precision']['name']}"
-            + varied.override_label(list(overrides), swept))
 
 
 def _cache_dir(config: dict, run_dir: Path) -> str:
@@ -55,10 +48,10 @@ def _run_worker(config: dict, chash: str, rdzv: cluster.Rendezvous, run_dir: Pat
                              env, config["run"]["timeout_s"], on_event)
 
 
-def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
+def run_follower(config: dict, rdzv: cluster.Rendezvous, name: str) -> dict:
     """A node other than node 0: its processes join the run; node 0 alone records it."""
-    console = report.console()
-    console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {label(config)} joins the run at {rdzv.endpoint}; "
+    console = terminal()
+    console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {name} joins the run at {rdzv.endpoint}; "
                   "node 0 records it")
     run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
     try:
@@ -73,20 +66,22 @@ def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
     return {"status": "ok", "follower": True, "node_rank": rdzv.node_rank}
 
 
-def run_job(config: dict, session, job: int, overrides: list[str], extra: dict | None = None) -> dict:
+def run_job(config: dict, session, job: int, overrides: list[str], extra: dict | None = None, *, name: str) -> dict:
     """Run one job to its recorded end; `extra` adds fields to its records (e.g. `replay_of`).
+    `name`: the run's name, as the comparison will call it (the caller's session makes it:
+    `Session.run_name`), shown while it runs and in every message about it.
 
     Ledger first: `started` → worker → results spooled → `finished` → MLflow (never fatal).
     """
     rdzv = cluster.resolve(config.get("cluster"))
     cluster.check_layout(config, rdzv.nodes, rdzv.jax_processes)
     if not rdzv.leader:
-        return run_follower(config, rdzv)
+        return run_follower(config, rdzv, name)
     ledger = Ledger(config["ledger"]["dir"])
     chash = config_hash(config)
     env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
     if done := resume.recorded_ok(config, chash, ledger, env):
-        report.console().print(f"resume: {label(config)} skipped, already recorded ok on this environment "
+        terminal().print(f"resume: {name} skipped, already recorded ok on this environment "
                                f"(ledger {done['id']})")
         session.finished(done)
         return done
@@ -113,7 +108,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         held.release()  # raises the KeyboardInterrupt that came meanwhile, if one did
         reserved = spool.reserve(ledger.root, started["id"], config["run"]["steps"])
         run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
-        session.display.job_started(job, label(config, overrides, getattr(session, "swept", None)), config["run"]["steps"])
+        session.display.job_started(job, name, config["run"]["steps"])
         outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev))
     except KeyboardInterrupt:
         outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
@@ -125,7 +120,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         record = _finished_record(base, started, outcome, config["tracking"])
         held = lifeline.HeldInterrupts()  # a second Ctrl-C must not cut the spool or ledger write
         try:
-            final, written = _append_finished(ledger, reserved, record, session)
+            final, written = _append_finished(ledger, reserved, record, session, name)
         finally:
             if outcome.status == "interrupted":
                 held.came.clear()  # the interrupt this run ends with is already being acted on
@@ -143,7 +138,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     return final
 
 
-def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session) -> tuple[dict, bool]:
+def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session, name: str) -> tuple[dict, bool]:
     """The `finished` record, spooled first; a failed ledger write is retried, then its spool named.
     Returns the record and whether the ledger holds it."""
     # Set here, not by append, so that the spool holds them too: the recovered record gets the same id.
@@ -167,11 +162,11 @@ def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, sessio
             spool.discard(reserved)
         return final, True
     if spooled:
-        session.failed(f"the {record['status']} record of {label(record['config'])} could not be written to the "
+        session.failed(f"the {record['status']} record of {name} could not be written to the "
                        f"ledger ({error}); its results are kept in {spooled}: free space, then run "
                        f"`repro ledger recover --ledger {ledger.root}`")
     else:  # neither the spool nor the ledger took it: the terminal is the last place left
-        session.failed(f"the {record['status']} record of {label(record['config'])} could not be written to the "
+        session.failed(f"the {record['status']} record of {name} could not be written to the "
                        f"ledger nor spooled ({error}); here it is:\n{json.dumps(record, default=str)}")
     return {**record, "id": record_id(record)}, False
 
