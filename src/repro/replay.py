@@ -137,6 +137,7 @@ def _print_differences(console: Console, record: dict, rows: dict[str, list]) ->
 
 def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, tracking_uri: str | None = None,
            progress: str = "auto") -> list[dict]:
+    from repro.report import varied
     from repro.runner.job import run_job
     from repro.session import Session
 
@@ -154,6 +155,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
 
     session = Session(replayed(originals[0]), multirun=len(originals) > 1)
     session.jobs = len(originals)
+    session.swept = varied.name_keys(originals)  # a replay is named as the run it replays
     try:
         for job, original in enumerate(originals):
             config = replayed(original)
@@ -162,7 +164,8 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
             extra = {"replay_of": original["id"]}
             if "repeat" in original:  # a repeat replays as a repeat of its group: the table keeps one row per config
                 extra["repeat"] = original["repeat"]
-            result = run_job(config, session, job, ["replay", original["id"]], extra=extra)
+            result = run_job(config, session, job, ["replay", original["id"]], extra=extra,
+                             name=session.run_name(config, []))
             verdict = judge(original, result)
             if config_hash(as_dict(config)) != original.get("config_hash"):
                 verdict.reasons.append("the recorded config hashes differently under this version of repro")
@@ -188,7 +191,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
 
 def _print_groups(console: Console, originals: list[dict], verdicts: list[dict]) -> None:
     """One line per config replayed with its repeats (`run.repeats`): their verdicts together."""
-    from repro.report.stats import by_config
+    from repro.report.comparison import by_config
 
     status = {v["of"]: v["status"] for v in verdicts}
     for group, runs in by_config(originals).items():
