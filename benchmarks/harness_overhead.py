@@ -62,6 +62,24 @@ DEFAULT_STEPS = {"mlp": 200, "vit": 60}
 FIXED_JOB = ["framework=jax", "model=mlp", "model.preset=tiny", "run.steps=10", "run.warmup=2"]
 
 
+def plain(config) -> dict:
+    """A planned config as a dict: trees with the typed config (schema.Config) and trees before it."""
+    if isinstance(config, dict):
+        return config
+    from repro.config.schema import as_dict
+
+    return as_dict(config)
+
+
+def typed(config: dict):
+    """The config as this tree's code reads it (schema.Config where the tree has one)."""
+    try:
+        from repro.config.schema import from_dict
+    except ImportError:  # a tree before the typed config reads dicts
+        return config
+    return from_dict(config)
+
+
 def overrides(framework: str, model: str, steps: int, warmup: int) -> list[str]:
     return [f"framework={framework}", f"model={model}", "model.preset=tiny", "precision=fp32",
             "hardware=cpu", "run.batch_size=32", f"run.steps={steps}", f"run.warmup={warmup}"]
@@ -145,8 +163,9 @@ def bare_main() -> None:
     seeds = seeding.derive(config["run"]["seed"])
     entry = models.get(config["model"]["name"])
     assert entry.task == "classify", "the bare loops use a cross-entropy loss"
-    dims = models.dims_of(config["model"])
-    batches = make_batches(config, entry, dims, seeds["data"])[0]  # (batches, [eval set,] record)
+    cfg = typed(config)
+    dims = models.dims_of(cfg.model if not isinstance(cfg, dict) else cfg["model"])
+    batches = make_batches(cfg, entry, dims, seeds["data"])[0]  # (batches, [eval set,] record)
     build = _bare_jax if config["framework"]["backend"] == "jax" else _bare_torch
     step, sync = build(entry, dims, batches, seeds, config["run"]["lr"])
     clock, times = time.perf_counter, []
@@ -182,7 +201,7 @@ def probe_main(folder: str) -> None:
     from repro import paths
     from repro.config import plan
 
-    config = timed("plan_cold", lambda: plan(FIXED_JOB).jobs[0])
+    config = plain(timed("plan_cold", lambda: plan(FIXED_JOB).jobs[0]))
     timed("plan_warm", lambda: plan(FIXED_JOB))
     from repro.runner import envcapture, gitinfo
 
@@ -244,12 +263,12 @@ def run_cli(args: list[str], work: Path, tag: str) -> tuple[dict, float]:
     return newest_ok(ledger), wall
 
 
-def child_env(config: dict) -> dict[str, str]:
+def child_env(config: dict) -> dict[str, str]:  # config: a dict (plain)
     """The environment a repro worker starts with (repro.runner.launch.run_worker)."""
     from repro import paths
     from repro.runner.seeding import worker_env
 
-    env = {**os.environ, **worker_env(config)}
+    env = {**os.environ, **worker_env(typed(config))}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.src_dir()), os.environ.get("PYTHONPATH")]))
     return env
 
@@ -265,7 +284,7 @@ def steady_state(frameworks, model_names, steps_arg, warmup, repeats, work, log)
 
     pairs = [(f, m, steps_arg or DEFAULT_STEPS.get(m, 100)) for m in model_names for f in frameworks]
     runs = {(f, m): {"harness": [], "bare": [], "harness_first": [], "bare_first": []} for f, m, _ in pairs}
-    configs = {(f, m): plan(overrides(f, m, steps, warmup)).jobs[0] for f, m, steps in pairs}
+    configs = {(f, m): plain(plan(overrides(f, m, steps, warmup)).jobs[0]) for f, m, steps in pairs}
     for r in range(repeats):
         for f, m, steps in pairs:
             # A B, then B A: each side runs first as often as the other (a linear drift cancels).
@@ -306,7 +325,7 @@ def fixed_cost(work: Path) -> dict:
     """Each per-run piece, timed apart; and the small CLI job it adds up to."""
     from repro.config import plan
 
-    config = plan(FIXED_JOB).jobs[0]
+    config = plain(plan(FIXED_JOB).jobs[0])
     env = child_env(config)
     store = work / "probe"
     store.mkdir()
