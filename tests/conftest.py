@@ -184,3 +184,25 @@ def report_sweep(tmp_path_factory) -> tuple[Sandbox, subprocess.CompletedProcess
                    timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return box, proc
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """A real SLURM (munged, slurmctld, slurmd n1 and n2) for the session, SLURM_CONF exported;
+    every job cancelled and exactly its daemons stopped at the end (tests/slurm_cluster.py)."""
+    from slurm_cluster import SlurmCluster
+
+    try:
+        cluster = SlurmCluster().start()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    saved = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        if saved is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = saved
