@@ -298,6 +298,11 @@ def run_experiment(argv: list[str]) -> int:
         records = session.Session.close_current(interrupted=True)
         print(f"repro: interrupted; {len(records)} job(s) recorded", file=sys.stderr)
         return 130
+    except SystemExit:  # Hydra reported a launcher's error (submitit: a job SLURM ended before it returned)
+        if session.Session.current is None:
+            raise
+        session.Session.close_current()  # the table, report and MLflow parent from what the ledger holds
+        return EXIT_RUN_FAILED
     records = session.Session.last_records
     failed = session.Session.failures or any(r["status"] in session.NOT_OK for r in records)
     return EXIT_RUN_FAILED if failed else 0

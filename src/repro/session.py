@@ -36,9 +36,9 @@ from repro.report import varied
 from repro.report import trajectory
 from repro.report import sweep_report
 from repro.report.compare import print_comparison
-from repro.runner import gitinfo, lifeline
+from repro.runner import gitinfo, lifeline, scheduler
 
-NOT_OK = ("failed", "killed", "interrupted")
+NOT_OK = ("failed", "killed", "timeout", "interrupted")
 SESSION_FILE = "repro_session.json"
 
 # The preflight plan of this process's command line (set by repro.cli before Hydra runs).
@@ -85,6 +85,8 @@ class Session:
         # A single run with run.repeats > 1 is a sweep of its repeats: an MLflow parent and children.
         cls.current = session = cls(primary, multirun or primary["run"].get("repeats", 1) > 1)
         launcher = str(config.hydra.launcher.get("_target_", "")) if "hydra" in config else ""
+        if multirun and "SlurmLauncher" in launcher:
+            scheduler.sacct_stand_in(Path(str(config.hydra.sweep.dir)))  # where accounting is off
         if multirun and "BasicLauncher" not in launcher and not _follower(primary):
             # jobs launched in other processes attach through the sweep folder, parent run id included
             session.tracking(primary, session.parent_run_id)

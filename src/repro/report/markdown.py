@@ -10,6 +10,7 @@ import csv
 import io
 
 from repro.report import published
+from repro.runner import scheduler
 from repro.report.audit import CHECKS, audit, run_name
 from repro.report.summary import Config, ratio_to_best, sweep_command, verdict_line
 from repro.tracking.flat import flatten
@@ -105,13 +106,13 @@ def audit_lines(cfgs: list[Config]) -> list[str]:
 def machine_lines(records: list[dict]) -> list[str]:
     """The machine each run saw: CPU, cores, ISA, threads, and the record's `machine` state."""
     keys = sorted({k for r in records for k in flatten(r.get("machine") or {})})
-    header = ["run", "framework", "cpu", "cores", "isa", "threads", *keys]
+    header = ["run", "framework", "scheduler", "cpu", "cores", "isa", "threads", *keys]
     body = []
     for r in records:
         env = r.get("environment") or {}
         cpu = env.get("cpu") or {}
         machine = flatten(r.get("machine") or {})
-        body.append([r["id"], r["config"]["framework"]["name"], cpu.get("model", ""), cpu.get("cores", ""),
+        body.append([r["id"], r["config"]["framework"]["name"], scheduler.describe(r.get("scheduler")), cpu.get("model", ""), cpu.get("cores", ""),
                      " ".join(cpu.get("isa") or []), (env.get("variables") or {}).get("REPRO_THREADS", ""),
                      *[machine.get(k, "") for k in keys]])
     gpus = sorted({g["name"] for r in records for g in (r.get("environment") or {}).get("gpus", [])})

@@ -23,7 +23,7 @@ from repro.config import config_hash
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.schema import SCHEMA_VERSION
 from repro.ledger.store import now_iso, record_id
-from repro.runner import cluster, envcapture, launch, lifeline, resume, seeding, spool
+from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, spool
 from repro.report import varied
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
@@ -80,6 +80,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     """
     rdzv = cluster.resolve(config.get("cluster"))
     cluster.check_layout(config, rdzv.nodes, rdzv.jax_processes)
+    cluster.check_reachable(rdzv)
     if not rdzv.leader:
         return run_follower(config, rdzv)
     ledger = Ledger(config["ledger"]["dir"])
@@ -99,6 +100,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         "git": session.git,
         "code": session.code,
         "cluster": rdzv.as_dict(),
+        "scheduler": scheduler.block(),  # provenance, outside `config` and its hash
         **(extra or {}),
         "repro_version": __version__,
     }
@@ -121,13 +123,17 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         outcome = launch.WorkerOutcome("failed", None, reason=f"could not prepare the run: {e}")
     except Exception as e:  # noqa: BLE001 - e.g. a worker killed halfway through its result line
         outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
+    interrupted = outcome.status == "interrupted"
     try:
-        record = _finished_record(base, started, outcome, config["tracking"])
-        held = lifeline.HeldInterrupts()  # a second Ctrl-C must not cut the spool or ledger write
+        held = lifeline.HeldInterrupts()  # a second Ctrl-C (or SLURM's SIGTERM) must not cut the record
         try:
+            if outcome.status != "ok" and (ended := scheduler.ended_by_scheduler(base["scheduler"])):
+                # SLURM ended the job (scancel, time limit, requeue): its SIGTERM killed the worker or us
+                outcome.status, outcome.reason = ended[0], f"{ended[1]}; {outcome.reason}"
+            record = _finished_record(base, started, outcome, config["tracking"])
             final, written = _append_finished(ledger, reserved, record, session)
         finally:
-            if outcome.status == "interrupted":
+            if interrupted:
                 held.came.clear()  # the interrupt this run ends with is already being acted on
             held.release()  # raises a Ctrl-C that came meanwhile, now that the record is kept
         session.display.job_finished(job, final)
@@ -138,7 +144,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     finally:
         if run_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
-    if outcome.status == "interrupted":
+    if interrupted:
         raise KeyboardInterrupt
     return final
 

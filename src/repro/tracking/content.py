@@ -15,6 +15,7 @@ from typing import Any
 
 from repro.config.spec import semantic
 from repro.report import summary
+from repro.runner import scheduler
 from repro.tracking.flat import flatten
 
 NOT_APPLICABLE = "n/a"
@@ -130,6 +131,7 @@ def run_tags(record: dict) -> dict[str, str]:
         tags["repro.env_fingerprint"] = record["environment"]["fingerprint"]
     if record.get("data"):
         tags["repro.data_sha256"] = record["data"]["sha256"]
+    tags.update(scheduler.tags(record.get("scheduler")))  # where it ran: local, or SLURM's job, nodes, logs
     tags["mlflow.note.content"] = description(record)
     return tags
 
