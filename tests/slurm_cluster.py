@@ -88,7 +88,7 @@ SchedulerParameters=batch_sched_delay=0
 MpiDefault=none
 ReturnToService=2
 MinJobAge=300
-KillWait=10
+KillWait=30
 InactiveLimit=0
 {nodes}
 {parts}
@@ -198,6 +198,7 @@ InactiveLimit=0
                     proc.kill()
                     proc.wait(timeout=5)
         self.procs.clear()
+        shutil.rmtree(self.root, ignore_errors=True)  # state, logs, the munge key: nothing stays behind
 
 
 if __name__ == "__main__":  # a cluster by hand: `python tests/slurm_cluster.py` prints its SLURM_CONF
