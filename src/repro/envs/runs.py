@@ -1,0 +1,39 @@
+"""What a job needs from environments: its interpreter's lock hash, and a venv for pinned versions."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from repro.envs import cache, lock, venvs
+
+
+def resolve(python: str | None) -> str | None:
+    """conf/ gives interpreters relative to the checkout (.venv-xla/bin/python), as the worker's launcher reads them."""
+    from repro import paths
+
+    if python and os.sep in python and not os.path.isabs(python):
+        return str(paths.repo_root() / python)
+    return python
+
+
+def record_hash(ledger_root: Path, python: str | None) -> str | None:
+    """The hash of `python`'s lock, the lock kept once in `<ledger>/envs/` (None: it could not be read)."""
+    try:
+        return lock.store(ledger_root, lock.of_interpreter(resolve(python), cache.locks()))
+    except (OSError, subprocess.CalledProcessError):
+        return None  # an interpreter that does not start fails the run with its own message
+
+
+def pinned(config: dict, log=print) -> dict | None:
+    """For `env.packages=[optax==0.2.7, ...]`: the worker's environment with those pins in place,
+    as a cached venv ({"python": its interpreter, "src": None}); None when nothing is pinned."""
+    pins = list((config.get("env") or {}).get("packages") or [])
+    if not pins:
+        return None
+    base = lock.of_interpreter(resolve(config["framework"]["python"]), cache.locks())
+    venv, meta = venvs.ensure(lock.with_pins(base, pins), log=log)
+    log(f"environment {meta['env_hash'][:12]} ({', '.join(pins)}): "
+        + ("reused" if meta["reused"] else f"built in {meta['build_s']:.1f} s") + f" at {venv}")
+    return {"python": venvs.python_of(venv), "src": None}
