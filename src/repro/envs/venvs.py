@@ -76,7 +76,7 @@ def info(venv: Path) -> dict | None:
 @contextmanager
 def _locked(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as f:
+    with open(path.parent / f".{path.name}.lock", "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)  # two jobs wanting one venv: the second waits, then reuses it
         yield
 
