@@ -158,7 +158,7 @@ def provenance(before: dict[str, list], restored: dict | None) -> dict[str, str]
 def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, tracking_uri: str | None = None,
            progress: str = "auto", as_recorded: bool = False, allow_substitutes: bool = False) -> list[dict]:
     from repro.envs import restore
-    from repro.envs.runs import resolve
+    from repro.runner.launch import resolve_python
     from repro.runner.job import run_job
     from repro.session import Session
 
@@ -192,7 +192,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
                 extra.update(git=restored.git, code=restored.code)
             else:
                 restored, git_now, code_now, place = None, session.git, session.code, None
-                now_lock = (lock.of_interpreter(resolve(config["framework"]["python"]), envcache.locks())
+                now_lock = (lock.of_interpreter(resolve_python(config["framework"]["python"]), envcache.locks())
                             if then_lock else None)
             before = differences_before(original, config, git_now, code_now, (then_lock, now_lock))
             _print_differences(console, original, before)

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import os
+import re
 import subprocess
 from pathlib import Path
 
 from repro.envs import cache, lock, venvs
-
-
-def resolve(python: str | None) -> str | None:
-    """conf/ gives interpreters relative to the checkout (.venv-xla/bin/python), as the worker's launcher reads them."""
-    from repro import paths
-
-    if python and os.sep in python and not os.path.isabs(python):
-        return str(paths.repo_root() / python)
-    return python
+from repro.runner.launch import resolve_python
 
 
 def record_hash(ledger_root: Path, python: str | None) -> str | None:
     """The hash of `python`'s lock, the lock kept once in `<ledger>/envs/` (None: it could not be read)."""
     try:
-        return lock.store(ledger_root, lock.of_interpreter(resolve(python), cache.locks()))
+        return lock.store(ledger_root, lock.of_interpreter(resolve_python(python), cache.locks()))
     except (OSError, subprocess.CalledProcessError):
         return None  # an interpreter that does not start fails the run with its own message
 
@@ -32,7 +24,10 @@ def pinned(config: dict, log=print) -> dict | None:
     pins = list((config.get("env") or {}).get("packages") or [])
     if not pins:
         return None
-    base = lock.of_interpreter(resolve(config["framework"]["python"]), cache.locks())
+    if bad := [p for p in pins if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[^\s=]+", str(p))]:
+        raise venvs.EnvError(f"env.packages takes exact pins name==version (an exact environment), not {bad}: "
+                             "e.g. env.packages=['optax==0.2.8']")
+    base = lock.of_interpreter(resolve_python(config["framework"]["python"]), cache.locks())
     venv, meta = venvs.ensure(lock.with_pins(base, pins), log=log)
     log(f"environment {meta['env_hash'][:12]} ({', '.join(pins)}): "
         + ("reused" if meta["reused"] else f"built in {meta['build_s']:.1f} s") + f" at {venv}")

@@ -57,10 +57,14 @@ def _status(events: dict, returncode: int | None, timed_out: bool) -> tuple[str,
     return "failed", f"worker exited with code {returncode} without a result"
 
 
-def worker_command(python: str | None, spec_path: Path) -> list[str]:
+def resolve_python(python: str | None) -> str | None:
     if python and os.sep in python and not os.path.isabs(python):
-        python = str(paths.repo_root() / python)  # conf/ gives it relative to the checkout (.venv-xla)
-    return [python or sys.executable, "-m", "repro.runner.worker", str(spec_path)]
+        return str(paths.repo_root() / python)  # conf/ gives it relative to the checkout (.venv-xla)
+    return python
+
+
+def worker_command(python: str | None, spec_path: Path) -> list[str]:
+    return [resolve_python(python) or sys.executable, "-m", "repro.runner.worker", str(spec_path)]
 
 
 def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[str, str],
