@@ -20,6 +20,7 @@ from rich.console import Console
 
 from repro import hardware, paths, report
 from repro.config import config_hash
+from repro.config.schema import Config, ProgressConfig, as_dict, from_dict
 from repro.envs import cache as envcache, lock
 from repro.envs.venvs import EnvError
 from repro.ledger import Ledger, LedgerError
@@ -37,7 +38,7 @@ class Verdict:
     reasons: list[str]
 
 
-def environment_now(config: dict, lock_text: str | None = None) -> dict:
+def environment_now(config: Config, lock_text: str | None = None) -> dict:
     """What can be known of the environment without importing a framework. `lock_text`: the
     whole environment the worker will run in, compared when the record names its own."""
     return {
@@ -45,7 +46,7 @@ def environment_now(config: dict, lock_text: str | None = None) -> dict:
         "cpu": {"model": hardware.cpu_model(), "affinity": len(os.sched_getaffinity(0)),
                 "isa": list(hardware.cpu_isa())},
         "gpus": [g["name"] for g in hardware.nvidia_gpus()],
-        "threads": seeding.resolve_threads(config["run"]["threads"]),
+        "threads": seeding.resolve_threads(config.run.threads),
     }
 
 
@@ -59,18 +60,18 @@ def environment_then(record: dict, lock_text: str | None = None) -> dict:
     }
 
 
-def data_now(config: dict) -> dict:
+def data_now(config: Config) -> dict:
     from repro.data import DATASETS, DataError, dvc_check
 
-    if config["data"]["name"] not in DATASETS:
+    if config.data.name not in DATASETS:
         return {}
     try:
-        return {"md5": dvc_check.check(config["data"])}
+        return {"md5": dvc_check.check(config.data)}
     except DataError as e:
         return {"error": str(e)}
 
 
-def differences_before(record: dict, config: dict, git_now: dict, code_now: dict,
+def differences_before(record: dict, config: Config, git_now: dict, code_now: dict,
                        locks: tuple[str | None, str | None] = (None, None)) -> dict[str, list]:
     """`locks`: the recorded whole environment and the one the replay runs in (both, or neither: the 12-package summary)."""
     then_data = {"md5": record["data"]["md5"]} if "md5" in (record.get("data") or {}) else {}
@@ -172,15 +173,19 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
             restore.check(original, ledger.root, today)
     console = report.console()
     verdicts = []
-    first = dict(originals[0]["config"])
-    primary = {**first, "ledger": {"dir": str(ledger.root)}, "progress": {"mode": progress},
-               "tracking": {**first["tracking"], "uri": tracking_uri or paths.default_tracking_uri()}}
-    session = Session(primary, multirun=len(originals) > 1)
+    uri = tracking_uri or paths.default_tracking_uri()
+
+    def replayed(record: dict) -> Config:
+        """The recorded config (keys it predates at their defaults), into this ledger and store."""
+        config = from_dict(record["config"])
+        config.ledger.dir, config.tracking.uri, config.progress = str(ledger.root), uri, ProgressConfig(mode=progress)
+        return config
+
+    session = Session(replayed(originals[0]), multirun=len(originals) > 1)
     session.jobs = len(originals)
     try:
         for job, original in enumerate(originals):
-            config = {**original["config"], "ledger": primary["ledger"], "progress": primary["progress"],
-                      "tracking": {**original["config"]["tracking"], "uri": primary["tracking"]["uri"]}}
+            config = replayed(original)
             extra = {"replay_of": original["id"]}
             if "repeat" in original:  # a repeat replays as a repeat of its group: the table keeps one row per config
                 extra["repeat"] = original["repeat"]
@@ -192,7 +197,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
                 extra.update(git=restored.git, code=restored.code)
             else:
                 restored, git_now, code_now, place = None, session.git, session.code, None
-                now_lock = (lock.of_interpreter(resolve_python(config["framework"]["python"]), envcache.locks())
+                now_lock = (lock.of_interpreter(resolve_python(config.framework.python), envcache.locks())
                             if then_lock else None)
             before = differences_before(original, config, git_now, code_now, (then_lock, now_lock))
             _print_differences(console, original, before)
@@ -200,7 +205,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
             result = run_job(config, session, job, ["replay", original["id"]], extra=extra, place=place)
             verdict = judge(original, result)
             verdict.reasons.append(", ".join(f"{k} {v}" for k, v in parts.items()))
-            if config_hash(config) != original.get("config_hash"):
+            if config_hash(as_dict(config)) != original.get("config_hash"):
                 verdict.reasons.append("the recorded config hashes differently under this version of repro")
             record = ledger.append({
                 "kind": "replay", "status": verdict.status, "of": original["id"], "replay": result["id"],
@@ -211,14 +216,13 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
                 **({"as_recorded": restored.info} if restored else {}),
             })
             if run_id := session.mlflow_run_ids.get(result["id"]):
-                session.tracking(config, lambda t: t.client.set_tag(run_id, "repro.replay_verdict", verdict.status))
+                session.tracking((config.tracking.uri, config.tracking.experiment), lambda t: t.client.set_tag(run_id, "repro.replay_verdict", verdict.status))
             console.print(f"  verdict: [bold]{verdict.status}[/] — {'; '.join(verdict.reasons)} (ledger {record['id']})")
             for key, t in record["timing"].items():
                 mark = "" if t["within"] else f"  (outside ±{TIMING_TOLERANCE:.0%})"
                 console.print(f"    {key}: {t['recorded'] * 1e3:.2f} ms → {t['now'] * 1e3:.2f} ms, ×{t['ratio']:.2f}{mark}")
             verdicts.append(record)
     finally:
-        Session.current = None
         session.close(interrupted=False)
     _print_groups(console, originals, verdicts)
     return verdicts

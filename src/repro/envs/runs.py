@@ -18,16 +18,16 @@ def record_hash(ledger_root: Path, python: str | None) -> str | None:
         return None  # an interpreter that does not start fails the run with its own message
 
 
-def pinned(config: dict, log=print) -> dict | None:
+def pinned(config, log=print) -> dict | None:
     """For `env.packages=[optax==0.2.7, ...]`: the worker's environment with those pins in place,
     as a cached venv ({"python": its interpreter, "src": None}); None when nothing is pinned."""
-    pins = list((config.get("env") or {}).get("packages") or [])
+    pins = list(config.env.packages)
     if not pins:
         return None
     if bad := [p for p in pins if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[^\s=]+", str(p))]:
         raise venvs.EnvError(f"env.packages takes exact pins name==version (an exact environment), not {bad}: "
                              "e.g. env.packages=['optax==0.2.8']")
-    base = lock.of_interpreter(resolve_python(config["framework"]["python"]), cache.locks())
+    base = lock.of_interpreter(resolve_python(config.framework.python), cache.locks())
     venv, meta = venvs.ensure(lock.with_pins(base, pins), log=log)
     log(f"environment {meta['env_hash'][:12]} ({', '.join(pins)}): "
         + ("reused" if meta["reused"] else f"built in {meta['build_s']:.1f} s") + f" at {venv}")
