@@ -159,6 +159,7 @@ def provenance(before: dict[str, list], restored: dict | None) -> dict[str, str]
 def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, tracking_uri: str | None = None,
            progress: str = "auto", as_recorded: bool = False, allow_substitutes: bool = False) -> list[dict]:
     from repro.envs import restore
+    from repro.report import varied
     from repro.runner.launch import resolve_python
     from repro.runner.job import run_job
     from repro.session import Session
@@ -183,6 +184,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
 
     session = Session(replayed(originals[0]), multirun=len(originals) > 1)
     session.jobs = len(originals)
+    session.swept = varied.name_keys(originals)  # a replay is named as the run it replays
     try:
         for job, original in enumerate(originals):
             config = replayed(original)
@@ -202,7 +204,8 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
             before = differences_before(original, config, git_now, code_now, (then_lock, now_lock))
             _print_differences(console, original, before)
             parts = provenance(before, restored.info if restored else None)
-            result = run_job(config, session, job, ["replay", original["id"]], extra=extra, place=place)
+            result = run_job(config, session, job, ["replay", original["id"]], extra=extra,
+                             name=session.run_name(config, []), place=place)
             verdict = judge(original, result)
             verdict.reasons.append(", ".join(f"{k} {v}" for k, v in parts.items()))
             if config_hash(as_dict(config)) != original.get("config_hash"):
@@ -230,7 +233,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
 
 def _print_groups(console: Console, originals: list[dict], verdicts: list[dict]) -> None:
     """One line per config replayed with its repeats (`run.repeats`): their verdicts together."""
-    from repro.report.stats import by_config
+    from repro.report.comparison import by_config
 
     status = {v["of"]: v["status"] for v in verdicts}
     for group, runs in by_config(originals).items():
