@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-SCHEMA_VERSION = 2  # 2: a run names its scheduler (`scheduler`: {"name": "local"} or SLURM's job, nodes, ...)
+SCHEMA_VERSION = 3  # 2: environment.env_hash names the whole environment (<ledger>/envs/<hash>.txt); 3: a run names its scheduler (`scheduler`: {"name": "local"} or SLURM's job, nodes, ...)
 
 _ID = {"type": "string", "pattern": "^[0-9a-f]{16}$"}
 _OBJECT = {"type": "object"}
@@ -48,7 +48,8 @@ SCHEMA: dict = {
             "attempt": {"type": "integer", "minimum": 1}, "resources": _OBJECT}},
         "results": {"type": "object", "properties": {
             "step_time_s": {"type": "array", "items": {"type": "number"}}}},
-        **{key: _OBJECT for key in ("config", "environment", "git", "code", "data", "seeds", "effective",
+        "environment": {"type": "object", "properties": {"env_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}},
+        **{key: _OBJECT for key in ("config", "git", "code", "data", "seeds", "effective",
                                     "mlflow", "cluster", "sweep", "machine")},
     },
 }
