@@ -160,6 +160,14 @@ def tmpfs(path: Path, options: str):
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+def one_device_losses(box: Sandbox, fast: tuple[str, ...]) -> dict[str, list[float]]:
+    """{framework: the loss trajectory on one device}, JAX and torch in one sweep in `box`: what a
+    sharded or multi-node run of the same global batch must reproduce."""
+    proc = box.run("-m", "framework=jax,torch", *fast, "tracking.experiment=base")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return {h["config"]["framework"]["name"]: h["results"]["loss"] for h in box.heads()}
+
+
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Sandbox:
     return Sandbox(tmp_path)

@@ -130,12 +130,9 @@ def test_time_limit_records_timeout(slurm, timeout_job):
 @pytest.fixture(scope="module")
 def one_node(tmp_path_factory) -> dict[str, list[float]]:
     """{framework: the loss trajectory of the same global batch on one node, one device}."""
-    from conftest import Sandbox
+    from conftest import Sandbox, one_device_losses
 
-    box = Sandbox(tmp_path_factory.mktemp("slurm_one_node"))
-    proc = box.run("-m", "framework=jax,torch", *FAST, "tracking.experiment=slurm_base")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return {h["config"]["framework"]["name"]: h["results"]["loss"] for h in box.heads()}
+    return one_device_losses(Sandbox(tmp_path_factory.mktemp("slurm_one_node")), FAST)
 
 
 def _srun_two_nodes(sandbox, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -194,5 +191,5 @@ def test_requeued_job_runs_again_as_its_next_attempt_and_resumes(slurm, sandbox,
                                                  f"as attempt 2; SLURM job {job_id}")
     assert len(_started(sandbox, "jax")) == 1  # jax ran once
     out = (sandbox.root / "job.out").read_text()
-    assert "resume: jax mlp/tiny fp32 skipped, already recorded ok" in out
+    assert "resume: jax" in out and "skipped, already recorded ok" in out
     assert (sandbox.root / "rc").read_text().split() == ["130", "0"]  # attempt 1 ended by SLURM, attempt 2 ok

@@ -128,13 +128,14 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
         outcome = launch.WorkerOutcome("failed", None, reason=f"could not build the run's environment: {e}")
     except Exception as e:  # noqa: BLE001 - e.g. a worker killed halfway through its result line
         outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
-    interrupted = outcome.status == "interrupted"
+    interrupted, ended = outcome.status == "interrupted", None
     try:
         held = lifeline.HeldInterrupts()  # a second Ctrl-C (or SLURM's SIGTERM) must not cut the record
         try:
             if outcome.status != "ok" and (ended := scheduler.ended_by_scheduler(base["scheduler"])):
                 # SLURM ended the job (scancel, time limit, requeue): its SIGTERM killed the worker or us
-                outcome.status, outcome.reason = ended[0], f"{ended[1]}; {outcome.reason}"
+                # (the interrupt it raised here was SLURM's SIGTERM, not a Ctrl-C: only the worker's end is kept)
+                outcome.status, outcome.reason = ended[0], ended[1] + ("" if interrupted else f"; {outcome.reason}")
             record = _finished_record(base, started, outcome, config.tracking)
             if "environment" in record and env_hash:  # the whole environment, kept once in <ledger>/envs/
                 record["environment"]["env_hash"] = env_hash
@@ -145,7 +146,9 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
             held.release()  # raises a Ctrl-C that came meanwhile, now that the record is kept
         session.display.job_finished(job, final)
         session.finished(final)
-        if written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
+        if written and ended:  # SLURM kills what is left after KillWait: MLflow (seconds) waits for `repro sync`
+            session.pending += 1
+        elif written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
             session.project(final, outcome.events.get("result", {}).get("ir_files", []),
                             run_dir / "worker.log" if run_dir else None)
     finally:
