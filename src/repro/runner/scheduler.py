@@ -247,7 +247,7 @@ def where(sched: dict | None) -> dict:
 
 def shared_store_warning(uris: list[str]) -> str | None:
     """Said before a sweep whose jobs SLURM runs on other nodes, when a job's MLflow store is a sqlite file."""
-    files = sorted(u for u in uris if u.startswith("sqlite:"))
+    files = sorted({u for u in uris if u.startswith("sqlite:")})
     if not files:
         return None
     return (f"warning: jobs launched through SLURM run on other nodes, and MLflow's store {', '.join(files)} is a "
