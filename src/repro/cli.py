@@ -107,7 +107,13 @@ def _descriptions(sub: argparse._SubParsersAction) -> dict[str, str]:
 def run_subcommand(argv: list[str], parser: argparse.ArgumentParser | None = None) -> int:
     args = (parser or build_parser()[0]).parse_args(argv)
     ledger, default = getattr(args, "ledger", None), str(paths.default_ledger_dir())
-    if ledger is not None and not Path(ledger).is_dir():
+    if ledger is None or not getattr(args, "reads_ledger", True):  # `repro ledger schema` reads none
+        return args.func(args)
+    from repro.ledger import place
+
+    if (why := place.unusable(ledger, write=False)) is not None:  # a file, a symlink loop, /proc, unreadable
+        return _die(f"--ledger {ledger} {why}")
+    if not Path(ledger).is_dir():
         if ledger == default:
             return _die(f"the repo's ledger {ledger} does not exist yet: a run creates it "
                         "(`repro run`), or name another one with --ledger DIR")

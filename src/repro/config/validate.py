@@ -174,7 +174,6 @@ TRACKING_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "
 # MLflow keeps experiment names in a 256-character column, and a sqlite store's artifacts
 # live in a folder named after the experiment (255 bytes at most): one limit below both.
 EXPERIMENT_NAME_MAX = 200
-MIN_FREE_BYTES = 16 * 1024 * 1024  # a ledger's disk with less cannot take a run's records and spool
 
 
 def check_tracking_uri(uri: str) -> None:
@@ -200,28 +199,12 @@ def check_experiment_name(name: str) -> None:
                           "use letters, digits, '-', '_', '.' and spaces")
 
 
-def _nearest_existing(path: str) -> str:
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
-    return path
-
-
 def check_ledger_dir(path: str) -> None:
-    """The ledger folder can take records: not under /proc, not a file, writable, with free space."""
-    real = os.path.realpath(path)
-    if real == "/proc" or real.startswith(("/proc/", "/sys/")):
-        raise ConfigError(f"ledger.dir={path!r} lies under /{real.split('/')[1]}, "
-                          "a kernel filesystem that cannot hold records; choose a folder on a disk")
-    if os.path.exists(real) and not os.path.isdir(real):
-        raise ConfigError(f"ledger.dir={path!r} is a file, not a folder; choose a folder (it is created if missing)")
-    existing = _nearest_existing(real)
-    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"ledger.dir={path!r} is not writable ({existing} refuses new files: a read-only "
-                          "mount or missing permissions); choose a folder you can write to")
-    free = os.statvfs(existing)
-    if free.f_bavail * free.f_frsize < MIN_FREE_BYTES:
-        raise ConfigError(f"ledger.dir={path!r}: its disk is full ({free.f_bavail * free.f_frsize // 1024} KiB "
-                          f"free, {MIN_FREE_BYTES // 2**20} MiB needed); free some space or choose another folder")
+    """The ledger folder can take records (ledger/place.py: the one check, `Ledger.check_writable`'s too)."""
+    from repro.ledger import place
+
+    if (why := place.unusable(path)) is not None:
+        raise ConfigError(f"ledger.dir={path!r} {why}")
 
 
 def check(cfg: DictConfig) -> dict:

@@ -33,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     lsub.add_parser("verify", help="check every record file: JSON, schema, content hash, duplicates, links; "
                     "warn of lost runs", parents=[common])
     lsub.add_parser("recover", help="append the finished records spooled under <ledger>/.spool/", parents=[common])
-    lsub.add_parser("schema", help="print the JSON Schema of a record", parents=[common])
+    lsub.add_parser("schema", help="print the JSON Schema of a record (reads no ledger: no --ledger)"
+                    ).set_defaults(reads_ledger=False)
     d = lsub.add_parser("diff", help="config, environment, data and results differences of two records",
                         parents=[common])
     d.add_argument("a")
@@ -123,8 +124,10 @@ def _recover(ledger: Ledger) -> int:
     if done.released:
         print(f"freed {len(done.released)} reservation(s) of runs that ended without using them "
               f"({', '.join(p.name for p in done.released)})")
+    for r in done.superseded:
+        print(f"marked the lost run {r['prev']} superseded by run {r['superseded_by']} (record {r['id']})")
     for p in done.failed:
         print(f"repro ledger recover: {p}", file=sys.stderr)
-    if not (done.recovered or done.running or done.failed or done.released):
+    if not (done.recovered or done.running or done.failed or done.released or done.superseded):
         print(f"nothing to recover: no spooled records under {ledger.spool_dir}")
     return 1 if done.failed else 0

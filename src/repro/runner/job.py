@@ -89,6 +89,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         report.console().print(f"resume: {label(config)} skipped, already recorded ok on this environment "
                                f"(ledger {done['id']})")
         session.finished(done)
+        _supersede_lost(ledger, done)
         return done
     base = {
         "kind": "run",
@@ -132,6 +133,8 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
             held.release()  # raises a Ctrl-C that came meanwhile, now that the record is kept
         session.display.job_finished(job, final)
         session.finished(final)
+        if written and final["status"] == "ok" and config["run"].get("resume"):
+            _supersede_lost(ledger, final)
         if written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
             session.project(final, outcome.events.get("result", {}).get("ir_files", []),
                             run_dir / "worker.log" if run_dir else None)
@@ -141,6 +144,15 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     if outcome.status == "interrupted":
         raise KeyboardInterrupt
     return final
+
+
+def _supersede_lost(ledger: Ledger, ok: dict) -> None:
+    """`run.resume=true`: a lost run of this config, now recorded ok, is marked superseded by it."""
+    try:
+        for r in ledger.supersede_lost(ok):
+            report.console().print(f"resume: the lost run {r['prev']} is superseded by run {ok['id']}")
+    except LedgerError as e:  # the run itself is recorded; `repro ledger recover` marks it later
+        report.console().print(f"resume: could not mark lost runs superseded ({e}); `repro ledger recover` does it")
 
 
 def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session) -> tuple[dict, bool]:

@@ -1,0 +1,191 @@
+"""Issue 22: the loose ends found by probing (quick start, symlink loops, the replay chain, a full
+disk under MLflow, lost runs, and the one-liners), each through the real CLI or the real ledger."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import Sandbox, tmpfs
+from repro.ledger import Ledger
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ("model=mlp", "framework=torch", "run.warmup=2", "run.steps=4")
+
+
+def _cli(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "repro", *args], capture_output=True, text=True, timeout=300,
+                          cwd=cwd, env={**os.environ, **env})
+
+
+def _run(ledger: Ledger, store: Path, **extra) -> dict:
+    """A finished run's records (started → ok), as the runner writes them."""
+    tracking = {"uri": f"sqlite:///{store}", "experiment": "loose"}
+    config = {"framework": {"name": "jax"}, "model": {"name": "mlp", "preset": "tiny"}, "tracking": tracking}
+    base = {"kind": "run", "config_hash": "c" * 64, "config": config, **extra}
+    started = ledger.append({**base, "status": "started"})
+    return ledger.append({**base, "status": "ok", "prev": started["id"], "results": {"steady_median_s": 0.01}})
+
+
+def _dead_parent() -> dict:
+    """The identity of a process that has exited (a parent killed mid-run)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    created = psutil.Process(proc.pid).create_time()
+    proc.wait()
+    return {"host": socket.gethostname(), "pid": proc.pid, "create_time": created}
+
+
+# -- 2. symlink loops ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory) -> Sandbox:
+    """One real tiny run (torch, 4 steps) in its own ledger and sqlite store."""
+    sandbox = Sandbox(tmp_path_factory.mktemp("one_run"))
+    proc = sandbox.run(*TINY, "tracking.experiment=loose")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return sandbox
+
+
+@pytest.fixture
+def looped(one_run, tmp_path) -> tuple[Ledger, dict, list[Path]]:
+    """A copy of a real run's ledger with two links pointing at each other in its root and a
+    self-link in a date folder."""
+    shutil.copytree(one_run.ledger, tmp_path / "ledger")
+    ledger = Ledger(tmp_path / "ledger")
+    ok = ledger.heads(kind="run")[0]
+    date = next(ledger.root.rglob(f"{ok['id']}.json")).parent
+    (ledger.root / "a").symlink_to("b")
+    (ledger.root / "b").symlink_to("a")
+    (date / "self.json").symlink_to("self.json")
+    return ledger, ok, [ledger.root / "a", ledger.root / "b", date / "self.json"]
+
+
+@pytest.mark.parametrize("command", [("ledger", "list"), ("ledger", "show", "ID"), ("ledger", "export"),
+                                     ("compare", "ID"), ("report", "--experiment", "loose"), ("sync",)])
+def test_readers_skip_a_symlink_loop_with_one_line_naming_it(looped, tmp_path, command):
+    ledger, ok, loops = looped
+    args = [ok["id"] if a == "ID" else a for a in command]
+    proc = _cli(*args, "--ledger", str(ledger.root), cwd=tmp_path)
+    assert "Traceback" not in proc.stderr and "Errno 40" not in proc.stderr, proc.stderr
+    assert "MLflow failed" not in proc.stderr
+    for loop in loops:
+        lines = [line for line in proc.stderr.splitlines() if str(loop) in line]
+        assert len(lines) == 1 and "symlink loop" in lines[0], proc.stderr
+    if command[:2] in (("ledger", "list"), ("ledger", "show")):
+        assert proc.returncode == 0 and ok["id"] in proc.stdout
+
+
+def test_verify_names_each_symlink_loop_and_fails(looped):
+    ledger, ok, loops = looped
+    proc = _cli("ledger", "verify", "--ledger", str(ledger.root))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    fails = [line for line in proc.stderr.splitlines() if line.startswith("FAIL")]
+    assert sorted(fails) == sorted(f"FAIL {p}: a symlink loop (it never reaches a file or folder): remove the link"
+                                   for p in loops)
+
+
+def test_a_ledger_dir_that_is_a_symlink_loop_is_refused_by_the_preflight_and_by_readers(tmp_path):
+    loop = tmp_path / "loop"
+    loop.symlink_to(tmp_path / "other")
+    (tmp_path / "other").symlink_to(loop)
+    proc = _cli(*TINY, f"ledger.dir={loop}", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"ledger.dir='{loop}' is a symlink loop ({loop} ->" in proc.stderr and "hydra.callbacks" not in proc.stderr
+    proc = _cli("ledger", "list", "--ledger", str(loop / "sub"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and f"is a symlink loop ({loop} ->" in proc.stderr
+
+
+# -- 3. the replay chain -----------------------------------------------------------------------------
+
+def test_a_dangling_replay_of_fails_verify_naming_both_ids(tmp_path):
+    ledger = Ledger(tmp_path / "ledger")
+    original = _run(ledger, tmp_path / "mlflow.db")
+    replay = _run(ledger, tmp_path / "mlflow.db", replay_of=original["id"])
+    assert _cli("ledger", "verify", "--ledger", str(ledger.root)).returncode == 0
+    for r in ledger.chain(original):
+        next(ledger.root.rglob(f"{r['id']}.json")).unlink()
+    proc = _cli("ledger", "verify", "--ledger", str(ledger.root))
+    assert proc.returncode == 1
+    fails = [line for line in proc.stderr.splitlines() if line.startswith("FAIL")]
+    assert len(fails) == 2  # the replay's started and ok records both name the original
+    assert replay["id"] in fails[1] and all(original["id"] in f and "is a replay of" in f for f in fails)
+
+
+# -- 5. lost runs ------------------------------------------------------------------------------------
+
+def test_recover_marks_a_lost_run_superseded_by_its_later_ok_run(tmp_path):
+    ledger = Ledger(tmp_path / "ledger")
+    lost = ledger.append({"kind": "run", "status": "started", "config_hash": "c" * 64, "parent": _dead_parent()})
+    warned = _cli("ledger", "verify", "--ledger", str(ledger.root))
+    assert warned.returncode == 0 and f"WARN {next(ledger.root.rglob(lost['id'] + '.json'))}" in warned.stderr
+    again = _run(ledger, tmp_path / "mlflow.db")
+    proc = _cli("ledger", "recover", "--ledger", str(ledger.root))
+    assert proc.returncode == 0 and f"marked the lost run {lost['id']} superseded by run {again['id']}" in proc.stdout
+    mark = ledger.current(lost)
+    assert (mark["kind"], mark["status"], mark["prev"], mark["superseded_by"]) == \
+           ("supersession", "superseded", lost["id"], again["id"])
+    assert ledger.get(lost["id"]) == lost  # append-only: the lost record is still there, unchanged
+    verified = _cli("ledger", "verify", "--ledger", str(ledger.root))
+    assert verified.returncode == 0 and "WARN" not in verified.stderr, verified.stderr
+    assert "nothing to recover" in _cli("ledger", "recover", "--ledger", str(ledger.root)).stdout  # once only
+
+
+def test_a_resumed_sweep_marks_the_lost_run_of_its_job_superseded(tmp_path):
+    """The lost `started` record is the one a SIGKILLed parent leaves (a dead parent pid, the job's
+    config hash); then `run.resume=true` runs that job for real."""
+    from repro.config import config_hash, validate
+
+    sandbox = Sandbox(tmp_path)
+    args = [*TINY, f"ledger.dir={sandbox.ledger}", "run.resume=true"]
+    chash = config_hash(validate.plan(args).jobs[0])
+    ledger = Ledger(sandbox.ledger)
+    lost = ledger.append({"kind": "run", "status": "started", "config_hash": chash, "parent": _dead_parent()})
+    proc = sandbox.run(*TINY, "run.resume=true")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ok = next(h for h in sandbox.heads() if h["status"] == "ok")
+    assert f"the lost run {lost['id']} is superseded by run {ok['id']}" in proc.stdout
+    assert ledger.current(lost)["superseded_by"] == ok["id"]
+    verified = _cli("ledger", "verify", "--ledger", str(sandbox.ledger))
+    assert verified.returncode == 0 and "WARN" not in verified.stderr, verified.stderr
+
+
+# -- 6. one-liners -------------------------------------------------------------------------------------
+
+def test_ledger_given_as_a_file_is_named_a_file(tmp_path):
+    (tmp_path / "f").write_text("")
+    proc = _cli("ledger", "list", "--ledger", str(tmp_path / "f"))
+    assert proc.returncode == 2 and "is a file, not a folder" in proc.stderr and "no such folder" not in proc.stderr
+
+
+def test_ledger_schema_needs_no_ledger(tmp_path, monkeypatch, capsys):
+    from repro import cli, paths
+
+    monkeypatch.setattr(paths, "default_ledger_dir", lambda: tmp_path / "no-ledger-here")
+    assert cli.dispatch(["ledger", "schema"]) == 0
+    assert json.loads(capsys.readouterr().out)["title"] == "repro ledger record"
+    assert cli.dispatch(["ledger", "list"]) == 2  # a command that reads one still says it is missing
+
+
+def test_a_large_foreign_json_file_with_an_id_is_not_a_record(tmp_path):
+    ledger = Ledger(tmp_path / "ledger")
+    ok = _run(ledger, tmp_path / "mlflow.db")
+    folder = next(ledger.root.rglob(f"{ok['id']}.json")).parent
+    big = folder / "dump.json"
+    with open(big, "w") as f:  # 50 MB of someone's data that happens to carry an id
+        f.write('{"id": "0123456789abcdef", "rows": [' + ",".join(["1234567890"] * 5_000_000) + "]}")
+    small = folder / "note.json"
+    small.write_text('{"id": "fedcba9876543210", "note": "not a run"}')
+    proc = _cli("ledger", "list", "--ledger", str(ledger.root))
+    assert proc.returncode == 0 and "0123456789abcdef" not in proc.stdout and "fedcba9876543210" not in proc.stdout
+    assert f"skipping {big}: 52 MiB, larger than any record" in proc.stderr
+    assert f"skipping {small}: not a record: it does not match the record schema" in proc.stderr
+    proc = _cli("ledger", "show", "0123", "--ledger", str(ledger.root))
+    assert proc.returncode == 2 and len(proc.stdout) == 0 and len(proc.stderr) < 2000
