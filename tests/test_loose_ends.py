@@ -189,3 +189,35 @@ def test_a_large_foreign_json_file_with_an_id_is_not_a_record(tmp_path):
     assert f"skipping {small}: not a record: it does not match the record schema" in proc.stderr
     proc = _cli("ledger", "show", "0123", "--ledger", str(ledger.root))
     assert proc.returncode == 2 and len(proc.stdout) == 0 and len(proc.stderr) < 2000
+
+
+# -- 4. a full disk under an existing MLflow store ----------------------------------------------------
+
+def test_a_full_disk_under_an_existing_mlflow_store_is_one_warning_with_the_real_cause(tmp_path):
+    """A real 3 MiB tmpfs holds the sqlite store (created with its experiment by repro's Tracker),
+    then is filled; the ledger lies elsewhere. The run is recorded; MLflow's failure is one warning."""
+    from repro.tracking.mlflow_tracker import Tracker
+
+    sandbox = Sandbox(tmp_path)
+    with tmpfs(tmp_path / "mnt", "size=3m") as mnt:
+        store = f"tracking.uri=sqlite:///{mnt}/mlflow.db"
+        tracker = Tracker(f"sqlite:///{mnt}/mlflow.db", "full")
+        with open(mnt / "filler", "wb", buffering=0) as f:
+            with pytest.raises(OSError, match="No space left"):
+                while True:
+                    f.write(b"\0" * 4096)
+        proc = sandbox.run(*TINY, store, "tracking.experiment=full")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert len(sandbox.heads()) == 1 and {h["status"] for h in sandbox.heads()} == {"ok"}
+        assert "Traceback" not in proc.stderr and "autoflush" not in proc.stderr and "ERROR" not in proc.stderr
+        warnings = [line for line in proc.stderr.splitlines() if "warning" in line]
+        assert len(warnings) == 1 and "OperationalError: database or disk is full" in warnings[0], proc.stderr
+        assert "`repro sync`" in warnings[0]
+        synced = _cli("sync", "--ledger", str(sandbox.ledger))
+        assert synced.returncode == 1 and "Traceback" not in synced.stderr and "ERROR" not in synced.stderr
+        assert synced.stderr.count("\n") == 1 and "database or disk is full" in synced.stderr
+        (mnt / "filler").unlink()
+        assert _cli("sync", "--ledger", str(sandbox.ledger)).returncode == 0
+        runs = tracker.find_runs("repro.ledger_id")
+        assert [r.data.tags["repro.ledger_id"] for r in runs] == [sandbox.heads()[0]["id"]]
+        tracker.client._tracking_client.store.engine.dispose()  # let the tmpfs be unmounted
