@@ -221,3 +221,74 @@ def test_a_full_disk_under_an_existing_mlflow_store_is_one_warning_with_the_real
         runs = tracker.find_runs("repro.ledger_id")
         assert [r.data.tags["repro.ledger_id"] for r in runs] == [sandbox.heads()[0]["id"]]
         tracker.client._tracking_client.store.engine.dispose()  # let the tmpfs be unmounted
+
+
+def test_show_refuses_an_empty_id_in_one_line(tmp_path):
+    ledger = Ledger(tmp_path / "ledger")
+    a, b = _run(ledger, tmp_path / "mlflow.db"), _run(ledger, tmp_path / "mlflow.db", note="other")
+    proc = _cli("ledger", "show", "", "--ledger", str(ledger.root))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "give a record id" in proc.stderr
+    assert a["id"] not in proc.stderr and b["id"] not in proc.stderr
+
+
+def test_show_and_compare_warn_of_a_record_whose_hash_does_not_match(one_run, tmp_path):
+    shutil.copytree(one_run.ledger, tmp_path / "ledger")
+    ledger = Ledger(tmp_path / "ledger")
+    ok = ledger.heads(kind="run")[0]
+    path = next(ledger.root.rglob(f"{ok['id']}.json"))
+    path.write_text(path.read_text().replace('"steady_median_s": ', '"steady_median_s": 1'))  # a figure edited
+    for command in (("ledger", "show", ok["id"][:8]), ("compare", ok["id"])):
+        proc = _cli(*command, "--ledger", str(ledger.root))
+        assert proc.returncode == 0, proc.stderr
+        warned = [line for line in proc.stderr.splitlines() if "changed after it was written" in line]
+        assert len(warned) == 1 and ok["id"] in warned[0] and str(path) in warned[0], proc.stderr
+    assert _cli("ledger", "show", ok["prev"], "--ledger", str(ledger.root)).stderr == ""  # an intact one: silent
+
+
+def test_a_misspelt_key_gets_the_key_it_meant(tmp_path):
+    for override, meant in (("run.stpes=3", "run.steps"), ("modle.width=8", "model.width")):
+        proc = _cli(*TINY, override, f"ledger.dir={tmp_path / 'ledger'}", "--dry-run")
+        assert proc.returncode == 2 and f"{override.split('=')[0]} is not a config key: did you mean {meant}?" \
+            in proc.stderr, proc.stderr
+        assert "To append to your config" not in proc.stderr
+
+
+def test_completion_offers_plus_exp(tmp_path):
+    for line in ("repro ", "repro run ", "repro ex"):
+        proc = subprocess.run([sys.executable, "-m", "repro", "-sc", "query=bash"], capture_output=True, text=True,
+                              env={**os.environ, "COMP_LINE": line}, timeout=120)
+        words = proc.stdout.split()
+        assert proc.returncode == 0 and "exp=" not in words, (line, words)
+        assert "+exp=" in words and "model=" in words or line == "repro ex", (line, words)
+
+
+def test_a_run_removes_the_temp_folders_of_parents_that_are_gone(tmp_path):
+    """A `repro-run-<pid>-*` folder left by a parent killed with SIGKILL (its pid is gone), one of a
+    live process (this test's) and one without a pid in its name: the next run start removes the first."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    stale = tmp / f"repro-run-{_dead_parent()['pid']}-abc123"
+    live = tmp / f"repro-run-{os.getpid()}-def456"
+    other = tmp / "repro-run-xyz789"
+    for folder in (stale, live, other):
+        (folder / "compile-cache").mkdir(parents=True)
+    sandbox = Sandbox(tmp_path / "box")
+    sandbox.root.mkdir()
+    proc = sandbox.run(*TINY, TMPDIR=str(tmp))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(p.name for p in tmp.glob("repro-run-*")) == sorted([live.name, other.name])
+
+
+def test_hydra_run_folders_are_pruned_to_the_newest(tmp_path):
+    from repro.runner import hydra_dirs
+
+    runs = tmp_path / "cache" / "repro" / "hydra" / "runs"
+    made = [runs / f"2026-01-0{d}" / f"10-00-0{s}.000000" for d in (1, 2) for s in range(5)]
+    for folder in made:
+        (folder / ".hydra").mkdir(parents=True)
+    current = runs / "2026-01-03" / "09-00-00.000000"
+    assert hydra_dirs.prune(current, keep=3) == made[:7]
+    assert sorted(runs.glob("*/*")) == made[7:] and not (runs / "2026-01-01").exists()
+    own = tmp_path / "mine" / "2026-01-01" / "x"
+    own.mkdir(parents=True)
+    assert hydra_dirs.prune(tmp_path / "mine" / "2026-01-02" / "y", keep=0) == [] and own.exists()

@@ -242,11 +242,24 @@ def run_completion(argv: list[str]) -> int:
                 return 0  # a subcommand's arguments: no config keys there
         # Hydra completes config keys of the words after the program name (and after `run`)
         os.environ["COMP_LINE"] = re.sub(rf"^(\S+)\s+{RUN_WORD}(\s|$)", r"\1 ", line)
+    import contextlib
+    import io
+
     from repro.app import hydra_main
 
     sys.argv = [sys.argv[0], *argv]
-    hydra_main()
+    hydra_out = io.StringIO()
+    with contextlib.redirect_stdout(hydra_out):
+        hydra_main()
+    print(_plus_groups(hydra_out.getvalue()) if argv[1:2] and argv[1].startswith("query=") else hydra_out.getvalue(),
+          end="")
     return 0
+
+
+def _plus_groups(words: str) -> str:
+    """Hydra offers `exp=` for a group that is not in the defaults list, where only `+exp=` works."""
+    added = {f"{group}=" for group, (_, default) in _groups().items() if default is None}
+    return re.sub(r"(?<!\S)[\w-]+=(?!\S)", lambda m: f"+{m[0]}" if m[0] in added else m[0], words)
 
 
 # ---- experiments ---------------------------------------------------------------------------
@@ -302,7 +315,8 @@ def run_experiment(argv: list[str]) -> int:
         hydra_main()
     except KeyboardInterrupt:
         records = session.Session.close_current(interrupted=True)
-        print(f"repro: interrupted; {len(records)} job(s) recorded", file=sys.stderr)
+        print(f"repro: interrupted; {len(records)} job(s) recorded in the ledger; `repro sync` puts any run "
+              "not yet in MLflow there", file=sys.stderr)
         return 130
     records = session.Session.last_records
     failed = session.Session.failures or any(r["status"] in session.NOT_OK for r in records)

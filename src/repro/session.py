@@ -36,7 +36,7 @@ from repro.report import varied
 from repro.report import trajectory
 from repro.report import sweep_report
 from repro.report.compare import print_comparison
-from repro.runner import gitinfo, lifeline
+from repro.runner import gitinfo, hydra_dirs, lifeline
 
 NOT_OK = ("failed", "killed", "interrupted")
 SESSION_FILE = "repro_session.json"
@@ -110,6 +110,7 @@ class Session:
     def close_current(cls, interrupted: bool = False) -> list[dict]:
         session, cls.current = cls.current, None
         if session:
+            cls.last_records = session.records  # what is recorded, should a Ctrl-C cut the closing step short
             try:
                 cls.last_records = session.close(interrupted)
             except Exception as e:  # noqa: BLE001 - Hydra would swallow it: the exit code must not
@@ -221,9 +222,11 @@ def _follower(config: dict) -> bool:
 
 class SweepCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        hydra_dirs.prune(config.hydra.run.dir)
         Session.open(config, multirun=False)
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        hydra_dirs.prune(config.hydra.sweep.dir)
         Session.open(config, multirun=True)
 
     def on_run_end(self, config: DictConfig, **kwargs) -> None:

@@ -250,6 +250,34 @@ def _is_flag(arg: str) -> bool:
     return arg.startswith("-")
 
 
+def _config_keys() -> list[str]:
+    """Every dotted key of the default config (what a misspelt key is matched against)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
+        tree = OmegaConf.to_container(compose("config"), resolve=False)
+
+    def walk(node, prefix: str):
+        for key, value in node.items():
+            yield from walk(value, f"{prefix}{key}.") if isinstance(value, dict) else [f"{prefix}{key}"]
+    return list(walk(tree, ""))
+
+
+def _hydra_message(text: str) -> str:
+    """Hydra's advice for a key the config lacks is to add it (`+run.stpes=3`); a misspelt key
+    needs the key it meant."""
+    import difflib
+    import re
+
+    if not (found := re.match(r"Could not override '([^']+)'", text)):
+        return text
+    key = found.group(1)
+    near = difflib.get_close_matches(key, _config_keys(), n=1)
+    hint = f"did you mean {near[0]}?" if near else "`repro --cfg job` prints every key"
+    return f"{key} is not a config key: {hint} (a new key is added with +{key}=...)"
+
+
 def plan(args: Sequence[str]) -> Plan:
     """Compose and check every job the command line asks for; raise ConfigError if any fails."""
     from hydra import compose, initialize_config_dir
@@ -295,7 +323,7 @@ def plan(args: Sequence[str]) -> Plan:
             jobs, job_overrides = interleave(jobs, repeats), interleave(job_overrides, repeats)
             launcher = str(top.hydra.launcher.get("_target_", ""))
     except HydraException as e:  # Hydra's search path says nothing to a user: left out
-        raise ConfigError(str(e).split("\nConfig search path:")[0]) from None
+        raise ConfigError(_hydra_message(str(e).split("\nConfig search path:")[0])) from None
     finally:
         GlobalHydra.instance().clear()
 

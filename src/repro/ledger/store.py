@@ -228,6 +228,10 @@ class Ledger:
                 yield record
 
     def get(self, prefix: str) -> dict:
+        """The record whose id is or starts with `prefix`; one whose content no longer hashes to its
+        id (changed after it was written) is returned with a warning naming it."""
+        if not prefix.strip():
+            raise LedgerError("give a record id, or the first characters of one (`repro ledger list` shows them)")
         entries = self.entries()
         matches = sorted({e.id for e in entries if e.id.startswith(prefix)})
         if not matches:
@@ -236,9 +240,18 @@ class Ledger:
             raise LedgerError(f"no record with id {prefix!r} in {self.root} (repro ledger list shows them){hint}")
         if len(matches) > 1:
             raise LedgerError(f"id {prefix!r} is ambiguous in {self.root}: {', '.join(matches)}")
-        record = self.load(next(e for e in entries if e.id == matches[0]))
+        entry = next(e for e in entries if e.id == matches[0])
+        data = self.read(entry)
+        try:
+            record = recordfile.parse(data) if data is not None else None
+        except recordfile.NotARecord as e:  # changed since the index read it
+            self._warn(entry.path, str(e))
+            record = None
         if record is None:
             raise LedgerError(f"record {matches[0]} in {self.root} cannot be read (repro ledger verify)")
+        if (actual := recordfile.content_id(record, data)) != record["id"]:
+            log.warning("ledger: record %s (%s) was changed after it was written: its content hashes to %s; "
+                        "its figures cannot be trusted (repro ledger verify)", record["id"], entry.path, actual)
         return record
 
     def head_entries(self, kind: str | None = None, sweep: str | None = None,

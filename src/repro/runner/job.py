@@ -12,10 +12,13 @@ tracking store that is down costs a warning, and `repro sync` fills it in later.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
+
+import psutil
 
 from repro import __version__, report
 from repro.backends.layouts import process_count
@@ -35,6 +38,33 @@ def label(config: dict, overrides: list[str] = (), swept: list[str] | None = Non
     m = config["model"]
     return (f"{config['framework']['name']} {m['name']}/{m['preset']} {config['precision']['name']}"
             + varied.override_label(list(overrides), swept))
+
+
+RUN_DIR_PREFIX = "repro-run-"  # + the owner's pid + "-": a parent killed by SIGKILL cannot remove its own
+
+
+def make_run_dir() -> Path:
+    """A fresh temp folder for one run, named after this process; stale ones (their owner gone)
+    are removed first."""
+    for stale in Path(tempfile.gettempdir()).glob(f"{RUN_DIR_PREFIX}*"):
+        if _owner_gone(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-"))
+
+
+def _owner_gone(folder: Path) -> bool:
+    """Whether the process named in a run folder's name is gone (or is a later one with its pid)."""
+    try:
+        pid = int(folder.name[len(RUN_DIR_PREFIX):].split("-")[0])
+        made = folder.stat().st_mtime
+    except (ValueError, OSError):
+        return False  # not one of ours (an older name without a pid), or gone already
+    try:
+        return psutil.Process(pid).create_time() > made + 1  # a pid reused since
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.AccessDenied:
+        return False
 
 
 def _cache_dir(config: dict, run_dir: Path) -> str:
@@ -60,7 +90,7 @@ def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
     console = report.console()
     console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {label(config)} joins the run at {rdzv.endpoint}; "
                   "node 0 records it")
-    run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
+    run_dir = make_run_dir()
     try:
         env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
         outcome = _run_worker(config, config_hash(config), rdzv, run_dir, env, lambda ev: None)
@@ -113,7 +143,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
         held.release()  # raises the KeyboardInterrupt that came meanwhile, if one did
         reserved = spool.reserve(ledger.root, started["id"], config["run"]["steps"])
-        run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
+        run_dir = make_run_dir()
         session.display.job_started(job, label(config, overrides, getattr(session, "swept", None)), config["run"]["steps"])
         outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev))
     except KeyboardInterrupt:
@@ -131,7 +161,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
             if outcome.status == "interrupted":
                 held.came.clear()  # the interrupt this run ends with is already being acted on
             held.release()  # raises a Ctrl-C that came meanwhile, now that the record is kept
-        session.display.job_finished(job, final)
+        session.display.job_finished(job, final, in_ledger=written)
         session.finished(final)
         if written and final["status"] == "ok" and config["run"].get("resume"):
             _supersede_lost(ledger, final)
