@@ -292,3 +292,54 @@ def test_hydra_run_folders_are_pruned_to_the_newest(tmp_path):
     own = tmp_path / "mine" / "2026-01-01" / "x"
     own.mkdir(parents=True)
     assert hydra_dirs.prune(tmp_path / "mine" / "2026-01-02" / "y", keep=0) == [] and own.exists()
+
+
+# -- 1. the README's quick start, as a new user runs it --------------------------------------------------
+
+def _quick_start_block() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Quick start", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.split("#", 1)[0].strip()]
+
+
+def test_the_quick_start_block_runs_as_written_in_a_fresh_clone_and_shell(tmp_path):
+    """What it runs: `git clone` of this repository (its committed HEAD) into a temp folder; the
+    README's quick-start block parsed from the clone; each command in `env -i` with only
+    PATH=/usr/local/bin:/usr/bin:/bin and HOME (a fresh login shell has no .venv on its PATH), by
+    `bash -c`, in the clone.
+
+    What it does not run: the install. The clone's `.venv` is a symlink to the shared venv (made
+    by `make install` once), and each `make TARGET` line runs as `make -n TARGET`, which must
+    succeed and print the recipe the README's comment names (`.venv/bin/python -m repro
+    +exp=quickstart`, `.venv/bin/python -m pytest`): running them would reinstall ~2 GB, and
+    `make test` inside the suite would recurse. Every other line (`.venv/bin/repro --help`) runs
+    for real and must exit 0 with repro's help. The shared venv's editable install points at the
+    main checkout, so `repro --help` there prints main's help text, not the clone's."""
+    clone = tmp_path / "repro"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, timeout=120)
+    venv = REPO / ".venv"
+    (clone / ".venv").symlink_to(venv.resolve())
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    commands = _quick_start_block()
+    assert commands and any(c.startswith("make ") for c in commands) and not any(c.startswith("repro ") for c in commands)
+    ran = []
+    for command in commands:
+        if command.startswith("make "):
+            target = command.split()[1]
+            proc = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], "bash", "-c",
+                                   f"make -n {target}"], cwd=clone, capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, (command, proc.stderr)
+            wanted = {"quickstart": ".venv/bin/python -m repro +exp=quickstart", "test": ".venv/bin/python -m pytest"}
+            assert wanted[target] in proc.stdout.splitlines(), (command, proc.stdout)
+        else:
+            proc = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], "bash", "-c", command],
+                                  cwd=clone, capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, (command, proc.stdout, proc.stderr)
+            assert "usage: repro" in proc.stdout and "Commands:" in proc.stdout, (command, proc.stdout)
+        ran.append(command)
+    assert ran == ["make quickstart", "make test", ".venv/bin/repro --help"]
+    # the same line as the old README had it fails in a fresh shell: the reason for the fix
+    bare = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], "bash", "-c", "repro --help"],
+                          cwd=clone, capture_output=True, text=True, timeout=60)
+    assert bare.returncode == 127 and "command not found" in bare.stderr
