@@ -18,25 +18,27 @@ from repro.sweeper import repeat_of
 
 def task(cfg: DictConfig) -> dict:
     from repro.runner.job import run_job
-    from repro.session import Session
+    from repro.session import HYDRA, Session
 
     hc = HydraConfig.get()
     config = validate.check(cfg)
-    session = Session.current
+    session = HYDRA.session
     multirun = str(hc.mode) == "RunMode.MULTIRUN"
     if session is None:
         if not multirun:
             raise RuntimeError("no repro session is open: the hydra.callbacks entry repro_sweep is missing")
-        session = Session.attach(config, hc.sweep.dir)  # a launcher ran this job in its own process
+        # a launcher ran this job in its own process: its later jobs there find the same session
+        session = HYDRA.session = Session.attach(config, hc.sweep.dir)
     overrides = list(hc.overrides.task)
-    repeats = config["run"]["repeats"]
+    repeats = config.run.repeats
     if repeats == 1:
-        return run_job(config, session, int(hc.job.num) if session.multirun else 0, overrides)
+        return run_job(config, session, int(hc.job.num) if session.multirun else 0, overrides,
+                       name=session.run_name(config, overrides))
     if not session.jobs:
         raise RuntimeError("run.repeats > 1 needs the sweep's job count: start it with `python -m repro`")
     jobs = [int(hc.job.num)] if multirun else range(repeats)
     for job in jobs:
-        record = run_job(config, session, job, overrides,
+        record = run_job(config, session, job, overrides, name=session.run_name(config, overrides),
                          extra={"repeat": repeat_of(job, session.jobs, repeats, session.sweep_id)})
     return record
 

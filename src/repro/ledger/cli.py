@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from repro import report
+from repro.console import console as terminal
 from rich.table import Table
 
 from repro.ledger import export
@@ -66,7 +66,7 @@ def _list(ledger: Ledger, args: argparse.Namespace) -> int:
         t.add_column(col)
     for r in records:  # a run's state (lost...) from its newest record; --all lists superseded ones too
         t.add_row(*_row(r, str(r.get("status")) if args.all else str(state_of(r))))
-    report.console().print(t)
+    terminal().print(t)
     return 0
 
 
@@ -75,7 +75,7 @@ def _show(ledger: Ledger, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(record, indent=1, default=str))
         return 0
-    console = report.console()
+    console = terminal()
     console.print_json(json.dumps(record, default=str))
     state = state_of(ledger.current(record))
     if state.text != record.get("status"):
@@ -94,7 +94,7 @@ def _diff(ledger: Ledger, args: argparse.Namespace) -> int:
             t.add_column(col, overflow="fold")
         for key, x, y in rows:
             t.add_row(key, _short(x), _short(y))
-        report.console().print(t)
+        terminal().print(t)
     return 0
 
 

@@ -3,7 +3,7 @@ and the side-by-side section of a report: published figure, ours, and each side'
 
 from __future__ import annotations
 
-from repro.report.summary import Config
+from repro.report.comparison import Comparison, Row
 
 NOT_COMPARABLE = ("Absolute times measured on other hardware are not comparable with ours; the ratio of "
                   "JAX's time to PyTorch's on the same machine is, and that is the column to read.")
@@ -46,25 +46,25 @@ def _ratio(jax: float | None, torch: float | None) -> str:
     return f"{jax / torch:.3g}" if jax and torch else "—"
 
 
-def _ours(members: list[Config], fw: str) -> float | None:
+def _ours(members: list[Row], fw: str) -> float | None:
     c = next((c for c in members if c.framework == fw), None)
-    return c.spread.median_s * 1e3 if c and c.spread else None
+    return c.median_s * 1e3 if c and c.median_s else None
 
 
-def _model_groups(cfgs: list[Config]) -> dict[str, list[Config]]:
-    out: dict[str, list[Config]] = {}
-    for c in cfgs:
-        out.setdefault(c.first["config"]["model"]["name"], []).append(c)
+def _model_groups(comparison: Comparison) -> dict[str, list[Row]]:
+    out: dict[str, list[Row]] = {}
+    for c in comparison.rows:
+        out.setdefault(c.records[0]["config"]["model"]["name"], []).append(c)
     return out
 
 
-def section(experiment: str, cfgs: list[Config]) -> list[str]:
+def section(experiment: str, comparison: Comparison) -> list[str]:
     """Markdown lines: the published figures beside ours, or [] when the exp reproduces none."""
     pub = PUBLISHED.get(experiment)
     if not pub:
         return []
     lines = ["## Published figures beside ours", "", f"Source: {pub['source']}.", "", NOT_COMPARABLE, ""]
-    ours = _model_groups(cfgs)
+    ours = _model_groups(comparison)
     if "models" in pub:
         lines += ["| workload | published JAX steady (ms) | published PyTorch steady (ms) | published JAX/PyTorch |"
                   " our JAX steady (ms) | our PyTorch steady (ms) | our JAX/PyTorch |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -81,7 +81,7 @@ def section(experiment: str, cfgs: list[Config]) -> list[str]:
         lines += ["Published findings (no per-step figures were published):", ""]
         lines += [f"- {f}" for f in pub["findings"]]
         lines += ["", "Ours: JAX's steady step time over each other framework's (below 1: JAX faster):", ""]
-        for model, members in _model_groups(cfgs).items():
+        for model, members in _model_groups(comparison).items():
             jax = _ours(members, "jax")
             lines.append(f"- {model}: " + ", ".join(f"jax/{c.framework} {_ratio(jax, _ours(members, c.framework))}"
                                                      for c in members if c.framework != "jax"))

@@ -20,24 +20,18 @@ from pathlib import Path
 
 import psutil
 
-from repro import __version__, report
+from repro import __version__
+from repro.console import console as terminal
 from repro.backends.layouts import process_count
 from repro.config import config_hash
+from repro.config.schema import Config, as_dict
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.schema import SCHEMA_VERSION
 from repro.ledger.store import now_iso, record_id
 from repro.runner import cluster, envcapture, launch, lifeline, resume, seeding, spool
-from repro.report import varied
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
-
-
-def label(config: dict, overrides: list[str] = (), swept: list[str] | None = None) -> str:
-    """`jax mlp/tiny fp32`, plus the values of the job's other `swept` overrides (` · batch 64`)."""
-    m = config["model"]
-    return (f"{config['framework']['name']} {m['name']}/{m['preset']} {config['precision']['name']}"
-            + varied.override_label(list(overrides), swept))
 
 
 RUN_DIR_PREFIX = "repro-run-"  # + the owner's pid + "-": a parent killed by SIGKILL cannot remove its own
@@ -67,33 +61,33 @@ def _owner_gone(folder: Path) -> bool:
         return False
 
 
-def _cache_dir(config: dict, run_dir: Path) -> str:
-    if config["run"]["compile_cache"] == "warm":
-        path = CACHE_ROOT / config["framework"]["backend"]
+def _cache_dir(config: Config, run_dir: Path) -> str:
+    if config.run.compile_cache == "warm":
+        path = CACHE_ROOT / config.framework.backend
         path.mkdir(parents=True, exist_ok=True)
         return str(path)
     return str(run_dir / "compile-cache")
 
 
-def _run_worker(config: dict, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
+def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
                 on_event) -> launch.WorkerOutcome:
-    spec = {"config": config, "config_hash": chash, "out_dir": str(run_dir),
+    spec = {"config": as_dict(config), "config_hash": chash, "out_dir": str(run_dir),
             "cache_dir": _cache_dir(config, run_dir), "rendezvous": rdzv.as_dict()}
     spec_path = run_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
-    return launch.run_worker(spec_path, run_dir / "worker.log", config["framework"]["python"],
-                             env, config["run"]["timeout_s"], on_event)
+    return launch.run_worker(spec_path, run_dir / "worker.log", config.framework.python,
+                             env, config.run.timeout_s, on_event)
 
 
-def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
+def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
     """A node other than node 0: its processes join the run; node 0 alone records it."""
-    console = report.console()
-    console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {label(config)} joins the run at {rdzv.endpoint}; "
+    console = terminal()
+    console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {name} joins the run at {rdzv.endpoint}; "
                   "node 0 records it")
     run_dir = make_run_dir()
     try:
         env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
-        outcome = _run_worker(config, config_hash(config), rdzv, run_dir, env, lambda ev: None)
+        outcome = _run_worker(config, config_hash(as_dict(config)), rdzv, run_dir, env, lambda ev: None)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     if outcome.status != "ok":
@@ -103,20 +97,22 @@ def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
     return {"status": "ok", "follower": True, "node_rank": rdzv.node_rank}
 
 
-def run_job(config: dict, session, job: int, overrides: list[str], extra: dict | None = None) -> dict:
+def run_job(config: Config, session, job: int, overrides: list[str], extra: dict | None = None, *, name: str) -> dict:
     """Run one job to its recorded end; `extra` adds fields to its records (e.g. `replay_of`).
+    `name`: the run's name, as the comparison will call it (the caller's session makes it:
+    `Session.run_name`), shown while it runs and in every message about it.
 
     Ledger first: `started` → worker → results spooled → `finished` → MLflow (never fatal).
     """
-    rdzv = cluster.resolve(config.get("cluster"))
+    rdzv = cluster.resolve(config.cluster)
     cluster.check_layout(config, rdzv.nodes, rdzv.jax_processes)
     if not rdzv.leader:
-        return run_follower(config, rdzv)
-    ledger = Ledger(config["ledger"]["dir"])
-    chash = config_hash(config)
+        return run_follower(config, rdzv, name)
+    ledger = Ledger(config.ledger.dir)
+    chash = config_hash(as_dict(config))
     env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
     if done := resume.recorded_ok(config, chash, ledger, env):
-        report.console().print(f"resume: {label(config)} skipped, already recorded ok on this environment "
+        terminal().print(f"resume: {name} skipped, already recorded ok on this environment "
                                f"(ledger {done['id']})")
         session.finished(done)
         _supersede_lost(ledger, done)
@@ -124,7 +120,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     base = {
         "kind": "run",
         "config_hash": chash,
-        "config": config,
+        "config": as_dict(config),
         "overrides": overrides,
         "sweep": session.sweep_info(job),
         "git": session.git,
@@ -142,9 +138,9 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     run_dir, reserved = None, None
     try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
         held.release()  # raises the KeyboardInterrupt that came meanwhile, if one did
-        reserved = spool.reserve(ledger.root, started["id"], config["run"]["steps"])
+        reserved = spool.reserve(ledger.root, started["id"], config.run.steps)
         run_dir = make_run_dir()
-        session.display.job_started(job, label(config, overrides, getattr(session, "swept", None)), config["run"]["steps"])
+        session.display.job_started(job, name, config.run.steps)
         outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev))
     except KeyboardInterrupt:
         outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
@@ -153,17 +149,17 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     except Exception as e:  # noqa: BLE001 - e.g. a worker killed halfway through its result line
         outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
     try:
-        record = _finished_record(base, started, outcome, config["tracking"])
+        record = _finished_record(base, started, outcome, config.tracking)
         held = lifeline.HeldInterrupts()  # a second Ctrl-C must not cut the spool or ledger write
         try:
-            final, written = _append_finished(ledger, reserved, record, session)
+            final, written = _append_finished(ledger, reserved, record, session, name)
         finally:
             if outcome.status == "interrupted":
                 held.came.clear()  # the interrupt this run ends with is already being acted on
             held.release()  # raises a Ctrl-C that came meanwhile, now that the record is kept
         session.display.job_finished(job, final, in_ledger=written)
         session.finished(final)
-        if written and final["status"] == "ok" and config["run"].get("resume"):
+        if written and final["status"] == "ok" and config.run.resume:
             _supersede_lost(ledger, final)
         if written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
             session.project(final, outcome.events.get("result", {}).get("ir_files", []),
@@ -180,12 +176,12 @@ def _supersede_lost(ledger: Ledger, ok: dict) -> None:
     """`run.resume=true`: a lost run of this config, now recorded ok, is marked superseded by it."""
     try:
         for r in ledger.supersede_lost(ok):
-            report.console().print(f"resume: the lost run {r['prev']} is superseded by run {ok['id']}")
+            terminal().print(f"resume: the lost run {r['prev']} is superseded by run {ok['id']}")
     except LedgerError as e:  # the run itself is recorded; `repro ledger recover` marks it later
-        report.console().print(f"resume: could not mark lost runs superseded ({e}); `repro ledger recover` does it")
+        terminal().print(f"resume: could not mark lost runs superseded ({e}); `repro ledger recover` does it")
 
 
-def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session) -> tuple[dict, bool]:
+def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session, name: str) -> tuple[dict, bool]:
     """The `finished` record, spooled first; a failed ledger write is retried, then its spool named.
     Returns the record and whether the ledger holds it."""
     # Set here, not by append, so that the spool holds them too: the recovered record gets the same id.
@@ -209,19 +205,19 @@ def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, sessio
             spool.discard(reserved)
         return final, True
     if spooled:
-        session.failed(f"the {record['status']} record of {label(record['config'])} could not be written to the "
+        session.failed(f"the {record['status']} record of {name} could not be written to the "
                        f"ledger ({error}); its results are kept in {spooled}: free space, then run "
                        f"`repro ledger recover --ledger {ledger.root}`")
     else:  # neither the spool nor the ledger took it: the terminal is the last place left
-        session.failed(f"the {record['status']} record of {label(record['config'])} could not be written to the "
+        session.failed(f"the {record['status']} record of {name} could not be written to the "
                        f"ledger nor spooled ({error}); here it is:\n{json.dumps(record, default=str)}")
     return {**record, "id": record_id(record)}, False
 
 
-def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, tracking: dict) -> dict:
+def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, tracking) -> dict:
     ev = outcome.events
     record = {**base, "status": outcome.status, "prev": started["id"],
-              "mlflow": {"tracking_uri": tracking["uri"], "experiment": tracking["experiment"]},
+              "mlflow": {"tracking_uri": tracking.uri, "experiment": tracking.experiment},
               "wall_s": outcome.wall_s}
     if "environment" in ev:
         record["environment"] = ev["environment"]["environment"]
