@@ -143,7 +143,7 @@ def on_sigint(signum, frame):  # Python's own, minus the presses that come after
 tracker.start_run = start_run_then_say_so
 signal.signal(signal.SIGINT, on_sigint)
 try:
-    project_run(tracker, record)
+    project_run(tracker, record, "ctrl-c")
 except KeyboardInterrupt:
     caught.append(time.time())
     print("caught", flush=True)
