@@ -29,6 +29,7 @@ SUBCOMMAND_MODULES = (
     "repro.ir",
     "repro.tracking.sync",
     "repro.report.sweep_report",
+    "repro.envs.cli",
 )
 RUN_WORD = "run"  # `repro run [OVERRIDES]`: the explicit word for a run (bare `repro` prints help)
 DRY_RUN = "--dry-run"

@@ -28,6 +28,8 @@ from repro.config.schema import Config, as_dict
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.schema import SCHEMA_VERSION
 from repro.ledger.store import now_iso, record_id
+from repro.envs import runs as envs_runs
+from repro.envs.venvs import EnvError
 from repro.runner import cluster, envcapture, launch, lifeline, resume, seeding, spool
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
@@ -70,13 +72,14 @@ def _cache_dir(config: Config, run_dir: Path) -> str:
 
 
 def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
-                on_event) -> launch.WorkerOutcome:
+                on_event, place: dict | None = None) -> launch.WorkerOutcome:
     spec = {"config": as_dict(config), "config_hash": chash, "out_dir": str(run_dir),
             "cache_dir": _cache_dir(config, run_dir), "rendezvous": rdzv.as_dict()}
     spec_path = run_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
-    return launch.run_worker(spec_path, run_dir / "worker.log", config.framework.python,
-                             env, config.run.timeout_s, on_event)
+    place = place or {}
+    return launch.run_worker(spec_path, run_dir / "worker.log", place.get("python") or config.framework.python,
+                             env, config.run.timeout_s, on_event, place.get("src"))
 
 
 def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
@@ -97,10 +100,12 @@ def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
     return {"status": "ok", "follower": True, "node_rank": rdzv.node_rank}
 
 
-def run_job(config: Config, session, job: int, overrides: list[str], extra: dict | None = None, *, name: str) -> dict:
+def run_job(config: Config, session, job: int, overrides: list[str], extra: dict | None = None, *, name: str,
+            place: dict | None = None) -> dict:
     """Run one job to its recorded end; `extra` adds fields to its records (e.g. `replay_of`).
     `name`: the run's name, as the comparison will call it (the caller's session makes it:
-    `Session.run_name`), shown while it runs and in every message about it.
+    `Session.run_name`), shown while it runs and in every message about it. `place` runs the
+    worker elsewhere: {"python": an interpreter, "src": repro's code} (a replay as recorded).
 
     Ledger first: `started` → worker → results spooled → `finished` → MLflow (never fatal).
     """
@@ -135,21 +140,27 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
     except BaseException:
         held.release()
         raise
-    run_dir, reserved = None, None
+    run_dir, reserved, env_hash = None, None, None
     try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
         held.release()  # raises the KeyboardInterrupt that came meanwhile, if one did
         reserved = spool.reserve(ledger.root, started["id"], config.run.steps)
         run_dir = make_run_dir()
+        place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
+        env_hash = envs_runs.record_hash(ledger.root, (place or {}).get("python") or config.framework.python)
         session.display.job_started(job, name, config.run.steps)
-        outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev))
+        outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev), place)
     except KeyboardInterrupt:
         outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
     except OSError as e:
         outcome = launch.WorkerOutcome("failed", None, reason=f"could not prepare the run: {e}")
+    except EnvError as e:
+        outcome = launch.WorkerOutcome("failed", None, reason=f"could not build the run's environment: {e}")
     except Exception as e:  # noqa: BLE001 - e.g. a worker killed halfway through its result line
         outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
     try:
         record = _finished_record(base, started, outcome, config.tracking)
+        if "environment" in record and env_hash:  # the whole environment, kept once in <ledger>/envs/
+            record["environment"]["env_hash"] = env_hash
         held = lifeline.HeldInterrupts()  # a second Ctrl-C must not cut the spool or ledger write
         try:
             final, written = _append_finished(ledger, reserved, record, session, name)
