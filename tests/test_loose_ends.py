@@ -116,7 +116,7 @@ def test_a_dangling_replay_of_fails_verify_naming_both_ids(tmp_path):
     assert proc.returncode == 1
     fails = [line for line in proc.stderr.splitlines() if line.startswith("FAIL")]
     assert len(fails) == 2  # the replay's started and ok records both name the original
-    assert replay["id"] in fails[1] and all(original["id"] in f and "is a replay of" in f for f in fails)
+    assert any(replay["id"] in f for f in fails) and all(original["id"] in f and "is a replay of" in f for f in fails)
 
 
 # -- 5. lost runs ------------------------------------------------------------------------------------
