@@ -43,7 +43,7 @@ from repro.ledger.command import sweep_command
 from repro.report.progress import Display
 from repro.report import comparison, sweep_report, trajectory, varied
 from repro.report.table import print_comparison
-from repro.runner import gitinfo, lifeline, scheduler
+from repro.runner import gitinfo, hydra_dirs, lifeline, scheduler
 
 NOT_OK = ("failed", "killed", "timeout", "interrupted")
 SESSION_FILE = "repro_session.json"
@@ -281,9 +281,11 @@ def hydra_sweep(plan: validate.Plan | None) -> Iterator[HydraSweep]:
 
 class SweepCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        hydra_dirs.prune(config.hydra.run.dir)
         HYDRA.session = Session.open(config, multirun=False, plan=HYDRA.plan)
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        hydra_dirs.prune(config.hydra.sweep.dir)
         HYDRA.session = Session.open(config, multirun=True, plan=HYDRA.plan)
 
     def on_run_end(self, config: DictConfig, **kwargs) -> None:

@@ -32,6 +32,8 @@ SCHEMA: dict = {
         "schema_version": {"type": "integer", "minimum": 1},
         "id": _ID,
         "prev": _ID,
+        "replay_of": _ID,
+        "superseded_by": _ID,
         "created": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}T"},
         "kind": {"type": "string", "minLength": 1},
         "status": {"type": "string", "minLength": 1},

@@ -12,10 +12,13 @@ tracking store that is down costs a warning, and `repro sync` fills it in later.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
+
+import psutil
 
 from repro import __version__
 from repro.console import console as terminal
@@ -31,6 +34,33 @@ from repro.runner import cluster, envcapture, launch, lifeline, resume, schedule
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
+
+
+RUN_DIR_PREFIX = "repro-run-"  # + the owner's pid + "-": a parent killed by SIGKILL cannot remove its own
+
+
+def make_run_dir() -> Path:
+    """A fresh temp folder for one run, named after this process; stale ones (their owner gone)
+    are removed first."""
+    for stale in Path(tempfile.gettempdir()).glob(f"{RUN_DIR_PREFIX}*"):
+        if _owner_gone(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-"))
+
+
+def _owner_gone(folder: Path) -> bool:
+    """Whether the process named in a run folder's name is gone (or is a later one with its pid)."""
+    try:
+        pid = int(folder.name[len(RUN_DIR_PREFIX):].split("-")[0])
+        made = folder.stat().st_mtime
+    except (ValueError, OSError):
+        return False  # not one of ours (an older name without a pid), or gone already
+    try:
+        return psutil.Process(pid).create_time() > made + 1  # a pid reused since
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.AccessDenied:
+        return False
 
 
 def _cache_dir(config: Config, run_dir: Path) -> str:
@@ -57,7 +87,7 @@ def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
     console = terminal()
     console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {name} joins the run at {rdzv.endpoint}; "
                   "node 0 records it")
-    run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
+    run_dir = make_run_dir()
     try:
         env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
         outcome = _run_worker(config, config_hash(as_dict(config)), rdzv, run_dir, env, lambda ev: None)
@@ -91,6 +121,7 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
         terminal().print(f"resume: {name} skipped, already recorded ok on this environment "
                                f"(ledger {done['id']})")
         session.finished(done)
+        _supersede_lost(ledger, done)
         return done
     base = {
         "kind": "run",
@@ -115,7 +146,7 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
     try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
         held.release()  # raises the KeyboardInterrupt that came meanwhile, if one did
         reserved = spool.reserve(ledger.root, started["id"], config.run.steps)
-        run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
+        run_dir = make_run_dir()
         place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
         env_hash = envs_runs.record_hash(ledger.root, (place or {}).get("python") or config.framework.python)
         session.display.job_started(job, name, config.run.steps)
@@ -144,8 +175,10 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
             if interrupted:
                 held.came.clear()  # the interrupt this run ends with is already being acted on
             held.release()  # raises a Ctrl-C that came meanwhile, now that the record is kept
-        session.display.job_finished(job, final)
+        session.display.job_finished(job, final, in_ledger=written)
         session.finished(final)
+        if written and final["status"] == "ok" and config.run.resume:
+            _supersede_lost(ledger, final)
         if written and ended:  # SLURM kills what is left after KillWait: MLflow (seconds) waits for `repro sync`
             session.pending += 1
         elif written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
@@ -157,6 +190,15 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
     if interrupted:
         raise KeyboardInterrupt
     return final
+
+
+def _supersede_lost(ledger: Ledger, ok: dict) -> None:
+    """`run.resume=true`: a lost run of this config, now recorded ok, is marked superseded by it."""
+    try:
+        for r in ledger.supersede_lost(ok):
+            terminal().print(f"resume: the lost run {r['prev']} is superseded by run {ok['id']}")
+    except LedgerError as e:  # the run itself is recorded; `repro ledger recover` marks it later
+        terminal().print(f"resume: could not mark lost runs superseded ({e}); `repro ledger recover` does it")
 
 
 def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session, name: str) -> tuple[dict, bool]:
