@@ -136,7 +136,10 @@ class JaxWorkload:
             t1 = time.perf_counter()
             self._compiled = lowered.compile()
             t2 = time.perf_counter()
-            self._compile_info = {"trace_lower_s": t1 - t0, "compile_s": t2 - t1}
+            self._compile_info = {"trace_lower_s": t1 - t0, "compile_s": t2 - t1,
+                                  # the step's executable is called directly: it cannot recompile
+                                  "recompiles_possible": False,
+                                  "optimizer_state_at_compile": len(jax.tree_util.tree_leaves(self.state[2]))}
             self._lowered = lowered  # IR text and cost analysis are read after the timed loop
             limit = memory_limit_bytes(self.ctx.config)
             if limit is not None:  # the cap must refuse before the step runs
@@ -230,6 +233,16 @@ class JaxWorkload:
             "device_kinds": sorted({d.device_kind for d in jax.devices()}),
             "backend": jax.default_backend(),
         }
+
+    def profile(self, first: int, steps: int, out_dir: str) -> dict:
+        """`steps` more steps under jax.profiler (run.profile=true, after the timed loop), with
+        the compiled module's HLO, which says what each fusion the trace names holds."""
+        from repro.profile import capture
+
+        def run_step(i: int) -> None:
+            self.sync(self.step(i))
+
+        return {**capture.jax_trace(run_step, first, steps, out_dir), "hlo": self._compiled.as_text()}
 
     def ir(self) -> dict[str, str]:
         if self.ctx.config["run"]["capture_ir"] and self._compiled is not None:

@@ -118,6 +118,12 @@ def machine_lines(records: list[dict]) -> list[str]:
     return _md_table(header, body) + ([f"", f"GPUs: {', '.join(gpus)}"] if gpus else [])
 
 
+def _time_goes(cfgs: list[Config]) -> list[str]:
+    from repro.profile import breakdown  # its section: only where runs were profiled
+
+    return breakdown.markdown(cfgs)
+
+
 def page(records: list[dict], cfgs: list[Config], plot_files: list[str], table_file: str) -> str:
     first = min(records, key=lambda r: r.get("created", ""))
     sweep = first.get("sweep") or {}
@@ -136,6 +142,7 @@ def page(records: list[dict], cfgs: list[Config], plot_files: list[str], table_f
         "", "## Results", "", *results_table(cfgs), "", f"The table as CSV: [{table_file}]({table_file}).", "",
         "## Fairness audit", "", *audit_lines(cfgs), "",
         *published.section(experiment, cfgs),
+        *_time_goes(cfgs),
         "## Machine", "", *machine_lines(records), "",
         "## Plots", "",
     ]

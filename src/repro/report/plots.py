@@ -186,9 +186,15 @@ PLOTS: dict[str, Callable[[list[Config]], Figure]] = {
 
 
 def write(cfgs: list[Config], out: Path) -> list[Path]:
+    from repro.profile import figure  # "where the time goes": only when runs were profiled
+
     written = []
-    for name, plot in PLOTS.items():
+    plots = {**PLOTS, "where_time_goes.png": figure.plot}
+    for name, plot in plots.items():
+        fig = plot(cfgs)
+        if fig is None:
+            continue
         path = out / name
-        plot(cfgs).savefig(path, dpi=100, metadata=PNG_METADATA)
+        fig.savefig(path, dpi=100, metadata=PNG_METADATA)
         written.append(path)
     return written

@@ -122,6 +122,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     except Exception as e:  # noqa: BLE001 - e.g. a worker killed halfway through its result line
         outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
     try:
+        _keep_profiles(ledger, outcome)
         record = _finished_record(base, started, outcome, config["tracking"])
         held = lifeline.HeldInterrupts()  # a second Ctrl-C must not cut the spool or ledger write
         try:
@@ -141,6 +142,19 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     if outcome.status == "interrupted":
         raise KeyboardInterrupt
     return final
+
+
+def _keep_profiles(ledger: Ledger, outcome: launch.WorkerOutcome) -> None:
+    """run.profile's trace files into the ledger's store, before the record that names them."""
+    result = outcome.events.get("result") or {}
+    files = result.get("profile_files") or []
+    if files:
+        from repro.profile import store
+
+        try:
+            store.keep(ledger.root, files, result["results"]["profile"]["files"])
+        except OSError as e:  # the record is worth more than its trace: say so, keep going
+            report.console().print(f"[yellow]warning:[/] the profile trace could not be kept in {ledger.root}: {e}")
 
 
 def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session) -> tuple[dict, bool]:
