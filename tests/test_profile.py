@@ -153,3 +153,38 @@ def test_the_store_keeps_files_by_content(tmp_path):
     assert kept == [tmp_path / "ledger" / ".profiles" / entry["sha256"] / "t.json.gz"]
     record = {"config": {"ledger": {"dir": str(tmp_path / "ledger")}}, "results": {"profile": {"files": [entry]}}}
     assert store.paths(record) == kept and sha256_file(kept[0]) == entry["sha256"]
+
+
+def test_profiled_sweep_end_to_end_and_the_second_step(sandbox):
+    """`repro -m framework=jax,torch_xla,torch model=ffn run.optimizer=adamw run.profile=true`: every
+    record holds its breakdown and names trace files the ledger's store and MLflow hold; the report
+    has the section and its PNG; torch_xla's second step compiled a new graph (the optimizer state
+    AdamW created in step 1), JAX's could not."""
+    from test_torch_xla import XLA_PYTHON, _unavailable
+
+    if reason := _unavailable(XLA_PYTHON):
+        pytest.fail(reason)
+    proc = sandbox.run("-m", "framework=jax,torch_xla,torch", "model=ffn", "run.optimizer=adamw", "run.steps=6",
+                       "run.warmup=2", "run.profile=true", "tracking.experiment=prof",
+                       REPRO_XLA_PYTHON=str(XLA_PYTHON))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    heads = {h["config"]["framework"]["name"]: h for h in sandbox.heads()}
+    for fw in ("jax", "torch"):
+        prof = heads[fw]["results"]["profile"]
+        assert sum(prof["categories_ms"].values()) == pytest.approx(prof["step_ms"], rel=1e-6)
+        kept = store.paths(heads[fw])
+        assert [p.name for p in kept] == [f["name"] for f in prof["files"]] and kept
+    xla = heads["torch_xla"]["results"]
+    assert xla["profile"]["categories_ms"] is None and xla["profile"]["step_ms"] > 0
+    assert xla["compile"]["xla_compiles_per_step"][0] >= 1 and xla["compile"]["xla_compiles_per_step"][1] >= 1
+    assert xla["compile"]["lazy_optimizer_state"]["names"].keys() >= {"exp_avg", "exp_avg_sq"}
+    assert heads["jax"]["results"]["compile"]["recompiles_possible"] is False
+    artifacts = {fw: [f.path for f in __import__("mlflow").tracking.MlflowClient(sandbox.uri).list_artifacts(
+        next(r.info.run_id for r in sandbox.mlflow_runs("prof") if r.data.tags.get("repro.framework") == fw),
+        "profile")] for fw in ("jax", "torch")}
+    assert artifacts["torch"] == ["profile/torch_trace.json.gz"]
+    assert sorted(artifacts["jax"]) == ["profile/jax.xplane.pb", "profile/jax_perfetto_trace.json.gz"]
+    report = next(sandbox.root.glob("reports/*/report.md"))
+    text = report.read_text()
+    assert "## Where the time goes" in text and (report.parent / "where_time_goes.png").exists()
+    assert "recompiled (" in text and "exp_avg" in text and "no recompilation: the compiled executable" in text
