@@ -86,6 +86,7 @@ def test_torch_profile_reduces_a_real_trace(tmp_path, compile_):
     info = capture.torch_trace(_torch_step(compile_), 1, capture.STEPS, str(tmp_path), device=False)
     summary = reduce.reduce(info["trace"], info["family"])
     _check_sums(summary)
+    assert info["unprofiled_ms"] > 0  # the same steps without the profiler: its overhead, measured
     cats = summary["categories_ms"]
     assert cats[MATMUL] > 0 and cats[OPTIMIZER] > 0 and cats[HOST] > 0
     ops = summary["ops"]

@@ -26,6 +26,8 @@ def run(workload, first: int, out_dir: str) -> tuple[dict, list[str]]:
     summary = {"profiler": info["profiler"], "viewer": info["viewer"], "steps": STEPS,
                "files": [{"name": Path(f).name, "sha256": sha256_file(f), "bytes": Path(f).stat().st_size}
                          for f in info["files"]]}
+    if "unprofiled_ms" in info:  # the same steps just before, without the profiler
+        summary["unprofiled_ms"] = info["unprofiled_ms"]
     if info.get("trace"):
         instructions = hlo.instructions(info["hlo"]) if info.get("hlo") else None
         summary.update(reduce.reduce(info["trace"], info["family"], instructions))
@@ -34,6 +36,16 @@ def run(workload, first: int, out_dir: str) -> tuple[dict, list[str]]:
         summary.update({"step_ms": sum(each) / len(each), "step_ms_each": each, "categories_ms": None,
                         **{k: info[k] for k in ("executions_per_step", "compiles_during") if k in info}})
     return summary, info["files"]
+
+
+def metrics(summary: dict) -> dict[str, float]:
+    """A profile's figures as MLflow metrics: `profile/step_ms` and `profile/<category>_ms`."""
+    import re
+
+    out = {"profile/step_ms": summary["step_ms"]}
+    for category, ms in (summary.get("categories_ms") or {}).items():
+        out[f"profile/{re.sub(r'[^A-Za-z0-9]+', '_', category)}_ms"] = ms
+    return out
 
 
 def sha256_file(path: str | Path) -> str:

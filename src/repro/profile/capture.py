@@ -2,9 +2,10 @@
 
 Each backend's `profile(steps, out_dir)` calls one of these with its own step (step + sync).
 Every step is wrapped in a `repro_step_<i>` annotation, so that the reduction
-(repro.profile.reduce) finds the step windows in the trace. One unprofiled step runs first
-under the profiler's warm-up (torch) or before it starts (JAX), so that the profiler's own
-start-up is not in a profiled step.
+(repro.profile.reduce) finds the step windows in the trace. As many unprofiled steps, timed
+like the timed loop's, run just before: profiled over unprofiled is the profiler's overhead,
+measured now, on the machine as it is now. One more step runs under the profiler's warm-up
+(torch) so that the profiler's own start-up is not in a profiled step.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import contextlib
 import glob
 import gzip
 import shutil
+import statistics
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -24,6 +27,8 @@ def torch_trace(run_step: Callable[[int], None], first: int, steps: int, out_dir
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+    unprofiled = _unprofiled(run_step, first, steps)
+    first += steps
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device else [])
     done = {}
 
@@ -38,7 +43,7 @@ def torch_trace(run_step: Callable[[int], None], first: int, steps: int, out_dir
             with record_function(f"repro_step_{k}") if k else contextlib.nullcontext():
                 run_step(first + k)
             prof.step()
-    return {"profiler": f"torch.profiler (torch {torch.__version__})", "family": "torch",
+    return {"profiler": f"torch.profiler (torch {torch.__version__})", "family": "torch", "unprofiled_ms": unprofiled,
             "files": [done["path"]], "trace": done["path"], "viewer": "Perfetto (ui.perfetto.dev) or chrome://tracing"}
 
 
@@ -47,7 +52,8 @@ def jax_trace(run_step: Callable[[int], None], first: int, steps: int, out_dir: 
     import jax
 
     log_dir = Path(out_dir) / "jax_profile"
-    run_step(first)  # warm: nothing the profiler sees pays for a first call
+    unprofiled = _unprofiled(run_step, first, steps)
+    first += steps
     jax.profiler.start_trace(str(log_dir), create_perfetto_trace=True)
     try:
         for k in range(1, steps + 1):
@@ -60,8 +66,19 @@ def jax_trace(run_step: Callable[[int], None], first: int, steps: int, out_dir: 
     files = [str(Path(out_dir) / "jax_perfetto_trace.json.gz"), str(Path(out_dir) / "jax.xplane.pb")]
     shutil.copyfile(perfetto, files[0])
     shutil.copyfile(xplane, files[1])
-    return {"profiler": f"jax.profiler (jax {jax.__version__})", "family": "xla", "files": files, "trace": files[0],
+    return {"profiler": f"jax.profiler (jax {jax.__version__})", "family": "xla", "unprofiled_ms": unprofiled,
+            "files": files, "trace": files[0],
             "viewer": "Perfetto (ui.perfetto.dev) for the .json.gz; TensorBoard/XProf for the .xplane.pb"}
+
+
+def _unprofiled(run_step: Callable[[int], None], first: int, steps: int) -> float:
+    """The median ms of `steps` steps without the profiler, timed as the timed loop times them."""
+    times = []
+    for k in range(steps):
+        t0 = time.perf_counter()
+        run_step(first + k)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
 
 
 def _gzip(raw: Path) -> str:
