@@ -138,7 +138,7 @@ def test_dry_run_lists_the_quickstart_jobs_and_writes_nothing(tmp_path):
     assert len(lines) == len(plan.jobs) == 6
     assert proc.stdout.startswith("repro --dry-run: 6 job(s) planned, checked; nothing run or written")
     for line, config in zip(lines, plan.jobs):
-        assert f"model={config['model']['name']} framework={config['framework']['name']} " in line
+        assert f"model={config.model.name} framework={config.framework.name} " in line
         assert f"config {config_hash(config)[:12]}" in line
         assert f"ledger {box.ledger} · mlflow {box.uri} (experiment quickstart)" in line
     assert _files(tmp_path) == []

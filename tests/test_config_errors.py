@@ -40,7 +40,7 @@ def test_cli_exit_2_and_nothing_written(sandbox, args):
 def test_quickstart_plan_is_six_jobs():
     p = plan(["+exp=quickstart"])
     assert p.multirun
-    combos = {(j["model"]["name"], j["framework"]["name"]) for j in p.jobs}
+    combos = {(j.model.name, j.framework.name) for j in p.jobs}
     assert combos == {(m, f) for m in ("mlp", "vit") for f in ("jax", "torch", "torch_compile")}
 
 
@@ -48,14 +48,14 @@ def test_vit_l4_is_the_published_setup():
     jobs = plan(["+exp=vit_l4", "hardware=cpu"]).jobs
     frameworks = ["jax", "torch", "torch_compile", "torch_xla", "torch_xla_compile"]
     # transformers' ViT classes (what the study ran) and ours beside them
-    assert [(j["framework"]["name"], j["model"]["impl"]) for j in jobs] == [(f, i) for f in frameworks
+    assert [(j.framework.name, j.model.impl) for j in jobs] == [(f, i) for f in frameworks
                                                                             for i in ("hf", "native")] * 3  # 3 repeats, interleaved
     for j in jobs:
-        m, r = j["model"], j["run"]
-        assert (m["image"], m["patch"], m["width"], m["depth"], m["heads"], m["mlp"], m["classes"]) == (
+        m, r = j.model, j.run
+        assert (m.image, m.patch, m.width, m.depth, m.heads, m.mlp, m.classes) == (
             224, 16, 768, 12, 12, 3072, 1000)
-        assert (r["batch_size"], r["steps"], r["warmup"], r["optimizer"], r["lr"]) == (32, 50, 10, "sgd", 1e-3)
-        assert j["precision"]["matmul"] == "high"  # TF32 on both sides
+        assert (r.batch_size, r.steps, r.warmup, r.optimizer, r.lr) == (32, 50, 10, "sgd", 1e-3)
+        assert j.precision.matmul == "high"  # TF32 on both sides
 
 
 def test_every_model_has_a_config_matching_its_presets():

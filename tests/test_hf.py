@@ -84,7 +84,7 @@ def test_hf_refusals_name_what_works():
     with pytest.raises(ConfigError, match="model.impl='hff' is not valid; choose one of: native, hf"):
         plan(["model=vit", "model.impl=hff"])
     jobs = plan(["+exp=vit_l4", "hardware=cpu"]).jobs  # the published study (hf) beside ours
-    assert {(j["framework"]["name"], j["model"]["impl"]) for j in jobs} >= {("jax", "hf"), ("jax", "native"),
+    assert {(j.framework.name, j.model.impl) for j in jobs} >= {("jax", "hf"), ("jax", "native"),
                                                                                ("torch", "hf"), ("torch", "native")}
 
 

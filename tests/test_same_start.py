@@ -24,6 +24,7 @@ import pytest
 from repro import backends, models
 from repro.backends.base import BuildContext
 from repro.config import ConfigError, config_hash, validate
+from repro.config.schema import Config, as_dict, from_dict
 from repro.data import make_batches
 from repro.models import canonical
 from repro.report import trajectory
@@ -35,33 +36,33 @@ TOLERANCE = 1e-4
 MEASURED_BOUNDS = {"resnet50": (5, 3e-3)}
 
 
-def resolved(*overrides: str) -> dict:
+def resolved(*overrides: str) -> Config:
     return validate.plan(["model.preset=tiny", "precision=fp32", "run.optimizer=sgd", "run.lr=0.001",
                           *overrides]).jobs[0]
 
 
-def workload(config: dict, tmp_path):
+def workload(config: Config, tmp_path):
     """The workload exactly as runner/worker.py builds it."""
-    entry = models.get(config["model"]["name"])
-    dims = {k: v for k, v in config["model"].items() if k not in ("name", "preset")}
-    seeds = seeding.derive(config["run"]["seed"])
+    entry = models.get(config.model.name)
+    dims = models.dims_of(config.model)
+    seeds = seeding.derive(config.run.seed)
     batches, _, _ = make_batches(config, entry, dims, seeds["data"])
     ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches, threads=1,
                        cache_dir=str(tmp_path))
-    return backends.load(config["framework"]["backend"]).build(ctx)
+    return backends.load(config.framework.backend).build(ctx)
 
 
-def train(config: dict, tmp_path) -> dict:
+def train(config: Config, tmp_path) -> dict:
     """A run record as the ledger holds it (the fields trajectory agreement reads)."""
     w = workload(config, tmp_path)
     init = w.init_params_sha256()
     losses = []
-    for i in range(config["run"]["steps"]):
+    for i in range(config.run.steps):
         out = w.step(i)
         w.sync(out)
         losses.append(w.loss(out))
-    return {"id": f"{config['framework']['name']}-{config['model']['name']}", "kind": "run", "status": "ok",
-            "config": config, "results": {"loss": losses, "init_params_sha256": init}}
+    return {"id": f"{config.framework.name}-{config.model.name}", "kind": "run", "status": "ok",
+            "config": as_dict(config), "results": {"loss": losses, "init_params_sha256": init}}
 
 
 @pytest.fixture(scope="module")
@@ -110,11 +111,12 @@ def test_native_starts_apart_and_says_so(tmp_path, zoo):
 
 def test_init_keeps_old_identity_and_refuses_bad_values():
     native = resolved("framework=jax", "model=mlp")
-    assert native["run"]["init"] == "native"
-    before_run_init = {**native, "run": {k: v for k, v in native["run"].items() if k != "init"}}
+    assert native.run.init == "native"
+    recorded = as_dict(native)
+    before_run_init = {**recorded, "run": {k: v for k, v in recorded["run"].items() if k != "init"}}
     assert config_hash(native) == config_hash(before_run_init)  # records made before run.init keep their hash
     assert config_hash(resolved("framework=jax", "model=mlp", "run.init=shared")) != config_hash(native)
-    assert canonical.init_mode(before_run_init) == "native"  # and replay as they ran
+    assert canonical.init_mode(from_dict(before_run_init)) == "native"  # and replay as they ran
     with pytest.raises(ConfigError, match=r"run\.init.*native.*shared"):
         resolved("framework=jax", "model=mlp", "run.init=numpy")
 

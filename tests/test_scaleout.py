@@ -11,6 +11,7 @@ import pytest
 
 from conftest import free_port
 from repro.config import ConfigError, plan
+from repro.config.schema import ClusterConfig
 from repro.runner import cluster
 
 LOSS_RTOL = 1e-5  # as in test_sharding: reductions over shards run in another order
@@ -137,10 +138,10 @@ def test_impossible_cluster_refused_before_launch(args, message):
 
 def test_slurm_rendezvous_from_the_variables():
     env = {"SLURM_NNODES": "4", "SLURM_NODEID": "2", "SLURM_JOB_NODELIST": "gpu[03-05,9],cpu1"}
-    rdzv = cluster.resolve({"name": "slurm", "port": 29400, "jax_processes": 8}, env)
+    rdzv = cluster.resolve(ClusterConfig(name="slurm", port=29400, jax_processes=8), env)
     assert (rdzv.nodes, rdzv.node_rank, rdzv.endpoint, rdzv.leader) == (4, 2, "gpu03:29400", False)
     assert cluster.first_host("node17") == "node17"
     with pytest.raises(ConfigError) as err:
-        cluster.resolve({"name": "slurm"}, {"SLURM_NNODES": "2"})
+        cluster.resolve(ClusterConfig(name="slurm"), {"SLURM_NNODES": "2"})
     assert "not set here: SLURM_NODEID, SLURM_JOB_NODELIST;" in str(err.value)
     assert "hydra/launcher=submitit_slurm" in str(err.value)

@@ -142,10 +142,10 @@ def test_default_interpreter_is_the_repo_env(monkeypatch, tmp_path):
     monkeypatch.delenv("REPRO_XLA_PYTHON", raising=False)
     for name in ("torch_xla", "torch_xla_compile"):
         (job,) = plan([f"framework={name}"]).jobs
-        assert job["framework"]["backend"] == "torch_xla" and job["framework"]["python"] == ".venv-xla/bin/python"
+        assert job.framework.backend == "torch_xla" and job.framework.python == ".venv-xla/bin/python"
     monkeypatch.setenv("REPRO_XLA_PYTHON", "/opt/xla/bin/python")
     (job,) = plan(["framework=torch_xla"]).jobs
-    assert job["framework"]["python"] == "/opt/xla/bin/python"
+    assert job.framework.python == "/opt/xla/bin/python"
     monkeypatch.chdir(tmp_path)
     command = launch.worker_command(".venv-xla/bin/python", tmp_path / "spec.json")
     assert command[0] == str(paths.repo_root() / ".venv-xla" / "bin" / "python")

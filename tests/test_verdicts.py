@@ -189,7 +189,7 @@ def test_shipped_avx512_and_avx2_records_name_the_isa(capsys):
 
 def test_preflight_lists_the_interleaved_jobs():
     jobs = plan(["-m", "framework=jax,torch", "run.repeats=3", "run.steps=10"]).jobs
-    assert [j["framework"]["name"] for j in jobs] == ["jax", "torch"] * 3
+    assert [j.framework.name for j in jobs] == ["jax", "torch"] * 3
     assert len(plan(["run.repeats=3"]).jobs) == 3  # one run, three repeats (no -m)
     with pytest.raises(ConfigError, match="run.repeats cannot be swept"):
         plan(["-m", "run.repeats=1,2"])

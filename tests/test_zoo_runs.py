@@ -27,11 +27,11 @@ def test_stack_wars_cpu_prints_one_table_per_workload(sandbox):
 
 def test_stack_wars_is_the_published_table():
     jobs = plan(["+exp=stack_wars", "hardware.check=false"]).jobs
-    assert len(jobs) == 27 * 3 and jobs[27:54] == jobs[:27] and {j["hardware"]["name"] for j in jobs} == {"tpu_v6e"}
-    assert {j["framework"]["name"] for j in jobs} == {"jax", "torch", "torch_xla"}
-    sizes = {j["model"]["name"]: j for j in jobs}
-    assert sizes["vit"]["model"]["width"] == 768 and sizes["llama3_8b"]["model"]["kv_heads"] == 8
-    assert sizes["gemm"]["run"]["batch_size"] == 4096  # the model's suggested batch for its preset
+    assert len(jobs) == 27 * 3 and jobs[27:54] == jobs[:27] and {j.hardware.name for j in jobs} == {"tpu_v6e"}
+    assert {j.framework.name for j in jobs} == {"jax", "torch", "torch_xla"}
+    sizes = {j.model.name: j for j in jobs}
+    assert sizes["vit"].model.width == 768 and sizes["llama3_8b"].model.kv_heads == 8
+    assert sizes["gemm"].run.batch_size == 4096  # the model's suggested batch for its preset
 
 
 def test_memory_cap_ends_oom_and_sweep_goes_on(sandbox):

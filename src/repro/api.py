@@ -3,7 +3,7 @@
     import repro
     rec = repro.run(framework="jax", model="mlp", **{"run.steps": 10})   # one run → its ledger record
     recs = repro.sweep("quickstart", **{"run.steps": 10})              # +exp=quickstart → its records
-    repro.Ledger(rec["config"]["ledger"]["dir"]).heads()
+    repro.Ledger(rec["config"]["ledger"]["dir"]).heads()              # a record's config is a dict
 
 Keyword arguments are Hydra overrides (`group=option`, `dotted.key=value`; a list sweeps the
 key, as `a,b` does on the command line). The whole sweep is composed and checked first
@@ -35,25 +35,21 @@ def _overrides(overrides: dict[str, Any]) -> list[str]:
 
 def run_plan(plan) -> list[dict]:
     """Run every job of a checked plan in this process (a worker process per job); its records."""
-    from repro import session as sessions
     from repro.runner.job import run_job
+    from repro.session import Session
     from repro.sweeper import repeat_of
 
     jobs = list(zip(plan.jobs, plan.overrides))  # repeats included, interleaved (validate.plan)
-    repeats = plan.jobs[0]["run"]["repeats"]
-    sessions.PLAN = plan
-    session = sessions.Session.current = sessions.Session(plan.jobs[0], plan.multirun or repeats > 1)
-    session.jobs = len(jobs)
+    repeats = plan.jobs[0].run.repeats
+    session = Session(plan.jobs[0], plan.multirun or repeats > 1, plan)
     try:
         for job, (config, overrides) in enumerate(jobs):
             extra = {"repeat": repeat_of(job, len(jobs), repeats, session.sweep_id)} if repeats > 1 else None
             run_job(config, session, job, list(overrides), extra=extra)
     except BaseException as e:  # what was recorded stays recorded; the MLflow parent run is ended
-        sessions.Session.close_current(interrupted=isinstance(e, KeyboardInterrupt))
+        session.close(interrupted=isinstance(e, KeyboardInterrupt))
         raise
-    finally:
-        sessions.PLAN = None
-    return sessions.Session.close_current()
+    return session.close()
 
 
 def run(**overrides: Any) -> dict:
@@ -66,7 +62,7 @@ def run(**overrides: Any) -> dict:
         raise ConfigError(f"repro.run runs one job, but {', '.join(swept)} is a list (a sweep); "
                           "use repro.sweep(...) for several")
     plan = validate.plan(_overrides(overrides))
-    if plan.multirun or len(plan.jobs) != plan.jobs[0]["run"]["repeats"]:  # e.g. an exp that sweeps
+    if plan.multirun or len(plan.jobs) != plan.jobs[0].run.repeats:  # e.g. an exp that sweeps
         raise ConfigError(f"repro.run runs one job, but {' '.join(_overrides(overrides))} plans "
                           f"{len(plan.jobs)} jobs (a sweep); use repro.sweep(...) for several")
     return run_plan(plan)[0]

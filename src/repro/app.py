@@ -18,18 +18,19 @@ from repro.sweeper import repeat_of
 
 def task(cfg: DictConfig) -> dict:
     from repro.runner.job import run_job
-    from repro.session import Session
+    from repro.session import HYDRA, Session
 
     hc = HydraConfig.get()
     config = validate.check(cfg)
-    session = Session.current
+    session = HYDRA.session
     multirun = str(hc.mode) == "RunMode.MULTIRUN"
     if session is None:
         if not multirun:
             raise RuntimeError("no repro session is open: the hydra.callbacks entry repro_sweep is missing")
-        session = Session.attach(config, hc.sweep.dir)  # a launcher ran this job in its own process
+        # a launcher ran this job in its own process: its later jobs there find the same session
+        session = HYDRA.session = Session.attach(config, hc.sweep.dir)
     overrides = list(hc.overrides.task)
-    repeats = config["run"]["repeats"]
+    repeats = config.run.repeats
     if repeats == 1:
         return run_job(config, session, int(hc.job.num) if session.multirun else 0, overrides)
     if not session.jobs:

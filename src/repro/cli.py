@@ -266,6 +266,7 @@ def _checked_plan(argv: list[str]):
 def dry_run(argv: list[str]) -> int:
     """Compose and check the whole sweep; print one line per planned job; run and write nothing."""
     from repro.config import config_hash
+    from repro.config.schema import as_dict
     from repro.runner.job import label
 
     plan = _checked_plan(argv)
@@ -274,32 +275,33 @@ def dry_run(argv: list[str]) -> int:
     print(f"repro --dry-run: {len(plan.jobs)} job(s) planned, checked; nothing run or written")
     width = len(str(len(plan.jobs)))
     for i, (config, swept) in enumerate(zip(plan.jobs, _varied(plan))):
-        where = f"ledger {config['ledger']['dir']} · mlflow {config['tracking']['uri']} " \
-                f"(experiment {config['tracking']['experiment']})"
+        where = f"ledger {config.ledger.dir} · mlflow {config.tracking.uri} " \
+                f"(experiment {config.tracking.experiment})"
         print(f"[{i + 1:>{width}}/{len(plan.jobs)}] {' '.join(swept) or '(defaults)'} · {label(config)} · "
-              f"config {config_hash(config)[:12]} · {where}")
+              f"config {config_hash(as_dict(config))[:12]} · {where}")
     return 0
 
 
 def run_experiment(argv: list[str]) -> int:
-    from repro import session
+    from repro.session import hydra_sweep
 
+    plan = None
     if not any(a.split("=")[0] in HYDRA_INFO_FLAGS for a in argv):
-        session.PLAN = _checked_plan(argv)
-        if session.PLAN is None:
+        plan = _checked_plan(argv)
+        if plan is None:
             return EXIT_CONFIG_ERROR
     from repro.app import hydra_main
 
     sys.argv = [sys.argv[0]] + argv
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends a sweep as Ctrl-C does: recorded, closed
-    try:
-        hydra_main()
-    except KeyboardInterrupt:
-        records = session.Session.close_current(interrupted=True)
-        print(f"repro: interrupted; {len(records)} job(s) recorded", file=sys.stderr)
-        return 130
-    records = session.Session.last_records
-    failed = session.Session.failures or any(r["status"] in session.NOT_OK for r in records)
+    with hydra_sweep(plan) as sweep:
+        try:
+            hydra_main()
+        except KeyboardInterrupt:
+            records = sweep.close(interrupted=True)
+            print(f"repro: interrupted; {len(records)} job(s) recorded", file=sys.stderr)
+            return 130
+        failed = sweep.session is not None and sweep.session.failed_any
     return EXIT_RUN_FAILED if failed else 0
 
 

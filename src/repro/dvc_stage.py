@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         config = validate.check(OmegaConf.create(params))
         from repro import hardware
 
-        hardware.check_all([config["hardware"]])
+        hardware.check_all([config.hardware])
         validate.check_data([config])
     except ConfigError as e:
         print(f"repro: invalid config in {path}, nothing was run:\n  {e}", file=sys.stderr)
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from repro.sweeper import interleave
 
-    repeats = config["run"]["repeats"]
+    repeats = config.run.repeats
     records = run_plan(validate.Plan(multirun=False, jobs=tuple(interleave((config,), repeats)),
                                      overrides=tuple(interleave(((f"dvc:{path}",),), repeats))))
     return 0 if all(r["status"] == "ok" for r in records) else 1

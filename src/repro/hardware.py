@@ -42,23 +42,23 @@ def cpu_isa() -> tuple[str, ...]:
     return ()
 
 
+def nvidia_smi(*args: str) -> list[list[str]]:
+    """The rows of one nvidia-smi CSV query (`--query-gpu=...`), cells stripped; [] without one."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", *args, "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return []
+    return [[c.strip() for c in line.split(",")] for line in out.strip().splitlines() if line.strip()]
+
+
 @functools.lru_cache(maxsize=1)
 def nvidia_gpus() -> tuple[dict, ...]:
     """Name, memory and driver of each NVIDIA GPU, from nvidia-smi (empty if none)."""
-    if not shutil.which("nvidia-smi"):
-        return ()
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout
-    except (subprocess.SubprocessError, OSError):
-        return ()
-    gpus = []
-    for line in out.strip().splitlines():
-        name, mem, driver = (p.strip() for p in line.split(","))
-        gpus.append({"name": name, "memory_mib": int(float(mem)), "driver": driver})
-    return tuple(gpus)
+    return tuple({"name": name, "memory_mib": int(float(mem)), "driver": driver}
+                 for name, mem, driver in nvidia_smi("--query-gpu=name,memory.total,driver_version"))
 
 
 def tpu_type() -> str | None:
@@ -85,35 +85,35 @@ def describe(found: dict) -> str:
     return f"CPU only ({found['cpu']}, {found['cores']} cores)"
 
 
-def mismatch(profile: dict, found: dict) -> str | None:
+def mismatch(profile, found: dict) -> str | None:
     """Why this machine is not the profile's, or None when it is."""
-    platform_ = profile["platform"]
+    platform_ = profile.platform
     if platform_ == "cpu":
         return None  # every machine has a CPU; frameworks are told to use it
     if platform_ == "gpu":
-        matching = [g for g in found["gpus"] if profile["device_match"].lower() in g.lower()]
-        if len(matching) >= profile["device_count"]:
+        matching = [g for g in found["gpus"] if profile.device_match.lower() in g.lower()]
+        if len(matching) >= profile.device_count:
             return None
-        want = f"{profile['device_count']}× NVIDIA {profile['device_match']}"
+        want = f"{profile.device_count}× NVIDIA {profile.device_match}"
     else:
         kind = (found["tpu"] or "").lower().replace("-", "_")
-        if found["tpu"] and (not profile["device_match"] or profile["device_match"].lower() in kind):
+        if found["tpu"] and (not profile.device_match or profile.device_match.lower() in kind):
             return None
-        want = f"a TPU {profile['device_match']}".strip()
+        want = f"a TPU {profile.device_match}".strip()
     return (
-        f"hardware={profile['name']} declares {want}, but this machine has {describe(found)}. "
+        f"hardware={profile.name} declares {want}, but this machine has {describe(found)}. "
         f"Run with the profile of this machine (e.g. hardware=cpu), or set "
         f"hardware.check=false to run anyway and record the mismatch."
     )
 
 
-def check_all(profiles: list[dict]) -> None:
+def check_all(profiles: list) -> None:
     found = None
     seen = set()
     for profile in profiles:
-        if not profile["check"] or profile["name"] in seen:
+        if not profile.check or profile.name in seen:
             continue
-        seen.add(profile["name"])
+        seen.add(profile.name)
         found = found or detect()
         if reason := mismatch(profile, found):
             raise ConfigError(reason)

@@ -20,6 +20,7 @@ from rich.console import Console
 
 from repro import hardware, paths, report
 from repro.config import config_hash
+from repro.config.schema import Config, ProgressConfig, as_dict, from_dict
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.diff import diff
 from repro.runner import envcapture, seeding
@@ -35,14 +36,14 @@ class Verdict:
     reasons: list[str]
 
 
-def environment_now(config: dict) -> dict:
+def environment_now(config: Config) -> dict:
     """What can be known of the environment without importing a framework."""
     return {
         "packages": envcapture.package_versions(),
         "cpu": {"model": hardware.cpu_model(), "affinity": len(os.sched_getaffinity(0)),
                 "isa": list(hardware.cpu_isa())},
         "gpus": [g["name"] for g in hardware.nvidia_gpus()],
-        "threads": seeding.resolve_threads(config["run"]["threads"]),
+        "threads": seeding.resolve_threads(config.run.threads),
     }
 
 
@@ -56,18 +57,18 @@ def environment_then(record: dict) -> dict:
     }
 
 
-def data_now(config: dict) -> dict:
+def data_now(config: Config) -> dict:
     from repro.data import DATASETS, DataError, dvc_check
 
-    if config["data"]["name"] not in DATASETS:
+    if config.data.name not in DATASETS:
         return {}
     try:
-        return {"md5": dvc_check.check(config["data"])}
+        return {"md5": dvc_check.check(config.data)}
     except DataError as e:
         return {"error": str(e)}
 
 
-def differences_before(record: dict, config: dict, git_now: dict, code_now: dict) -> dict[str, list]:
+def differences_before(record: dict, config: Config, git_now: dict, code_now: dict) -> dict[str, list]:
     then_data = {"md5": record["data"]["md5"]} if "md5" in (record.get("data") or {}) else {}
     return {name: rows for name, rows in {
         "environment": diff(environment_then(record), environment_now(config)),
@@ -143,15 +144,19 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
     originals = originals_for(ledger, ids, experiment)
     console = report.console()
     verdicts = []
-    first = dict(originals[0]["config"])
-    primary = {**first, "ledger": {"dir": str(ledger.root)}, "progress": {"mode": progress},
-               "tracking": {**first["tracking"], "uri": tracking_uri or paths.default_tracking_uri()}}
-    session = Session(primary, multirun=len(originals) > 1)
+    uri = tracking_uri or paths.default_tracking_uri()
+
+    def replayed(record: dict) -> Config:
+        """The recorded config (keys it predates at their defaults), into this ledger and store."""
+        config = from_dict(record["config"])
+        config.ledger.dir, config.tracking.uri, config.progress = str(ledger.root), uri, ProgressConfig(mode=progress)
+        return config
+
+    session = Session(replayed(originals[0]), multirun=len(originals) > 1)
     session.jobs = len(originals)
     try:
         for job, original in enumerate(originals):
-            config = {**original["config"], "ledger": primary["ledger"], "progress": primary["progress"],
-                      "tracking": {**original["config"]["tracking"], "uri": primary["tracking"]["uri"]}}
+            config = replayed(original)
             before = differences_before(original, config, session.git, session.code)
             _print_differences(console, original, before)
             extra = {"replay_of": original["id"]}
@@ -159,7 +164,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
                 extra["repeat"] = original["repeat"]
             result = run_job(config, session, job, ["replay", original["id"]], extra=extra)
             verdict = judge(original, result)
-            if config_hash(config) != original.get("config_hash"):
+            if config_hash(as_dict(config)) != original.get("config_hash"):
                 verdict.reasons.append("the recorded config hashes differently under this version of repro")
             record = ledger.append({
                 "kind": "replay", "status": verdict.status, "of": original["id"], "replay": result["id"],
@@ -169,14 +174,13 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
                 "timing_tolerance": TIMING_TOLERANCE,
             })
             if run_id := session.mlflow_run_ids.get(result["id"]):
-                session.tracking(config, lambda t: t.client.set_tag(run_id, "repro.replay_verdict", verdict.status))
+                session.tracking((config.tracking.uri, config.tracking.experiment), lambda t: t.client.set_tag(run_id, "repro.replay_verdict", verdict.status))
             console.print(f"  verdict: [bold]{verdict.status}[/] — {'; '.join(verdict.reasons)} (ledger {record['id']})")
             for key, t in record["timing"].items():
                 mark = "" if t["within"] else f"  (outside ±{TIMING_TOLERANCE:.0%})"
                 console.print(f"    {key}: {t['recorded'] * 1e3:.2f} ms → {t['now'] * 1e3:.2f} ms, ×{t['ratio']:.2f}{mark}")
             verdicts.append(record)
     finally:
-        Session.current = None
         session.close(interrupted=False)
     _print_groups(console, originals, verdicts)
     return verdicts

@@ -8,6 +8,11 @@ MLflow parent, and the failure reaches the exit code (Hydra swallows callbacks' 
 
 Hydra calls `SweepCallback` at the start and end of a run or multirun (conf/config.yaml
 registers it under hydra.callbacks); each job's task function finds the open `Session`.
+Hydra instantiates the callback itself and hands it and the task function nothing but the
+composed config, so the checked plan goes in and the session comes out through one slot,
+`HYDRA` (see `HydraSweep`): the only module-level state of the sweep path. Everything a sweep
+collects (records, failures) belongs to its `Session`; `repro.api` and replay make theirs
+directly, passing the plan, without Hydra and without the slot.
 Launchers that run jobs in other processes (submitit: local or SLURM; joblib) find none
 there: the multirun start writes the session's identity into the sweep folder
 (`repro_session.json`), their jobs attach to it, and the closing table is read back from the
@@ -21,13 +26,16 @@ import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import ClassVar
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from repro import paths, report
 from repro.config import validate
+from repro.config.schema import Config
 from repro.runner.envcapture import redact
 from repro.tracking import failure_line
 from repro.ledger import Ledger
@@ -41,21 +49,17 @@ from repro.runner import gitinfo, lifeline
 NOT_OK = ("failed", "killed", "interrupted")
 SESSION_FILE = "repro_session.json"
 
-# The preflight plan of this process's command line (set by repro.cli before Hydra runs).
-PLAN: validate.Plan | None = None
-
-
 class Session:
-    current: ClassVar["Session | None"] = None
-    last_records: ClassVar[list[dict]] = []  # the records of the last closed session
-    failures: ClassVar[list[str]] = []  # what went wrong outside the runs (the exit code says so)
-
-    def __init__(self, primary: dict, multirun: bool, shared: dict | None = None):
-        """`shared`: the identity of a session opened by another process (see `attach`)."""
+    def __init__(self, primary: Config, multirun: bool, plan: validate.Plan | None = None,
+                 shared: dict | None = None):
+        """`plan`: the checked sweep (its job count and swept keys); `shared`: the identity of a
+        session opened by another process (see `attach`)."""
         self.multirun = multirun
-        self.ledger_dir = primary["ledger"]["dir"]
-        self.experiment = primary["tracking"]["experiment"]
+        self.ledger_dir = primary.ledger.dir
+        self.experiment = primary.tracking.experiment
         self.records: list[dict] = []
+        self.failures: list[str] = []  # what went wrong outside the runs (the exit code says so)
+        self.closed = False
         self._trackers: dict = {}
         self._parents: dict = {}
         self._down: set = set()  # tracking stores that failed in this session
@@ -64,30 +68,31 @@ class Session:
         if shared:
             self.jobs, self.sweep_id, self.git, self.code = (shared[k] for k in ("jobs", "sweep_id", "git", "code"))
             self._parent_ids = {tuple(k.split("\n")): v for k, v in shared["parents"].items()}
-            self.display = Display("plain", self.jobs, primary["progress"].get("interval_s"))
+            self.display = Display("plain", self.jobs, primary.progress.interval_s)
             self.swept = shared.get("swept")  # from the sweep's own process (its plan)
             return
-        self.jobs = len(PLAN.jobs) if PLAN else (None if multirun else 1)
-        self.swept = varied.swept_keys([{"overrides": o} for o in PLAN.overrides]) if PLAN else None
+        self.jobs = len(plan.jobs) if plan else (None if multirun else 1)
+        self.swept = varied.swept_keys([{"overrides": o} for o in plan.overrides]) if plan else None
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         self.sweep_id = f"{stamp}-{uuid.uuid4().hex[:6]}"
-        self.git = gitinfo.state(paths.repo_root(), Path(primary["ledger"]["dir"]))
+        self.git = gitinfo.state(paths.repo_root(), Path(primary.ledger.dir))
         self.code = {"src_sha256": gitinfo.source_sha256(paths.src_dir() / "repro")}
-        self.display = Display(primary["progress"]["mode"], self.jobs, primary["progress"].get("interval_s"))
+        self.display = Display(primary.progress.mode, self.jobs, primary.progress.interval_s)
         self._parent_ids: dict = {}
 
     @classmethod
-    def open(cls, config: DictConfig, multirun: bool) -> "Session":
-        if PLAN and PLAN.jobs:  # already checked; the config before sweep overrides may be no job at all
-            primary = PLAN.jobs[0]
+    def open(cls, config: DictConfig, multirun: bool, plan: validate.Plan | None = None) -> "Session":
+        """The session of a Hydra run or multirun, `plan` its checked jobs (None: checked here)."""
+        if plan and plan.jobs:  # already checked; the config before sweep overrides may be no job at all
+            primary = plan.jobs[0]
         else:
             primary = validate.check(OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"]))
         # A single run with run.repeats > 1 is a sweep of its repeats: an MLflow parent and children.
-        cls.current = session = cls(primary, multirun or primary["run"].get("repeats", 1) > 1)
+        session = cls(primary, multirun or primary.run.repeats > 1, plan)
         launcher = str(config.hydra.launcher.get("_target_", "")) if "hydra" in config else ""
         if multirun and "BasicLauncher" not in launcher and not _follower(primary):
             # jobs launched in other processes attach through the sweep folder, parent run id included
-            session.tracking(primary, session.parent_run_id)
+            session.tracking(_store(primary), session.parent_run_id)
             folder = Path(str(config.hydra.sweep.dir))
             folder.mkdir(parents=True, exist_ok=True)
             (folder / SESSION_FILE).write_text(json.dumps({
@@ -97,45 +102,37 @@ class Session:
         return session
 
     @classmethod
-    def attach(cls, config: dict, sweep_dir: str) -> "Session":
+    def attach(cls, config: Config, sweep_dir: str) -> "Session":
         """The session of a sweep whose parent process is elsewhere (a launcher's job process)."""
         path = Path(sweep_dir) / SESSION_FILE
         if not path.exists():
             raise RuntimeError(f"no repro session in {sweep_dir} ({SESSION_FILE} is missing): was the "
                                "sweep started by `python -m repro` with the repro_sweep callback?")
-        cls.current = cls(config, multirun=True, shared=json.loads(path.read_text()))
-        return cls.current
+        return cls(config, multirun=True, shared=json.loads(path.read_text()))
 
-    @classmethod
-    def close_current(cls, interrupted: bool = False) -> list[dict]:
-        session, cls.current = cls.current, None
-        if session:
-            try:
-                cls.last_records = session.close(interrupted)
-            except Exception as e:  # noqa: BLE001 - Hydra would swallow it: the exit code must not
-                session.failed(f"the sweep's closing step failed: {type(e).__name__}: {e}")
-                cls.last_records = session.records
-        return cls.last_records
+    @property
+    def failed_any(self) -> bool:
+        """Whether anything went wrong: a run not ok, or a failure outside the runs."""
+        return bool(self.failures) or any(r["status"] in NOT_OK for r in self.records)
 
     def failed(self, message: str) -> None:
         print(f"repro: {message}", file=sys.stderr)
-        Session.failures.append(message)
+        self.failures.append(message)
 
-    def tracker_for(self, config: dict):
+    def tracker_for(self, key: tuple[str, str]):
         from repro.tracking.mlflow_tracker import Tracker  # MLflow is imported once, here
 
-        key = (config["tracking"]["uri"], config["tracking"]["experiment"])
         if key not in self._trackers:
             self._trackers[key] = Tracker(*key)
         return self._trackers[key]
 
-    def tracking(self, config: dict, call):
-        """`call(tracker)` against the config's store; a failure is one warning, never fatal."""
-        key = (config["tracking"]["uri"], config["tracking"]["experiment"])
+    def tracking(self, key: tuple[str, str], call):
+        """`call(tracker)` against the store `key` = (tracking URI, experiment); a failure is one
+        warning, never fatal."""
         if key in self._down:
             return None
         try:
-            return call(self.tracker_for(config))
+            return call(self.tracker_for(key))
         except Exception as e:  # noqa: BLE001 - whatever the store does, the run is in the ledger
             self._down.add(key)
             print(f"repro: warning: MLflow at {redact(key[0])} (experiment {key[1]!r}) failed: "
@@ -147,7 +144,8 @@ class Session:
         """The finished record into MLflow (after the ledger has it)."""
         from repro.tracking.project import project_run
 
-        run_id = self.tracking(record["config"], lambda t: project_run(t, record, self.parent_run_id(t), files,
+        tracking = record["config"]["tracking"]
+        run_id = self.tracking((tracking["uri"], tracking["experiment"]), lambda t: project_run(t, record, self.parent_run_id(t), files,
                                                                         worker_log))
         if run_id is None:
             self.pending += 1
@@ -182,6 +180,17 @@ class Session:
         return sorted(found.values(), key=lambda r: r["sweep"]["job"])
 
     def close(self, interrupted: bool = False) -> list[dict]:
+        """Print the closing table, publish the sweep and close its MLflow parent; this session's
+        records. A failure here is one of the session's failures (Hydra would swallow the error,
+        the exit code must not)."""
+        self.closed = True
+        try:
+            return self._close(interrupted)
+        except Exception as e:  # noqa: BLE001
+            self.failed(f"the sweep's closing step failed: {type(e).__name__}: {e}")
+            return self.records
+
+    def _close(self, interrupted: bool) -> list[dict]:
         from repro.tracking.project import close_parent
 
         self.display.close()
@@ -197,37 +206,76 @@ class Session:
                 status = "ok"
         finally:  # the MLflow parent is closed whatever happened above
             for (tracker, run_id) in self._parents.values():
-                config = {"tracking": {"uri": tracker.uri, "experiment": tracker.experiment}}
+                store = (tracker.uri, tracker.experiment)
                 if sweep_record:
-                    self.tracking(config, lambda t, run_id=run_id: trajectory.log_parent(t, run_id, sweep_record))
+                    self.tracking(store, lambda t, run_id=run_id: trajectory.log_parent(t, run_id, sweep_record))
                 if report_dir:
-                    self.tracking(config, lambda t, run_id=run_id: sweep_report.attach(t, run_id, self.records, report_dir))
-                self.tracking(config, lambda t, run_id=run_id: close_parent(t, run_id, self.records, status))
+                    self.tracking(store, lambda t, run_id=run_id: sweep_report.attach(t, run_id, self.records, report_dir))
+                self.tracking(store, lambda t, run_id=run_id: close_parent(t, run_id, self.records, status))
             if self.pending:
                 print(f"repro: {self.pending} runs not yet in MLflow: repro sync", file=sys.stderr)
         return self.records
 
 
-def _follower(config: dict) -> bool:
+def _store(config: Config) -> tuple[str, str]:
+    """The MLflow store a run's config names: (tracking URI, experiment)."""
+    return config.tracking.uri, config.tracking.experiment
+
+
+def _follower(config: Config) -> bool:
     """A node other than node 0 of a multi-node run: it records nothing, so it opens no MLflow run."""
     from repro.config import ConfigError
     from repro.runner import cluster
 
     try:
-        return not cluster.resolve(config.get("cluster")).leader
+        return not cluster.resolve(config.cluster).leader
     except ConfigError:  # cluster=slurm outside the allocation (the launching host): not a node
         return False
 
 
+@dataclass
+class HydraSweep:
+    """What crosses Hydra's boundary during one `hydra_main()`: the plan the caller checked (in)
+    and the session the callback opens (out, with its records and failures once closed)."""
+
+    plan: validate.Plan | None = None
+    session: Session | None = None
+
+    def close(self, interrupted: bool = False) -> list[dict]:
+        """Close the open session (if still open); its records."""
+        if self.session is None:
+            return []
+        if not self.session.closed:
+            self.session.close(interrupted)
+        return self.session.records
+
+
+# The one module-level slot of the sweep path, forced by Hydra: Hydra instantiates SweepCallback
+# from conf/config.yaml (hydra.callbacks) and calls `app.task(cfg)` with the composed config alone,
+# so neither can be handed an object. `hydra_sweep(plan)` fills it for one `hydra_main()` call.
+HYDRA = HydraSweep()
+
+
+@contextmanager
+def hydra_sweep(plan: validate.Plan | None) -> Iterator[HydraSweep]:
+    """`with hydra_sweep(plan) as sweep: hydra_main()`; then `sweep.session` is the closed session.
+    The slot is emptied on the way out."""
+    HYDRA.plan, HYDRA.session = plan, None
+    try:
+        yield HYDRA
+    finally:
+        HYDRA.plan, HYDRA.session = None, None
+
+
 class SweepCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        Session.open(config, multirun=False)
+        HYDRA.session = Session.open(config, multirun=False, plan=HYDRA.plan)
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        Session.open(config, multirun=True)
+        HYDRA.session = Session.open(config, multirun=True, plan=HYDRA.plan)
 
     def on_run_end(self, config: DictConfig, **kwargs) -> None:
-        Session.close_current()
+        HYDRA.close()
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        Session.close_current()
+        HYDRA.close()

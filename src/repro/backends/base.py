@@ -7,14 +7,17 @@ one backend module, so a run pays for (and is perturbed by) one framework only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TYPE_CHECKING
 
 from repro.models.base import Batch, ModelEntry
+
+if TYPE_CHECKING:
+    from repro.config.schema import Config
 
 
 @dataclass(frozen=True)
 class BuildContext:
-    config: dict  # the resolved config
+    config: Config  # the resolved, typed config
     entry: ModelEntry
     dims: dict
     seeds: dict[str, int]
@@ -62,8 +65,8 @@ class Workload(Protocol):
         """Lowered IR of the step by name ('stablehlo', 'hlo'), where the framework can."""
 
 
-def memory_limit_bytes(config: dict) -> int | None:
-    gb = config["run"]["memory_limit_gb"]
+def memory_limit_bytes(config: Config) -> int | None:
+    gb = config.run.memory_limit_gb
     return int(gb * 2**30) if gb else None
 
 

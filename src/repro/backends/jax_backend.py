@@ -34,17 +34,17 @@ def _loss_fn(task: str):
 
 
 def _optimizer(run: dict) -> optax.GradientTransformation:
-    if run["optimizer"] == "adamw":
-        return optax.adamw(run["lr"])
-    return optax.sgd(run["lr"])
+    if run.optimizer == "adamw":
+        return optax.adamw(run.lr)
+    return optax.sgd(run.lr)
 
 
 def configure(ctx: BuildContext) -> None:
     """Process-wide settings, applied before anything is traced."""
-    matmul = ctx.config["precision"]["matmul"]
+    matmul = ctx.config.precision.matmul
     if matmul != "default":  # "default": leave JAX's own default in place (and say what it is)
         jax.config.update("jax_default_matmul_precision", MATMUL[matmul])
-    if ctx.config["run"]["compile_cache"] == "warm":
+    if ctx.config.run.compile_cache == "warm":
         jax.config.update("jax_compilation_cache_dir", ctx.cache_dir)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
@@ -57,7 +57,7 @@ def _initial_model(ctx: BuildContext, build_model, dtype, param_dtype) -> nnx.Mo
 
     if canonical.init_mode(ctx.config) == "shared":
         model = nnx.eval_shape(build)
-        return state_flax.write(model, canonical.draw(state_flax.shapes(model), ctx.config["run"]["seed"]))
+        return state_flax.write(model, canonical.draw(state_flax.shapes(model), ctx.config.run.seed))
     # Built under one jit: eager Flax init compiles every parameter shape on its own
     # (about 1 s each on a small CPU); one traced init compiles once.
     return nnx.jit(build)()
@@ -68,26 +68,26 @@ class JaxWorkload:
         configure(ctx)
         self.ctx = ctx
         cfg = ctx.config
-        dtype = jnp.dtype(cfg["precision"]["compute_dtype"])
-        param_dtype = jnp.dtype(cfg["precision"]["param_dtype"])
-        build = hf.build_fn(ctx.entry, cfg["model"].get("impl", "native"), "flax")  # model.impl
+        dtype = jnp.dtype(cfg.precision.compute_dtype)
+        param_dtype = jnp.dtype(cfg.precision.param_dtype)
+        build = hf.build_fn(ctx.entry, cfg.model.impl, "flax")  # model.impl
         model = _initial_model(ctx, build, dtype, param_dtype)
         # In the canonical layout of the native models (transformers' classes name theirs otherwise).
         self.init_sha256 = canonical.sha256(state_flax.read(model)) if hf.is_native(cfg) else None
         self.graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-        self.tx = _optimizer(cfg["run"])
-        self.loss_scale = LOSS_SCALE if cfg["precision"]["loss_scaling"] else 1.0
-        self.train = cfg["run"]["task"] == "train"
+        self.tx = _optimizer(cfg.run)
+        self.loss_scale = LOSS_SCALE if cfg.precision.loss_scaling else 1.0
+        self.train = cfg.run.task == "train"
         step_fn = self._train_step if self.train else self._forward_step
         donate = (0,) if self.train else ()
         batches = [_cast_inputs(b, param_dtype) for b in ctx.batches]
-        self.mesh = jax_sharding.make_mesh(cfg["sharding"]["mesh"])
+        self.mesh = jax_sharding.make_mesh(cfg.sharding.mesh)
         if self.mesh is None:
             self.state = (params, rest, self.tx.init(params))
             self.batches = [jax.device_put(b) for b in batches]
             self._fn = jax.jit(step_fn, donate_argnums=donate)
         else:  # parameters placed per the layout; optimizer state follows them through jit
-            layout = cfg["sharding"]["name"]
+            layout = cfg.sharding.name
             rep = jax_sharding.replicated(self.mesh)
             params = jax_sharding.place(params, jax_sharding.shardings_for(layout, self.mesh, params))
             rest = jax_sharding.place(rest, jax.tree_util.tree_map(lambda _: rep, rest))
@@ -153,7 +153,7 @@ class JaxWorkload:
         params = self.state[0]
         per_device = [jax_sharding.bytes_on(params, d) for d in jax_sharding.local_devices(self.mesh)]
         return {
-            "layout": self.ctx.config["sharding"]["name"], "mesh": dict(self.mesh.shape),
+            "layout": self.ctx.config.sharding.name, "mesh": dict(self.mesh.shape),
             "devices": self.mesh.devices.size, "processes": jax.process_count(),
             "param_bytes_total": jax_sharding.total_bytes(params),
             "param_bytes_per_device": max(per_device), "param_bytes_per_device_min": min(per_device),
@@ -213,13 +213,13 @@ class JaxWorkload:
             "loss_scale": self.loss_scale if self.loss_scale != 1.0 else None,
             "param_dtypes": dtypes,
             "param_count": int(sum(np.prod(l.shape) for l in jax.tree_util.tree_leaves(params))),
-            "model_impl": self.ctx.config["model"].get("impl", "native"),
-            "compute_dtype": self.ctx.config["precision"]["compute_dtype"],
+            "model_impl": self.ctx.config.model.impl,
+            "compute_dtype": self.ctx.config.precision.compute_dtype,
             "x64": bool(jax.config.jax_enable_x64),
             "platform": jax.devices()[0].platform,
             "donated": self.train,
             "init": canonical.init_mode(self.ctx.config),
-            "compile_cache": self.ctx.config["run"]["compile_cache"],
+            "compile_cache": self.ctx.config.run.compile_cache,
             "compilation_cache_dir": jax.config.jax_compilation_cache_dir,
         }
 
@@ -245,7 +245,7 @@ class JaxWorkload:
         return {**capture.jax_trace(run_step, first, steps, out_dir), "hlo": self._compiled.as_text()}
 
     def ir(self) -> dict[str, str]:
-        if self.ctx.config["run"]["capture_ir"] and self._compiled is not None:
+        if self.ctx.config.run.capture_ir and self._compiled is not None:
             return {"stablehlo.mlir": self._lowered.as_text(), "hlo_optimized.txt": self._compiled.as_text()}
         return {}
 

@@ -8,6 +8,8 @@ its own rows through `make_array_from_process_local_data` (jax_sharding.place_*)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 
 import jax
@@ -15,18 +17,21 @@ import numpy as np
 
 from repro.backends.layouts import mesh_size
 
+if TYPE_CHECKING:
+    from repro.config.schema import Config
+
 
 def process_id(rdzv: dict, local_index: int) -> int:
     return rdzv["node_rank"] * rdzv["jax_processes"] + local_index
 
 
-def init(config: dict, rdzv: dict, local_index: int) -> None:
+def init(config: Config, rdzv: dict, local_index: int) -> None:
     processes = rdzv["nodes"] * rdzv["jax_processes"]
     kwargs = {}
-    if config["hardware"]["platform"] == "cpu":  # XLA's CPU client has no cross-process collectives by default
+    if config.hardware.platform == "cpu":  # XLA's CPU client has no cross-process collectives by default
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     elif rdzv["jax_processes"] > 1:  # several processes per GPU host: each takes its own GPUs
-        per = mesh_size(config["sharding"]["mesh"]) // processes
+        per = mesh_size(config.sharding.mesh) // processes
         kwargs["local_device_ids"] = list(range(local_index * per, (local_index + 1) * per))
     jax.distributed.initialize(f"{rdzv['host']}:{rdzv['port']}", num_processes=processes,
                                process_id=process_id(rdzv, local_index),

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from repro.config.schema import Config
+
 # Tensor parallel (Megatron): projections into a block are split column-wise, projections
 # out of it row-wise; the MLP's numbered hidden layers pair up the same way.
 INTO_BLOCK = {"q", "k", "v", "qkv", "fc", "fc1", "up", "gate", "query", "key", "value"}
@@ -16,14 +21,14 @@ def mesh_size(mesh: dict[str, int]) -> int:
     return size
 
 
-def process_count(config: dict, nodes: int, jax_processes: int) -> int:
+def process_count(config: Config, nodes: int, jax_processes: int) -> int:
     """Processes one run spans over all nodes: torch one per rank of the mesh, JAX `jax_processes`
     per node; an unsharded run, or any other backend, one (PyTorch/XLA's SPMD is one process)."""
-    if config["sharding"]["name"] == "none":
+    if config.sharding.name == "none":
         return 1
-    if config["framework"]["backend"] == "torch":
-        return mesh_size(config["sharding"]["mesh"])
-    if config["framework"]["backend"] == "jax":
+    if config.framework.backend == "torch":
+        return mesh_size(config.sharding.mesh)
+    if config.framework.backend == "jax":
         return nodes * jax_processes
     return 1
 

@@ -6,6 +6,8 @@ NumPy batches and are made NCHW here, once, before the timed loop.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import contextlib
 import hashlib
 import os
@@ -20,6 +22,9 @@ from repro.backends import precision, torch_distributed
 from repro.backends.base import BuildContext, memory_limit_bytes
 from repro.models import canonical, hf, state_torch
 
+if TYPE_CHECKING:
+    from repro.config.schema import Config
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -28,27 +33,27 @@ def configure(ctx: BuildContext) -> None:
     cfg = ctx.config
     torch.manual_seed(ctx.seeds["torch"])
     torch.set_num_threads(ctx.threads)
-    if cfg["run"]["deterministic"]:
+    if cfg.run.deterministic:
         torch.use_deterministic_algorithms(True)
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
-    matmul = cfg["precision"]["matmul"]
+    matmul = cfg.precision.matmul
     if matmul != "default":  # "default": leave PyTorch's own defaults (and say what they are)
         torch.set_float32_matmul_precision(matmul)
         torch.backends.cudnn.allow_tf32 = matmul != "highest"
-    if cfg["framework"]["compile"]:
+    if cfg.framework.compile:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = ctx.cache_dir
     cap_memory(cfg)
 
 
-def cap_memory(cfg: dict) -> None:
+def cap_memory(cfg: Config) -> None:
     """run.memory_limit_gb: a device-memory fraction on CUDA; on CPU an address-space limit of
     what the process holds now (framework imported) plus the cap, so allocations past it fail
     with torch's own "can't allocate memory: you tried to allocate N bytes"."""
     limit = memory_limit_bytes(cfg)
     if limit is None:
         return
-    if cfg["hardware"]["platform"] == "gpu" and torch.cuda.is_available():
+    if cfg.hardware.platform == "gpu" and torch.cuda.is_available():
         total = torch.cuda.get_device_properties(0).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total))
         return
@@ -74,7 +79,7 @@ def _initial_model(ctx: BuildContext, build_model) -> torch.nn.Module:
     before any cast, move or sharding, with the canonical NumPy draw every framework loads."""
     model = build_model(ctx.dims)
     if canonical.init_mode(ctx.config) == "shared":
-        state_torch.write(model, canonical.draw(state_torch.shapes(model), ctx.config["run"]["seed"]))
+        state_torch.write(model, canonical.draw(state_torch.shapes(model), ctx.config.run.seed))
     return model
 
 
@@ -83,37 +88,37 @@ class TorchWorkload:
         configure(ctx)
         self.ctx = ctx
         cfg = ctx.config
-        on_gpu = cfg["hardware"]["platform"] == "gpu" and torch.cuda.is_available()
+        on_gpu = cfg.hardware.platform == "gpu" and torch.cuda.is_available()
         self.device = torch.device("cuda" if on_gpu else "cpu")
-        build = hf.build_fn(ctx.entry, cfg["model"].get("impl", "native"), "torch")  # model.impl
-        self.model = _initial_model(ctx, build).to(self.device, dtype=DTYPES[cfg["precision"]["param_dtype"]])
+        build = hf.build_fn(ctx.entry, cfg.model.impl, "torch")  # model.impl
+        self.model = _initial_model(ctx, build).to(self.device, dtype=DTYPES[cfg.precision.param_dtype])
         # In the canonical layout of the native models (transformers' classes name theirs otherwise).
         self.init_sha256 = canonical.sha256(state_torch.read(self.model)) if hf.is_native(cfg) else None
-        self.model.train(cfg["run"]["task"] == "train")
+        self.model.train(cfg.run.task == "train")
         self.base_model = self.model  # the unwrapped module (DDP wraps it; FSDP2/TP change it in place)
-        self.distributed = cfg["sharding"]["name"] != "none" and dist.is_available() and dist.is_initialized()
+        self.distributed = cfg.sharding.name != "none" and dist.is_available() and dist.is_initialized()
         if self.distributed:
             self.model = torch_distributed.parallelize(self.model, cfg)
-        self.train = cfg["run"]["task"] == "train"
-        self.opt = self._optimizer(cfg["run"]) if self.train else None
-        self.autocast = cfg["precision"]["autocast"]
+        self.train = cfg.run.task == "train"
+        self.opt = self._optimizer(cfg.run) if self.train else None
+        self.autocast = cfg.precision.autocast
         # Entering even a disabled torch.autocast costs a few % of a tiny step: skip it then.
         self._autocast = ((lambda: torch.autocast(self.device.type, dtype=self.compute_dtype))
                           if self.autocast else contextlib.nullcontext)
-        self.compute_dtype = DTYPES[cfg["precision"]["compute_dtype"]]
+        self.compute_dtype = DTYPES[cfg.precision.compute_dtype]
         self.forward = self.model
-        if cfg["framework"]["compile"]:
-            self.forward = torch.compile(self.model, backend=cfg["framework"]["compile_backend"],
-                                         mode=None if cfg["framework"]["compile_mode"] == "default" else cfg["framework"]["compile_mode"])
+        if cfg.framework.compile:
+            self.forward = torch.compile(self.model, backend=cfg.framework.compile_backend,
+                                         mode=None if cfg.framework.compile_mode == "default" else cfg.framework.compile_mode)
         self.batches = [self._to_device(x, y) for x, y in ctx.batches]
-        self.scaler = torch.amp.GradScaler(self.device.type) if cfg["precision"]["loss_scaling"] else None
+        self.scaler = torch.amp.GradScaler(self.device.type) if cfg.precision.loss_scaling else None
         if on_gpu:
             torch.cuda.reset_peak_memory_stats()
 
     def _optimizer(self, run: dict) -> torch.optim.Optimizer:
-        if run["optimizer"] == "adamw":
-            return torch.optim.AdamW(self.model.parameters(), lr=run["lr"])
-        return torch.optim.SGD(self.model.parameters(), lr=run["lr"])
+        if run.optimizer == "adamw":
+            return torch.optim.AdamW(self.model.parameters(), lr=run.lr)
+        return torch.optim.SGD(self.model.parameters(), lr=run.lr)
 
     def _to_device(self, x: np.ndarray, y: np.ndarray):
         if self.distributed:  # this rank's slice of the batch (tensor-parallel ranks share one)
@@ -124,7 +129,7 @@ class TorchWorkload:
         if self.ctx.entry.image_input:
             tx = tx.permute(0, 3, 1, 2).contiguous()  # NHWC → NCHW
         if tx.is_floating_point():
-            tx = tx.to(DTYPES[self.ctx.config["precision"]["param_dtype"]])
+            tx = tx.to(DTYPES[self.ctx.config.precision.param_dtype])
         ty = torch.from_numpy(np.ascontiguousarray(y))
         ty = ty.long() if not ty.is_floating_point() else ty  # cross_entropy wants int64 labels
         return tx.to(self.device), ty.to(self.device)
@@ -158,12 +163,12 @@ class TorchWorkload:
 
     def compile_info(self) -> dict:
         info = self._lazy_state()
-        if not self.ctx.config["framework"]["compile"]:
+        if not self.ctx.config.framework.compile:
             return info
         from torch._dynamo.utils import counters
 
         return {**info, **self._compile_times(), "graph_breaks": int(sum(counters["graph_break"].values())),
-                "compile_backend": self.ctx.config["framework"]["compile_backend"]}
+                "compile_backend": self.ctx.config.framework.compile_backend}
 
     def _lazy_state(self) -> dict:
         """The optimizer state torch created lazily in the first step (empty until then), which
@@ -233,14 +238,14 @@ class TorchWorkload:
             "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
             "param_dtypes": sorted({str(p.dtype).replace("torch.", "") for p in self.model.parameters()}),
             "param_count": sum(p.numel() for p in self.base_model.parameters()),
-            "model_impl": self.ctx.config["model"].get("impl", "native"),
+            "model_impl": self.ctx.config.model.impl,
             "autocast": str(self.compute_dtype).replace("torch.", "") if self.autocast else None,
             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
             "threads": torch.get_num_threads(),
             "platform": self.device.type,
-            "compiled": bool(self.ctx.config["framework"]["compile"]),
+            "compiled": bool(self.ctx.config.framework.compile),
             "init": canonical.init_mode(self.ctx.config),
-            "compile_cache": self.ctx.config["run"]["compile_cache"],
+            "compile_cache": self.ctx.config.run.compile_cache,
             "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
         }
 
@@ -263,7 +268,7 @@ class TorchWorkload:
         if not self.distributed:
             return {}
         return {
-            "layout": self.ctx.config["sharding"]["name"], "mesh": self.ctx.config["sharding"]["mesh"],
+            "layout": self.ctx.config.sharding.name, "mesh": self.ctx.config.sharding.mesh,
             "devices": dist.get_world_size(), "rank": dist.get_rank(),
             "param_bytes_total": sum(torch_distributed.full(p.detach()).nbytes for p in self.base_model.parameters()),
             "param_bytes_per_device": torch_distributed.local_bytes(self.base_model),

@@ -9,6 +9,8 @@ that dies ends the launch (torchelastic stops the others) and the run fails nami
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import os
 from datetime import timedelta
 
@@ -17,6 +19,9 @@ import torch.distributed as dist
 from torch import nn
 
 from repro.backends.layouts import tp_role
+
+if TYPE_CHECKING:
+    from repro.config.schema import Config
 
 
 def launch(spec: dict, rank_main, local_ranks: int) -> dict[int, dict]:
@@ -51,14 +56,14 @@ def launch(spec: dict, rank_main, local_ranks: int) -> dict[int, dict]:
         raise RuntimeError(f"a rank failed, the run was stopped: {dead}") from None
 
 
-def init(config: dict) -> None:
-    backend = "nccl" if torch.cuda.is_available() and config["hardware"]["platform"] == "gpu" else "gloo"
-    dist.init_process_group(backend, timeout=timedelta(seconds=min(config["run"]["timeout_s"], 300)))
+def init(config: Config) -> None:
+    backend = "nccl" if torch.cuda.is_available() and config.hardware.platform == "gpu" else "gloo"
+    dist.init_process_group(backend, timeout=timedelta(seconds=min(config.run.timeout_s, 300)))
 
 
-def data_rank_and_size(config: dict) -> tuple[int, int]:
+def data_rank_and_size(config: Config) -> tuple[int, int]:
     """This rank's slice of the batch: data-parallel ranks split it, tensor-parallel ones share it."""
-    mesh = config["sharding"]["mesh"]
+    mesh = config.sharding.mesh
     model = mesh.get("model", 1)
     return dist.get_rank() // model, mesh.get("data", 1)
 
@@ -82,20 +87,20 @@ def parallelize(model: nn.Module, config: dict) -> nn.Module:
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor.parallel import parallelize_module
 
-    layout, mesh_cfg = config["sharding"]["name"], config["sharding"]["mesh"]
-    device = "cuda" if torch.cuda.is_available() and config["hardware"]["platform"] == "gpu" else "cpu"
+    layout, axes = config.sharding.name, config.sharding.mesh
+    device = "cuda" if torch.cuda.is_available() and config.hardware.platform == "gpu" else "cpu"
     if layout == "dp":
         return nn.parallel.DistributedDataParallel(model)
     if layout == "fsdp":
-        mesh = init_device_mesh(device, (mesh_cfg["data"],), mesh_dim_names=("data",))
+        mesh = init_device_mesh(device, (axes["data"],), mesh_dim_names=("data",))
         for module in list(model.modules())[1:]:
             if isinstance(module, nn.Linear):
                 fully_shard(module, mesh=mesh)
         return fully_shard(model, mesh=mesh)
     if layout == "tp":
-        mesh = init_device_mesh(device, (mesh_cfg["model"],), mesh_dim_names=("model",))
+        mesh = init_device_mesh(device, (axes["model"],), mesh_dim_names=("model",))
         return parallelize_module(model, mesh, _tp_plan(model))
-    mesh = init_device_mesh(device, (mesh_cfg["data"], mesh_cfg["model"]), mesh_dim_names=("data", "model"))
+    mesh = init_device_mesh(device, (axes["data"], axes["model"]), mesh_dim_names=("data", "model"))
     model = parallelize_module(model, mesh["model"], _tp_plan(model))
     return fully_shard(model, mesh=mesh["data"])
 

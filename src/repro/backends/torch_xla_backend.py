@@ -63,32 +63,32 @@ class TorchXLAWorkload(TorchWorkload):
     def __init__(self, ctx: BuildContext):
         cfg = ctx.config
         t0 = time.perf_counter()
-        self.torch_xla, self.xm, self.xr = _import_torch_xla(cfg["hardware"]["platform"])
+        self.torch_xla, self.xm, self.xr = _import_torch_xla(cfg.hardware.platform)
         self.import_s = time.perf_counter() - t0
         self.cache_dir = self._init_cache(ctx)  # before the runtime starts (first device use)
-        self.layout = cfg["sharding"]["name"]
+        self.layout = cfg.sharding.name
         if self.layout != "none":  # SPMD: one virtual device over the mesh's (before any XLA tensor)
             torch_xla_sharding.enable()
-        self.matmul_precision = self._set_matmul_precision(cfg["precision"]["matmul"])
+        self.matmul_precision = self._set_matmul_precision(cfg.precision.matmul)
         super().__init__(ctx)  # seeds, builds the model, optimizer and batches on the CPU
         self.device = self.torch_xla.device()
         self.model.to(self.device)
         self.mesh = None
         if self.layout != "none":  # parameters annotated before the optimizer sees them
-            self.mesh = torch_xla_sharding.make_mesh(cfg["sharding"]["mesh"])
-            torch_xla_sharding.mark_parameters(self.model, self.mesh, self.layout, cfg["sharding"]["mesh"])
+            self.mesh = torch_xla_sharding.make_mesh(cfg.sharding.mesh)
+            torch_xla_sharding.mark_parameters(self.model, self.mesh, self.layout, cfg.sharding.mesh)
         if self.opt is not None:
-            self.opt = self._optimizer(cfg["run"])  # over the XLA parameters (`.to` made new ones)
+            self.opt = self._optimizer(cfg.run)  # over the XLA parameters (`.to` made new ones)
         if self.scaler is not None:
             self.scaler = torch.amp.GradScaler(self.device.type)
         self.batches = [(x.to(self.device), y.to(self.device)) for x, y in self.batches]
         if self.mesh is not None:
             for batch in self.batches:
                 for t in batch:
-                    torch_xla_sharding.mark_batch(t, self.mesh, cfg["sharding"]["mesh"])
+                    torch_xla_sharding.mark_batch(t, self.mesh, cfg.sharding.mesh)
         self.torch_xla.sync()
         self.xm.wait_device_ops()
-        self.capture_ir = bool(cfg["run"]["capture_ir"])
+        self.capture_ir = bool(cfg.run.capture_ir)
         self._ir: dict[str, str] = {}
         self.ir_capture_s = 0.0
         self._compiles_before: list[int] = []  # XLA compilations before steps 0, 1 and 2
@@ -100,7 +100,7 @@ class TorchXLAWorkload(TorchWorkload):
         Cold runs use none (a fresh, empty cache changes nothing but adds its writes), as the
         JAX backend does. It is set through XLA_PERSISTENT_CACHE_PATH, which the environment
         record then lists."""
-        if ctx.config["run"]["compile_cache"] != "warm":
+        if ctx.config.run.compile_cache != "warm":
             return None
         self.xr.initialize_cache(ctx.cache_dir, readonly=False)
         return ctx.cache_dir
@@ -213,7 +213,7 @@ class TorchXLAWorkload(TorchWorkload):
             "xla_mat_mul_precision_requested": self.matmul_precision,
             "xla_variables": {k: os.environ.get(k) for k in XLA_VARIABLES},
             "xla_persistent_cache_dir": self.cache_dir,
-            "compile_backend": self.ctx.config["framework"]["compile_backend"] if self.ctx.config["framework"]["compile"] else None,
+            "compile_backend": self.ctx.config.framework.compile_backend if self.ctx.config.framework.compile else None,
             "lazy_tensors": True,
         })
         return eff
@@ -224,7 +224,7 @@ class TorchXLAWorkload(TorchWorkload):
         params = list(self.model.parameters())
         per_device = torch_xla_sharding.bytes_per_device(params)
         return {
-            "layout": self.layout, "mesh": self.ctx.config["sharding"]["mesh"], "devices": len(per_device),
+            "layout": self.layout, "mesh": self.ctx.config.sharding.mesh, "devices": len(per_device),
             "spmd": True, "param_bytes_total": sum(p.numel() * p.element_size() for p in params),
             "param_bytes_per_device": max(per_device.values()),
             "param_bytes_per_device_min": min(per_device.values()),

@@ -1,15 +1,26 @@
 """The structured schema of a run's config: one dataclass per config group.
 
+Migration note (typed config, issue 19): `validate.check()` returns a `Config`; read the live
+config of a run by attribute: `config.run.steps`, `config.model.name`, `config.tracking.uri`.
+The dict for hashing, the ledger's `config` and `spec.json` is `as_dict(config)`, and a dict
+from spec.json or a record becomes a `Config` again with `from_dict(d)`. Ledger records and
+`record["config"]` stay dicts. Defaults live here and nowhere else; a field's allowed values
+are its metadata (`choice(...)`, `positive(...)`, `non_negative(...)`), read by the checker.
+
 conf/ holds the yaml choices; these dataclasses type and check them. They are applied by
 `validate.check()` right after Hydra composes a job, not through a ConfigStore schema in
 the defaults list, because DVC's Hydra integration (`dvc exp run -S ...`) composes conf/ in
 its own process, where our ConfigStore entries would not exist. Misspelt keys are already
 refused by Hydra's struct mode during composition; types and values are refused here.
+
+Field metadata rather than `Literal[...]` types: OmegaConf 2.3 (capped by Hydra 1.3) refuses
+`Literal` in a structured config.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
@@ -23,16 +34,34 @@ CACHE_STATES = ("cold", "warm")
 PROGRESS_MODES = ("auto", "rich", "plain", "none")
 INIT_MODES = ("native", "shared")
 MODEL_IMPLS = ("native", "hf")  # ours | transformers' classes (repro.models.hf)
+DATASETS = ("synthetic", "digits")
+LAYOUTS = ("none", "dp", "fsdp", "tp", "dp_tp")
+CLUSTERS = ("local", "slurm")
 
 
 class ConfigError(ValueError):
     """A config that cannot run: names the key, the bad value and what would be valid."""
 
 
+def choice(default: str, allowed: tuple[str, ...]) -> Any:
+    """A field whose value must be one of `allowed` (`validate.check` refuses others, naming them)."""
+    return field(default=default, metadata={"choices": allowed})
+
+
+def positive(default: float) -> Any:
+    """A field that must be > 0."""
+    return field(default=default, metadata={"bound": "> 0"})
+
+
+def non_negative(default: float) -> Any:
+    """A field that must be >= 0."""
+    return field(default=default, metadata={"bound": ">= 0"})
+
+
 @dataclass
 class FrameworkConfig:
     name: str = "jax"
-    backend: str = "jax"  # which backend module runs it
+    backend: str = choice("jax", FRAMEWORK_BACKENDS)  # which backend module runs it
     compile: bool = False  # torch: wrap the model in torch.compile
     compile_backend: str = "inductor"
     compile_mode: str = "default"
@@ -42,9 +71,10 @@ class FrameworkConfig:
 @dataclass
 class PrecisionConfig:
     name: str = "fp32"
-    matmul: str = "highest"  # highest = full fp32, high = tf32, medium/default = bf16 passes
-    param_dtype: str = "float32"
-    compute_dtype: str = "float32"
+    # highest = full fp32, high = tf32, medium/default = bf16 passes
+    matmul: str = choice("highest", MATMUL_PRECISIONS)
+    param_dtype: str = choice("float32", DTYPES)
+    compute_dtype: str = choice("float32", DTYPES)
     autocast: bool = False  # torch autocast / mixed compute with fp32 params
     loss_scaling: bool = False
     gpu_only: bool = False
@@ -52,32 +82,34 @@ class PrecisionConfig:
 
 @dataclass
 class ShardingConfig:
-    name: str = "none"
+    name: str = choice("none", LAYOUTS)
     mesh: Dict[str, int] = field(default_factory=dict)
     # framework name -> layout -> mesh, replacing `mesh` for that framework's runs of that
     # layout (JAX's simulated CPU devices are cheap where torch's ranks are processes).
-    mesh_by_framework: Dict[str, Dict[str, Dict[str, int]]] = field(default_factory=dict)
+    # Read by `validate.check` (which sets `mesh`), so no part of the run's record (`record: False`).
+    mesh_by_framework: Dict[str, Dict[str, Dict[str, int]]] = field(default_factory=dict, metadata={"record": False})
 
 
 @dataclass
 class ClusterConfig:
     """Where the processes of one run live: this host (local) or several (nodes > 1)."""
 
-    name: str = "local"  # local: the values below | slurm: nodes, node_rank, host from SLURM's variables
-    nodes: int = 1
-    node_rank: int = 0  # this host's index; node 0 alone records the run
+    # local: the values below | slurm: nodes, node_rank, host from SLURM's variables
+    name: str = choice("local", CLUSTERS)
+    nodes: int = positive(1)
+    node_rank: int = non_negative(0)  # this host's index; node 0 alone records the run
     coordinator: str = ""  # host[:port] of node 0's rendezvous; "" on one node: 127.0.0.1, a free port
-    port: int = 29500  # the rendezvous port where `coordinator` names none
-    jax_processes: int = 1  # JAX processes per node (torch always runs one process per rank)
-    join_timeout_s: float = 120.0  # how long a process waits for the others to join
+    port: int = positive(29500)  # the rendezvous port where `coordinator` names none
+    jax_processes: int = positive(1)  # JAX processes per node (torch always runs one process per rank)
+    join_timeout_s: float = positive(120.0)  # how long a process waits for the others to join
 
 
 @dataclass
 class HardwareConfig:
     name: str = "cpu"
-    platform: str = "cpu"
+    platform: str = choice("cpu", PLATFORMS)
     device_match: str = ""  # substring of the device name the profile expects ("L4", "H100")
-    device_count: int = 1
+    device_count: int = positive(1)
     memory_gb: float = 0.0
     peak_tflops: Dict[str, float] = field(default_factory=dict)  # per precision name
     check: bool = True  # refuse to run when the machine does not match
@@ -85,34 +117,34 @@ class HardwareConfig:
 
 @dataclass
 class DataConfig:
-    name: str = "synthetic"
-    batches: int = 4  # synthetic: distinct batches made from the seed, cycled through the steps
+    name: str = choice("synthetic", DATASETS)
+    batches: int = positive(4)  # synthetic: distinct batches made from the seed, cycled through the steps
     path: str = ""  # real datasets: the DVC-tracked folder, relative to the repo root
 
 
 @dataclass
 class RunConfig:
-    seed: int = 0
-    steps: int = 20
-    warmup: int = 5  # steps (after the first two) left out of the steady state
+    seed: int = non_negative(0)
+    steps: int = positive(20)
+    warmup: int = non_negative(5)  # steps (after the first two) left out of the steady state
     batch_size: Optional[int] = None  # None: the model's suggested batch for its preset, else 32
-    task: str = "train"
-    optimizer: str = "sgd"
-    lr: float = 1e-3
+    task: str = choice("train", TASKS)
+    optimizer: str = choice("sgd", OPTIMIZERS)
+    lr: float = positive(1e-3)
     threads: Optional[int] = None  # None: one per core, resolved and recorded
     deterministic: bool = True
-    compile_cache: str = "cold"
+    compile_cache: str = choice("cold", CACHE_STATES)
     capture_ir: bool = False
     # after the timed loop, a few more steps under the framework's own profiler: the trace is
     # kept and reduced to one vocabulary of categories (repro.profile); never inside the timed steps
     profile: bool = False
-    timeout_s: float = 3600.0
+    timeout_s: float = positive(3600.0)
     memory_limit_gb: Optional[float] = None  # a cap the run must fit in, else it ends "oom"
     resume: bool = False  # skip a job already recorded ok with this config hash on this environment
-    repeats: int = 1  # fresh workers per config, interleaved across the sweep's configs (A B, A B, ...)
+    repeats: int = positive(1)  # fresh workers per config, interleaved across the sweep's configs (A B, A B, ...)
     # native: each framework's own initialisers and RNG | shared: drawn once in NumPy from the
     # seed and loaded into every framework (bit-identical start; repro.models.canonical)
-    init: str = "native"
+    init: str = choice("native", INIT_MODES)
 
 
 @dataclass
@@ -128,8 +160,8 @@ class LedgerConfig:
 
 @dataclass
 class ProgressConfig:
-    mode: str = "auto"
-    interval_s: float = 10.0  # plain mode (logs): at most one progress line per interval
+    mode: str = choice("auto", PROGRESS_MODES)
+    interval_s: float = positive(10.0)  # plain mode (logs): at most one progress line per interval
 
 
 @dataclass
@@ -164,31 +196,10 @@ NON_SEMANTIC_KEYS = (
     "cluster.join_timeout_s",
 )
 
-# (key, allowed values) checked by `validate.check()`.
-CHOICES = {
-    "framework.backend": FRAMEWORK_BACKENDS,
-    "hardware.platform": PLATFORMS,
-    "precision.matmul": MATMUL_PRECISIONS,
-    "precision.param_dtype": DTYPES,
-    "precision.compute_dtype": DTYPES,
-    "run.task": TASKS,
-    "run.optimizer": OPTIMIZERS,
-    "run.compile_cache": CACHE_STATES,
-    "run.init": INIT_MODES,
-    "progress.mode": PROGRESS_MODES,
-    "model.impl": MODEL_IMPLS,
-    "data.name": ("synthetic", "digits"),
-    "sharding.name": ("none", "dp", "fsdp", "tp", "dp_tp"),
-    "cluster.name": ("local", "slurm"),
-}
-
 # The mesh axes each layout needs (axis names: data, model).
 SHARDING_AXES = {"none": (), "dp": ("data",), "fsdp": ("data",), "tp": ("model",), "dp_tp": ("data", "model")}
 
-# Keys that must be > 0 (>= 0 for those in NON_NEGATIVE).
-POSITIVE = ("run.steps", "run.repeats", "run.lr", "run.timeout_s", "data.batches", "progress.interval_s", "hardware.device_count",
-            "cluster.nodes", "cluster.port", "cluster.jax_processes", "cluster.join_timeout_s")
-NON_NEGATIVE = ("run.warmup", "run.seed", "cluster.node_rank")
+MODEL_KEYS = ("name", "preset", "impl")  # every model's; the rest of `model.*` are its dimensions
 
 
 def model_schema(entry) -> type:
@@ -203,6 +214,57 @@ def model_schema(entry) -> type:
             types.setdefault(key, type(value))
     fields = [("name", str, dataclasses.field(default=entry.name)),
               ("preset", str, dataclasses.field(default=entry.default_preset)),
-              ("impl", str, dataclasses.field(default="native"))]
+              ("impl", str, choice("native", MODEL_IMPLS))]
     fields += [(k, Optional[t], dataclasses.field(default=None)) for k, t in types.items()]
     return dataclasses.make_dataclass(f"{entry.name.title()}ModelConfig", fields)
+
+
+@functools.lru_cache(maxsize=None)
+def model_type(name: str) -> type:
+    """`model_schema` of the registered model `name`, made once per process."""
+    from repro import models
+
+    return model_schema(models.get(name))
+
+
+def dims(model) -> dict:
+    """A typed `model` group's dimensions: every field but its name, preset and impl."""
+    return {f.name: getattr(model, f.name) for f in dataclasses.fields(model) if f.name not in MODEL_KEYS}
+
+
+def checked_fields(config: Config):
+    """(dotted key, value, field) of every field with allowed values or a bound, group by group."""
+    for group in dataclasses.fields(config):
+        node = getattr(config, group.name)
+        for f in dataclasses.fields(node):
+            if "choices" in f.metadata or "bound" in f.metadata:
+                yield f"{group.name}.{f.name}", getattr(node, f.name), f
+
+
+def as_dict(config: Any) -> Any:
+    """The canonical dict of a config (or of one group): what is hashed, recorded and sent to the
+    worker. Field order as declared; fields marked `record: False` are left out."""
+    if dataclasses.is_dataclass(config):
+        return {f.name: as_dict(getattr(config, f.name)) for f in dataclasses.fields(config)
+                if f.metadata.get("record", True)}
+    if isinstance(config, dict):
+        return {k: as_dict(v) for k, v in config.items()}
+    if isinstance(config, list):
+        return [as_dict(v) for v in config]
+    return config
+
+
+_GROUPS = {f.name: f for f in dataclasses.fields(Config)}
+
+
+def from_dict(d: dict) -> Config:
+    """A `Config` from its canonical dict (spec.json, a record's `config`): plain dataclass
+    construction, no OmegaConf (the worker rebuilds its config with it). Keys a dict lacks (a
+    record older than the key) take the schema's default."""
+    groups = {name: _group_type(name)(**d[name]) for name in _GROUPS if name != "model" and name in d}
+    model = d["model"]
+    return Config(model=model_type(model["name"])(**model), **groups)
+
+
+def _group_type(name: str) -> type:
+    return _GROUPS[name].default_factory  # type: ignore[return-value]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
-from repro.config.schema import NON_SEMANTIC_KEYS
+from repro.config.schema import NON_SEMANTIC_KEYS, as_dict
 from repro.hashing import sha256_json
 
 # Sections added after records were published: at these values they leave a config's hash
@@ -22,9 +23,10 @@ def _parent(tree: dict, dotted: str) -> tuple[dict, str]:
     return tree, leaf
 
 
-def semantic(config: dict) -> dict:
-    """The config without the keys that do not change results (output places, display...)."""
-    out = copy.deepcopy(config)
+def semantic(config) -> dict:
+    """The config (its canonical dict, or a typed `Config` made into it by `as_dict`) without the
+    keys that do not change results (output places, display...)."""
+    out = as_dict(config) if dataclasses.is_dataclass(config) else copy.deepcopy(config)
     for dotted in NON_SEMANTIC_KEYS:
         node, leaf = _parent(out, dotted)
         node.pop(leaf, None)
@@ -35,5 +37,6 @@ def semantic(config: dict) -> dict:
     return out
 
 
-def config_hash(config: dict) -> str:
+def config_hash(config) -> str:
+    """The run's identity: a hash of `semantic(config)`, computed from the canonical dict."""
     return sha256_json(semantic(config))

@@ -1,7 +1,7 @@
 """Check configs before anything runs.
 
-`check(cfg)` turns one composed Hydra config into the resolved, typed, checked dict a run
-uses. `plan(args)` composes every job of the sweep the command line asks for (expanding it
+`check(cfg)` turns one composed Hydra config into the resolved, typed, checked `schema.Config` a
+run uses. `plan(args)` composes every job of the sweep the command line asks for (expanding it
 the way Hydra's BasicSweeper will) and checks each one, plus the declared hardware against
 this machine, so that a bad value in job 5 stops the sweep before job 1 writes anything.
 """
@@ -31,24 +31,17 @@ SHARDED_BACKENDS = ("jax", "torch", "torch_xla")
 IR_BACKENDS = ("jax", "torch_xla")
 
 
-def _get(cfg: dict, dotted: str) -> Any:
-    node: Any = cfg
-    for part in dotted.split("."):
-        node = node[part]
-    return node
-
-
-def _apply_schema(cfg: DictConfig) -> dict:
+def _apply_schema(cfg: DictConfig) -> schema.Config:
     name = cfg.model.get("name") if isinstance(cfg.get("model"), DictConfig) else None
     try:
         entry = models.get(str(name))
     except KeyError as e:
         raise ConfigError(f"model.name: {e.args[0]}") from None
     typed = OmegaConf.structured(schema.Config)
-    typed.model = OmegaConf.structured(schema.model_schema(entry))
+    typed.model = OmegaConf.structured(schema.model_type(entry.name))
     try:
         merged = OmegaConf.merge(typed, cfg)
-        return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
+        return OmegaConf.to_object(merged)  # type: ignore[return-value]
     except OmegaConfBaseException as e:
         raise ConfigError(_omegaconf_message(e)) from None
 
@@ -59,33 +52,30 @@ def _omegaconf_message(e: OmegaConfBaseException) -> str:
     return f"{key}: {first}" if key else first
 
 
-def _check_values(cfg: dict) -> None:
-    for key, allowed in schema.CHOICES.items():
-        value = _get(cfg, key)
-        if value not in allowed:
-            raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(allowed)}")
-    for key in schema.POSITIVE:
-        if not _get(cfg, key) > 0:
-            raise ConfigError(f"{key}={_get(cfg, key)!r} must be > 0")
-    for key in schema.NON_NEGATIVE:
-        if _get(cfg, key) < 0:
-            raise ConfigError(f"{key}={_get(cfg, key)!r} must be >= 0")
-    run = cfg["run"]
-    if not 2 <= run["warmup"] < run["steps"]:
+def _check_values(cfg: schema.Config) -> None:
+    checked = list(schema.checked_fields(cfg))
+    for key, value, f in checked:  # the allowed values first, then the bounds (as the checks always ran)
+        if "choices" in f.metadata and value not in f.metadata["choices"]:
+            raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(f.metadata['choices'])}")
+    for key, value, f in checked:
+        if f.metadata.get("bound") == "> 0" and not value > 0 or f.metadata.get("bound") == ">= 0" and value < 0:
+            raise ConfigError(f"{key}={value!r} must be {f.metadata['bound']}")
+    run = cfg.run
+    if not 2 <= run.warmup < run.steps:
         raise ConfigError(
-            f"run.warmup={run['warmup']} must be at least 2 (the first and second steps are "
-            f"measured apart) and below run.steps={run['steps']}, leaving steady-state steps"
+            f"run.warmup={run.warmup} must be at least 2 (the first and second steps are "
+            f"measured apart) and below run.steps={run.steps}, leaving steady-state steps"
         )
     for key in ("batch_size", "memory_limit_gb"):
-        if run[key] is not None and not run[key] > 0:
-            raise ConfigError(f"run.{key}={run[key]!r} must be > 0 (or null)")
-    if run["threads"] is not None and run["threads"] < 1:
-        raise ConfigError(f"run.threads={run['threads']} must be >= 1 (or null for one per core)")
-    precision, hardware = cfg["precision"], cfg["hardware"]
-    if precision["gpu_only"] and hardware["platform"] != "gpu":
+        if getattr(run, key) is not None and not getattr(run, key) > 0:
+            raise ConfigError(f"run.{key}={getattr(run, key)!r} must be > 0 (or null)")
+    if run.threads is not None and run.threads < 1:
+        raise ConfigError(f"run.threads={run.threads} must be >= 1 (or null for one per core)")
+    precision, hardware = cfg.precision, cfg.hardware
+    if precision.gpu_only and hardware.platform != "gpu":
         raise ConfigError(
-            f"precision={precision['name']} needs a GPU, but hardware={hardware['name']} is a "
-            f"{hardware['platform']} profile; choose another precision (fp32, tf32, bf16, amp_bf16)"
+            f"precision={precision.name} needs a GPU, but hardware={hardware.name} is a "
+            f"{hardware.platform} profile; choose another precision (fp32, tf32, bf16, amp_bf16)"
         )
 
 
@@ -96,75 +86,75 @@ def _frameworks_of(backends: Sequence[str]) -> list[str]:
                   if yaml.safe_load(p.read_text()).get("backend", p.stem) in backends)
 
 
-def _check_ir(cfg: dict) -> None:
-    framework = cfg["framework"]
-    if cfg["run"]["capture_ir"] and framework["backend"] not in IR_BACKENDS:
-        raise ConfigError(f"run.capture_ir=true: framework={framework['name']} produces no IR (PyTorch eager and "
+def _check_ir(cfg: schema.Config) -> None:
+    framework = cfg.framework
+    if cfg.run.capture_ir and framework.backend not in IR_BACKENDS:
+        raise ConfigError(f"run.capture_ir=true: framework={framework.name} produces no IR (PyTorch eager and "
                           f"torch.compile lower to no StableHLO/HLO); choose a framework that does "
                           f"({', '.join(_frameworks_of(IR_BACKENDS))}) or set run.capture_ir=false")
 
 
-def _check_sharding(cfg: dict) -> None:
-    sharding, run = cfg["sharding"], cfg["run"]
+def _check_sharding(cfg: schema.Config) -> None:
+    sharding, run = cfg.sharding, cfg.run
     # The mesh this run uses is the one its record shows: a per-framework one replaces it.
-    override = sharding.pop("mesh_by_framework").get(cfg["framework"]["name"], {}).get(sharding["name"])
+    override = sharding.mesh_by_framework.get(cfg.framework.name, {}).get(sharding.name)
     if override is not None:
-        sharding["mesh"] = dict(override)
-    mesh = sharding["mesh"]
-    need = schema.SHARDING_AXES[sharding["name"]]
+        sharding.mesh = dict(override)
+    mesh = sharding.mesh
+    need = schema.SHARDING_AXES[sharding.name]
     if set(mesh) != set(need):
         want = ", ".join(f"{a}: N" for a in need) or "nothing"
-        raise ConfigError(f"sharding={sharding['name']} needs mesh axes {{{want}}}, got sharding.mesh={mesh}")
+        raise ConfigError(f"sharding={sharding.name} needs mesh axes {{{want}}}, got sharding.mesh={mesh}")
     for axis, size in mesh.items():
         if size < 1:
             raise ConfigError(f"sharding.mesh.{axis}={size} must be >= 1")
     data = mesh.get("data", 1)
-    if run["batch_size"] % data:
-        raise ConfigError(f"run.batch_size={run['batch_size']} does not split over sharding.mesh.data={data} "
-                          f"({run['batch_size']} % {data} = {run['batch_size'] % data}); choose a multiple of {data}")
-    framework = cfg["framework"]
-    if sharding["name"] != "none" and (framework["backend"] not in SHARDED_BACKENDS or framework["compile"]):
-        raise ConfigError(f"sharding={sharding['name']} is built for framework=jax, torch (eager) and torch_xla "
-                          f"(SPMD); framework={framework['name']} runs unsharded (sharding=none)")
-    if (sharding["name"] in ("tp", "dp_tp") and framework["backend"] == "torch"
-            and cfg["model"]["name"] not in TORCH_TP_MODELS):
-        raise ConfigError(f"sharding={sharding['name']} with framework=torch supports model "
+    if run.batch_size % data:
+        raise ConfigError(f"run.batch_size={run.batch_size} does not split over sharding.mesh.data={data} "
+                          f"({run.batch_size} % {data} = {run.batch_size % data}); choose a multiple of {data}")
+    framework = cfg.framework
+    if sharding.name != "none" and (framework.backend not in SHARDED_BACKENDS or framework.compile):
+        raise ConfigError(f"sharding={sharding.name} is built for framework=jax, torch (eager) and torch_xla "
+                          f"(SPMD); framework={framework.name} runs unsharded (sharding=none)")
+    if (sharding.name in ("tp", "dp_tp") and framework.backend == "torch"
+            and cfg.model.name not in TORCH_TP_MODELS):
+        raise ConfigError(f"sharding={sharding.name} with framework=torch supports model "
                           f"{', '.join(TORCH_TP_MODELS)} (attention needs per-rank head counts); "
-                          f"use framework=jax or sharding=dp/fsdp for model={cfg['model']['name']}")
+                          f"use framework=jax or sharding=dp/fsdp for model={cfg.model.name}")
     devices = mesh_size(mesh)
-    if cfg["hardware"]["platform"] != "cpu" and devices > cfg["hardware"]["device_count"]:
-        raise ConfigError(f"sharding.mesh {mesh} needs {devices} devices, but hardware={cfg['hardware']['name']} "
-                          f"has {cfg['hardware']['device_count']}; shrink the mesh or choose a larger profile")
+    if cfg.hardware.platform != "cpu" and devices > cfg.hardware.device_count:
+        raise ConfigError(f"sharding.mesh {mesh} needs {devices} devices, but hardware={cfg.hardware.name} "
+                          f"has {cfg.hardware.device_count}; shrink the mesh or choose a larger profile")
 
 
-def _check_cluster(cfg: dict) -> None:
+def _check_cluster(cfg: schema.Config) -> None:
     from repro.runner import cluster
 
-    c = cfg["cluster"]
-    if c["name"] == "slurm":  # nodes and ranks are known where the job runs; checked again there
-        cluster.check_layout(cfg, 1, c["jax_processes"])
+    c = cfg.cluster
+    if c.name == "slurm":  # nodes and ranks are known where the job runs; checked again there
+        cluster.check_layout(cfg, 1, c.jax_processes)
         return
-    cluster.check_nodes(c["nodes"], c["node_rank"], c["coordinator"])
-    if c["coordinator"]:
-        cluster.split_endpoint(c["coordinator"], c["port"])
-    cluster.check_layout(cfg, c["nodes"], c["jax_processes"])
+    cluster.check_nodes(c.nodes, c.node_rank, c.coordinator)
+    if c.coordinator:
+        cluster.split_endpoint(c.coordinator, c.port)
+    cluster.check_layout(cfg, c.nodes, c.jax_processes)
 
 
-def _resolve_model(cfg: dict) -> None:
-    entry = models.get(cfg["model"]["name"])
-    given = models.dims_of(cfg["model"])
+def _resolve_model(cfg: schema.Config) -> None:
+    entry = models.get(cfg.model.name)
+    given = models.dims_of(cfg.model)
     try:
-        dims = entry.dims(cfg["model"]["preset"], **given)
+        dims = entry.dims(cfg.model.preset, **given)
     except KeyError as e:
         raise ConfigError(f"model.preset: {e.args[0]}") from None
     for key, value in dims.items():
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
             raise ConfigError(f"model.{key}={value!r} must be > 0 (model {entry.name})")
-    cfg["model"] = {"name": entry.name, "preset": cfg["model"]["preset"], "impl": cfg["model"]["impl"], **dims}
-    if cfg["run"]["batch_size"] is None:
+    cfg.model = schema.model_type(entry.name)(name=entry.name, preset=cfg.model.preset, impl=cfg.model.impl, **dims)
+    if cfg.run.batch_size is None:
         suggested = entry.extra.get("batch_size", {})
-        cfg["run"]["batch_size"] = suggested.get(entry.resolve_preset(cfg["model"]["preset"]), DEFAULT_BATCH)
-    if reason := data.model_mismatch(cfg["data"], entry, dims):
+        cfg.run.batch_size = suggested.get(entry.resolve_preset(cfg.model.preset), DEFAULT_BATCH)
+    if reason := data.model_mismatch(cfg.data, entry, dims):
         raise ConfigError(reason)
 
 
@@ -224,43 +214,43 @@ def check_ledger_dir(path: str) -> None:
                           f"free, {MIN_FREE_BYTES // 2**20} MiB needed); free some space or choose another folder")
 
 
-def check(cfg: DictConfig) -> dict:
-    """The composed config → a resolved dict with every value checked and defaults filled."""
+def check(cfg: DictConfig) -> schema.Config:
+    """The composed config → a resolved, typed `schema.Config`, every value checked and defaults filled."""
     resolved = _apply_schema(cfg)
     _check_values(resolved)
     _check_ir(resolved)
     _resolve_model(resolved)
     _check_sharding(resolved)
     _check_cluster(resolved)
-    if resolved["model"]["impl"] == "hf" and (reason := hf.refusal(resolved)):
+    if resolved.model.impl == "hf" and (reason := hf.refusal(resolved)):
         raise ConfigError(reason)
-    resolved["tracking"]["uri"] = resolved["tracking"]["uri"] or paths.default_tracking_uri()
-    resolved["ledger"]["dir"] = os.path.abspath(resolved["ledger"]["dir"] or paths.default_ledger_dir())
-    check_tracking_uri(resolved["tracking"]["uri"])
-    check_experiment_name(resolved["tracking"]["experiment"])
+    resolved.tracking.uri = resolved.tracking.uri or paths.default_tracking_uri()
+    resolved.ledger.dir = os.path.abspath(resolved.ledger.dir or paths.default_ledger_dir())
+    check_tracking_uri(resolved.tracking.uri)
+    check_experiment_name(resolved.tracking.experiment)
     return resolved
 
 
 @dataclass(frozen=True)
 class Plan:
     multirun: bool
-    jobs: tuple[dict, ...]  # resolved configs, in launch order
+    jobs: tuple[schema.Config, ...]  # resolved configs, in launch order
     overrides: tuple[tuple[str, ...], ...]  # each job's override list
 
 
-def check_data(jobs: Sequence[dict]) -> None:
+def check_data(jobs: Sequence[schema.Config]) -> None:
     from repro.data import DataError, dvc_check
 
     seen = set()
     for job in jobs:
-        key = (job["data"]["name"], job["data"]["path"])
+        key = (job.data.name, job.data.path)
         if key in seen:
             continue
         seen.add(key)
         try:
-            dvc_check.check(job["data"])
+            dvc_check.check(job.data)
         except DataError as e:
-            raise ConfigError(f"data={job['data']['name']}: {e}") from None
+            raise ConfigError(f"data={job.data.name}: {e}") from None
 
 
 def _is_flag(arg: str) -> bool:
@@ -308,7 +298,7 @@ def plan(args: Sequence[str]) -> Plan:
                     where = f" (in job {' '.join(job)})" if len(job_overrides) > 1 else ""
                     raise ConfigError(f"{e}{where}") from None
             # The order the jobs will run in: RepeatSweeper's (or, for one run, app.task's loop).
-            repeats = jobs[0]["run"]["repeats"] if jobs else 1
+            repeats = jobs[0].run.repeats if jobs else 1
             jobs, job_overrides = interleave(jobs, repeats), interleave(job_overrides, repeats)
             launcher = str(top.hydra.launcher.get("_target_", ""))
     except HydraException as e:  # Hydra's search path says nothing to a user: left out
@@ -320,11 +310,11 @@ def plan(args: Sequence[str]) -> Plan:
     from repro.runner import cluster
 
     if "SlurmLauncher" not in launcher:  # the jobs run here: so must SLURM's variables be
-        for slurm in [j["cluster"] for j in jobs if j["cluster"]["name"] == "slurm"][:1]:
+        for slurm in [j.cluster for j in jobs if j.cluster.name == "slurm"][:1]:
             cluster.resolve(slurm)  # raises, naming what is missing and what to do
 
-    hardware.check_all([j["hardware"] for j in jobs])
+    hardware.check_all([j.hardware for j in jobs])
     check_data(jobs)
-    for ledger_dir in sorted({j["ledger"]["dir"] for j in jobs}):
+    for ledger_dir in sorted({j.ledger.dir for j in jobs}):
         check_ledger_dir(ledger_dir)
     return Plan(multirun=multirun, jobs=tuple(jobs), overrides=tuple(job_overrides))

@@ -7,6 +7,8 @@ Batches come in the JAX layout (NHWC images); non-image models get flattened fea
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import hashlib
 from pathlib import Path
 
@@ -15,6 +17,9 @@ import numpy as np
 from repro import paths
 from repro.hashing import sha256_json
 from repro.models.base import Batch, ModelEntry
+
+if TYPE_CHECKING:
+    from repro.config.schema import Config
 
 # What each real dataset gives a model: per-example input shape (NHWC) and classes.
 DATASETS = {"digits": {"shape": (8, 8, 1), "classes": 10, "module": "repro.data.digits"}}
@@ -41,15 +46,15 @@ def file_md5(path: Path) -> str:
     return h.hexdigest()
 
 
-def data_folder(data: dict) -> Path:
-    return paths.repo_root() / data["path"]
+def data_folder(data) -> Path:
+    return paths.repo_root() / data.path
 
 
-def model_mismatch(data: dict, entry: ModelEntry, dims: dict) -> str | None:
+def model_mismatch(data, entry: ModelEntry, dims: dict) -> str | None:
     """Why the model cannot read this dataset, or None."""
-    if data["name"] not in DATASETS:
+    if data.name not in DATASETS:
         return None
-    spec = DATASETS[data["name"]]
+    spec = DATASETS[data.name]
     h, w, c = spec["shape"]
     want = {"classes": spec["classes"]}
     want.update({"image": h, "channels": c} if entry.image_input else {"in_dim": h * w * c})
@@ -57,7 +62,7 @@ def model_mismatch(data: dict, entry: ModelEntry, dims: dict) -> str | None:
     if not wrong:
         return None
     fix = " ".join(f"model.{k}={v}" for k, v in wrong.items())
-    return f"data={data['name']} gives {h}×{w}×{c} inputs and {spec['classes']} classes; set {fix}"
+    return f"data={data.name} gives {h}×{w}×{c} inputs and {spec['classes']} classes; set {fix}"
 
 
 def _epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, steps: int, rng) -> list[Batch]:
@@ -73,24 +78,24 @@ def _epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, steps: int, rn
     return batches[:steps]
 
 
-def make_batches(config: dict, entry: ModelEntry, dims: dict, seed: int) -> tuple[list[Batch], Batch | None, dict]:
+def make_batches(config: Config, entry: ModelEntry, dims: dict, seed: int) -> tuple[list[Batch], Batch | None, dict]:
     """The run's training batches, its evaluation set (or None) and the data record."""
-    data, run = config["data"], config["run"]
+    data, run = config.data, config.run
     rng = np.random.default_rng(seed)
-    if data["name"] == "synthetic":
-        batches = [entry.make_batch(dims, run["batch_size"], rng) for _ in range(data["batches"])]
+    if data.name == "synthetic":
+        batches = [entry.make_batch(dims, run.batch_size, rng) for _ in range(data.batches)]
         return batches, None, {"name": "synthetic", "generator": "numpy.random.default_rng (PCG64)",
                                "seed": seed, "batches": len(batches), "sha256": batches_sha256(batches)}
     import importlib
 
-    module = importlib.import_module(DATASETS[data["name"]]["module"])
+    module = importlib.import_module(DATASETS[data.name]["module"])
     folder = data_folder(data)
-    md5 = {f"{data['path']}/{f}": file_md5(folder / f) for f in module.FILES}
+    md5 = {f"{data.path}/{f}": file_md5(folder / f) for f in module.FILES}
     arrays = module.load(folder)
     x_train, x_test = arrays["train_x"], arrays["test_x"]
     if not entry.image_input:
         x_train, x_test = x_train.reshape(len(x_train), -1), x_test.reshape(len(x_test), -1)
-    batches = _epoch_batches(x_train, arrays["train_y"], run["batch_size"], run["steps"], rng)
-    record = {"name": data["name"], "md5": md5, "sha256": sha256_json(md5), "shuffle_seed": seed,
+    batches = _epoch_batches(x_train, arrays["train_y"], run.batch_size, run.steps, rng)
+    record = {"name": data.name, "md5": md5, "sha256": sha256_json(md5), "shuffle_seed": seed,
               "train": len(x_train), "test": len(x_test)}
     return batches, (x_test, arrays["test_y"]), record

@@ -22,17 +22,17 @@ def recorded_md5(root: Path, relpath: str) -> str | None:
     return (info.get("dvc_info") or {}).get("md5")
 
 
-def check(data: dict) -> dict[str, str]:
+def check(data) -> dict[str, str]:
     """{path: md5} of the dataset's files, or DataError naming the bad file and the fix."""
-    if data["name"] not in DATASETS:
+    if data.name not in DATASETS:
         return {}
     import importlib
 
     root = paths.repo_root()
-    module = importlib.import_module(DATASETS[data["name"]]["module"])
+    module = importlib.import_module(DATASETS[data.name]["module"])
     found = {}
     for name in module.FILES:
-        rel = f"{data['path']}/{name}"
+        rel = f"{data.path}/{name}"
         expected = recorded_md5(root, rel)
         if expected is None:
             raise DataError(f"{rel} is not tracked by DVC (no entry in dvc.lock): run `dvc repro` first")

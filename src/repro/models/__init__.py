@@ -19,9 +19,11 @@ def get(name: str) -> ModelEntry:
     return importlib.import_module(f"repro.models.{name}").ENTRY
 
 
-def dims_of(model_cfg: dict) -> dict:
-    """A resolved `model.*` section's dimensions: everything but its name, preset and impl."""
-    return {k: v for k, v in model_cfg.items() if k not in ("name", "preset", "impl")}
+def dims_of(model_cfg) -> dict:
+    """A resolved, typed `model` group's dimensions: everything but its name, preset and impl."""
+    from repro.config.schema import dims
+
+    return dims(model_cfg)
 
 
 def all_entries() -> list[ModelEntry]:

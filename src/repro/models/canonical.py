@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from repro.config.schema import Config
 
 OTHER_STD = 0.02  # learned tokens and positions (ViT's cls/pos): the usual BERT/ViT scale
 
 
-def init_mode(config: dict) -> str:
+def init_mode(config: Config) -> str:
     """run.init of a config; records made before run.init existed ran `native`."""
-    return config["run"].get("init", "native")
+    return config.run.init
 
 
 def check_keys(keys: list[str], torch_keys: Iterable[str]) -> None:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Mapping
 
 from repro.backends.layouts import mesh_size
-from repro.config.schema import ClusterConfig, ConfigError
+from repro.config.schema import ClusterConfig, Config, ConfigError
 
 SLURM_VARS = ("SLURM_NNODES", "SLURM_NODEID", "SLURM_JOB_NODELIST")
 # Said wherever a run gives up waiting for its peers.
@@ -76,11 +76,11 @@ def split_endpoint(coordinator: str, port: int) -> tuple[str, int]:
     return host, int(given) if given else port
 
 
-def resolve(cluster: Mapping | None, environ: Mapping[str, str] = os.environ) -> Rendezvous:
-    """The rendezvous of a run from its `cluster` config (records made before it existed: one node)."""
-    c = {**asdict(ClusterConfig()), **(cluster or {})}
-    nodes, node_rank, coordinator = c["nodes"], c["node_rank"], c["coordinator"]
-    if c["name"] == "slurm":
+def resolve(c: ClusterConfig, environ: Mapping[str, str] = os.environ) -> Rendezvous:
+    """The rendezvous of a run from its `cluster` config (records made before it existed get the
+    schema's defaults, one node, from `schema.from_dict`)."""
+    nodes, node_rank, coordinator = c.nodes, c.node_rank, c.coordinator
+    if c.name == "slurm":
         missing = [v for v in SLURM_VARS if not environ.get(v)]
         if missing:
             raise ConfigError(
@@ -91,9 +91,9 @@ def resolve(cluster: Mapping | None, environ: Mapping[str, str] = os.environ) ->
         coordinator = coordinator or first_host(environ["SLURM_JOB_NODELIST"])
     check_nodes(nodes, node_rank, coordinator)
     if not coordinator:
-        return Rendezvous(1, 0, "127.0.0.1", _free_port(), c["jax_processes"], c["join_timeout_s"], c["name"])
-    host, port = split_endpoint(coordinator, c["port"])
-    return Rendezvous(nodes, node_rank, host, port, c["jax_processes"], c["join_timeout_s"], c["name"])
+        return Rendezvous(1, 0, "127.0.0.1", _free_port(), c.jax_processes, c.join_timeout_s, c.name)
+    host, port = split_endpoint(coordinator, c.port)
+    return Rendezvous(nodes, node_rank, host, port, c.jax_processes, c.join_timeout_s, c.name)
 
 
 def check_nodes(nodes: int, node_rank: int, coordinator: str) -> None:
@@ -104,20 +104,20 @@ def check_nodes(nodes: int, node_rank: int, coordinator: str) -> None:
                           "the same on every node (or cluster=slurm inside an allocation)")
 
 
-def check_layout(config: dict, nodes: int, jax_processes: int) -> None:
+def check_layout(config: Config, nodes: int, jax_processes: int) -> None:
     """Refuse a mesh the processes cannot split evenly, with the numbers."""
-    sharding, backend = config["sharding"], config["framework"]["backend"]
+    sharding, backend = config.sharding, config.framework.backend
     if nodes == 1 and jax_processes == 1:
         return
-    if sharding["name"] == "none":
+    if sharding.name == "none":
         raise ConfigError(f"cluster.nodes={nodes} and cluster.jax_processes={jax_processes} spread a run over "
                           "processes, but sharding=none runs on one device; choose sharding=dp, fsdp, tp or dp_tp")
     if backend not in ("jax", "torch"):
-        raise ConfigError(f"framework={config['framework']['name']} runs on one host; use cluster.nodes=1")
-    devices = mesh_size(sharding["mesh"])
+        raise ConfigError(f"framework={config.framework.name} runs on one host; use cluster.nodes=1")
+    devices = mesh_size(sharding.mesh)
     split = nodes * (jax_processes if backend == "jax" else 1)
     what = f"cluster.nodes={nodes}" + (f" × cluster.jax_processes={jax_processes}" if backend == "jax" else "")
     if devices % split:
-        raise ConfigError(f"sharding.mesh {sharding['mesh']} spans {devices} devices, which {what} = {split} "
+        raise ConfigError(f"sharding.mesh {sharding.mesh} spans {devices} devices, which {what} = {split} "
                           f"processes cannot share evenly ({devices} % {split} = {devices % split}); "
                           f"make the mesh a multiple of {split}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from repro import __version__, report
 from repro.backends.layouts import process_count
 from repro.config import config_hash
+from repro.config.schema import Config, as_dict
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.schema import SCHEMA_VERSION
 from repro.ledger.store import now_iso, record_id
@@ -30,32 +31,32 @@ CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
 
 
-def label(config: dict, overrides: list[str] = (), swept: list[str] | None = None) -> str:
+def label(config: Config, overrides: list[str] = (), swept: list[str] | None = None) -> str:
     """`jax mlp/tiny fp32`, plus the values of the job's other `swept` overrides (` · batch 64`)."""
-    m = config["model"]
-    return (f"{config['framework']['name']} {m['name']}/{m['preset']} {config['precision']['name']}"
+    m = config.model
+    return (f"{config.framework.name} {m.name}/{m.preset} {config.precision.name}"
             + varied.override_label(list(overrides), swept))
 
 
-def _cache_dir(config: dict, run_dir: Path) -> str:
-    if config["run"]["compile_cache"] == "warm":
-        path = CACHE_ROOT / config["framework"]["backend"]
+def _cache_dir(config: Config, run_dir: Path) -> str:
+    if config.run.compile_cache == "warm":
+        path = CACHE_ROOT / config.framework.backend
         path.mkdir(parents=True, exist_ok=True)
         return str(path)
     return str(run_dir / "compile-cache")
 
 
-def _run_worker(config: dict, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
+def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
                 on_event) -> launch.WorkerOutcome:
-    spec = {"config": config, "config_hash": chash, "out_dir": str(run_dir),
+    spec = {"config": as_dict(config), "config_hash": chash, "out_dir": str(run_dir),
             "cache_dir": _cache_dir(config, run_dir), "rendezvous": rdzv.as_dict()}
     spec_path = run_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
-    return launch.run_worker(spec_path, run_dir / "worker.log", config["framework"]["python"],
-                             env, config["run"]["timeout_s"], on_event)
+    return launch.run_worker(spec_path, run_dir / "worker.log", config.framework.python,
+                             env, config.run.timeout_s, on_event)
 
 
-def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
+def run_follower(config: Config, rdzv: cluster.Rendezvous) -> dict:
     """A node other than node 0: its processes join the run; node 0 alone records it."""
     console = report.console()
     console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {label(config)} joins the run at {rdzv.endpoint}; "
@@ -63,7 +64,7 @@ def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
     run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
     try:
         env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
-        outcome = _run_worker(config, config_hash(config), rdzv, run_dir, env, lambda ev: None)
+        outcome = _run_worker(config, config_hash(as_dict(config)), rdzv, run_dir, env, lambda ev: None)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     if outcome.status != "ok":
@@ -73,17 +74,17 @@ def run_follower(config: dict, rdzv: cluster.Rendezvous) -> dict:
     return {"status": "ok", "follower": True, "node_rank": rdzv.node_rank}
 
 
-def run_job(config: dict, session, job: int, overrides: list[str], extra: dict | None = None) -> dict:
+def run_job(config: Config, session, job: int, overrides: list[str], extra: dict | None = None) -> dict:
     """Run one job to its recorded end; `extra` adds fields to its records (e.g. `replay_of`).
 
     Ledger first: `started` → worker → results spooled → `finished` → MLflow (never fatal).
     """
-    rdzv = cluster.resolve(config.get("cluster"))
+    rdzv = cluster.resolve(config.cluster)
     cluster.check_layout(config, rdzv.nodes, rdzv.jax_processes)
     if not rdzv.leader:
         return run_follower(config, rdzv)
-    ledger = Ledger(config["ledger"]["dir"])
-    chash = config_hash(config)
+    ledger = Ledger(config.ledger.dir)
+    chash = config_hash(as_dict(config))
     env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
     if done := resume.recorded_ok(config, chash, ledger, env):
         report.console().print(f"resume: {label(config)} skipped, already recorded ok on this environment "
@@ -93,7 +94,7 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     base = {
         "kind": "run",
         "config_hash": chash,
-        "config": config,
+        "config": as_dict(config),
         "overrides": overrides,
         "sweep": session.sweep_info(job),
         "git": session.git,
@@ -111,9 +112,9 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
     run_dir, reserved = None, None
     try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
         held.release()  # raises the KeyboardInterrupt that came meanwhile, if one did
-        reserved = spool.reserve(ledger.root, started["id"], config["run"]["steps"])
+        reserved = spool.reserve(ledger.root, started["id"], config.run.steps)
         run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
-        session.display.job_started(job, label(config, overrides, getattr(session, "swept", None)), config["run"]["steps"])
+        session.display.job_started(job, label(config, overrides, getattr(session, "swept", None)), config.run.steps)
         outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev))
     except KeyboardInterrupt:
         outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
@@ -123,10 +124,10 @@ def run_job(config: dict, session, job: int, overrides: list[str], extra: dict |
         outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
     try:
         _keep_profiles(ledger, outcome)
-        record = _finished_record(base, started, outcome, config["tracking"])
+        record = _finished_record(base, started, outcome, config.tracking)
         held = lifeline.HeldInterrupts()  # a second Ctrl-C must not cut the spool or ledger write
         try:
-            final, written = _append_finished(ledger, reserved, record, session)
+            final, written = _append_finished(ledger, reserved, record, session, label(config))
         finally:
             if outcome.status == "interrupted":
                 held.came.clear()  # the interrupt this run ends with is already being acted on
@@ -157,7 +158,7 @@ def _keep_profiles(ledger: Ledger, outcome: launch.WorkerOutcome) -> None:
             report.console().print(f"[yellow]warning:[/] the profile trace could not be kept in {ledger.root}: {e}")
 
 
-def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session) -> tuple[dict, bool]:
+def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session, name: str) -> tuple[dict, bool]:
     """The `finished` record, spooled first; a failed ledger write is retried, then its spool named.
     Returns the record and whether the ledger holds it."""
     # Set here, not by append, so that the spool holds them too: the recovered record gets the same id.
@@ -181,19 +182,19 @@ def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, sessio
             spool.discard(reserved)
         return final, True
     if spooled:
-        session.failed(f"the {record['status']} record of {label(record['config'])} could not be written to the "
+        session.failed(f"the {record['status']} record of {name} could not be written to the "
                        f"ledger ({error}); its results are kept in {spooled}: free space, then run "
                        f"`repro ledger recover --ledger {ledger.root}`")
     else:  # neither the spool nor the ledger took it: the terminal is the last place left
-        session.failed(f"the {record['status']} record of {label(record['config'])} could not be written to the "
+        session.failed(f"the {record['status']} record of {name} could not be written to the "
                        f"ledger nor spooled ({error}); here it is:\n{json.dumps(record, default=str)}")
     return {**record, "id": record_id(record)}, False
 
 
-def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, tracking: dict) -> dict:
+def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, tracking) -> dict:
     ev = outcome.events
     record = {**base, "status": outcome.status, "prev": started["id"],
-              "mlflow": {"tracking_uri": tracking["uri"], "experiment": tracking["experiment"]},
+              "mlflow": {"tracking_uri": tracking.uri, "experiment": tracking.experiment},
               "wall_s": outcome.wall_s}
     if "environment" in ev:
         record["environment"] = ev["environment"]["environment"]

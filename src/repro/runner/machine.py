@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
 import time
 from pathlib import Path
 
@@ -77,16 +76,10 @@ def _own_pids() -> set[int]:
 
 def gpus() -> list[dict]:
     """Per NVIDIA GPU: utilisation %, clocks (MHz), temperature and other processes on it."""
+    from repro.hardware import nvidia_smi as query
+
     if not shutil.which("nvidia-smi"):
         return []
-
-    def query(*args: str) -> list[list[str]]:
-        try:
-            out = subprocess.run(["nvidia-smi", *args, "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True, timeout=20, check=True).stdout
-        except (subprocess.SubprocessError, OSError):
-            return []
-        return [[c.strip() for c in line.split(",")] for line in out.strip().splitlines() if line.strip()]
 
     def number(text: str) -> float | None:
         try:

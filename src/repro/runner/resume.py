@@ -12,10 +12,15 @@ the parent cannot read that interpreter's packages. A mismatch costs a rerun, ne
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import os
 
 from repro.ledger import Ledger
 from repro.runner import envcapture
+
+if TYPE_CHECKING:
+    from repro.config.schema import Config
 
 
 def fingerprint_here(worker_env: dict[str, str], recorded_env: dict) -> str:
@@ -27,9 +32,9 @@ def fingerprint_here(worker_env: dict[str, str], recorded_env: dict) -> str:
     return envcapture.fingerprint(env)
 
 
-def recorded_ok(config: dict, chash: str, ledger: Ledger, worker_env: dict[str, str]) -> dict | None:
+def recorded_ok(config: Config, chash: str, ledger: Ledger, worker_env: dict[str, str]) -> dict | None:
     """The newest `ok` record of this config on this environment, when the config asks to resume."""
-    if not config["run"].get("resume") or config["framework"].get("python"):  # a replayed old record lacks it
+    if not config.run.resume or config.framework.python:
         return None
     for record in reversed(ledger.heads()):
         env = record.get("environment")

@@ -6,10 +6,15 @@ cuBLAS workspace) goes into the worker's environment; the rest is applied in the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import hashlib
 import os
 
 from repro.backends.layouts import mesh_size
+
+if TYPE_CHECKING:
+    from repro.config.schema import Config
 
 SEED_NAMES = ("python", "numpy", "torch", "jax", "data")
 
@@ -26,28 +31,28 @@ def resolve_threads(configured: int | None) -> int:
     return configured or len(os.sched_getaffinity(0))
 
 
-def worker_env(config: dict, processes: int = 1) -> dict[str, str]:
+def worker_env(config: Config, processes: int = 1) -> dict[str, str]:
     """Variables the worker must start with (before any framework import); `processes`: how
     many processes the run spans over every node (each JAX one owns its share of the mesh)."""
-    run = config["run"]
-    threads = str(resolve_threads(run["threads"]))
+    run = config.run
+    threads = str(resolve_threads(run.threads))
     env = {
-        "PYTHONHASHSEED": str(derive(run["seed"])["python"]),
+        "PYTHONHASHSEED": str(derive(run.seed)["python"]),
         "OMP_NUM_THREADS": threads,
         "MKL_NUM_THREADS": threads,
         "OPENBLAS_NUM_THREADS": threads,
         "REPRO_THREADS": threads,
         "TF_CPP_MIN_LOG_LEVEL": "2",
     }
-    if run["deterministic"]:
+    if run.deterministic:
         env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
-    if config["hardware"]["platform"] == "cpu":
+    if config.hardware.platform == "cpu":
         env["JAX_PLATFORMS"] = "cpu"
-        devices = mesh_size(config["sharding"]["mesh"]) // processes
-        if devices > 1 and config["framework"]["backend"] == "jax":  # simulated devices for the mesh
+        devices = mesh_size(config.sharding.mesh) // processes
+        if devices > 1 and config.framework.backend == "jax":  # simulated devices for the mesh
             flags = os.environ.get("XLA_FLAGS", "")
             env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
-        if devices > 1 and config["framework"]["backend"] == "torch_xla":  # PJRT's CPU client, SPMD
+        if devices > 1 and config.framework.backend == "torch_xla":  # PJRT's CPU client, SPMD
             env["CPU_NUM_DEVICES"] = str(devices)
     return env
 

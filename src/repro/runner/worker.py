@@ -18,6 +18,7 @@ from pathlib import Path
 from repro import backends, models
 from repro.backends.base import BuildContext, is_oom, requested_bytes
 from repro.backends.layouts import process_count
+from repro.config.schema import Config, from_dict
 from repro.data import make_batches
 from repro.ir import histograms
 from repro.runner import envcapture, lifeline, machine, measure, seeding
@@ -26,11 +27,11 @@ from repro.runner.events import EventWriter
 TRACEBACK_LINES = 30
 
 
-def _flops(config: dict, entry, dims: dict, median_s: float) -> dict:
-    batch = config["run"]["batch_size"]
-    per_step = entry.train_flops(dims, batch) if config["run"]["task"] == "train" else batch * entry.flops_per_example(dims)
+def _flops(config: Config, entry, dims: dict, median_s: float) -> dict:
+    batch = config.run.batch_size
+    per_step = entry.train_flops(dims, batch) if config.run.task == "train" else batch * entry.flops_per_example(dims)
     out = {"flops_per_step": per_step, "achieved_tflops": per_step / median_s / 1e12}
-    peak = config["hardware"]["peak_tflops"].get(config["precision"]["name"])
+    peak = config.hardware.peak_tflops.get(config.precision.name)
     if peak:
         out["mfu"] = out["achieved_tflops"] / peak
     return out
@@ -38,18 +39,18 @@ def _flops(config: dict, entry, dims: dict, median_s: float) -> dict:
 
 def execute(spec: dict, emit) -> dict:
     """The measured pipeline of one process; returns its "environment" and "result" payloads."""
-    config = spec["config"]
-    run_cfg = config["run"]
-    seeds = seeding.derive(run_cfg["seed"])
+    config = from_dict(spec["config"])
+    run_cfg = config.run
+    seeds = seeding.derive(run_cfg.seed)
     seeding.seed_python_numpy(seeds)
-    entry = models.get(config["model"]["name"])
-    dims = models.dims_of(config["model"])
+    entry = models.get(config.model.name)
+    dims = models.dims_of(config.model)
     batches, eval_set, data_record = make_batches(config, entry, dims, seeds["data"])
 
     t0 = time.perf_counter()
-    backend = backends.load(config["framework"]["backend"])
+    backend = backends.load(config.framework.backend)
     t1 = time.perf_counter()
-    threads = seeding.resolve_threads(run_cfg["threads"])
+    threads = seeding.resolve_threads(run_cfg.threads)
     if parallel(spec) == "torch":  # ranks on one host share its cores (oversubscribed OpenMP threads spin)
         threads = max(1, threads // local_processes(spec))
     ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches,
@@ -60,10 +61,10 @@ def execute(spec: dict, emit) -> dict:
     emit("environment", **environment)
 
     state = machine.before()  # the machine's state is read outside the timed region
-    times, losses = measure.timed_loop(workload, run_cfg["steps"], emit)
+    times, losses = measure.timed_loop(workload, run_cfg.steps, emit)
     machine_state = machine.after(state, threads)
 
-    results = measure.summarise(times, losses, run_cfg["warmup"], run_cfg["batch_size"])
+    results = measure.summarise(times, losses, run_cfg.warmup, run_cfg.batch_size)
     results["params_sha256"] = workload.params_sha256()
     results["init_params_sha256"] = workload.init_params_sha256()
     results["peak_memory"] = workload.peak_memory()
@@ -85,10 +86,10 @@ def execute(spec: dict, emit) -> dict:
         ir_files.append(str(path))
     effective = workload.effective()
     profile_files = []
-    if run_cfg.get("profile"):  # after everything above is read: the profiled steps change the state
+    if run_cfg.profile:  # after everything above is read: the profiled steps change the state
         from repro import profile
 
-        results["profile"], profile_files = profile.run(workload, run_cfg["steps"], spec["out_dir"])
+        results["profile"], profile_files = profile.run(workload, run_cfg.steps, spec["out_dir"])
     result = {"results": results, "series": {"loss": losses, "step_time_s": times},
               "effective": effective, "ir_files": ir_files, "profile_files": profile_files,
               "machine": machine_state}
@@ -97,9 +98,9 @@ def execute(spec: dict, emit) -> dict:
 
 def parallel(spec: dict) -> str | None:
     """"torch" (one process per rank), "jax" (jax.distributed processes) or None (this process)."""
-    config, rdzv = spec["config"], spec["rendezvous"]
-    backend = config["framework"]["backend"]
-    if config["sharding"]["name"] != "none" and backend == "torch":
+    config, rdzv = from_dict(spec["config"]), spec["rendezvous"]
+    backend = config.framework.backend
+    if config.sharding.name != "none" and backend == "torch":
         return "torch"
     if backend == "jax" and process_count(config, rdzv["nodes"], rdzv["jax_processes"]) > 1:
         return "jax"
@@ -108,7 +109,7 @@ def parallel(spec: dict) -> str | None:
 
 def local_processes(spec: dict) -> int:
     rdzv = spec["rendezvous"]
-    return process_count(spec["config"], rdzv["nodes"], rdzv["jax_processes"]) // rdzv["nodes"]
+    return process_count(from_dict(spec["config"]), rdzv["nodes"], rdzv["jax_processes"]) // rdzv["nodes"]
 
 
 def _rank_summary(rank: int, out: dict, node: int) -> dict:
@@ -130,7 +131,7 @@ def torch_rank_main(spec: dict) -> dict:
 
     from repro.backends import torch_distributed
 
-    torch_distributed.init(spec["config"])
+    torch_distributed.init(from_dict(spec["config"]))
     try:
         out = execute(spec, _quiet)
         ranks = [None] * dist.get_world_size()  # every node's ranks, so that rank 0 records them all
@@ -145,7 +146,7 @@ def jax_process_main(spec: dict, local_index: int, joined) -> dict:
     """One process of a multi-process JAX run (started by repro.runner.processes)."""
     from repro.backends import jax_distributed
 
-    jax_distributed.init(spec["config"], spec["rendezvous"], local_index)
+    jax_distributed.init(from_dict(spec["config"]), spec["rendezvous"], local_index)
     joined()
     out = execute(spec, _quiet)
     summary = _rank_summary(jax_distributed.process_id(spec["rendezvous"], local_index), out,

@@ -16,7 +16,10 @@ import importlib
 import os
 import sys
 from types import ModuleType
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from repro.config.schema import Config
 
 # zoo model -> (transformers PyTorch class, transformers Flax class)
 CLASSES = {
@@ -49,26 +52,26 @@ def transformers_for(family: str) -> ModuleType:
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
-def is_native(cfg: dict) -> bool:
+def is_native(cfg: Config) -> bool:
     """Whether the run's model is repro's own implementation (model.impl=native, the default)."""
-    return cfg["model"].get("impl", "native") == "native"
+    return cfg.model.impl == "native"
 
 
-def refusal(cfg: dict) -> str | None:
+def refusal(cfg: Config) -> str | None:
     """Why this resolved config cannot run with model.impl=hf (None when it can)."""
-    model, fw, precision = cfg["model"]["name"], cfg["framework"], cfg["precision"]
+    model, fw, precision = cfg.model.name, cfg.framework, cfg.precision
     if model not in CLASSES:
         return (f"model.impl=hf: transformers has no PyTorch and Flax classes for model={model}; "
                 f"impl=hf works for model {', '.join(CLASSES)} (or use model.impl=native)")
-    if cfg["run"].get("init", "native") != "native":
+    if cfg.run.init != "native":
         return ("model.impl=hf draws its own initial weights: run.init=shared loads the canonical draw "
                 "through the native models' converters; use run.init=native with impl=hf (or model.impl=native)")
-    if cfg["sharding"]["name"] != "none":
-        return (f"model.impl=hf runs unsharded: sharding={cfg['sharding']['name']} is built for the native "
+    if cfg.sharding.name != "none":
+        return (f"model.impl=hf runs unsharded: sharding={cfg.sharding.name} is built for the native "
                 f"models' parameter names; use sharding=none or model.impl=native")
-    if fw["backend"] == "jax" and precision["param_dtype"] != "float32":
-        return (f"model.impl=hf with framework={fw['name']}: transformers' Flax classes keep float32 "
-                f"parameters, precision={precision['name']} stores {precision['param_dtype']}; use "
+    if fw.backend == "jax" and precision.param_dtype != "float32":
+        return (f"model.impl=hf with framework={fw.name}: transformers' Flax classes keep float32 "
+                f"parameters, precision={precision.name} stores {precision.param_dtype}; use "
                 f"precision=fp32, tf32 or amp_bf16 (bf16 compute), or model.impl=native")
     return None
 

@@ -1,0 +1,57 @@
+"""The typed config: `check()` returns `schema.Config`, and its canonical dict is today's, byte for byte."""
+
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+
+import pytest
+
+from repro.config import ConfigError, config_hash, validate
+from repro.config.schema import Config, as_dict, from_dict
+from repro.hashing import canonical_json
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = [json.loads(Path(p).read_text()) for p in sorted(glob.glob(str(REPO / "ledger/*/*.json")))]
+RUNS = [r for r in SHIPPED if "config" in r]
+
+
+def test_check_returns_a_typed_config():
+    (config,) = validate.plan(["model=vit", "run.steps=7"]).jobs
+    assert isinstance(config, Config)
+    assert (config.run.steps, config.model.name, config.model.impl, config.model.width) == (7, "vit", "native", 64)
+    assert "mesh_by_framework" not in as_dict(config)["sharding"]  # read by check, not recorded
+
+
+@pytest.mark.parametrize("record", RUNS, ids=[r["id"] for r in RUNS])
+def test_shipped_config_round_trips_with_its_hash(record):
+    recorded = record["config"]
+    again = as_dict(from_dict(recorded))
+    assert config_hash(again) == config_hash(recorded) == record["config_hash"]
+    added = {k for k in again if k not in recorded} | {f"{g}.{k}" for g in recorded for k in again[g]
+                                                        if k not in recorded[g]}
+    if not added:  # a record of today's schema: the same bytes
+        assert canonical_json(again) == canonical_json(recorded)
+    else:  # older records gain only the keys added since (at defaults that leave the hash as it was)
+        assert added <= {"cluster", "model.impl", "run.init", "run.repeats", "run.resume", "progress.interval_s",
+                         "run.profile"}, added
+
+
+def test_spec_json_bytes_round_trip():
+    for config in validate.plan(["+exp=sharding_cpu"]).jobs:
+        d = as_dict(config)
+        assert json.dumps(as_dict(from_dict(json.loads(json.dumps(d))))) == json.dumps(d)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["run.task=fwd"], "run.task='fwd' is not valid; choose one of: train, forward"),
+    (["sharding.name=pp"], "sharding.name='pp' is not valid; choose one of: none, dp, fsdp, tp, dp_tp"),
+    (["model.impl=ours"], "model.impl='ours' is not valid; choose one of: native, hf"),
+    (["cluster.port=0"], "cluster.port=0 must be > 0"),
+    (["run.seed=-1"], "run.seed=-1 must be >= 0"),
+])
+def test_a_bad_value_names_its_key_and_the_choices(args, message):
+    with pytest.raises(ConfigError) as e:
+        validate.plan(args)
+    assert str(e.value) == message
