@@ -136,8 +136,7 @@ def groups(cfgs) -> list[Group]:
         g = Group(name, sides, first_steps=firsts)
         for other in sides[1:]:
             g.differing += _op_differences(sides[0], other)
-        if sides or any(f.get("compiles") for f in firsts):
-            out.append(g)
+        out.append(g)
     return out
 
 
@@ -167,9 +166,13 @@ def _ms(v) -> str:
 
 
 def markdown(cfgs) -> list[str]:
-    """The report's "Where the time goes" section ([] when no run was profiled)."""
-    if not has_profiles(cfgs):
-        return []
+    """The report's "Where the time goes" section (where runs were profiled) and its "First
+    step" section (every report: why the first run is slow, and whether the second compiled)."""
+    found = groups(cfgs)
+    return (_where(found) if has_profiles(cfgs) else []) + _first_steps(found)
+
+
+def _where(found: list[Group]) -> list[str]:
     lines = ["## Where the time goes", "",
              "Each framework's step, profiled after its timed loop (`run.profile=true`) by its own profiler, "
              "in one vocabulary (repro/profile/categories.py): ms per step and share. The profiled step is "
@@ -177,29 +180,30 @@ def markdown(cfgs) -> list[str]:
              "own overhead, measured against as many unprofiled steps run just before). Traces: each "
              "record's `results.profile.files`, in the ledger's `.profiles/` and the MLflow run's `profile/` "
              "artifacts.", ""]
-    for g in groups(cfgs):
+    for g in found:
+        if not g.sides:
+            continue
         lines += [f"### {g.name}", ""]
-        if g.sides:
-            header = ["category", *[s.framework for s in g.sides]]
-            body = []
-            for cat in CATEGORIES:
-                row = [cat]
-                for s in g.sides:
-                    ms = s.profile["categories_ms"].get(cat, 0.0)
-                    row.append(f"{ms:.3g} ms ({ms / s.profile['step_ms']:.0%})")
-                body.append(row)
-            body.append(["**profiled step**", *[f"{s.profile['step_ms']:.3g} ms" for s in g.sides]])
-            body.append(["timed steady median", *[f"{s.timed_ms:.3g} ms" for s in g.sides]])
-            body.append(["unprofiled, just before", *[_opt_ms(s.profile.get("unprofiled_ms")) for s in g.sides]])
-            body.append(["profiler overhead (measured)", *[_pct(s.profiler_overhead) for s in g.sides]])
-            body.append(["profiled / timed", *[f"{s.overhead:+.0%} " + ("✓" if s.within else
-                                                f"✗ (beyond ±{TOLERANCE:.0%}, overhead allowed: the machine changed)")
-                                                for s in g.sides]])
-            body.append(["IR (run.capture_ir)", *[ir_counts(s.record) for s in g.sides]])
-            body.append(["profiler", *[s.profile["profiler"] for s in g.sides]])
-            lines += _md_table(header, body) + [""]
+        header = ["category", *[s.framework for s in g.sides]]
+        body = []
+        for cat in CATEGORIES:
+            row = [cat]
+            for s in g.sides:
+                ms = s.profile["categories_ms"].get(cat, 0.0)
+                row.append(f"{ms:.3g} ms ({ms / s.profile['step_ms']:.0%})")
+            body.append(row)
+        body.append(["**profiled step**", *[f"{s.profile['step_ms']:.3g} ms" for s in g.sides]])
+        body.append(["timed steady median", *[f"{s.timed_ms:.3g} ms" for s in g.sides]])
+        body.append(["unprofiled, just before", *[_opt_ms(s.profile.get("unprofiled_ms")) for s in g.sides]])
+        body.append(["profiler overhead (measured)", *[_pct(s.profiler_overhead) for s in g.sides]])
+        body.append(["profiled / timed", *[f"{s.overhead:+.0%} " + ("✓" if s.within else
+                                            f"✗ (beyond ±{TOLERANCE:.0%}, overhead allowed: the machine changed)")
+                                            for s in g.sides]])
+        body.append(["IR (run.capture_ir)", *[ir_counts(s.record) for s in g.sides]])
+        body.append(["profiler", *[s.profile["profiler"] for s in g.sides]])
+        lines += _md_table(header, body) + [""]
         if g.differing:
-            lines += ["Ops whose time differs most (ms per step, ops per step):", ""]
+            lines += ["Ops whose time differs most (ms per step × ops per step):", ""]
             body = []
             for d in g.differing:
                 a, b = d["against"]
@@ -207,13 +211,25 @@ def markdown(cfgs) -> list[str]:
                              f"{d[a]['ms']:.3g} ms × {d[a]['count']:g}", f"{d[b]['ms']:.3g} ms × {d[b]['count']:g}",
                              f"{d['difference_ms']:+.3g} ms"])
             lines += _md_table(["pair", "op", "category", "first", "second", "difference"], body) + [""]
-            ref = g.sides[0]
-            lines += [f"- {reading(ref, other)}" for other in g.sides[1:]] + [""]
-        if g.first_steps:
-            lines += ["First step, split (ms):", ""]
-            body = [[f["framework"], _ms(f["first_s"]), _ms(f["trace_lower_s"]), _ms(f["compile_s"]),
-                     _ms(f.get("first_execution_s")), _ms(f["second_s"]), _ms(f["steady_s"]), f["second"]]
-                    for f in g.first_steps]
-            lines += _md_table(["framework", "first", "trace/lower", "compile", "first execution", "second",
-                             "steady", "second step"], body) + [""]
+            lines += [f"- {reading(g.sides[0], other)}" for other in g.sides[1:]] + [""]
+    return lines
+
+
+def _first_steps(found: list[Group]) -> list[str]:
+    if not any(g.first_steps for g in found):
+        return []
+    lines = ["## First step", "",
+             "The first step split into tracing/lowering, compilation and first execution, from each "
+             "framework's own counters (JAX: `jit(...).lower` / `.compile`; torch.compile: dynamo's and "
+             "inductor's compile times; PyTorch/XLA: its `CompileTime` metric, with the compilations per "
+             "step), and why the second step did or did not compile again (ms).", ""]
+    for g in found:
+        if not g.first_steps:
+            continue
+        body = [[f["framework"], _ms(f["first_s"]), _ms(f["trace_lower_s"]), _ms(f["compile_s"]),
+                 _ms(f.get("first_execution_s")), _ms(f["second_s"]), _ms(f["steady_s"]), f["second"]]
+                for f in g.first_steps]
+        lines += [f"### {g.name}", ""] + _md_table(["framework", "first", "trace/lower", "compile",
+                                                    "first execution", "second", "steady", "second step"], body)
+        lines += [""]
     return lines
