@@ -29,6 +29,10 @@ def test_the_table_maps_each_frameworks_names():
     assert categorize("torch", "triton_red_fused_native_layer_norm_0") == REDUCTION
     assert categorize("torch", "## Call CompiledFxGraph abc123 ##") == ELEMENTWISE
     assert categorize("torch", "autograd::engine::evaluate_function: AddmmBackward0") == OTHER
+    # CUDA kernels (the test marked gpu profiles real ones)
+    assert categorize("torch", "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32") == MATMUL
+    assert categorize("torch", "void at::native::reduce_kernel<512, 1>(...)") == REDUCTION
+    assert categorize("torch", "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<...>") == OPTIMIZER
     # XLA: by the ops inside a fusion where known, else by its name
     assert categorize("xla", "ynn_fusion.1", inside={"reduce"}) == REDUCTION
     assert categorize("xla", "ynn_fusion.2", inside={"dot"}) == MATMUL
@@ -189,3 +193,26 @@ def test_profiled_sweep_end_to_end_and_the_second_step(sandbox):
     text = report.read_text()
     assert "## Where the time goes" in text and (report.parent / "where_time_goes.png").exists()
     assert "recompiled (" in text and "exp_avg" in text and "no recompilation: the compiled executable" in text
+
+
+@pytest.mark.gpu
+def test_torch_profile_on_a_gpu_counts_device_kernels(tmp_path):
+    """On CUDA the categories are the device's kernels (cuBLAS/CUTLASS matmuls, the optimizer's
+    multi-tensor kernels); the step window, set on the host, holds them (each step is synced)."""
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 10)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randn(64, 256, device="cuda"), torch.randint(0, 10, (64,), device="cuda")
+
+    def step(i: int) -> None:
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        torch.cuda.synchronize()
+
+    step(0)
+    info = capture.torch_trace(step, 1, capture.STEPS, str(tmp_path), device=True)
+    summary = reduce.reduce(info["trace"], info["family"])
+    _check_sums(summary)
+    assert summary["categories_ms"][MATMUL] > 0 and summary["categories_ms"][OPTIMIZER] > 0

@@ -24,7 +24,7 @@ CATEGORIES = (MATMUL, ELEMENTWISE, REDUCTION, MOVEMENT, OPTIMIZER, COLLECTIVES, 
 # (HLO instruction names as XLA's profiler names the thunks/kernels it runs), "any".
 RULES: tuple[tuple[str, str, str | None], ...] = (
     ("any", r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|allreduce|allgather|"
-            r"c10d::|nccl|gloo|_reduce_scatter|broadcast_\(|send|recv", COLLECTIVES),
+            r"c10d::|nccl|gloo|_reduce_scatter", COLLECTIVES),
     # -- PyTorch (eager and torch.compile's extern calls) ---------------------------------------
     ("torch", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_?conv\w*|_convolution\w*|mkldnn_\w*conv\w*|"
               r"convolution\w*|_scaled_dot_product\w*|scaled_dot_product\w*|einsum|dot|mv|addmv|"
@@ -40,15 +40,19 @@ RULES: tuple[tuple[str, str, str | None], ...] = (
               r"empty\w*|zeros\w*|ones\w*|fill_|zero_|new_\w+|resolve_conj|resolve_neg|detach|alias|"
               r"lift_fresh\w*|_unsafe_view|repeat|tril|triu|arange|full\w*|split_with_sizes|"
               r"_local_scalar_dense|item|roll|flip|_to_dense|set_|resize_)$", MOVEMENT),
-    ("torch", r"^aten::_foreach_\w+|^aten::_fused_adamw?\w*", OPTIMIZER),
+    ("torch", r"^aten::_foreach_\w+|^aten::_fused_adamw?\w*|multi_tensor_apply_kernel|fused_adamw?_kernel",
+     OPTIMIZER),  # GPU kernels have no CPU scope: the foreach/fused optimizer kernels by name
     ("torch", r"^aten::", ELEMENTWISE),  # every other aten op is one pointwise kernel in eager
     # inductor: its generated kernels (GPU: triton_{poi,red,per}_fused_*; CPU: cpp_fused_*), and,
     # when the CPU kernels are not profiled one by one, the compiled graph's own time.
     ("torch", r"^triton_(red|per)_|^cpp_fused_\w*(layer_norm|batch_norm|softmax|sum|mean|amax|max|var)",
      REDUCTION),
     ("torch", r"^triton_poi_|^cpp_fused_|^## Call CompiledFxGraph", ELEMENTWISE),
-    ("torch", r"^(Memcpy|Memset|cudaMemcpy\w*)", MOVEMENT),
-    ("torch", r"^(ampere|sm\d+|cutlass|gemm|gemv|cublas|cudnn|volta|turing|hopper)\w*", MATMUL),
+    # CUDA kernels as Kineto names them (often `void ns::kernel<...>(...)`): by the words in them
+    ("torch", r"Memcpy|Memset|copy_kernel|transpose|CatArrayBatched|index_\w*kernel|gather|scatter", MOVEMENT),
+    ("torch", r"gemm|gemv|cutlass|cublas|xmma|cudnn|conv|matmul|flash_fwd|flash_bwd|fmha", MATMUL),
+    ("torch", r"reduce_kernel|softmax|norm|nll_loss|cross_entropy", REDUCTION),
+    ("torch", r"elementwise|vectorized|unrolled|pointwise", ELEMENTWISE),
     # -- XLA (JAX, PyTorch/XLA): HLO instruction names; fusions by what they hold -------------
     ("xla", r"^(dot|convolution|custom-call\w*gemm|cublas|gemm|__cublas|onednn\w*matmul|ynn_dot|xnn_dot)",
      MATMUL),
