@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -193,6 +195,9 @@ def test_profiled_sweep_end_to_end_and_the_second_step(sandbox):
     text = report.read_text()
     assert "## Where the time goes" in text and (report.parent / "where_time_goes.png").exists()
     assert "recompiled (" in text and "exp_avg" in text and "no recompilation: the compiled executable" in text
+    compare = subprocess.run([sys.executable, "-m", "repro", "compare", "--experiment", "prof", "--ledger",
+                              str(sandbox.ledger)], capture_output=True, text=True, env=sandbox.env()).stdout
+    assert "## Where the time goes" in compare and "## First step" in compare and "recompiled (" in compare
 
 
 @pytest.mark.gpu

@@ -92,4 +92,19 @@ def run(args) -> int:
         console.print(table)
     for line in verdict_lines(records):
         console.print(f"[bold]{line}[/]")
+    _time_goes(console, records)
     return 0
+
+
+def _time_goes(console, records: list[dict]) -> None:
+    """The report's "Where the time goes" (profiled runs) and "First step" sections, rendered."""
+    from rich.markdown import Markdown
+
+    from repro.profile import breakdown
+    from repro.report.summary import configs
+
+    lines = breakdown.markdown(configs([r for r in records if r.get("status") == "ok"]))
+    if lines and console.is_terminal:
+        console.print(Markdown("\n".join(lines)))
+    elif lines:  # pipes and logs: the markdown itself (rich pads headings to the unbounded width)
+        console.print("\n".join(lines), markup=False, highlight=False)
