@@ -136,10 +136,7 @@ class JaxWorkload:
             t1 = time.perf_counter()
             self._compiled = lowered.compile()
             t2 = time.perf_counter()
-            self._compile_info = {"trace_lower_s": t1 - t0, "compile_s": t2 - t1,
-                                  # the step's executable is called directly: it cannot recompile
-                                  "recompiles_possible": False,
-                                  "optimizer_state_at_compile": len(jax.tree_util.tree_leaves(self.state[2]))}
+            self._compile_info = {"trace_lower_s": t1 - t0, "compile_s": t2 - t1}
             self._lowered = lowered  # IR text and cost analysis are read after the timed loop
             limit = memory_limit_bytes(self.ctx.config)
             if limit is not None:  # the cap must refuse before the step runs
@@ -170,6 +167,10 @@ class JaxWorkload:
         if self._compiled is not None and "xla_argument_bytes" not in self._compile_info:
             self._compile_info.update(_cost(self._compiled))
             self._compile_info.update(_memory(self._compiled))
+            # The step's executable is called directly: it cannot recompile. Its optimizer state
+            # (optax init) existed before it was compiled, with the structure it has now.
+            self._compile_info.update({"recompiles_possible": False,
+                                       "optimizer_state_at_compile": len(jax.tree_util.tree_leaves(self.state[2]))})
         return self._compile_info
 
     def evaluate(self, x, y) -> float:
