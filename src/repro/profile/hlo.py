@@ -15,8 +15,8 @@ import re
 from repro.profile.categories import OPTIMIZER_SOURCES
 
 COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->\s*.*\{\s*$")
-INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(\([^=]*?\)|[a-z0-9]+\[[^\]]*\](?:\{[^}]*\})?|[a-z0-9]+\[\])"
-                         r"\s+([a-z][a-z0-9\-]*)\(")
+INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*"
+                         r"(\([^=]*?\)|[a-z0-9]+\[[^\]]*\](?:\{[^}]*\})?|[a-z0-9]+\[\])\s+([a-z][a-z0-9\-]*)\(")
 CALLS = re.compile(r"calls=%?([\w.\-]+)")
 FRAME = re.compile(r"stack_frame_id=(\d+)")
 SOURCE_FILE = re.compile(r'source_file="([^"]+)"')

@@ -66,9 +66,11 @@ def _pytorch(members: list[Config]) -> str:
 def _phases(pub: dict, ours: dict[str, list[Config]]) -> list[str]:
     """First, second and steady runs, published and ours, per workload and framework: the
     second run's effect (second ≫ steady) is the study's finding."""
-    lines = ["First, second and steady runs (ms): published, then ours, and our second run over our steady state.", "",
-             "| workload | framework | published first | published second | published steady | our framework | "
-             "our first | our second | our steady | our second/steady |", "|---|---|---:|---:|---:|---|---:|---:|---:|---:|"]
+    lines = ["First, second and steady runs (ms): published, then ours, and our second run over our steady state.",
+             "", "| workload | framework | published first | published second | published steady | our framework | "
+             "our first | our second | our steady | our second/steady |",
+             "|---|---|---:|---:|---:|---|---:|---:|---:|---:|"]
+    names = {"jax": "jax", "torch": "PyTorch", None: "PyTorch eager (not in the study)"}
     for model, (workload, figures) in pub["models"].items():
         if model not in ours:
             continue
@@ -81,8 +83,8 @@ def _phases(pub: dict, ours: dict[str, list[Config]]) -> list[str]:
                                                                          "steady_median_s"))
             published = figures.get(fw) if fw else ()
             cells = [_ms(v) for v in published] if published else (["OOM"] * 3 if fw else ["—"] * 3)
-            lines.append(f"| {workload} | {'PyTorch' if fw == 'torch' else (fw or '(eager)')} | " + " | ".join(cells)
-                         + f" | {mine} | " + " | ".join("—" if v is None else f"{v:.3f}" for v in (first, second, steady))
+            ours_cells = ["—" if v is None else f"{v:.3f}" for v in (first, second, steady)]
+            lines.append(f"| {workload} | {names[fw]} | " + " | ".join(cells) + f" | {mine} | " + " | ".join(ours_cells)
                          + f" | {f'{second / steady:.3g}' if second and steady else '—'} |")
     return lines
 
