@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from repro.tracking.flat import flatten
+from repro.flat import flatten
 
 ARGS = ("-m", "model=mlp", "framework=jax,torch", "run.steps=6", "run.warmup=2")
 # Values that differ between any two sweeps; the fields themselves must be the same.

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from repro.cli import run_subcommand
-from repro.report import published, summary
+from repro.report import comparison, published
 from repro.report.plots import PLOTS
 from repro.tracking import content
 
@@ -47,7 +47,7 @@ def test_report_page_and_table(report_sweep):
     folder = _report_dir(proc)
     heads = box.heads()
     page = (folder / "report.md").read_text()
-    assert "**Verdict:** mlp/tiny:" in page and "fastest" in page
+    assert "## Verdicts" in page and " faster than " in page and " on mlp/tiny (single sample" in page
     assert "python -m repro -m model=mlp run.steps=8 tracking.experiment=reporttest" in page
     assert "framework=jax,torch" in page
     assert str(heads[0]["git"]["commit"]) in page
@@ -58,11 +58,11 @@ def test_report_page_and_table(report_sweep):
     assert "## First step" in page and "no recompilation: the compiled executable is called directly" in page
     assert "## Where the time goes" not in page  # run.profile=false: no breakdown, no where_time_goes.png
     table = list(csv.DictReader((folder / "results.csv").open()))
-    assert [r["config"] for r in table] == ["framework=jax", "framework=torch"]
+    assert [r["run"] for r in table] == ["jax", "torch"]  # the run names: as the terminal and MLflow say
     for row in table:
         head = next(h for h in heads if h["id"] == row["ledger_ids"])
         assert float(row["steady_median_ms"]) == pytest.approx(head["results"]["steady_median_s"] * 1e3, rel=1e-4)
-        assert row["spread"] == "p10–p90 of the steady steps (single sample)"
+        assert row["ci_low_ms"] == "" and float(row["p10_ms"]) == pytest.approx(head["results"]["steady_p10_s"] * 1e3, rel=1e-4)
     assert min(float(r["x_best"]) for r in table) == 1.0
 
 
@@ -73,7 +73,7 @@ def test_child_runs_as_the_mlflow_ui_expects(report_sweep):
     client = MlflowClient(tracking_uri=box.uri)
     heads = {h["id"]: h for h in box.heads()}
     children = [r for r in box.mlflow_runs("reporttest") if "mlflow.parentRunId" in r.data.tags]
-    assert sorted(r.info.run_name for r in children) == ["framework=jax", "framework=torch"]
+    assert sorted(r.info.run_name for r in children) == ["jax", "torch"]
     keys = [set(r.data.params) for r in children]
     assert keys[0] == keys[1], keys[0] ^ keys[1]  # one param set for every framework
     assert not [k for k in keys[0] if k.split(".")[0] in ("tracking", "ledger", "progress", "cluster")]
@@ -110,7 +110,7 @@ def test_parent_run_holds_the_report(report_sweep):
     (parent,) = [r for r in box.mlflow_runs("reporttest") if "mlflow.parentRunId" not in r.data.tags]
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} == FILES
     note = parent.data.tags["mlflow.note.content"]
-    assert note.startswith("mlp/tiny: ") and "| framework=jax |" in note and "Fairness audit" in note
+    assert note.startswith("Verdicts:") and "| jax |" in note and "Fairness audit" in note
     assert parent.data.params == {"jobs": "2", "swept.framework": "jax,torch"}
     # the report's command without its paths (MLflow's Source column shows the last path component)
     assert parent.data.tags["mlflow.source.name"] == (
@@ -144,14 +144,14 @@ def test_published_figures_beside_ours(report_sweep):
     records = copy.deepcopy(box.heads())
     for r in records:
         r["config"]["model"]["name"] = "gemm"
-    cfgs = summary.configs(records)
-    text = "\n".join(published.section("stack_wars_cpu", cfgs))
-    ours = {c.framework: c.spread.median_s * 1e3 for c in cfgs}
+    comp = comparison.build(records)
+    text = "\n".join(published.section("stack_wars_cpu", comp))
+    ours = {c.framework: c.median_s * 1e3 for c in comp.rows}
     row = next(line for line in text.splitlines() if line.startswith("| GEMM |"))
     assert row.split(" | ")[1:4] == ["0.192", "0.055", f"{0.192 / 0.055:.3g}"]
     assert row.rstrip(" |").endswith(f"{ours['jax'] / ours['torch']:.3g}")
     assert published.NOT_COMPARABLE in text and "REFERENCES.md B" in text
-    assert published.section("quickstart", cfgs) == []
+    assert published.section("quickstart", comp) == []
 
 
 def test_dvc_data_as_mlflow_datasets():
@@ -179,6 +179,6 @@ def test_a_sweep_with_runs_that_did_not_end_ok_still_reports(report_sweep, tmp_p
     del torch["results"]
     files = sweep_report.write(records, tmp_path)
     assert {p.name for p in files} == FILES
-    table = {r["framework"]: r for r in csv.DictReader((tmp_path / "results.csv").open())}
-    assert table["torch"]["status"] == "oom" and table["torch"]["steady_median_ms"] == ""
-    assert "not ok: torch" in (tmp_path / "report.md").read_text()
+    table = {r["run"]: r for r in csv.DictReader((tmp_path / "results.csv").open())}
+    assert table["torch"]["status"].startswith("oom") and table["torch"]["steady_median_ms"] == ""  # (⚠ busy: a busy machine)
+    assert f"| torch | {table['torch']['status']} | 0 | - |" in (tmp_path / "report.md").read_text()

@@ -20,7 +20,7 @@ from conftest import Sandbox
 from repro import hardware, paths
 from repro.config import ConfigError, config_hash, plan
 from repro.ledger import Ledger
-from repro.report import audit, compare, stats
+from repro.report import audit, compare, comparison, stats
 from repro.runner import machine
 
 STEPS = ("model=mlp", "run.steps=10", "run.warmup=2")
@@ -86,14 +86,15 @@ def test_repeats_run_interleaved_with_ci_and_ratio(box, repeats):
     assert [r["config"]["framework"]["name"] for r in started] == ["jax", "torch"] * 3  # A B, A B, A B
     assert [r["repeat"]["index"] for r in started] == [0, 0, 1, 1, 2, 2]
     assert all(r["status"] == "ok" and r["repeat"]["count"] == 3 for r in runs)
-    groups = stats.by_config(runs)
+    groups = comparison.by_config(runs)
     assert len(groups) == 2 and all(len(g) == 3 for g in groups.values())
     for group in groups.values():  # a repeat is its config: one hash, and run.repeats is not in it
         assert len({r["config_hash"] for r in group}) == 1
         one = {**group[0]["config"], "run": {**group[0]["config"]["run"], "repeats": 1}}
         assert config_hash(one) == group[0]["config_hash"]
     assert out.count("│ jax ") == 1 and out.count("│ torch ") == 1  # one row per config
-    assert "95 % CI (repeats)" in out and " (3) │" in out and "3 repeats each, interleaved" in out
+    assert "95 % CI (ms)" in out and "3 repeats each, interleaved" in out
+    assert all(line.split("│")[3].strip() == "3" for line in out.splitlines() if line.startswith(("│ jax ", "│ torch ")))
     verdict = next(line for line in out.splitlines() if "3 repeats each" in line)
     assert "faster than" in verdict or "within noise" in verdict
     mlflow = [r for r in box.mlflow_runs("rep") if "mlflow.parentRunId" in r.data.tags]
@@ -148,7 +149,7 @@ def test_batch_sweep_labelled_by_batch_ranked_by_throughput(box):
     proc = box.run("-m", "framework=jax", "run.batch_size=16,64", *STEPS, "tracking.experiment=batch")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     out = proc.stdout
-    assert "mlp/tiny · fp32 · cpu · train step (ms) · × best by samples/s" in out and "mlp/tiny · batch" not in out
+    assert "mlp/tiny · fp32 · cpu · train step · × best by samples/s" in out and "mlp/tiny · batch" not in out
     assert "│ jax · batch 16 " in out and "│ jax · batch 64 " in out
     assert "varied on purpose: run.batch_size" in out and "WARNING" not in out
     runs = [r for r in box.heads() if r["sweep"]["experiment"] == "batch"]
@@ -156,7 +157,7 @@ def test_batch_sweep_labelled_by_batch_ranked_by_throughput(box):
     row = next(line for line in out.splitlines() if f"batch {best['config']['run']['batch_size']} " in line)
     assert "│   1.00 │" in row  # × best: the highest throughput, whatever its step time
     names = sorted(r.info.run_name for r in box.mlflow_runs("batch") if "mlflow.parentRunId" in r.data.tags)
-    assert names == ["run.batch_size=16", "run.batch_size=64"]  # MLflow runs named by their swept values
+    assert names == ["jax · batch 16", "jax · batch 64"]  # MLflow runs named as the table names them
 
 
 def test_repeat_records_replay_exact_and_experiment_keeps_groups(box, repeats):
@@ -214,7 +215,10 @@ def _record(rid: str, framework: str, medians: float, **extra) -> dict:
 def test_statistics_are_seeded_and_honest():
     fast = [_record(f"a{i}", "torch", m) for i, m in enumerate([1.00, 1.02, 0.98, 1.01, 0.99])]
     slow = [_record(f"b{i}", "jax", m) for i, m in enumerate([1.80, 1.85, 1.78, 1.83, 1.82])]
-    s = stats.summarise(fast)
+    for r in fast:
+        r["config"].update(model={"name": "mlp", "preset": "tiny"}, precision={"name": "fp32"}, hardware={"name": "cpu"})
+        r["config"]["run"]["task"] = "train"
+    s = comparison.row(fast, "torch", {})
     assert s.n == 5 and s.median_s == 1.0 and s.ci_s[0] <= 1.0 <= s.ci_s[1]
     assert stats.bootstrap_ci([1, 2, 3, 4]) == stats.bootstrap_ci([1, 2, 3, 4])  # seeded
     v = stats.compare("jax", slow, "torch", fast, "vit/tiny", interleaved=True)
@@ -225,17 +229,21 @@ def test_statistics_are_seeded_and_honest():
     assert stats.compare("jax", noisy, "torch", fast, "mlp/tiny").text.startswith("jax and torch are within noise on mlp/tiny (ratio")
     single = stats.compare("jax", slow[:1], "torch", fast[:1], "mlp/tiny")
     assert single.ci is None and "single sample: no interval can be given" in single.text
-    assert stats.summarise(fast[:1]).ci_s is None
+    assert comparison.row(fast[:1], "torch", {}).ci_s is None
+
+
+def audit_name(record: dict) -> str:
+    return record["id"]
 
 
 def test_audit_compares_values_not_repr_and_lists_swept_keys():
     a = _record("a", "jax", 1.0)
     b = _record("b", "torch", 1.0)
     b["config"]["sharding"] = {"mesh": {"model": 1, "data": 2}, "name": "dp"}  # same value, other key order
-    assert audit.audit([a, b]).differences == []
+    assert audit.audit([a, b], audit_name).differences == []
     c = _record("c", "torch", 1.0, overrides=["framework=torch", "run.batch_size=64"])
     c["config"]["run"] = {"batch_size": 64}
-    found = audit.audit([a, c])
+    found = audit.audit([a, c], audit_name)
     assert found.differences == [] and found.swept == ["framework", "run.batch_size"]
     assert [label for label, _, _ in found.varied] == ["batch size"]
     d = _record("d", "torch", 1.0, machine={"other_cpu_share": 0.3, "threads": 2, "load_before": [0.5] * 3,

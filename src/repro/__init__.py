@@ -3,6 +3,7 @@
     import repro
     record = repro.run(framework="jax", model="mlp", **{"run.steps": 10})
     records = repro.sweep("quickstart")
+    repro.compare(experiment="quickstart")     # its comparison: one row per config (a DataFrame)
     repro.Ledger("ledger").heads()
 
 Importing `repro` is cheap on purpose (no framework, no MLflow, not even Hydra): the names
@@ -16,6 +17,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "run": "repro.api",
     "sweep": "repro.api",
+    "compare": "repro.api",
     "Ledger": "repro.ledger",
     "LedgerError": "repro.ledger",
     "ConfigError": "repro.config",

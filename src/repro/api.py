@@ -45,7 +45,7 @@ def run_plan(plan) -> list[dict]:
     try:
         for job, (config, overrides) in enumerate(jobs):
             extra = {"repeat": repeat_of(job, len(jobs), repeats, session.sweep_id)} if repeats > 1 else None
-            run_job(config, session, job, list(overrides), extra=extra)
+            run_job(config, session, job, list(overrides), extra=extra, name=session.run_name(config, overrides))
     except BaseException as e:  # what was recorded stays recorded; the MLflow parent run is ended
         session.close(interrupted=isinstance(e, KeyboardInterrupt))
         raise
@@ -74,3 +74,29 @@ def sweep(exp: str | None = None, **overrides: Any) -> list[dict]:
 
     args = ([f"+exp={exp}"] if exp else []) + _overrides(overrides)
     return run_plan(validate.plan(["--multirun", *args]))
+
+
+def compare(*ids: str, sweep: str | None = None, experiment: str | None = None, ledger: str = "ledger",
+            frame: bool = True):
+    """The comparison `repro compare` prints, as data: one row per config (report/comparison.py),
+    a pandas DataFrame (numbers in seconds, `x_best` ranked by the `by` column's rule), or with
+    `frame=False` the list of `Row` dataclasses. Give run ids, `sweep=` or `experiment=`."""
+    from dataclasses import asdict, fields
+
+    from repro.ledger import Ledger
+    from repro.report import comparison
+    from repro.report.compare import newest_sweep, sweep_runs
+
+    if sum(map(bool, (ids, sweep, experiment))) != 1:
+        raise ValueError("repro.compare: give run ids, sweep=ID or experiment=NAME (one of them)")
+    store = Ledger(ledger)
+    records = (sweep_runs(store, sweep) if sweep else newest_sweep(store, experiment) if experiment
+               else [store.get(i) for i in ids])
+    comp = comparison.build(records)
+    if not frame:
+        return comp.rows
+    import pandas as pd
+
+    numbers = [f.name for f in fields(comparison.Row) if f.name != "records"]
+    return pd.DataFrame([{"by": t.by, **{k: asdict(row)[k] for k in numbers}, "ids": row.ids}
+                         for t in comp.tables for row in t.rows])

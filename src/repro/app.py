@@ -32,12 +32,13 @@ def task(cfg: DictConfig) -> dict:
     overrides = list(hc.overrides.task)
     repeats = config.run.repeats
     if repeats == 1:
-        return run_job(config, session, int(hc.job.num) if session.multirun else 0, overrides)
+        return run_job(config, session, int(hc.job.num) if session.multirun else 0, overrides,
+                       name=session.run_name(config, overrides))
     if not session.jobs:
         raise RuntimeError("run.repeats > 1 needs the sweep's job count: start it with `python -m repro`")
     jobs = [int(hc.job.num)] if multirun else range(repeats)
     for job in jobs:
-        record = run_job(config, session, job, overrides,
+        record = run_job(config, session, job, overrides, name=session.run_name(config, overrides),
                          extra={"repeat": repeat_of(job, session.jobs, repeats, session.sweep_id)})
     return record
 

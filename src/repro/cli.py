@@ -29,6 +29,7 @@ SUBCOMMAND_MODULES = (
     "repro.ir",
     "repro.tracking.sync",
     "repro.report.sweep_report",
+    "repro.envs.cli",
 )
 RUN_WORD = "run"  # `repro run [OVERRIDES]`: the explicit word for a run (bare `repro` prints help)
 DRY_RUN = "--dry-run"
@@ -245,13 +246,6 @@ def run_completion(argv: list[str]) -> int:
 
 # ---- experiments ---------------------------------------------------------------------------
 
-def _varied(plan) -> list[list[str]]:
-    """Each job's overrides whose value differs between jobs (all of them for one job)."""
-    keys = [dict(o.split("=", 1) for o in job if "=" in o) for job in plan.overrides]
-    varied = {k for k in set().union(*keys) if len({job.get(k) for job in keys}) > 1} if len(keys) > 1 else None
-    return [[f"{k}={v}" for k, v in job.items() if varied is None or k in varied] for job in keys]
-
-
 def _checked_plan(argv: list[str]):
     """Every job of the command line composed and checked (validate.plan), or None having said why."""
     from repro.config import ConfigError, validate
@@ -267,17 +261,21 @@ def dry_run(argv: list[str]) -> int:
     """Compose and check the whole sweep; print one line per planned job; run and write nothing."""
     from repro.config import config_hash
     from repro.config.schema import as_dict
-    from repro.runner.job import label
+    from repro.report import varied
 
     plan = _checked_plan(argv)
     if plan is None:
         return EXIT_CONFIG_ERROR
     print(f"repro --dry-run: {len(plan.jobs)} job(s) planned, checked; nothing run or written")
     width = len(str(len(plan.jobs)))
-    for i, (config, swept) in enumerate(zip(plan.jobs, _varied(plan))):
+    jobs = [{"config": as_dict(c), "overrides": list(o)} for c, o in zip(plan.jobs, plan.overrides)]
+    swept, keys = varied.swept_keys(jobs), varied.name_keys(jobs)
+    for i, (config, job) in enumerate(zip(plan.jobs, jobs)):
+        values = varied.override_values(job)
         where = f"ledger {config.ledger.dir} · mlflow {config.tracking.uri} " \
                 f"(experiment {config.tracking.experiment})"
-        print(f"[{i + 1:>{width}}/{len(plan.jobs)}] {' '.join(swept) or '(defaults)'} · {label(config)} · "
+        print(f"[{i + 1:>{width}}/{len(plan.jobs)}] {' '.join(f'{k}={v}' for k, v in values.items() if k in swept or len(jobs) == 1) or '(defaults)'} · "
+              f"{varied.run_name(job, keys)} · "
               f"config {config_hash(as_dict(config))[:12]} · {where}")
     return 0
 

@@ -12,7 +12,7 @@ import re
 import sys
 from collections import Counter
 
-from repro import report
+from repro.console import console as terminal
 from repro.ledger import Ledger, LedgerError
 
 STABLEHLO_OP = re.compile(r"\b(?:stablehlo|mhlo|chlo)\.([a-z_][a-z0-9_]*)")
@@ -78,7 +78,7 @@ def run(args) -> int:
         if x != y or args.all:
             t.add_row(op, str(x), str(y), f"{y - x:+d}")
             shown += 1
-    console = report.console()
+    console = terminal()
     console.print(t)
     console.print(f"{sum(ha.values())} ops in {name(a)}, {sum(hb.values())} in {name(b)}; "
                   f"{sum(ha.get(o, 0) != hb.get(o, 0) for o in ops)} op kinds differ in count")

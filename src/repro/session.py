@@ -35,15 +35,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from repro import paths, report
 from repro.config import validate
-from repro.config.schema import Config
+from repro.config.schema import Config, as_dict
 from repro.runner.envcapture import redact
 from repro.tracking import failure_line
 from repro.ledger import Ledger
+from repro.ledger.command import sweep_command
 from repro.report.progress import Display
-from repro.report import varied
-from repro.report import trajectory
-from repro.report import sweep_report
-from repro.report.compare import print_comparison
+from repro.report import comparison, sweep_report, trajectory, varied
+from repro.report.table import print_comparison
 from repro.runner import gitinfo, lifeline
 
 NOT_OK = ("failed", "killed", "interrupted")
@@ -72,7 +71,9 @@ class Session:
             self.swept = shared.get("swept")  # from the sweep's own process (its plan)
             return
         self.jobs = len(plan.jobs) if plan else (None if multirun else 1)
-        self.swept = varied.swept_keys([{"overrides": o} for o in plan.overrides]) if plan else None
+        # the keys that name its runs (varied.name_keys), as the comparison of its records will
+        self.swept = varied.name_keys([{"config": as_dict(c), "overrides": o} for c, o in zip(plan.jobs, plan.overrides)]) \
+            if plan else None
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         self.sweep_id = f"{stamp}-{uuid.uuid4().hex[:6]}"
         self.git = gitinfo.state(paths.repo_root(), Path(primary.ledger.dir))
@@ -140,12 +141,18 @@ class Session:
                   "`repro sync` puts them into MLflow", file=sys.stderr)
             return None
 
+    def run_name(self, config: Config | dict, overrides: list[str]) -> str:
+        """The one name of a job's run (report/varied.py), passed down to `run_job` and to MLflow."""
+        config = config if isinstance(config, dict) else as_dict(config)
+        return varied.run_name({"config": config, "overrides": list(overrides)}, self.swept or [])
+
     def project(self, record: dict, files: list[str] = (), worker_log: Path | None = None) -> None:
         """The finished record into MLflow (after the ledger has it)."""
         from repro.tracking.project import project_run
 
+        name = self.run_name(record["config"], record.get("overrides") or [])
         tracking = record["config"]["tracking"]
-        run_id = self.tracking((tracking["uri"], tracking["experiment"]), lambda t: project_run(t, record, self.parent_run_id(t), files,
+        run_id = self.tracking((tracking["uri"], tracking["experiment"]), lambda t: project_run(t, record, name, self.parent_run_id(t), files,
                                                                         worker_log))
         if run_id is None:
             self.pending += 1
@@ -191,17 +198,18 @@ class Session:
             return self.records
 
     def _close(self, interrupted: bool) -> list[dict]:
-        from repro.tracking.project import close_parent
+        from repro.tracking.project import attach_report, close_parent
 
         self.display.close()
-        status, sweep_record, report_dir = "interrupted" if interrupted else "failed", None, None
+        status, sweep_record, report_dir, comp = "interrupted" if interrupted else "failed", None, None, None
         try:
             self.records = self._sweep_records()
-            print_comparison(report.console(), self.records)
+            comp = comparison.build(self.records)  # once: the table, the report and the MLflow parent show it
+            print_comparison(report.console(), comp)
             if self.multirun:  # the loss drift between frameworks, stored with the sweep
                 sweep_record = trajectory.store(Ledger(self.ledger_dir), {"id": self.sweep_id, "experiment": self.experiment,
                                                                           "jobs": self.jobs}, self.records)
-                report_dir = sweep_report.publish(self.records, report.console())
+                report_dir = sweep_report.publish(self.records, report.console(), comp)
             if not interrupted and not any(r["status"] in NOT_OK for r in self.records):
                 status = "ok"
         finally:  # the MLflow parent is closed whatever happened above
@@ -210,7 +218,9 @@ class Session:
                 if sweep_record:
                     self.tracking(store, lambda t, run_id=run_id: trajectory.log_parent(t, run_id, sweep_record))
                 if report_dir:
-                    self.tracking(store, lambda t, run_id=run_id: sweep_report.attach(t, run_id, self.records, report_dir))
+                    self.tracking(store, lambda t, run_id=run_id: attach_report(
+                        t, run_id, comp, sweep_report.swept_params(self.records),
+                        sweep_command(self.records, places=False), self.records[0].get("git") or {}, report_dir))
                 self.tracking(store, lambda t, run_id=run_id: close_parent(t, run_id, self.records, status))
             if self.pending:
                 print(f"repro: {self.pending} runs not yet in MLflow: repro sync", file=sys.stderr)

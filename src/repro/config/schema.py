@@ -165,6 +165,13 @@ class ProgressConfig:
 
 
 @dataclass
+class EnvConfig:
+    # pins that replace versions of the worker's environment, e.g. [optax==0.2.7]: the job runs
+    # in a cached venv built with uv (repro.envs); [] runs in the worker's interpreter as it is
+    packages: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Config:
     framework: FrameworkConfig = field(default_factory=FrameworkConfig)
     model: Any = None  # typed per model by `model_schema()`
@@ -177,6 +184,7 @@ class Config:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
     progress: ProgressConfig = field(default_factory=ProgressConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
 
 
 # Keys that do not change a run's results: left out of the config hash.

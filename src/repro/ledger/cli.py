@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from repro import report
+from repro.console import console as terminal
 from rich.table import Table
 
 from repro.ledger import export
@@ -54,7 +54,7 @@ def _row(r: dict, status: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     ledger = Ledger(args.ledger)
-    console = report.console()
+    console = terminal()
     try:
         if args.action == "list":
             if args.json:  # the record files as they are: nothing to parse and print again

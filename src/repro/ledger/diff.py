@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from repro.tracking.flat import flatten
+from repro.flat import flatten
 
 SECTIONS = ("config", "environment", "data", "git", "code", "effective", "results")
 # Keys that differ between any two runs and say nothing about them.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: environment.env_hash names the whole environment (<ledger>/envs/<hash>.txt)
 
 _ID = {"type": "string", "pattern": "^[0-9a-f]{16}$"}
 _OBJECT = {"type": "object"}
@@ -45,7 +45,8 @@ SCHEMA: dict = {
             "index": {"type": "integer"}, "count": {"type": "integer"}, "group": {"type": "string"}}},
         "results": {"type": "object", "properties": {
             "step_time_s": {"type": "array", "items": {"type": "number"}}}},
-        **{key: _OBJECT for key in ("config", "environment", "git", "code", "data", "seeds", "effective",
+        "environment": {"type": "object", "properties": {"env_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}},
+        **{key: _OBJECT for key in ("config", "git", "code", "data", "seeds", "effective",
                                     "mlflow", "cluster", "sweep", "machine")},
     },
 }

@@ -7,7 +7,7 @@ import json
 
 from rich.table import Table
 
-from repro import report
+from repro.console import console
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -31,5 +31,5 @@ def run(args: argparse.Namespace) -> int:
         pub = r.get("published_params")
         t.add_row(r["model"], r["preset"], r["task"], f"{r['params']:,}", f"{pub:,.0f}" if pub else "",
                   f"{r['flops_per_example'] / 1e9:,.3f}")
-    report.console().print(t)
+    console().print(t)
     return 0

@@ -124,24 +124,25 @@ def first_step(record: dict) -> dict:
     return out
 
 
-def groups(cfgs) -> list[Group]:
-    """Per group of the comparison (repro.report.summary.Config): the profiled frameworks."""
-    from repro.report.summary import groups as by_group
-
+def groups(comparison) -> list[Group]:
+    """Per table of the comparison (repro.report.comparison: one model at one preset), its
+    profiled rows side by side and every row's first step."""
     out = []
-    for name, members in by_group(cfgs).items():
-        sides = [Side(c.framework, r, r["results"]["profile"]) for c in members for r in c.ok[:1]
+    for table in comparison.tables:
+        frameworks = [row.framework for row in table.rows]  # the table's title names the model
+        name = (lambda row: row.framework) if len(set(frameworks)) == len(frameworks) else (lambda row: row.name)
+        sides = [Side(name(row), r, r["results"]["profile"]) for row in table.rows for r in row.ok[:1]
                  if (r["results"].get("profile") or {}).get("categories_ms")]
-        firsts = [first_step(c.ok[0]) for c in members if c.ok]
-        g = Group(name, sides, first_steps=firsts)
+        firsts = [{**first_step(row.ok[0]), "framework": name(row)} for row in table.rows if row.ok]
+        g = Group(table.title, sides, first_steps=firsts)
         for other in sides[1:]:
             g.differing += _op_differences(sides[0], other)
         out.append(g)
     return out
 
 
-def has_profiles(cfgs) -> bool:
-    return any((r.get("results") or {}).get("profile") for c in cfgs for r in c.ok)
+def has_profiles(comparison) -> bool:
+    return any((r.get("results") or {}).get("profile") for row in comparison.rows for r in row.ok)
 
 
 def ir_counts(record: dict) -> str:
@@ -165,11 +166,11 @@ def _ms(v) -> str:
     return "—" if v is None else f"{v * 1e3:,.1f}"
 
 
-def markdown(cfgs) -> list[str]:
+def markdown(comparison) -> list[str]:
     """The report's "Where the time goes" section (where runs were profiled) and its "First
     step" section (every report: why the first run is slow, and whether the second compiled)."""
-    found = groups(cfgs)
-    return (_where(found) if has_profiles(cfgs) else []) + _first_steps(found)
+    found = groups(comparison)
+    return (_where(found) if has_profiles(comparison) else []) + _first_steps(found)
 
 
 def _where(found: list[Group]) -> list[str]:

@@ -40,8 +40,8 @@ def _bars(ax, g, share: bool) -> None:
         ax.margins(y=0.15)
 
 
-def plot(cfgs) -> Figure | None:
-    found = [g for g in groups(cfgs) if g.sides]
+def plot(comparison) -> Figure | None:
+    found = [g for g in groups(comparison) if g.sides]
     if not found:
         return None
     fig, axes = _figure(2 * len(found), "Where the time goes: one profiled step by category", height=3.8)

@@ -88,6 +88,7 @@ class Audit:
     varied: list[tuple[str, dict[str, Any], list[str]]] = field(default_factory=list)  # explained by swept keys
     swept: list[str] = field(default_factory=list)
     machine: list[str] = field(default_factory=list)  # per-run warnings: busy machine, wide spread
+    names: dict[str, str] = field(default_factory=dict)  # ledger id -> the run as the lines name it
 
     @property
     def equal(self) -> bool:
@@ -127,14 +128,12 @@ def _machine_warnings(records: list[dict], name: Callable[[dict], str]) -> list[
     return out
 
 
-def run_name(r: dict) -> str:
-    return f"{r['config']['framework']['name']} ({r['id'][:8]})"
-
-
-def audit(records: list[dict], name: Callable[[dict], str] = run_name) -> Audit:
-    """What differs between the ok records, split into what was swept and what nobody asked for."""
+def audit(records: list[dict], name: Callable[[dict], str]) -> Audit:
+    """What differs between the ok records, split into what was swept and what nobody asked for;
+    `name(record)` names a run in the lines (report/comparison.py: its run name and id)."""
     ok = [r for r in records if r.get("status") == "ok"]
-    result = Audit(swept=varied.swept_keys(ok), machine=_machine_warnings(ok, name))
+    result = Audit(swept=varied.swept_keys(ok), machine=_machine_warnings(ok, name),
+                   names={r["id"]: name(r) for r in records})
     for label, keys, read in CHECKS:
         values = {r["id"]: read(r) for r in ok}
         if len({canonical_json(v) for v in values.values()}) <= 1:
@@ -158,12 +157,10 @@ def _varied_words(swept: list[str]) -> str:
         f"the runs differ only in what was varied ({', '.join(swept)})"
 
 
-def print_audit(console, records: list[dict], name: Callable[[dict], str] = run_name) -> Audit:
-    """The audit, printed: what was varied, loud warnings for what else differs, then the
-    machine (busy runs, wide spreads) apart, so that a fair config on a noisy machine says both."""
-    found = audit(records, name)
+def print_audit(console, found: Audit, records: list[dict]) -> None:
+    """An audit (`audit(records)`), printed: what was varied, loud warnings for what else differs,
+    then the machine (busy runs, wide spreads) apart, so that a fair config on a noisy machine says both."""
     ok = [r for r in records if r.get("status") == "ok"]
-    names = {r["id"]: name(r) for r in records}
     if found.varied:
         console.print(f"varied on purpose: {', '.join(found.swept)} "
                       f"(so these differ: {', '.join(label for label, _, _ in found.varied)})")
@@ -171,7 +168,7 @@ def print_audit(console, records: list[dict], name: Callable[[dict], str] = run_
         console.print(f"[bold red]WARNING: unequal comparison — the runs differ in {len(found.differences)} "
                       "way(s) nobody varied:[/]")
         for label, values in found.differences:
-            console.print(f"  [red]{label}[/]: " + "; ".join(f"{names[i]}={_show(v)}" for i, v in values.items()))
+            console.print(f"  [red]{label}[/]: " + "; ".join(f"{found.names[i]}={_show(v)}" for i, v in values.items()))
     elif len(ok) > 1:
         console.print(f"[green]fairness audit: {_varied_words(found.swept)}[/] "
                       f"({', '.join(label for label, _, _ in CHECKS)} all equal)")
@@ -182,4 +179,3 @@ def print_audit(console, records: list[dict], name: Callable[[dict], str] = run_
         console.print(f"machine state not recorded for {unknown} run(s) (records older than its capture)")
     elif len(ok) > 1 and not found.machine:
         console.print("[green]machine: no busy run, no wide spread[/]")
-    return found

@@ -1,4 +1,5 @@
-"""`repro compare ID ID... | --sweep ID | --experiment NAME`: the audit, then the runs side by side.
+"""`repro compare ID ID... | --sweep ID | --experiment NAME`: the runs side by side (per model: the
+table, its verdicts, its audit; the blocks a sweep closes with).
 
     repro compare A B                   these runs (ids or unique prefixes)
     repro compare --sweep 20261123T...  every run of one sweep (a unique prefix of its id is enough)
@@ -9,21 +10,10 @@ from __future__ import annotations
 
 import sys
 
-from repro import report
+from repro.console import console
 from repro.ledger import Ledger, LedgerError
-from repro.report.audit import print_audit
-from repro.report.table import by_model, comparison_tables, verdict_lines
-
-
-def print_comparison(console, records: list[dict]) -> None:
-    """Per model: its table, the verdict per framework pair, then the audit of its runs (also a
-    sweep's closing output)."""
-    for rows in by_model(records).values():
-        for table in comparison_tables(rows):
-            console.print(table)
-        for line in verdict_lines(rows):
-            console.print(f"[bold]{line}[/]")
-        print_audit(console, rows)
+from repro.report import comparison
+from repro.report.table import print_comparison
 
 
 def _runs(ledger: Ledger) -> list[dict]:
@@ -86,25 +76,20 @@ def run(args) -> int:
     if not_runs:
         print(f"repro compare: {', '.join(not_runs)} are not run records", file=sys.stderr)
         return 2
-    console = report.console()
-    print_audit(console, records)
-    for table in comparison_tables(records):
-        console.print(table)
-    for line in verdict_lines(records):
-        console.print(f"[bold]{line}[/]")
-    _time_goes(console, records)
+    built = comparison.build(records)
+    print_comparison(console(), built)
+    _time_goes(console(), built)
     return 0
 
 
-def _time_goes(console, records: list[dict]) -> None:
+def _time_goes(out, built) -> None:
     """The report's "Where the time goes" (profiled runs) and "First step" sections, rendered."""
     from rich.markdown import Markdown
 
     from repro.profile import breakdown
-    from repro.report.summary import configs
 
-    lines = breakdown.markdown(configs([r for r in records if r.get("status") == "ok"]))
-    if lines and console.is_terminal:
-        console.print(Markdown("\n".join(lines)))
+    lines = breakdown.markdown(built)
+    if lines and out.is_terminal:
+        out.print(Markdown("\n".join(lines)))
     elif lines:  # pipes and logs: the markdown itself (rich pads headings to the unbounded width)
-        console.print("\n".join(lines), markup=False, highlight=False)
+        out.print("\n".join(lines), markup=False, highlight=False)

@@ -9,44 +9,29 @@ from __future__ import annotations
 import csv
 import io
 
+from repro.flat import flatten
+from repro.ledger.command import sweep_command
 from repro.report import published
-from repro.report.audit import CHECKS, audit, run_name
-from repro.report.summary import Config, ratio_to_best, sweep_command, verdict_line
-from repro.tracking.flat import flatten
+from repro.report.audit import CHECKS
+from repro.report.comparison import CELLS, Comparison, Table
 
-COLUMNS = ("config", "model", "framework", "status", "runs", "first_step_ms", "second_step_ms", "steady_median_ms",
-           "spread_low_ms", "spread_high_ms", "spread", "x_best", "samples_per_s", "tflops", "mfu", "peak_mib",
-           "final_loss", "loss_sha256", "ledger_ids")
-
-
-def _num(v: float | None, digits: int = 5) -> str:
-    """Plain digits (no exponent below a million), so the CSV and the page read alike."""
-    if v is None:
-        return ""
-    return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:.0f}"
+SPLIT = {"ci": ("ci_low_ms", "ci_high_ms"), "p10_p90": ("p10_ms", "p90_ms")}  # "a–b" cells, two CSV columns
+CSV_NAMES = {"name": "run", "first": "first_step_ms", "second": "second_step_ms", "median": "steady_median_ms",
+             "ledger": "ledger_ids"}
+COLUMNS = ("model", "x_best_by", *(n for key, _ in CELLS for n in SPLIT.get(key, (CSV_NAMES.get(key, key),))))
 
 
-def rows(cfgs: list[Config]) -> list[dict[str, str]]:
-    """One row per configuration: the sweep's table, as the CSV holds it."""
-    ratios = ratio_to_best(cfgs)
+def rows(comparison: Comparison) -> list[dict[str, str]]:
+    """One row per config, as the CSV holds it: the cells every view prints ("" for "-"), the
+    intervals split into their two ends."""
     out = []
-    for c in cfgs:
-        s = c.spread
-        res = c.ok[0]["results"] if c.ok else {}
-        m = c.first["config"]["model"]
-        out.append({
-            "config": c.label, "model": f"{m['name']}/{m['preset']}", "framework": c.framework,
-            "status": ",".join(sorted({r["status"] for r in c.records})), "runs": str(len(c.records)),
-            "first_step_ms": _num(res.get("first_step_s") and res["first_step_s"] * 1e3),
-            "second_step_ms": _num(res.get("second_step_s") and res["second_step_s"] * 1e3),
-            "steady_median_ms": _num(s and s.median_s * 1e3), "spread_low_ms": _num(s and s.low_s * 1e3),
-            "spread_high_ms": _num(s and s.high_s * 1e3), "spread": s.kind if s else "",
-            "x_best": f"{ratios[c.label]:.2f}" if c.label in ratios else "", "samples_per_s": _num(res.get("samples_per_s")),
-            "tflops": _num(res.get("achieved_tflops"), 3), "mfu": _num(res.get("mfu"), 3),
-            "peak_mib": _num((res.get("peak_memory") or {}).get("bytes") and res["peak_memory"]["bytes"] / 2**20),
-            "final_loss": _num(res.get("final_loss"), 6), "loss_sha256": (res.get("loss_sha256") or "")[:12],
-            "ledger_ids": " ".join(r["id"] for r in c.records),
-        })
+    for table in comparison.tables:
+        for row in table.rows:
+            line = {"model": table.model, "x_best_by": table.by}
+            for key, cell in row.cells().items():
+                ends = cell.split("–") if key in SPLIT and cell.count("–") == 1 else ["", ""]
+                line.update(zip(SPLIT[key], ends) if key in SPLIT else [(CSV_NAMES.get(key, key), cell)])
+            out.append({k: "" if v == "-" else v for k, v in line.items()})
     return out
 
 
@@ -64,37 +49,33 @@ def _md_table(header: list[str], body: list[list[str]]) -> list[str]:
             + ["| " + " | ".join(clean(c) for c in row) + " |" for row in body])
 
 
-def results_table(cfgs: list[Config]) -> list[str]:
-    shown = ("config", "status", "first_step_ms", "second_step_ms", "steady_median_ms", "spread_low_ms",
-             "spread_high_ms", "x_best", "samples_per_s", "peak_mib", "final_loss", "loss_sha256")
-    table = rows(cfgs)
-    names = ["configuration", "status", "first (ms)", "second (ms)", "steady median (ms)", "low (ms)", "high (ms)",
-             "× best", "samples/s", "peak MiB", "final loss", "loss sha256"]
-    lines = _md_table(names, [[r[k] for k in shown] for r in table])
-    kinds = sorted({r["spread"] for r in table if r["spread"]})
-    return lines + ["", f"low–high: {'; '.join(kinds)}. × best: steady median over the fastest of its group."
-                    if kinds else "No run ended ok."]
+def results_table(table: Table) -> list[str]:
+    """One model's rows, the columns and cells of the terminal's table."""
+    lines = [f"**{table.header}**", ""]
+    lines += _md_table([h for _, h in table.columns], [[row.cells()[k] for k, _ in table.columns] for row in table.rows])
+    kinds = sorted({row.spread[2] for row in table.rows if row.spread})
+    return lines + ["", f"Spread: {'; '.join(kinds)}." if kinds else "No run ended ok."]
 
 
-def audit_lines(cfgs: list[Config]) -> list[str]:
-    """The fairness audit per group of configurations: what differs besides what was varied on
-    purpose, and the machine's state (report/audit.py, as in the terminal and `repro compare`)."""
-    by_group: dict[str, list[dict]] = {}
-    for c in cfgs:
-        by_group.setdefault(c.group, []).extend(c.ok)
+def verdict_lines(comparison: Comparison) -> list[str]:
+    return [f"- {line}" for line in comparison.verdicts] or ["- no two configs differ only in the framework"]
+
+
+def audit_lines(comparison: Comparison) -> list[str]:
+    """The fairness audit per table: what differs besides what was varied on purpose, and the
+    machine's state (report/audit.py, as in the terminal and `repro compare`)."""
     lines = []
-    for group, records in by_group.items():
-        found = audit(records)
-        names = {r["id"]: run_name(r) for r in records}
+    for table in comparison.tables:
+        found, group = table.audit, table.model
         if found.varied:
             lines.append(f"- **{group}**: varied on purpose: {', '.join(found.swept)}")
         if not found.differences:  # the configs: equal but for what was varied; the machine apart
-            lines.append(f"- **{group}**: the runs differ only in the framework"
-                         + (" and what was varied on purpose." if found.varied else "."))
+            lines.append(f"- **{group}**: the runs differ only in "
+                         + ("what was varied on purpose." if found.varied else "the framework."))
         else:
             lines.append(f"- **{group}**: WARNING, unequal comparison: {len(found.differences)} difference(s) "
                          "nobody asked for")
-            lines += [f"  - {label}: " + "; ".join(f"{names.get(i, i)}={v}" for i, v in values.items())
+            lines += [f"  - {label}: " + "; ".join(f"{found.names.get(i, i)}={v}" for i, v in values.items())
                       for label, values in found.differences]
         if not found.machine:
             lines.append("  - the machine was quiet: no busy run, no wide spread.")
@@ -102,29 +83,59 @@ def audit_lines(cfgs: list[Config]) -> list[str]:
     return lines + ["", f"Checked: {', '.join(label for label, *_ in CHECKS)}."]
 
 
-def machine_lines(records: list[dict]) -> list[str]:
-    """The machine each run saw: CPU, cores, ISA, threads, and the record's `machine` state."""
-    keys = sorted({k for r in records for k in flatten(r.get("machine") or {})})
-    header = ["run", "framework", "cpu", "cores", "isa", "threads", *keys]
-    body = []
-    for r in records:
-        env = r.get("environment") or {}
-        cpu = env.get("cpu") or {}
-        machine = flatten(r.get("machine") or {})
-        body.append([r["id"], r["config"]["framework"]["name"], cpu.get("model", ""), cpu.get("cores", ""),
-                     " ".join(cpu.get("isa") or []), (env.get("variables") or {}).get("REPRO_THREADS", ""),
-                     *[machine.get(k, "") for k in keys]])
-    gpus = sorted({g["name"] for r in records for g in (r.get("environment") or {}).get("gpus", [])})
-    return _md_table(header, body) + ([f"", f"GPUs: {', '.join(gpus)}"] if gpus else [])
+def _shown(v) -> str:
+    """A machine value as a person reads it: no `None`, no `[]`, lists as their items."""
+    if v is None or v == "":
+        return "not recorded"
+    if isinstance(v, (list, tuple)):
+        return " ".join(_shown(x) for x in v) if v else "none"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
 
 
-def _time_goes(cfgs: list[Config]) -> list[str]:
-    from repro.profile import breakdown  # its section: only where runs were profiled
+def _machine(record: dict) -> dict[str, str]:
+    env = record.get("environment") or {}
+    cpu = env.get("cpu") or {}
+    isa = cpu.get("isa")
+    facts = {"cpu": cpu.get("model"), "cores": cpu.get("cores"),
+             "ISA": (f"{len(isa)} extensions, " + ("avx512" if any(x.startswith("avx512") for x in isa) else "no avx512")
+                     if isa is not None else None),
+             "threads (REPRO_THREADS)": (env.get("variables") or {}).get("REPRO_THREADS")}
+    machine = flatten(record.get("machine") or {})
+    facts.update({k: machine[k] for k in sorted(machine)  # its cores and threads: where the env's disagree
+                  if k not in ("cores", "threads") or str(machine[k]) != str(facts["cores" if k == "cores" else
+                                                                                     "threads (REPRO_THREADS)"])})
+    facts["GPUs"] = [g["name"] for g in env.get("gpus", [])]
+    return {k: _shown(v) for k, v in facts.items()}
 
-    return breakdown.markdown(cfgs)
+
+def machine_lines(comparison: Comparison) -> list[str]:
+    """The machine each run saw: what all runs share once, above a table of what differs."""
+    records = [r for row in comparison.rows for r in row.records]
+    facts = {r["id"]: _machine(r) for r in records}
+    keys = list(dict.fromkeys(k for f in facts.values() for k in f))
+    same = [k for k in keys if len({f.get(k, "not recorded") for f in facts.values()}) == 1]
+    differs = [k for k in keys if k not in same]
+    names = {r["id"]: f"{row.name} ({r['id'][:8]})" for row in comparison.rows for r in row.records}
+    first = next(iter(facts.values()), {})
+    lines = ["Every run:", ""] + [f"- {k}: {first[k]}" for k in same if k != "ISA"]  # the ISA in full below
+    isas = sorted({" ".join((r.get("environment") or {}).get("cpu", {}).get("isa") or []) for r in records} - {""})
+    lines += [f"- ISA extensions{f' (set {i + 1})' if len(isas) > 1 else ''}: {isa}" for i, isa in enumerate(isas)]
+    if differs:
+        lines += ["", "What differs between the runs:", ""]
+        lines += _md_table(["run", *differs], [[names[i], *(f.get(k, "not recorded") for k in differs)]
+                                              for i, f in facts.items()])
+    return lines
 
 
-def page(records: list[dict], cfgs: list[Config], plot_files: list[str], table_file: str) -> str:
+def _time_goes(comparison: Comparison) -> list[str]:
+    from repro.profile import breakdown  # "where the time goes" (profiled runs) and "first step"
+
+    return breakdown.markdown(comparison)
+
+
+def page(records: list[dict], comparison: Comparison, plot_files: list[str], table_file: str) -> str:
     first = min(records, key=lambda r: r.get("created", ""))
     sweep = first.get("sweep") or {}
     experiment = sweep.get("experiment", "")
@@ -133,17 +144,18 @@ def page(records: list[dict], cfgs: list[Config], plot_files: list[str], table_f
     dirty = any((r.get("git") or {}).get("dirty") for r in records)
     lines = [
         f"# {experiment}: sweep {sweep.get('id', '')}", "",
-        f"**Verdict:** {verdict_line(cfgs)}", "",
+        "## Verdicts", "", *verdict_lines(comparison), "",
         f"{len(records)} run(s), {first.get('created', '')[:19].replace('T', ' ')} UTC, "
         f"repro {first.get('repro_version', '')}.", "",
         "## Command", "", "```bash", sweep_command(records), "```", "",
         f"Commit: `{', '.join(commits)}`" + (" (with uncommitted changes: "
                                             f"`{', '.join(git.get('changed') or [])[:300]}`)" if dirty else "") + ".",
-        "", "## Results", "", *results_table(cfgs), "", f"The table as CSV: [{table_file}]({table_file}).", "",
-        "## Fairness audit", "", *audit_lines(cfgs), "",
-        *published.section(experiment, cfgs),
-        *_time_goes(cfgs),
-        "## Machine", "", *machine_lines(records), "",
+        "", "## Results", "", *(line for t in comparison.tables for line in [*results_table(t), ""]),
+        f"The table as CSV: [{table_file}]({table_file}).", "",
+        "## Fairness audit", "", *audit_lines(comparison), "",
+        *published.section(experiment, comparison),
+        *_time_goes(comparison),
+        "## Machine", "", *machine_lines(comparison), "",
         "## Plots", "",
     ]
     for name in plot_files:

@@ -1,7 +1,8 @@
-"""A sweep's PNG plots (matplotlib, Agg): one function per plot, each from the sweep's configs.
+"""A sweep's PNG plots (matplotlib, Agg): one function per plot, each from the comparison's rows.
 
-One panel per group of swept values besides the framework (each model has its own scale),
-one colour per framework in every plot, milliseconds and MiB on the axes. No pyplot: bare
+One panel per table of the comparison (a model at a preset: each has its own scale), a bar or
+line per row named by its run name, one colour per framework in every plot, milliseconds and
+MiB on the axes (plain numbers, also on log axes). No pyplot: bare
 `Figure`s render with Agg and leave the caller's matplotlib state alone. The PNGs carry no
 creation date or software version, so the same records give the same bytes.
 """
@@ -14,8 +15,9 @@ from typing import Callable
 
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
 
-from repro.report.summary import Config, groups
+from repro.report.comparison import Comparison, Row
 
 # Fixed colours, so a framework looks the same in every plot and every report.
 FRAMEWORK_COLOURS = {
@@ -25,7 +27,7 @@ FRAMEWORK_COLOURS = {
 OTHER_COLOURS = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 LINE_STYLES, MARKERS = ("-", "--", ":", "-."), ("o", "s", "^", "d")
 PNG_METADATA = {"Software": None}  # no matplotlib version in the file: same records, same bytes
-PHASES = (("first step", "first_step_s", "//"), ("second step", "second_step_s", ".."), ("steady median", "steady_median_s", ""))
+PHASES = (("first step", "first_s", "//"), ("second step", "second_s", ".."), ("steady median", "median_s", ""))
 
 
 def _fmt(v: float) -> str:
@@ -49,30 +51,52 @@ def _figure(panels: int, title: str, height: float = 3.2) -> tuple[Figure, list]
     return fig, axes
 
 
-def _not_ok(ax, cfg: Config, x: float) -> None:
+def _plain_log_ticks(ax) -> None:
+    """Log-axis ticks as plain numbers (0.3, not 3×10⁻¹): every decade, and 2, 3 and 5 between
+    where the axis spans under two decades (else they crowd)."""
+
+    def minor(v: float, _) -> str:
+        low, high = ax.get_ylim()
+        narrow = low > 0 and math.log10(high / low) < 2
+        return _fmt(v) if narrow and v > 0 and round(v / 10 ** math.floor(math.log10(v) + 1e-9), 6) in (2, 3, 5) else ""
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt(v)))
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+
+
+def _panels(comparison: Comparison, title: str) -> tuple[Figure, list]:
+    fig, axes = _figure(len(comparison.tables), title)
+    return fig, list(zip(axes, comparison.tables))
+
+
+def _names(ax, rows: list[Row]) -> None:
+    ax.set_xticks(range(len(rows)), [r.name for r in rows], rotation=20 if len(rows) > 3 else 0, fontsize=8)
+
+
+def _not_ok(ax, cfg: Row, x: float) -> None:
     status = ", ".join(sorted({r["status"] for r in cfg.records}))
     ax.text(x, 0.03, status, transform=ax.get_xaxis_transform(), rotation=90, va="bottom", ha="center",
             fontsize=9, color="#b00000", fontweight="bold")  # x in data, y in axes fraction: any scale
 
 
-def steady(cfgs: list[Config]) -> Figure:
+def steady(comparison: Comparison) -> Figure:
     """Steady-state step time per configuration, with its spread (CI where there are repeats)."""
-    by_group = groups(cfgs)
-    fig, axes = _figure(len(by_group), "Steady-state step time (median; bars: spread)")
+    fig, panels = _panels(comparison, "Steady-state step time (median; bars: spread)")
     kinds = set()
-    for ax, (group, members) in zip(axes, by_group.items()):
-        for x, c in enumerate(members):
-            s = c.spread
-            if s is None:
+    for ax, table in panels:
+        for x, c in enumerate(table.rows):
+            if c.spread is None:
                 _not_ok(ax, c, x)
                 continue
-            kinds.add(s.kind)
-            ax.bar(x, s.median_s * 1e3, color=colour(c.framework), width=0.6,
-                   yerr=[[(s.median_s - s.low_s) * 1e3], [(s.high_s - s.median_s) * 1e3]], capsize=4)
-            ax.annotate(_fmt(s.median_s * 1e3), (x, s.high_s * 1e3), textcoords="offset points",
+            low, high, kind = c.spread
+            kinds.add(kind)
+            ax.bar(x, c.median_s * 1e3, color=colour(c.framework), width=0.6,
+                   yerr=[[(c.median_s - low) * 1e3], [(high - c.median_s) * 1e3]], capsize=4)
+            ax.annotate(_fmt(c.median_s * 1e3), (x, high * 1e3), textcoords="offset points",
                         xytext=(0, 3), ha="center", fontsize=8)
-        ax.set_xticks(range(len(members)), [c.framework for c in members])
-        ax.set_title(group)
+        _names(ax, table.rows)
+        ax.set_title(table.model)
         ax.set_ylabel("step time (ms)")
         ax.margins(y=0.15)
     if kinds:
@@ -80,26 +104,25 @@ def steady(cfgs: list[Config]) -> Figure:
     return fig
 
 
-def breakdown(cfgs: list[Config]) -> Figure:
+def breakdown(comparison: Comparison) -> Figure:
     """First step (tracing + compilation), second step and steady median, log scale."""
-    by_group = groups(cfgs)
-    fig, axes = _figure(len(by_group), "Compile cost: first, second and steady-state step (log scale)")
+    fig, panels = _panels(comparison, "Compile cost: first, second and steady-state step (log scale)")
     width = 0.26
-    for ax, (group, members) in zip(axes, by_group.items()):
-        for x, c in enumerate(members):
+    for ax, table in panels:
+        for x, c in enumerate(table.rows):
             if not c.ok:
                 _not_ok(ax, c, x)
                 continue
-            res = c.ok[0]["results"]
             for i, (name, key, hatch) in enumerate(PHASES):
-                value = res[key] * 1e3
+                value = getattr(c, key) * 1e3
                 ax.bar(x + (i - 1) * width, value, width, color=colour(c.framework), hatch=hatch,
                        edgecolor="white", linewidth=0)
                 ax.annotate(_fmt(value), (x + (i - 1) * width, value), textcoords="offset points",
                             xytext=(0, 2), ha="center", fontsize=6.5)
         ax.set_yscale("log")
-        ax.set_xticks(range(len(members)), [c.framework for c in members])
-        ax.set_title(group)
+        _plain_log_ticks(ax)
+        _names(ax, table.rows)
+        ax.set_title(table.model)
         ax.set_ylabel("time (ms, log)")
         ax.margins(y=0.2)
     handles = [Patch(facecolor="#bbbbbb", hatch=h, label=n, edgecolor="white") for n, _, h in PHASES]
@@ -107,20 +130,21 @@ def breakdown(cfgs: list[Config]) -> Figure:
     return fig
 
 
-def _per_step(cfgs: list[Config], title: str, key: str, ylabel: str, scale: float, skip_first: bool,
+def _per_step(comparison: Comparison, title: str, key: str, ylabel: str, scale: float, skip_first: bool,
               unit: str = "", log: bool = False) -> Figure:
-    by_group = groups(cfgs)
-    fig, axes = _figure(len(by_group), title)
-    for ax, (group, members) in zip(axes, by_group.items()):
+    """One line per row (its first ok run's series); with `skip_first` (step times) the compile
+    step is written under the panel's title and a dotted line marks where the steady state starts."""
+    fig, panels = _panels(comparison, title)
+    for ax, table in panels:
         notes = []
-        for i, c in enumerate(members):
-            values = (c.first.get("results") or {}).get(key) or []
+        for i, c in enumerate(table.rows):
+            values = ((c.ok or list(c.records))[0].get("results") or {}).get(key) or []
             if skip_first and values:
-                notes.append(f"{c.framework} {_fmt(values[0] * scale)}")
+                notes.append(f"{c.name} {_fmt(values[0] * scale)}")
             steps = list(range(1 if skip_first else 0, len(values)))
             if steps:
-                # a line style per framework too: equal series (torch eager and compiled) stay visible
-                ax.plot(steps, [values[j] * scale for j in steps], color=colour(c.framework), label=c.framework,
+                # a line style per row too: equal series (torch eager and compiled) stay visible
+                ax.plot(steps, [values[j] * scale for j in steps], color=colour(c.framework), label=c.name,
                         linestyle=LINE_STYLES[i % len(LINE_STYLES)], marker=MARKERS[i % len(MARKERS)],
                         markersize=max(2.0, 6 - 1.5 * i), linewidth=max(1.0, 2.4 - 0.6 * i))
         if not ax.lines:
@@ -129,69 +153,70 @@ def _per_step(cfgs: list[Config], title: str, key: str, ylabel: str, scale: floa
             ax.set_xticks([])
             ax.set_yticks([])
         else:
-            ax.set_yscale("log" if log else "linear")
-            warmup = members[0].first["config"]["run"]["warmup"]
-            ax.axvline(warmup - 0.5, color="#888888", linestyle=":", linewidth=1)
-            ax.annotate(f"steady state (from step {warmup})", (warmup - 0.5, 0.02), xycoords=("data", "axes fraction"),
-                        xytext=(3, 0), textcoords="offset points", fontsize=7, color="#555555")
-        ax.set_title(group, pad=14 if notes else 6)
+            if log:
+                ax.set_yscale("log")
+                _plain_log_ticks(ax)
+            if skip_first:  # where the timed steady state begins (a loss curve has no such point)
+                warmup = table.rows[0].records[0]["config"]["run"]["warmup"]
+                ax.axvline(warmup - 0.5, color="#888888", linestyle=":", linewidth=1)
+                ax.annotate(f"steady state (from step {warmup})", (warmup - 0.5, 0.02),
+                            xycoords=("data", "axes fraction"), xytext=(3, 0), textcoords="offset points",
+                            fontsize=7, color="#555555")
+        ax.set_title(table.model, pad=14 if notes else 6)
         if notes:  # the compile step's time, under the panel's title (drawn, it would flatten the rest)
             ax.annotate(f"step 0 (compile, not drawn): {', '.join(notes)} {unit}", (0, 1), xycoords="axes fraction",
                         xytext=(0, 3), textcoords="offset points", fontsize=7.5, va="bottom", color="#333333")
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel)
-    lines = {ln.get_label(): ln for ax in axes for ln in ax.lines if not ln.get_label().startswith("_")}
+    lines = {ln.get_label(): ln for ax, _ in panels for ln in ax.lines if not ln.get_label().startswith("_")}
     if lines:
-        fig.legend(handles=list(lines.values()), loc="outside lower center", ncols=len(lines))
+        fig.legend(handles=list(lines.values()), loc="outside lower center", ncols=min(len(lines), 4))
     return fig
 
 
-def loss(cfgs: list[Config]) -> Figure:
+def loss(comparison: Comparison) -> Figure:
     """Training loss per step, frameworks overlaid."""
-    return _per_step(cfgs, "Loss per step", "loss", "loss", 1.0, skip_first=False)
+    return _per_step(comparison, "Loss per step", "loss", "loss", 1.0, skip_first=False)
 
 
-def step_times(cfgs: list[Config]) -> Figure:
+def step_times(comparison: Comparison) -> Figure:
     """Each step's time from step 1 on; the first (compile) step is written, not drawn."""
-    return _per_step(cfgs, "Step time per step (after the compile step; log scale)", "step_time_s",
+    return _per_step(comparison, "Step time per step (after the compile step; log scale)", "step_time_s",
                      "step time (ms, log)", 1e3, skip_first=True, unit="ms", log=True)
 
 
-def memory(cfgs: list[Config]) -> Figure:
+def memory(comparison: Comparison) -> Figure:
     """Peak memory per configuration (host RSS on CPU, device memory on accelerators)."""
-    by_group = groups(cfgs)
-    fig, axes = _figure(len(by_group), "Peak memory")
-    for ax, (group, members) in zip(axes, by_group.items()):
+    fig, panels = _panels(comparison, "Peak memory")
+    for ax, table in panels:
         kinds = set()
-        for x, c in enumerate(members):
-            peak = (c.ok[0]["results"].get("peak_memory") or {}) if c.ok else {}
-            if not peak.get("bytes"):
+        for x, c in enumerate(table.rows):
+            if not c.peak_bytes:
                 _not_ok(ax, c, x)
                 continue
-            kinds.add(peak.get("kind", "?"))
-            ax.bar(x, peak["bytes"] / 2**20, color=colour(c.framework), width=0.6)
-            ax.annotate(_fmt(peak["bytes"] / 2**20), (x, peak["bytes"] / 2**20), textcoords="offset points",
+            kinds.add((c.ok[0]["results"].get("peak_memory") or {}).get("kind", "?"))
+            ax.bar(x, c.peak_bytes / 2**20, color=colour(c.framework), width=0.6)
+            ax.annotate(_fmt(c.peak_bytes / 2**20), (x, c.peak_bytes / 2**20), textcoords="offset points",
                         xytext=(0, 3), ha="center", fontsize=8)
-        ax.set_xticks(range(len(members)), [c.framework for c in members])
-        ax.set_title(f"{group} ({', '.join(sorted(kinds))})" if kinds else group)
+        _names(ax, table.rows)
+        ax.set_title(f"{table.model} ({', '.join(sorted(kinds))})" if kinds else table.model)
         ax.set_ylabel("peak memory (MiB)")
         ax.margins(y=0.15)
     return fig
 
 
-PLOTS: dict[str, Callable[[list[Config]], Figure]] = {
+PLOTS: dict[str, Callable[[Comparison], Figure]] = {
     "steady_time.png": steady, "compile_breakdown.png": breakdown, "loss.png": loss,
     "step_time.png": step_times, "peak_memory.png": memory,
 }
 
 
-def write(cfgs: list[Config], out: Path) -> list[Path]:
+def write(comparison: Comparison, out: Path) -> list[Path]:
     from repro.profile import figure  # "where the time goes": only when runs were profiled
 
     written = []
-    plots = {**PLOTS, "where_time_goes.png": figure.plot}
-    for name, plot in plots.items():
-        fig = plot(cfgs)
+    for name, plot in {**PLOTS, "where_time_goes.png": figure.plot}.items():
+        fig = plot(comparison)
         if fig is None:
             continue
         path = out / name

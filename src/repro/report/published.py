@@ -3,7 +3,7 @@ and the side-by-side section of a report: published figure, ours, and each side'
 
 from __future__ import annotations
 
-from repro.report.summary import Config
+from repro.report.comparison import Comparison, Row
 
 NOT_COMPARABLE = ("Absolute times measured on other hardware are not comparable with ours; the ratio of "
                   "JAX's time to PyTorch's on the same machine is, and that is the column to read.")
@@ -46,24 +46,24 @@ def _ratio(jax: float | None, torch: float | None) -> str:
     return f"{jax / torch:.3g}" if jax and torch else "—"
 
 
-def _ours(members: list[Config], fw: str) -> float | None:
+def _ours(members: list[Row], fw: str) -> float | None:
     c = next((c for c in members if c.framework == fw), None)
-    return c.spread.median_s * 1e3 if c and c.spread else None
+    return c.median_s * 1e3 if c and c.median_s else None
 
 
-def _model_groups(cfgs: list[Config]) -> dict[str, list[Config]]:
-    out: dict[str, list[Config]] = {}
-    for c in cfgs:
-        out.setdefault(c.first["config"]["model"]["name"], []).append(c)
+def _model_groups(comparison: Comparison) -> dict[str, list[Row]]:
+    out: dict[str, list[Row]] = {}
+    for c in comparison.rows:
+        out.setdefault(c.records[0]["config"]["model"]["name"], []).append(c)
     return out
 
 
-def _pytorch(members: list[Config]) -> str:
+def _pytorch(members: list[Row]) -> str:
     """The framework that stands for the study's PyTorch (lowered through XLA): torch_xla where run."""
     return "torch_xla" if any(c.framework == "torch_xla" for c in members) else "torch"
 
 
-def _phases(pub: dict, ours: dict[str, list[Config]]) -> list[str]:
+def _phases(pub: dict, ours: dict[str, list[Row]]) -> list[str]:
     """First, second and steady runs, published and ours, per workload and framework: the
     second run's effect (second ≫ steady) is the study's finding."""
     lines = ["First, second and steady runs (ms): published, then ours, and our second run over our steady state.",
@@ -77,10 +77,9 @@ def _phases(pub: dict, ours: dict[str, list[Config]]) -> list[str]:
         for fw, mine in (("jax", "jax"), ("torch", _pytorch(ours[model])), (None, "torch")):
             if fw is None and mine == _pytorch(ours[model]):
                 continue  # eager is shown beside torch_xla only when both ran
-            c = next((c for c in ours[model] if c.framework == mine), None)
-            res = c.ok[0]["results"] if c and c.ok else {}
-            first, second, steady = (res.get(k) and res[k] * 1e3 for k in ("first_step_s", "second_step_s",
-                                                                         "steady_median_s"))
+            row = next((c for c in ours[model] if c.framework == mine), None)
+            first, second, steady = ((row.first_s, row.second_s, row.median_s) if row else (None, None, None))
+            first, second, steady = (v * 1e3 if v is not None else None for v in (first, second, steady))
             published = figures.get(fw) if fw else ()
             cells = [_ms(v) for v in published] if published else (["OOM"] * 3 if fw else ["—"] * 3)
             ours_cells = ["—" if v is None else f"{v:.3f}" for v in (first, second, steady)]
@@ -89,13 +88,13 @@ def _phases(pub: dict, ours: dict[str, list[Config]]) -> list[str]:
     return lines
 
 
-def section(experiment: str, cfgs: list[Config]) -> list[str]:
+def section(experiment: str, comparison: Comparison) -> list[str]:
     """Markdown lines: the published figures beside ours, or [] when the exp reproduces none."""
     pub = PUBLISHED.get(experiment)
     if not pub:
         return []
     lines = ["## Published figures beside ours", "", f"Source: {pub['source']}.", "", NOT_COMPARABLE, ""]
-    ours = _model_groups(cfgs)
+    ours = _model_groups(comparison)
     if "models" in pub:
         lines += ["| workload | published JAX steady (ms) | published PyTorch steady (ms) | published JAX/PyTorch |"
                   " our JAX steady (ms) | our PyTorch steady (ms) | our JAX/PyTorch |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -114,7 +113,7 @@ def section(experiment: str, cfgs: list[Config]) -> list[str]:
         lines += ["Published findings (no per-step figures were published):", ""]
         lines += [f"- {f}" for f in pub["findings"]]
         lines += ["", "Ours: JAX's steady step time over each other framework's (below 1: JAX faster):", ""]
-        for model, members in _model_groups(cfgs).items():
+        for model, members in _model_groups(comparison).items():
             jax = _ours(members, "jax")
             lines.append(f"- {model}: " + ", ".join(f"jax/{c.framework} {_ratio(jax, _ours(members, c.framework))}"
                                                      for c in members if c.framework != "jax"))

@@ -6,9 +6,10 @@ interval). Two configs compare by the ratio of those medians, with a 95 % CI fro
 each side's repeats independently. One repeat gives no interval: `ci` is None and the words
 say "single sample".
 
-    groups = by_config(records)                      # {group id: [records]}, sweep order
-    s = summarise(groups[g])                         # Summary(n, median_s, ci_s, p10_s, ...)
+    ci = bootstrap_ci(steady_medians(records))      # (low, high) of a config's median; None: one repeat
     v = compare("jax", a_records, "torch", b_records, "mlp/tiny")  # Verdict(..., text)
+
+A comparison's rows (one per config) are built from these in report/comparison.py.
 """
 
 from __future__ import annotations
@@ -29,19 +30,6 @@ def _ok(records: list[dict]) -> list[dict]:
 def steady_medians(records: list[dict]) -> list[float]:
     """Each ok run's steady-state median step time (seconds)."""
     return [r["results"]["steady_median_s"] for r in _ok(records)]
-
-
-def group_of(record: dict) -> str:
-    """The id shared by one config's repeats (a run without repeats is its own group)."""
-    return (record.get("repeat") or {}).get("group") or record["id"]
-
-
-def by_config(records: list[dict]) -> dict[str, list[dict]]:
-    """Records grouped by config (repeat group), in the order each group first appears."""
-    groups: dict[str, list[dict]] = {}
-    for r in records:
-        groups.setdefault(group_of(r), []).append(r)
-    return groups
 
 
 def _interval(resampled: np.ndarray, level: float) -> tuple[float, float]:
@@ -74,35 +62,9 @@ def ratio_ci(numerator, denominator, level: float = LEVEL, resamples: int = RESA
                             _resampled_medians(denominator, rng, resamples), level)
 
 
-@dataclass(frozen=True)
-class Summary:
-    """One config over its ok repeats (times in seconds; medians over the repeats)."""
-
-    n: int  # ok repeats
-    median_s: float | None  # median of the repeats' steady medians
-    ci_s: tuple[float, float] | None  # its 95 % CI; None with fewer than two repeats
-    p10_s: float | None  # the within-run spread: median of the repeats' p10 and p90
-    p90_s: float | None
-    first_s: float | None
-    second_s: float | None
-    samples_per_s: float | None  # batch / median_s
-
-
 def median_of(values: list) -> float | None:
     values = [v for v in values if v is not None]
     return float(np.median(values)) if values else None
-
-
-def summarise(records: list[dict]) -> Summary:
-    ok = _ok(records)
-    res = [r["results"] for r in ok]
-    median = median_of([x["steady_median_s"] for x in res])
-    batch = ok[0]["config"]["run"]["batch_size"] if ok else None
-    return Summary(
-        n=len(ok), median_s=median, ci_s=bootstrap_ci(steady_medians(ok)),
-        p10_s=median_of([x.get("steady_p10_s") for x in res]), p90_s=median_of([x.get("steady_p90_s") for x in res]),
-        first_s=median_of([x.get("first_step_s") for x in res]), second_s=median_of([x.get("second_step_s") for x in res]),
-        samples_per_s=batch / median if median and batch else None)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from repro import paths
 from repro.ledger import Ledger, LedgerError
-from repro.report import compare, markdown, summary
+from repro.report import compare, comparison, markdown, varied
 
 PAGE, TABLE = "report.md", "results.csv"
 
@@ -17,19 +17,20 @@ def default_dir(records: list[dict], ledger_dir: str) -> Path:
     return paths.default_reports_dir(ledger_dir) / records[0]["sweep"]["id"]
 
 
-def write(records: list[dict], out: Path) -> list[Path]:
-    """Write the report of `records` (one sweep's runs) into `out`; returns the files written."""
+def write(records: list[dict], out: Path, comp: comparison.Comparison | None = None) -> list[Path]:
+    """Write the report of `records` (one sweep's runs; `comp`: their comparison, when already
+    built) into `out`; returns the files written."""
     from repro.report import plots  # matplotlib: imported when a report is written, not by every sweep
 
     out.mkdir(parents=True, exist_ok=True)
-    cfgs = summary.configs(records)
-    pngs = plots.write(cfgs, out)
-    (out / TABLE).write_text(markdown.to_csv(markdown.rows(cfgs)))
-    (out / PAGE).write_text(markdown.page(records, cfgs, [p.name for p in pngs], TABLE))
+    comp = comp or comparison.build(records)
+    pngs = plots.write(comp, out)
+    (out / TABLE).write_text(markdown.to_csv(markdown.rows(comp)))
+    (out / PAGE).write_text(markdown.page(records, comp, [p.name for p in pngs], TABLE))
     return [out / PAGE, out / TABLE, *pngs]
 
 
-def publish(records: list[dict], console) -> Path | None:
+def publish(records: list[dict], console, comp: comparison.Comparison | None = None) -> Path | None:
     """The end of a multirun: write its report (from the records alone) and print where. The
     records are in the ledger already: a report that fails is a warning, never a lost sweep."""
     runs = [r for r in records if r.get("kind") == "run"]
@@ -37,7 +38,7 @@ def publish(records: list[dict], console) -> Path | None:
         return None
     out = default_dir(runs, runs[0]["config"]["ledger"]["dir"])
     try:
-        write(runs, out)
+        write(runs, out, comp)
     except Exception as e:  # noqa: BLE001
         console.print(f"[yellow]warning: the sweep's report was not completed ({type(e).__name__}: {e}); "
                       f"`repro report --sweep {runs[0]['sweep']['id']}` rebuilds it from the ledger[/]")
@@ -46,26 +47,11 @@ def publish(records: list[dict], console) -> Path | None:
     return out
 
 
-def attach(tracker, run_id: str, records: list[dict], out: Path) -> None:
-    """The report on the sweep's MLflow parent run: its files as artifacts, the verdict, table
-    and audit as the run's description, what was swept as params."""
-    from repro.tracking import content
-
-    runs = [r for r in records if r.get("kind") == "run"]
-    cfgs = summary.configs(runs)
-    description = "\n".join([summary.verdict_line(cfgs), "", *markdown.results_table(cfgs), "",
-                             "Fairness audit:", "", *markdown.audit_lines(cfgs)])
-    tracker.log(run_id, params=swept_params(runs), tags={"mlflow.note.content": description,
-                **content.source_tags(runs[0].get("git") or {}, summary.sweep_command(runs, places=False))})
-    tracker.log_folder(run_id, out)
-
-
 def swept_params(records: list[dict]) -> dict[str, str]:
     """The parent run's params: what the sweep varied, with its values in job order."""
-    keys = summary.swept_keys(records)
-    ordered = sorted(records, key=lambda r: r["sweep"]["job"])
+    values = [varied.override_values(r) for r in sorted(records, key=lambda r: r["sweep"]["job"])]
     return {"jobs": str(len(records)),
-            **{f"swept.{k}": ",".join(dict.fromkeys(summary.value(r, k) for r in ordered)) for k in keys}}
+            **{f"swept.{k}": ",".join(dict.fromkeys(v[k] for v in values if k in v)) for k in varied.swept_keys(records)}}
 
 
 def add_parser(sub, common) -> None:

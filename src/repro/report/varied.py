@@ -11,7 +11,7 @@ from typing import Any
 
 from repro.config.spec import semantic
 from repro.hashing import canonical_json
-from repro.tracking.flat import flatten
+from repro.flat import flatten
 
 # Override keys that choose where and how a run is shown, not what runs.
 HOUSEKEEPING = ("ledger", "tracking", "progress", "hydra", "run.repeats", "run.timeout_s", "exp")
@@ -40,10 +40,16 @@ def override_values(record: dict) -> dict[str, str]:
 
 
 def swept_keys(records: list[dict]) -> list[str]:
-    """Override keys whose value is not the same in every record: varied on purpose."""
+    """Override keys whose value is not the same in every record (or that some record lacks):
+    varied on purpose. The one derivation: the audit, the run names, the sweep's MLflow params
+    and `repro --dry-run` all read it. Framework, model and preset first, then the rest by name."""
     values = [override_values(r) for r in records]
-    keys = sorted({k for v in values for k in v})
-    return [k for k in keys if len({v.get(k) for v in values}) > 1]
+    keys = {k for v in values for k in v}
+    return _ordered([k for k in keys if len({v.get(k) for v in values}) > 1])
+
+
+def _ordered(keys) -> list[str]:
+    return sorted(keys, key=lambda k: (FIRST.index(k) if k in FIRST else len(FIRST), k))
 
 
 def related(key: str, other: str) -> bool:
@@ -57,7 +63,7 @@ def value_of(record: dict, key: str) -> Any:
         if not isinstance(node, dict) or part not in node:
             return None
         node = node[part]
-    return node["name"] if key in GROUPS and isinstance(node, dict) else node
+    return node.get("name") if isinstance(node, dict) else node
 
 
 def _config_keys(config: dict) -> dict[str, str]:
@@ -78,25 +84,35 @@ def differing_keys(records: list[dict]) -> list[str]:
     model and preset first."""
     flats = [_config_keys(r["config"]) for r in records]
     keys = {k for f in flats for k in f}
-    found = [k for k in keys if len({f.get(k) for f in flats}) > 1]
-    return sorted(found, key=lambda k: (FIRST.index(k) if k in FIRST else len(FIRST), k))
+    return _ordered(k for k in keys if len({f.get(k) for f in flats}) > 1)
+
+
+def name_keys(records: list[dict]) -> list[str]:
+    """The keys that name a run among `records`: the framework, the swept keys, and any other
+    config key that differs without a swept key explaining it (runs from different sweeps)."""
+    swept = swept_keys(records)
+    unexplained = [k for k in differing_keys(records) if not any(related(k, s) for s in swept)]
+    return _ordered({"framework", *swept, *unexplained})
 
 
 def describe(key: str, value: Any) -> str:
     """`framework`, jax → "jax"; `run.batch_size`, 64 → "batch 64"; `model.width`, 256 → "width 256"."""
     if key in GROUPS or key == "model":
         return str(value)
+    if key == "env.packages":  # a version sweep: the pins are the name (`jax==0.10.2`)
+        pins = value if isinstance(value, (list, tuple)) else str(value).strip("[]").replace("'", "").split(", ")
+        return ", ".join(p for p in pins if p) or "as installed"
     return f"{SHORT.get(key, key.split('.')[-1])} {value}"
 
 
-def label(record: dict, keys: list[str]) -> str:
-    return " · ".join(describe(k, value_of(record, k)) for k in keys)
+def describe_values(record: dict, keys: list[str]) -> str:
+    """The record's values of `keys` in short words (its config's, else its override's)."""
+    overrides = override_values(record)
+    return " · ".join(describe(k, v if (v := value_of(record, k)) is not None else overrides.get(k)) for k in keys)
 
 
-def override_label(overrides: list[str], swept: list[str] | None = None,
-                   shown: tuple[str, ...] = ("framework", "model", "precision")) -> str:
-    """" · batch 64" for a job's overrides: those of the `swept` keys (None: all), leaving out
-    keys already `shown` (MLflow run names)."""
-    values = override_values({"overrides": overrides})
-    return "".join(f" · {describe(k, v)}" for k, v in values.items()
-                   if k not in shown and (swept is None or k in swept))
+def run_name(record: dict, keys: list[str]) -> str:
+    """The one name of a run, the same in the terminal, MLflow, report.md and results.csv:
+    its values of the naming keys (`name_keys`), `jax · batch 64`. `record` needs only its
+    `config` (a job about to run is named the same way as its record)."""
+    return describe_values(record, keys or ["framework"])

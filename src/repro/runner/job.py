@@ -17,25 +17,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from repro import __version__, report
+from repro import __version__
+from repro.console import console as terminal
 from repro.backends.layouts import process_count
 from repro.config import config_hash
 from repro.config.schema import Config, as_dict
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.schema import SCHEMA_VERSION
 from repro.ledger.store import now_iso, record_id
+from repro.envs import runs as envs_runs
+from repro.envs.venvs import EnvError
 from repro.runner import cluster, envcapture, launch, lifeline, resume, seeding, spool
-from repro.report import varied
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
-
-
-def label(config: Config, overrides: list[str] = (), swept: list[str] | None = None) -> str:
-    """`jax mlp/tiny fp32`, plus the values of the job's other `swept` overrides (` · batch 64`)."""
-    m = config.model
-    return (f"{config.framework.name} {m.name}/{m.preset} {config.precision.name}"
-            + varied.override_label(list(overrides), swept))
 
 
 def _cache_dir(config: Config, run_dir: Path) -> str:
@@ -47,19 +42,20 @@ def _cache_dir(config: Config, run_dir: Path) -> str:
 
 
 def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
-                on_event) -> launch.WorkerOutcome:
+                on_event, place: dict | None = None) -> launch.WorkerOutcome:
     spec = {"config": as_dict(config), "config_hash": chash, "out_dir": str(run_dir),
             "cache_dir": _cache_dir(config, run_dir), "rendezvous": rdzv.as_dict()}
     spec_path = run_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
-    return launch.run_worker(spec_path, run_dir / "worker.log", config.framework.python,
-                             env, config.run.timeout_s, on_event)
+    place = place or {}
+    return launch.run_worker(spec_path, run_dir / "worker.log", place.get("python") or config.framework.python,
+                             env, config.run.timeout_s, on_event, place.get("src"))
 
 
-def run_follower(config: Config, rdzv: cluster.Rendezvous) -> dict:
+def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
     """A node other than node 0: its processes join the run; node 0 alone records it."""
-    console = report.console()
-    console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {label(config)} joins the run at {rdzv.endpoint}; "
+    console = terminal()
+    console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {name} joins the run at {rdzv.endpoint}; "
                   "node 0 records it")
     run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
     try:
@@ -74,20 +70,24 @@ def run_follower(config: Config, rdzv: cluster.Rendezvous) -> dict:
     return {"status": "ok", "follower": True, "node_rank": rdzv.node_rank}
 
 
-def run_job(config: Config, session, job: int, overrides: list[str], extra: dict | None = None) -> dict:
+def run_job(config: Config, session, job: int, overrides: list[str], extra: dict | None = None, *, name: str,
+            place: dict | None = None) -> dict:
     """Run one job to its recorded end; `extra` adds fields to its records (e.g. `replay_of`).
+    `name`: the run's name, as the comparison will call it (the caller's session makes it:
+    `Session.run_name`), shown while it runs and in every message about it. `place` runs the
+    worker elsewhere: {"python": an interpreter, "src": repro's code} (a replay as recorded).
 
     Ledger first: `started` → worker → results spooled → `finished` → MLflow (never fatal).
     """
     rdzv = cluster.resolve(config.cluster)
     cluster.check_layout(config, rdzv.nodes, rdzv.jax_processes)
     if not rdzv.leader:
-        return run_follower(config, rdzv)
+        return run_follower(config, rdzv, name)
     ledger = Ledger(config.ledger.dir)
     chash = config_hash(as_dict(config))
     env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
     if done := resume.recorded_ok(config, chash, ledger, env):
-        report.console().print(f"resume: {label(config)} skipped, already recorded ok on this environment "
+        terminal().print(f"resume: {name} skipped, already recorded ok on this environment "
                                f"(ledger {done['id']})")
         session.finished(done)
         return done
@@ -109,25 +109,31 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
     except BaseException:
         held.release()
         raise
-    run_dir, reserved = None, None
+    run_dir, reserved, env_hash = None, None, None
     try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
         held.release()  # raises the KeyboardInterrupt that came meanwhile, if one did
         reserved = spool.reserve(ledger.root, started["id"], config.run.steps)
         run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
-        session.display.job_started(job, label(config, overrides, getattr(session, "swept", None)), config.run.steps)
-        outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev))
+        place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
+        env_hash = envs_runs.record_hash(ledger.root, (place or {}).get("python") or config.framework.python)
+        session.display.job_started(job, name, config.run.steps)
+        outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev), place)
     except KeyboardInterrupt:
         outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
     except OSError as e:
         outcome = launch.WorkerOutcome("failed", None, reason=f"could not prepare the run: {e}")
+    except EnvError as e:
+        outcome = launch.WorkerOutcome("failed", None, reason=f"could not build the run's environment: {e}")
     except Exception as e:  # noqa: BLE001 - e.g. a worker killed halfway through its result line
         outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
     try:
         _keep_profiles(ledger, outcome)
         record = _finished_record(base, started, outcome, config.tracking)
+        if "environment" in record and env_hash:  # the whole environment, kept once in <ledger>/envs/
+            record["environment"]["env_hash"] = env_hash
         held = lifeline.HeldInterrupts()  # a second Ctrl-C must not cut the spool or ledger write
         try:
-            final, written = _append_finished(ledger, reserved, record, session, label(config))
+            final, written = _append_finished(ledger, reserved, record, session, name)
         finally:
             if outcome.status == "interrupted":
                 held.came.clear()  # the interrupt this run ends with is already being acted on

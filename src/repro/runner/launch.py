@@ -57,17 +57,22 @@ def _status(events: dict, returncode: int | None, timed_out: bool) -> tuple[str,
     return "failed", f"worker exited with code {returncode} without a result"
 
 
-def worker_command(python: str | None, spec_path: Path) -> list[str]:
+def resolve_python(python: str | None) -> str | None:
     if python and os.sep in python and not os.path.isabs(python):
-        python = str(paths.repo_root() / python)  # conf/ gives it relative to the checkout (.venv-xla)
-    return [python or sys.executable, "-m", "repro.runner.worker", str(spec_path)]
+        return str(paths.repo_root() / python)  # conf/ gives it relative to the checkout (.venv-xla)
+    return python
+
+
+def worker_command(python: str | None, spec_path: Path) -> list[str]:
+    return [resolve_python(python) or sys.executable, "-m", "repro.runner.worker", str(spec_path)]
 
 
 def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[str, str],
-               timeout_s: float, on_event: Callable[[dict], None]) -> WorkerOutcome:
+               timeout_s: float, on_event: Callable[[dict], None], src: Path | None = None) -> WorkerOutcome:
+    """`src`: the folder repro's worker is imported from (default: this repro's; a replay's restored worktree)."""
     read_fd, write_fd = os.pipe()
     full_env = {**os.environ, **env, EVENTS_FD_ENV: str(write_fd), PARENT_PID_ENV: str(os.getpid())}
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.src_dir()), os.environ.get("PYTHONPATH")]))
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src or paths.src_dir()), os.environ.get("PYTHONPATH")]))
     start = time.perf_counter()
     command = worker_command(python, spec_path)
     with open(log_path, "w") as log:

@@ -1,4 +1,6 @@
-"""What an MLflow run shows, as pure functions of the ledger record (no MLflow import here).
+"""What an MLflow run shows, as pure functions of the ledger record (no MLflow import here), and
+what a sweep's parent run shows: a rendering of the comparison it is handed (report/comparison.py;
+tracking never imports report: the rows and the run names come to it).
 
 The UI lines runs up by param and metric names and fills its columns from MLflow's own tags,
 so: params are what defines the run (the config hash's keys) plus the same `effective.*` keys
@@ -14,8 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from repro.config.spec import semantic
-from repro.report import summary
-from repro.tracking.flat import flatten
+from repro.flat import flatten
 
 NOT_APPLICABLE = "n/a"
 # Every effective setting any backend reads back (jax_backend, torch_backend, torch_xla_backend):
@@ -115,10 +116,6 @@ def series(record: dict) -> dict[str, list[tuple[int, float, int]]]:
     return out
 
 
-def run_name(record: dict, swept: list[str]) -> str:
-    return summary.run_name(record, swept)
-
-
 def source_tags(git: dict, command: str, user: str | None = None) -> dict[str, str]:
     """MLflow's own tags for the Source, Version and User columns (no commit outside a git checkout)."""
     tags = {"mlflow.source.type": "LOCAL", "mlflow.source.name": command, "mlflow.user": user or getpass.getuser()}
@@ -159,3 +156,24 @@ def datasets(record: dict) -> list[dict[str, str]]:
         return [{"name": data.get("name", "data"), "digest": data["sha256"][:32], "source_type": "code",
                  "source": f"{data.get('generator', 'generated')} seed {data.get('seed')}", "context": "train"}]
     return []
+
+
+DESCRIPTION_CELLS = (("name", "run"), ("status", "status"), ("repeats", "repeats"), ("median", "steady median (ms)"),
+                     ("ci", "95 % CI (ms)"), ("p10_p90", "p10–p90 (ms)"), ("x_best", "× best"),
+                     ("samples_per_s", "samples/s"))
+
+
+def sweep_description(comparison) -> str:
+    """The sweep's parent run description (markdown, the MLflow UI renders it): the verdicts, then
+    per table its main cells (`Row.cells()`, as every view prints them) and its audit in brief."""
+    lines = ["Verdicts:", ""] + [f"- {v}" for v in comparison.verdicts or ["no two configs differ only in the framework"]]
+    for table in comparison.tables:
+        lines += ["", f"**{table.header}**", "", "| " + " | ".join(h for _, h in DESCRIPTION_CELLS) + " |",
+                  "|" + "---|" * len(DESCRIPTION_CELLS)]
+        lines += ["| " + " | ".join(row.cells()[k] for k, _ in DESCRIPTION_CELLS) + " |" for row in table.rows]
+        found = table.audit
+        lines += ["", "Fairness audit: " + (f"WARNING, unequal comparison: {', '.join(label for label, _ in found.differences)}"
+                                            if found.differences else "equal but for what was varied on purpose"
+                                            + (f" ({', '.join(found.swept)})" if found.swept else ""))]
+        lines += [f"- MACHINE: {line}" for line in found.machine]
+    return "\n".join(lines)

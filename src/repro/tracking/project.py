@@ -13,11 +13,11 @@ from pathlib import Path
 
 import yaml
 
-from repro.report import summary
+from repro.ledger.command import command
 from repro.runner.envcapture import redact
 from repro.runner.lifeline import HeldInterrupts
 from repro.tracking import content
-from repro.tracking.flat import flatten
+from repro.flat import flatten
 
 COMPLETE_TAG = "repro.projected"
 RECORD_TAGS = ("replay_of", "repeat")  # record fields that tag the run, where present
@@ -38,15 +38,15 @@ def tags(record: dict) -> dict[str, str]:
     return out
 
 
-def project_run(tracker, record: dict, parent_run_id: str | None = None, files: list[str] = (),
+def project_run(tracker, record: dict, name: str, parent_run_id: str | None = None, files: list[str] = (),
                 worker_log: Path | None = None) -> str:
-    """Create the MLflow run of a ledger record, log all of it (what: tracking/content.py) and
-    end it; returns its run id. `worker_log`: the worker's log, where still at hand."""
-    swept = (record.get("sweep") or {}).get("swept") or summary.swept_keys([record])
-    run_tags = {**tags(record), **content.source_tags(record.get("git") or {}, summary.command(record, places=False)),
+    """Create the MLflow run of a ledger record under `name` (its run name, as the terminal and
+    the report call it), log all of it (what: tracking/content.py) and end it; returns its run
+    id. `worker_log`: the worker's log, where still at hand."""
+    run_tags = {**tags(record), **content.source_tags(record.get("git") or {}, command(record, places=False)),
                 **content.run_tags(record)}
     start, end = content.run_window(record)
-    run_id = tracker.start_run(content.run_name(record, swept), parent_id=parent_run_id, tags=run_tags, start_time=start)
+    run_id = tracker.start_run(name, parent_id=parent_run_id, tags=run_tags, start_time=start)
     try:
         tracker.log(run_id, params=content.params(record), metrics=content.metrics(record),
                     series=content.series(record))
@@ -95,6 +95,15 @@ def sweep_parent(tracker, sweep: dict, git: dict, owner: dict | None = None) -> 
         "repro.sweep_id": sweep["id"], "repro.jobs": str(sweep.get("jobs")),
         "git.commit": str(git.get("commit")), "git.dirty": str(git.get("dirty")),
         **{f"repro.sweep_{k}": str(v) for k, v in (owner or {}).items()}})
+
+
+def attach_report(tracker, run_id: str, comparison, params: dict[str, str], command_line: str, git: dict,
+                  out: Path) -> None:
+    """A sweep's report on its MLflow parent run: the folder's files as artifacts, the comparison
+    (report/comparison.py) as the run's description, what was swept as params."""
+    tracker.log(run_id, params=params, tags={"mlflow.note.content": content.sweep_description(comparison),
+                                             **content.source_tags(git, command_line)})
+    tracker.log_folder(run_id, out)
 
 
 def close_parent(tracker, run_id: str, records: list[dict], status: str) -> None:

@@ -47,6 +47,7 @@ def _lost(record: dict) -> bool:
 
 def sync_store(tracker, heads: list[dict], head_of: dict[str, dict]) -> dict[str, int]:
     """Put `heads` (runs of one store and experiment) into it; close what was left RUNNING."""
+    from repro.report.varied import run_name  # `repro sync` names a run as the sweep that made it did
     from repro.tracking.project import COMPLETE_TAG, close_parent, project_run, sweep_parent
 
     counts = {"pushed": 0, "replaced": 0, "closed": 0, "present": 0}
@@ -68,7 +69,7 @@ def sync_store(tracker, heads: list[dict], head_of: dict[str, dict]) -> dict[str
             if sweep["id"] not in parents:
                 parents[sweep["id"]] = sweep_parent(tracker, sweep, head.get("git") or {})
             parent = parents[sweep["id"]]
-        project_run(tracker, head, parent)
+        project_run(tracker, head, run_name(head, sweep.get("swept") or []), parent)
         counts["pushed"] += 1
     for ledger_id, run in existing.items():  # left RUNNING: its chain has ended since, or was lost
         head = head_of.get(ledger_id)

@@ -1,4 +1,5 @@
-"""Nested dicts as flat dotted keys (MLflow params, record diffs)."""
+"""Nested dicts as flat dotted keys (MLflow params, record diffs, config keys): a pure helper on
+the lowest floor, beside hashing.py."""
 
 from __future__ import annotations
 

@@ -1,0 +1,276 @@
+"""The one comparison model: ledger records in, the rows every view renders out.
+
+    c = comparison.build(records)   # Comparison(keys, tables=[Table(model, title, by, rows, verdicts, audit)])
+    c.rows                          # every Row, table by table, in the records' order
+
+A row is one config: the records of one repeat group, else of one config hash. Its name is
+the run name (`varied.run_name`: the values of the keys that name the runs, `jax · batch 16`).
+Every number with repeats is the median over the ok repeats (first, second and steady step,
+p10/p90, TFLOP/s, MFU, peak memory), the steady median with its 95 % bootstrap CI
+(report/stats.py); samples/s is the batch over that median. A table is one model at one
+preset; "× best" ranks its rows by one rule, stated in its `by`: samples/s when the batch sizes
+differ, else the steady median. Each table carries its verdicts (one per pair of rows that
+differ only in the framework) and its fairness audit (report/audit.py).
+
+`Row.cells()` turns the numbers into the strings a person reads, once: the terminal table,
+report.md, results.csv, the MLflow parent's description and `repro compare` all print them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from itertools import combinations
+
+from repro.report import stats, trajectory, varied
+from repro.report.audit import Audit, audit, busy
+
+IN_TITLE = ("model", "model.preset")  # a table is one model at one preset
+BY_THROUGHPUT, BY_MEDIAN = "samples/s", "steady median"
+
+
+def _num(v: float | None, digits: int = 5) -> str:
+    """Plain digits (no exponent, no thousands separator), so every view and the CSV read alike."""
+    if v is None:
+        return "-"
+    return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:.0f}"
+
+
+def _ms(s: float | None) -> str:
+    return "-" if s is None else _num(s * 1e3)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One config of a comparison (times in seconds; medians over its ok repeats)."""
+
+    name: str  # the run name: the values of the comparison's naming keys
+    model: str  # "mlp/tiny"
+    framework: str
+    records: tuple[dict, ...]
+    n: int  # ok repeats
+    first_s: float | None = None
+    second_s: float | None = None
+    median_s: float | None = None
+    ci_s: tuple[float, float] | None = None  # 95 % bootstrap CI of the median; None below two repeats
+    p10_s: float | None = None  # within-run spread: the median of the repeats' p10 and p90
+    p90_s: float | None = None
+    samples_per_s: float | None = None
+    tflops: float | None = None
+    mfu: float | None = None
+    peak_bytes: float | None = None
+    param_bytes_per_device: float | None = None
+    final_loss: float | None = None
+    test_accuracy: float | None = None
+    loss_sha256: str = ""
+    trajectory: str = ""  # loss drift against the reference framework ("" without a peer)
+    busy: int = 0  # runs measured on a busy machine
+    x_best: float | None = None
+
+    @property
+    def ok(self) -> list[dict]:
+        return [r for r in self.records if r.get("status") == "ok"]
+
+    @property
+    def ids(self) -> list[str]:
+        return [r["id"] for r in self.records]
+
+    @property
+    def status(self) -> str:
+        statuses = [r["status"] for r in self.records]
+        kinds = dict.fromkeys(statuses)
+        text = statuses[0] if len(kinds) == 1 else ", ".join(f"{s} {statuses.count(s)}/{len(statuses)}" for s in kinds)
+        return text + ("" if not self.busy else " ⚠ busy" if self.busy == len(statuses) else
+                       f" ⚠ busy {self.busy}/{len(statuses)}")
+
+    @property
+    def spread(self) -> tuple[float, float, str] | None:
+        """The interval drawn around the steady median: the CI with repeats, else p10–p90."""
+        if self.median_s is None:
+            return None
+        if self.ci_s:
+            return (*self.ci_s, f"95 % bootstrap CI of the median over {self.n} repeats")
+        return self.p10_s, self.p90_s, "p10–p90 of the steady steps (single sample)"
+
+    def cells(self) -> dict[str, str]:
+        """Every column as a person reads it (CELLS names them): computed here, printed everywhere."""
+        ci = f"{_ms(self.ci_s[0])}–{_ms(self.ci_s[1])}" if self.ci_s else "single sample" if self.median_s else "-"
+        return {
+            "name": self.name, "status": self.status, "repeats": str(self.n), "first": _ms(self.first_s),
+            "second": _ms(self.second_s), "median": _ms(self.median_s), "ci": ci,
+            "p10_p90": f"{_ms(self.p10_s)}–{_ms(self.p90_s)}" if self.median_s else "-",
+            "x_best": "-" if self.x_best is None else f"{self.x_best:.2f}",
+            "samples_per_s": "-" if self.samples_per_s is None else f"{self.samples_per_s:.0f}",
+            "tflops": "-" if self.tflops is None else _num(self.tflops, 3),
+            "mfu": "-" if self.mfu is None else f"{self.mfu:.1%}",
+            "peak_mib": "-" if self.peak_bytes is None else _num(self.peak_bytes / 2**20, 4),
+            "param_mib": "-" if self.param_bytes_per_device is None else _num(self.param_bytes_per_device / 2**20, 4),
+            "final_loss": "-" if self.final_loss is None else f"{self.final_loss:.5f}",
+            "trajectory": self.trajectory or "-",
+            "test_acc": "-" if self.test_accuracy is None else f"{self.test_accuracy:.3f}",
+            "loss_sha256": self.loss_sha256[:12] or "-", "ledger": " ".join(self.ids),
+        }
+
+
+# (cell key, column header) in the order every view shows them; OPTIONAL ones only where a row has them
+CELLS = (("name", "run"), ("status", "status"), ("repeats", "repeats"), ("first", "first (ms)"),
+         ("second", "second (ms)"), ("median", "steady median (ms)"), ("ci", "95 % CI (ms)"),
+         ("p10_p90", "p10–p90 (ms)"), ("x_best", "× best"), ("samples_per_s", "samples/s"), ("tflops", "TFLOP/s"),
+         ("mfu", "MFU"), ("peak_mib", "peak MiB"), ("param_mib", "param MiB/dev"), ("final_loss", "final loss"),
+         ("trajectory", "trajectory"), ("test_acc", "test acc"), ("loss_sha256", "loss sha256"), ("ledger", "ledger"))
+OPTIONAL = {"param_mib": "param_bytes_per_device", "trajectory": "trajectory", "test_acc": "test_accuracy"}
+
+
+@dataclass(frozen=True)
+class Table:
+    """One model at one preset: its rows, ranked by one rule, its verdicts and its audit."""
+
+    model: str
+    title: str  # what every row shares (`mlp/tiny · batch 64 · fp32 · cpu · train step`)
+    by: str  # what "× best" ranks by: BY_THROUGHPUT or BY_MEDIAN
+    rows: list[Row]
+    verdicts: list[stats.Verdict]
+    audit: Audit
+
+    @property
+    def header(self) -> str:
+        return f"{self.title} · × best by {self.by}"
+
+    @property
+    def columns(self) -> list[tuple[str, str]]:
+        """The (cell key, header) pairs this table shows: the optional ones only where a row fills them."""
+        return [(k, h) for k, h in CELLS if k not in OPTIONAL or any(getattr(r, OPTIONAL[k]) for r in self.rows)]
+
+    @property
+    def records(self) -> list[dict]:
+        return [r for row in self.rows for r in row.records]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    keys: list[str]  # the keys that name the runs (varied.name_keys)
+    tables: list[Table] = field(default_factory=list)
+
+    @property
+    def rows(self) -> list[Row]:
+        return [row for t in self.tables for row in t.rows]
+
+    @property
+    def verdicts(self) -> list[str]:
+        return [v.text for t in self.tables for v in t.verdicts]
+
+
+def group_of(record: dict) -> str:
+    """The id shared by one config's runs: its repeat group, else its config hash."""
+    return (record.get("repeat") or {}).get("group") or record.get("config_hash") or record["id"]
+
+
+def by_config(records: list[dict]) -> dict[str, list[dict]]:
+    """Records grouped by config, in the order each config first appears."""
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        out.setdefault(group_of(r), []).append(r)
+    return out
+
+
+def model_of(record: dict) -> str:
+    m = record["config"]["model"]
+    return f"{m['name']}/{m['preset']}"
+
+
+def _median(records: list[dict], read) -> float | None:
+    return stats.median_of([read(r.get("results") or {}) for r in records])
+
+
+def row(records: list[dict], name: str, drift: dict[str, str]) -> Row:
+    """One config's row (x_best is set by its table)."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    steady = stats.steady_medians(ok)
+    median = stats.median_of(steady)
+    res = ok[0]["results"] if ok else {}
+    batch = records[0]["config"]["run"]["batch_size"]
+    sharded = any((r.get("results") or {}).get("sharding") for r in ok)
+    return Row(
+        name=name, model=model_of(records[0]), framework=records[0]["config"]["framework"]["name"],
+        records=tuple(records), n=len(ok),
+        first_s=_median(ok, lambda x: x.get("first_step_s")), second_s=_median(ok, lambda x: x.get("second_step_s")),
+        median_s=median, ci_s=stats.bootstrap_ci(steady),
+        p10_s=_median(ok, lambda x: x.get("steady_p10_s")), p90_s=_median(ok, lambda x: x.get("steady_p90_s")),
+        samples_per_s=batch / median if median else None,
+        tflops=_median(ok, lambda x: x.get("achieved_tflops")), mfu=_median(ok, lambda x: x.get("mfu")),
+        peak_bytes=_median(ok, lambda x: (x.get("peak_memory") or {}).get("bytes")),
+        param_bytes_per_device=_median(ok, lambda x: (x.get("sharding") or {}).get(
+            "param_bytes_per_device", x.get("param_count", 0) * 4)) if sharded else None,
+        final_loss=res.get("final_loss"), test_accuracy=_median(ok, lambda x: x.get("test_accuracy")),
+        loss_sha256=res.get("loss_sha256") or "",
+        trajectory=next((drift[r["id"]] for r in records if r["id"] in drift), ""),
+        busy=sum(busy(r) is not None for r in records))
+
+
+def _title(model: str, records: list[dict]) -> str:
+    differs = set(varied.differing_keys(records))
+    first = records[0]["config"]
+    parts = [model]
+    if "run.batch_size" not in differs:
+        parts.append(f"batch {first['run']['batch_size']}")
+    for group in ("precision", "sharding", "hardware"):
+        if group not in differs and not (group == "sharding" and first[group]["name"] == "none"):
+            parts.append(first[group]["name"])
+    if "run.task" not in differs:
+        parts.append(f"{first['run']['task']} step")
+    return " · ".join(parts)
+
+
+def _ranked(rows: list[Row], by: str) -> list[Row]:
+    if by == BY_THROUGHPUT:
+        best = max((r.samples_per_s for r in rows if r.samples_per_s), default=None)
+        return [replace(r, x_best=best / r.samples_per_s if r.samples_per_s else None) for r in rows]
+    best = min((r.median_s for r in rows if r.median_s), default=None)
+    return [replace(r, x_best=r.median_s / best if r.median_s else None) for r in rows]
+
+
+def _interleaved(a: Row, b: Row) -> bool:
+    """Both configs' repeats ran in one sweep (RepeatSweeper interleaves them)."""
+    both = a.records + b.records
+    return len({(r.get("sweep") or {}).get("id") for r in both}) == 1 and \
+        all((r.get("repeat") or {}).get("count", 1) > 1 for r in both)
+
+
+# What a verdict compares: two rows that differ in one of these keys and in nothing else swept.
+# framework: JAX vs PyTorch; env.packages: two releases of a package (a version sweep, repro.envs).
+COMPARED = ("framework", "env.packages")
+
+
+def _verdicts(model: str, rows: list[Row], keys: list[str]) -> list[stats.Verdict]:
+    """One verdict per pair of rows that differ only in the framework, or only in the pinned package versions."""
+    out = []
+    for key in COMPARED:
+        others = [k for k in keys if k != key and k not in IN_TITLE]
+        for a, b in combinations([r for r in rows if r.median_s], 2):
+            rest_a, rest_b = (varied.describe_values(r.records[0], others) for r in (a, b))
+            name_a, name_b = (varied.describe_values(r.records[0], [key]) for r in (a, b))
+            if rest_a != rest_b or name_a == name_b:
+                continue
+            what = model + (f" · {rest_a}" if rest_a else "")
+            out.append(stats.compare(name_a, a.ok, name_b, b.ok, what, interleaved=_interleaved(a, b)))
+    return out
+
+
+def audit_name(record: dict, keys: list[str]) -> str:
+    """A run in the audit's lines: its name and its ledger id (repeats share a name)."""
+    return f"{varied.run_name(record, keys)} ({record['id'][:8]})"
+
+
+def build(records: list[dict]) -> Comparison:
+    """The comparison of `records` (run records, in the order their rows should appear)."""
+    keys = varied.name_keys(records)
+    drift = trajectory.cells(records)  # loss drift between runs that differ only in the framework
+    by_model: dict[str, list[dict]] = {}
+    for r in records:
+        by_model.setdefault(model_of(r), []).append(r)
+    tables = []
+    for model, of_model in by_model.items():
+        rows = [row(rs, varied.run_name(rs[0], keys), drift) for rs in by_config(of_model).values()]
+        by = BY_THROUGHPUT if len({r["config"]["run"]["batch_size"] for r in of_model}) > 1 else BY_MEDIAN
+        tables.append(Table(model, _title(model, of_model), by, _ranked(rows, by), _verdicts(model, rows, keys),
+                            audit(of_model, lambda r: audit_name(r, keys))))
+    return Comparison(keys, tables)
