@@ -21,28 +21,35 @@ from repro.profile.categories import (ELEMENTWISE, HOST, MATMUL, MOVEMENT, OPTIM
                                       categorize)
 
 
-def test_the_table_maps_each_frameworks_names():
-    assert categorize("torch", "aten::addmm") == MATMUL
-    assert categorize("torch", "aten::mkldnn_convolution") == MATMUL
-    assert categorize("torch", "aten::native_layer_norm") == REDUCTION
-    assert categorize("torch", "aten::copy_") == MOVEMENT
-    assert categorize("torch", "aten::gelu") == ELEMENTWISE
-    assert categorize("torch", "aten::_foreach_add_") == OPTIMIZER
-    assert categorize("torch", "triton_red_fused_native_layer_norm_0") == REDUCTION
-    assert categorize("torch", "## Call CompiledFxGraph abc123 ##") == ELEMENTWISE
-    assert categorize("torch", "autograd::engine::evaluate_function: AddmmBackward0") == OTHER
+# (family, op name, what the trace or HLO says besides, category): one row per kind of name.
+NAMES = [
+    ("torch", "aten::addmm", {}, MATMUL),
+    ("torch", "aten::mkldnn_convolution", {}, MATMUL),
+    ("torch", "aten::native_layer_norm", {}, REDUCTION),
+    ("torch", "aten::copy_", {}, MOVEMENT),
+    ("torch", "aten::gelu", {}, ELEMENTWISE),
+    ("torch", "aten::_foreach_add_", {}, OPTIMIZER),
+    ("torch", "triton_red_fused_native_layer_norm_0", {}, REDUCTION),
+    ("torch", "## Call CompiledFxGraph abc123 ##", {}, ELEMENTWISE),
+    ("torch", "autograd::engine::evaluate_function: AddmmBackward0", {}, OTHER),
     # CUDA kernels (the test marked gpu profiles real ones)
-    assert categorize("torch", "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32") == MATMUL
-    assert categorize("torch", "void at::native::reduce_kernel<512, 1>(...)") == REDUCTION
-    assert categorize("torch", "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<...>") == OPTIMIZER
+    ("torch", "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32", {}, MATMUL),
+    ("torch", "void at::native::reduce_kernel<512, 1>(...)", {}, REDUCTION),
+    ("torch", "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<...>", {}, OPTIMIZER),
     # XLA: by the ops inside a fusion where known, else by its name
-    assert categorize("xla", "ynn_fusion.1", inside={"reduce"}) == REDUCTION
-    assert categorize("xla", "ynn_fusion.2", inside={"dot"}) == MATMUL
-    assert categorize("xla", "transpose_copy_fusion", inside={"transpose", "copy"}) == MOVEMENT
-    assert categorize("xla", "multiply_add_fusion", inside={"multiply", "add"}) == ELEMENTWISE
-    assert categorize("xla", "input_reduce_fusion") == REDUCTION
-    assert categorize("xla", "all-reduce.3") == categories.COLLECTIVES
-    assert categorize("xla", "loop_fusion", optimizer=True) == OPTIMIZER
+    ("xla", "ynn_fusion.1", {"inside": {"reduce"}}, REDUCTION),
+    ("xla", "ynn_fusion.2", {"inside": {"dot"}}, MATMUL),
+    ("xla", "transpose_copy_fusion", {"inside": {"transpose", "copy"}}, MOVEMENT),
+    ("xla", "multiply_add_fusion", {"inside": {"multiply", "add"}}, ELEMENTWISE),
+    ("xla", "input_reduce_fusion", {}, REDUCTION),
+    ("xla", "all-reduce.3", {}, categories.COLLECTIVES),
+    ("xla", "loop_fusion", {"optimizer": True}, OPTIMIZER),
+]
+
+
+@pytest.mark.parametrize("family, name, known, category", NAMES, ids=[n for _, n, _, _ in NAMES])
+def test_the_table_maps_each_frameworks_names(family, name, known, category):
+    assert categorize(family, name, **known) == category
 
 
 def test_profile_off_keeps_every_config_hash():

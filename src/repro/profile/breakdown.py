@@ -222,8 +222,9 @@ def _first_steps(found: list[Group]) -> list[str]:
     lines = ["## First step", "",
              "The first step split into tracing/lowering, compilation and first execution, from each "
              "framework's own counters (JAX: `jit(...).lower` / `.compile`; torch.compile: dynamo's and "
-             "inductor's compile times; PyTorch/XLA: its `CompileTime` metric, with the compilations per "
-             "step), and why the second step did or did not compile again (ms).", ""]
+             "inductor's compile times; PyTorch/XLA: its `CompileTime` metric, summed over the first and "
+             "second steps' compilations, whose counts it names), and why the second step did or did not "
+             "compile again (ms).", ""]
     for g in found:
         if not g.first_steps:
             continue
