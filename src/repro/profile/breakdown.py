@@ -55,6 +55,7 @@ class Group:
     sides: list[Side]
     differing: list[dict] = field(default_factory=list)  # per other framework: the ops that differ most
     first_steps: list[dict] = field(default_factory=list)
+    counters_only: list[Side] = field(default_factory=list)  # profiled without a per-op trace (torch_xla)
 
 
 def _op_differences(ref: Side, other: Side, n: int = DIFFERING_OPS) -> list[dict]:
@@ -134,7 +135,9 @@ def groups(comparison) -> list[Group]:
         sides = [Side(name(row), r, r["results"]["profile"]) for row in table.rows for r in row.ok[:1]
                  if (r["results"].get("profile") or {}).get("categories_ms")]
         firsts = [{**first_step(row.ok[0]), "framework": name(row)} for row in table.rows if row.ok]
-        g = Group(table.title, sides, first_steps=firsts)
+        g = Group(table.title, sides, first_steps=firsts,
+                  counters_only=[Side(name(row), r, r["results"]["profile"]) for row in table.rows for r in row.ok[:1]
+                                 if (r["results"].get("profile") or {}).get("categories_ms", 0) is None])
         for other in sides[1:]:
             g.differing += _op_differences(sides[0], other)
         out.append(g)
@@ -182,9 +185,16 @@ def _where(found: list[Group]) -> list[str]:
              "record's `results.profile.files`, in the ledger's `.profiles/` and the MLflow run's `profile/` "
              "artifacts.", ""]
     for g in found:
-        if not g.sides:
+        if not g.sides and not g.counters_only:
             continue
         lines += [f"### {g.name}", ""]
+        for c in g.counters_only:
+            lines += [f"- {c.framework}: no per-op trace ({c.profile['profiler']}): profiled step "
+                      f"{c.profile['step_ms']:.3g} ms against the timed steady median {c.timed_ms:.3g} ms, "
+                      f"{c.profile.get('executions_per_step') or '?'} graph executions per step and "
+                      f"{c.profile.get('compiles_during', '?')} compilations during the profiled steps.", ""]
+        if not g.sides:
+            continue
         header = ["category", *[s.framework for s in g.sides]]
         body = []
         for cat in CATEGORIES:
