@@ -160,6 +160,14 @@ def tmpfs(path: Path, options: str):
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+def one_device_losses(box: Sandbox, fast: tuple[str, ...]) -> dict[str, list[float]]:
+    """{framework: the loss trajectory on one device}, JAX and torch in one sweep in `box`: what a
+    sharded or multi-node run of the same global batch must reproduce."""
+    proc = box.run("-m", "framework=jax,torch", *fast, "tracking.experiment=base")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return {h["config"]["framework"]["name"]: h["results"]["loss"] for h in box.heads()}
+
+
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Sandbox:
     return Sandbox(tmp_path)
@@ -184,3 +192,25 @@ def report_sweep(tmp_path_factory) -> tuple[Sandbox, subprocess.CompletedProcess
                    timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return box, proc
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """A real SLURM (munged, slurmctld, slurmd n1 and n2) for the session, SLURM_CONF exported;
+    every job cancelled and exactly its daemons stopped at the end (tests/slurm_cluster.py)."""
+    from slurm_cluster import SlurmCluster
+
+    try:
+        cluster = SlurmCluster().start()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    saved = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        if saved is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = saved

@@ -299,6 +299,11 @@ def run_experiment(argv: list[str]) -> int:
             records = sweep.close(interrupted=True)
             print(f"repro: interrupted; {len(records)} job(s) recorded", file=sys.stderr)
             return 130
+        except SystemExit:  # Hydra reported a launcher's error (submitit: a job SLURM ended before it returned)
+            if sweep.session is None or sweep.session.closed:
+                raise
+            sweep.close()  # the table, report and MLflow parent from what the ledger holds
+            return EXIT_RUN_FAILED
         failed = sweep.session is not None and sweep.session.failed_any
     return EXIT_RUN_FAILED if failed else 0
 

@@ -25,7 +25,7 @@ from repro.envs import cache as envcache, lock
 from repro.envs.venvs import EnvError
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.diff import diff
-from repro.runner import envcapture, seeding
+from repro.runner import envcapture, scheduler, seeding
 
 LOSS_RTOL = 1e-4  # "close": every step's loss within this relative difference
 TIMING_TOLERANCE = 0.25  # timings "agree" when new/old is within 1 ± this
@@ -82,6 +82,8 @@ def differences_before(record: dict, config: Config, git_now: dict, code_now: di
                       **(record.get("code") or {})},
                      {"git": {k: git_now.get(k) for k in ("commit", "dirty", "diff_sha256")}, **code_now}),
         "data": diff(then_data, data_now(config)),
+        # A SLURM run replays here, not through its scheduler: where it ran is listed as a difference.
+        "scheduler": diff(scheduler.where(record.get("scheduler")), scheduler.where(scheduler.block())),
     }.items() if rows}
 
 

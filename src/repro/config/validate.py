@@ -9,6 +9,7 @@ this machine, so that a bad value in job 5 stops the sweep before job 1 writes a
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -307,12 +308,14 @@ def plan(args: Sequence[str]) -> Plan:
         GlobalHydra.instance().clear()
 
     from repro import hardware
-    from repro.runner import cluster
+    from repro.runner import cluster, scheduler
 
     if "SlurmLauncher" not in launcher:  # the jobs run here: so must SLURM's variables be
         for slurm in [j.cluster for j in jobs if j.cluster.name == "slurm"][:1]:
-            cluster.resolve(slurm)  # raises, naming what is missing and what to do
+            cluster.check_reachable(cluster.resolve(slurm))  # raises, naming what is missing and what to do
 
+    if "SlurmLauncher" in launcher and (warning := scheduler.shared_store_warning([j.tracking.uri for j in jobs])):
+        print(f"repro: {warning}", file=sys.stderr)
     hardware.check_all([j.hardware for j in jobs])
     check_data(jobs)
     for ledger_dir in sorted({j.ledger.dir for j in jobs}):

@@ -76,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps(record, indent=1, default=str))
             else:
                 console.print_json(json.dumps(record, default=str))
+                if "scheduler" in record:
+                    from repro.runner.scheduler import describe
+
+                    console.print(f"ran under: {describe(record['scheduler'])}")
                 state = state_of(ledger.current(record))
                 if state.text != record.get("status"):
                     console.print(f"its run: {state}")

@@ -12,6 +12,7 @@ import io
 from repro.flat import flatten
 from repro.ledger.command import sweep_command
 from repro.report import published
+from repro.runner import scheduler
 from repro.report.audit import CHECKS
 from repro.report.comparison import CELLS, Comparison, Table
 
@@ -107,6 +108,7 @@ def _machine(record: dict) -> dict[str, str]:
                   if k not in ("cores", "threads") or str(machine[k]) != str(facts["cores" if k == "cores" else
                                                                                      "threads (REPRO_THREADS)"])})
     facts["GPUs"] = [g["name"] for g in env.get("gpus", [])]
+    facts["scheduler"] = scheduler.describe(record.get("scheduler"))  # local, or SLURM's job, nodes, log
     return {k: _shown(v) for k, v in facts.items()}
 
 

@@ -27,7 +27,7 @@ from repro.ledger.schema import SCHEMA_VERSION
 from repro.ledger.store import now_iso, record_id
 from repro.envs import runs as envs_runs
 from repro.envs.venvs import EnvError
-from repro.runner import cluster, envcapture, launch, lifeline, resume, seeding, spool
+from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, spool
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
@@ -81,6 +81,7 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
     """
     rdzv = cluster.resolve(config.cluster)
     cluster.check_layout(config, rdzv.nodes, rdzv.jax_processes)
+    cluster.check_reachable(rdzv)
     if not rdzv.leader:
         return run_follower(config, rdzv, name)
     ledger = Ledger(config.ledger.dir)
@@ -100,6 +101,7 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
         "git": session.git,
         "code": session.code,
         "cluster": rdzv.as_dict(),
+        "scheduler": scheduler.block(),  # provenance, outside `config` and its hash
         **(extra or {}),
         "repro_version": __version__,
     }
@@ -126,27 +128,34 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
         outcome = launch.WorkerOutcome("failed", None, reason=f"could not build the run's environment: {e}")
     except Exception as e:  # noqa: BLE001 - e.g. a worker killed halfway through its result line
         outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
+    interrupted, ended = outcome.status == "interrupted", None
     try:
         _keep_profiles(ledger, outcome)
-        record = _finished_record(base, started, outcome, config.tracking)
-        if "environment" in record and env_hash:  # the whole environment, kept once in <ledger>/envs/
-            record["environment"]["env_hash"] = env_hash
-        held = lifeline.HeldInterrupts()  # a second Ctrl-C must not cut the spool or ledger write
+        held = lifeline.HeldInterrupts()  # a second Ctrl-C (or SLURM's SIGTERM) must not cut the record
         try:
+            if outcome.status != "ok" and (ended := scheduler.ended_by_scheduler(base["scheduler"])):
+                # SLURM ended the job (scancel, time limit, requeue): its SIGTERM killed the worker or us
+                # (the interrupt it raised here was SLURM's SIGTERM, not a Ctrl-C: only the worker's end is kept)
+                outcome.status, outcome.reason = ended[0], ended[1] + ("" if interrupted else f"; {outcome.reason}")
+            record = _finished_record(base, started, outcome, config.tracking)
+            if "environment" in record and env_hash:  # the whole environment, kept once in <ledger>/envs/
+                record["environment"]["env_hash"] = env_hash
             final, written = _append_finished(ledger, reserved, record, session, name)
         finally:
-            if outcome.status == "interrupted":
+            if interrupted:
                 held.came.clear()  # the interrupt this run ends with is already being acted on
             held.release()  # raises a Ctrl-C that came meanwhile, now that the record is kept
         session.display.job_finished(job, final)
         session.finished(final)
-        if written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
+        if written and ended:  # SLURM kills what is left after KillWait: MLflow (seconds) waits for `repro sync`
+            session.pending += 1
+        elif written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
             session.project(final, outcome.events.get("result", {}).get("ir_files", []),
                             run_dir / "worker.log" if run_dir else None)
     finally:
         if run_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
-    if outcome.status == "interrupted":
+    if interrupted:
         raise KeyboardInterrupt
     return final
 

@@ -28,7 +28,7 @@ LOG_TAIL_LINES = 40
 
 @dataclass
 class WorkerOutcome:
-    status: str  # ok | failed | oom | killed | interrupted
+    status: str  # ok | failed | oom | killed | interrupted (job.py adds timeout: SLURM's time limit)
     returncode: int | None
     events: dict = field(default_factory=dict)  # the last event of each kind
     reason: str = ""

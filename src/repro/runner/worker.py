@@ -115,6 +115,7 @@ def local_processes(spec: dict) -> int:
 def _rank_summary(rank: int, out: dict, node: int) -> dict:
     res, env = out["result"]["results"], out["environment"]["environment"]
     return {"rank": rank, "node": node, "host": socket.gethostname(), "fingerprint": env["fingerprint"],
+            **({"slurm_node": name} if (name := os.environ.get("SLURMD_NODENAME")) else {}),  # a node's SLURM name
             "steady_median_s": res["steady_median_s"], "first_step_s": res["first_step_s"],
             "second_step_s": res["second_step_s"],
             "param_bytes_per_device": (res.get("sharding") or {}).get("param_bytes_per_device"),

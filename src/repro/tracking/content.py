@@ -17,6 +17,7 @@ from typing import Any
 
 from repro.config.spec import semantic
 from repro.flat import flatten
+from repro.runner import scheduler
 
 NOT_APPLICABLE = "n/a"
 # Every effective setting any backend reads back (jax_backend, torch_backend, torch_xla_backend):
@@ -131,6 +132,7 @@ def run_tags(record: dict) -> dict[str, str]:
         tags["repro.env_fingerprint"] = record["environment"]["fingerprint"]
     if record.get("data"):
         tags["repro.data_sha256"] = record["data"]["sha256"]
+    tags.update(scheduler.tags(record.get("scheduler")))  # where it ran: local, or SLURM's job, nodes, logs
     tags["mlflow.note.content"] = description(record)
     return tags
 

@@ -41,7 +41,7 @@ MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 LOCKED_RETRIES, LOCKED_WAIT_S = 5, 0.5
 CREATE_LOCK_TIMEOUT_S = 120
 
-STATUS = {"ok": "FINISHED", "failed": "FAILED", "oom": "FAILED", "killed": "FAILED", "interrupted": "KILLED"}
+STATUS = {"ok": "FINISHED", "failed": "FAILED", "oom": "FAILED", "killed": "FAILED", "timeout": "FAILED", "interrupted": "KILLED"}
 
 
 def _chunks(items: list, size: int) -> Iterable[list]:
