@@ -20,8 +20,8 @@ FLOORS = [
     ("repro", "repro.hashing", "repro.flat", "repro.paths", "repro.console"),
     ("repro.ledger",),
     ("repro.config", "repro.backends", "repro.models", "repro.data", "repro.hardware", "repro.sweeper",
-     "repro.ir", "repro.runner", "repro.envs"),
-    ("repro.report", "repro.tracking"),
+     "repro.ir", "repro.runner", "repro.envs", "repro.profile"),
+    ("repro.report", "repro.tracking", "repro.profile.breakdown", "repro.profile.figure"),
     ("repro.session", "repro.app", "repro.api", "repro.cli", "repro.__main__", "repro.replay", "repro.dvc_stage",
      "repro.ledger.cli", "repro.models.cli", "repro.tracking.sync", "repro.envs.cli"),
 ]

@@ -135,6 +135,9 @@ class RunConfig:
     deterministic: bool = True
     compile_cache: str = choice("cold", CACHE_STATES)
     capture_ir: bool = False
+    # after the timed loop, a few more steps under the framework's own profiler: the trace is
+    # kept and reduced to one vocabulary of categories (repro.profile); never inside the timed steps
+    profile: bool = False
     timeout_s: float = positive(3600.0)
     memory_limit_gb: Optional[float] = None  # a cap the run must fit in, else it ends "oom"
     resume: bool = False  # skip a job already recorded ok with this config hash on this environment

@@ -131,6 +131,12 @@ def machine_lines(comparison: Comparison) -> list[str]:
     return lines
 
 
+def _time_goes(comparison: Comparison) -> list[str]:
+    from repro.profile import breakdown  # "where the time goes" (profiled runs) and "first step"
+
+    return breakdown.markdown(comparison)
+
+
 def page(records: list[dict], comparison: Comparison, plot_files: list[str], table_file: str) -> str:
     first = min(records, key=lambda r: r.get("created", ""))
     sweep = first.get("sweep") or {}
@@ -150,6 +156,7 @@ def page(records: list[dict], comparison: Comparison, plot_files: list[str], tab
         f"The table as CSV: [{table_file}]({table_file}).", "",
         "## Fairness audit", "", *audit_lines(comparison), "",
         *published.section(experiment, comparison),
+        *_time_goes(comparison),
         "## Machine", "", *machine_lines(comparison), "",
         "## Plots", "",
     ]

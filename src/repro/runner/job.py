@@ -161,6 +161,7 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
         outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
     interrupted, ended = outcome.status == "interrupted", None
     try:
+        _keep_profiles(ledger, outcome)
         held = lifeline.HeldInterrupts()  # a second Ctrl-C (or SLURM's SIGTERM) must not cut the record
         try:
             if outcome.status != "ok" and (ended := scheduler.ended_by_scheduler(base["scheduler"])):
@@ -199,6 +200,19 @@ def _supersede_lost(ledger: Ledger, ok: dict) -> None:
             terminal().print(f"resume: the lost run {r['prev']} is superseded by run {ok['id']}")
     except LedgerError as e:  # the run itself is recorded; `repro ledger recover` marks it later
         terminal().print(f"resume: could not mark lost runs superseded ({e}); `repro ledger recover` does it")
+
+
+def _keep_profiles(ledger: Ledger, outcome: launch.WorkerOutcome) -> None:
+    """run.profile's trace files into the ledger's store, before the record that names them."""
+    result = outcome.events.get("result") or {}
+    files = result.get("profile_files") or []
+    if files:
+        from repro.profile import store
+
+        try:
+            store.keep(ledger.root, files, result["results"]["profile"]["files"])
+        except OSError as e:  # the record is worth more than its trace: say so, keep going
+            terminal().print(f"[yellow]warning:[/] the profile trace could not be kept in {ledger.root}: {e}")
 
 
 def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session, name: str) -> tuple[dict, bool]:

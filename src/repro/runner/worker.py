@@ -84,8 +84,15 @@ def execute(spec: dict, emit) -> dict:
         path = Path(spec["out_dir"]) / name
         path.write_text(text)
         ir_files.append(str(path))
+    effective = workload.effective()
+    profile_files = []
+    if run_cfg.profile:  # after everything above is read: the profiled steps change the state
+        from repro import profile
+
+        results["profile"], profile_files = profile.run(workload, run_cfg.steps, spec["out_dir"])
     result = {"results": results, "series": {"loss": losses, "step_time_s": times},
-              "effective": workload.effective(), "ir_files": ir_files, "machine": machine_state}
+              "effective": effective, "ir_files": ir_files, "profile_files": profile_files,
+              "machine": machine_state}
     return {"environment": environment, "result": result}
 
 

@@ -32,7 +32,7 @@ EFFECTIVE_KEYS = (
     "xla_persistent_cache_dir", "xla_variables",
 )
 # Results that are not metrics: hashes, series, lists (they live in the ledger record).
-NOT_METRICS = ("loss_sha256", "params_sha256", "ir_ops", "loss", "step_time_s", "ranks")
+NOT_METRICS = ("loss_sha256", "params_sha256", "ir_ops", "loss", "step_time_s", "ranks", "profile")
 
 
 def _param(v: Any) -> str:
@@ -73,6 +73,10 @@ def metrics(record: dict) -> dict[str, float]:
             out[name] = v * factor
     if res.get("loss"):
         out["first_step_loss"] = res["loss"][0]
+    if res.get("profile"):
+        from repro.profile import metrics as profile_metrics
+
+        out.update(profile_metrics(res["profile"]))
     return out
 
 
