@@ -43,8 +43,8 @@ XLA_VENV ?= .venv-xla
 xla-env:
 	PYTHON=$(PYTHON) bash scripts/make_xla_env.sh $(XLA_VENV)
 
-# Debian's postgresql for tests/test_tracking_server.py and chromium for tests/test_report_browser.py
-# (installed when missing and root).
+# Debian's postgresql for tests/test_tracking_server.py, chromium for tests/test_report_browser.py and
+# SLURM (slurmctld, slurmd, slurm-client, munge) for tests/test_slurm.py (installed when missing and root).
 .PHONY: system-deps
 system-deps:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
@@ -55,3 +55,7 @@ system-deps:
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "make test needs Chromium: sudo apt-get install chromium" >&2; exit 1; fi; }
+	@{ command -v slurmctld && command -v slurmd && command -v sbatch && command -v munged; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd slurm-client munge >/dev/null; \
+	  else echo "make test needs SLURM: sudo apt-get install slurmctld slurmd slurm-client munge" >&2; exit 1; fi; }

@@ -160,6 +160,14 @@ def tmpfs(path: Path, options: str):
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+def one_device_losses(box: Sandbox, fast: tuple[str, ...]) -> dict[str, list[float]]:
+    """{framework: the loss trajectory on one device}, JAX and torch in one sweep in `box`: what a
+    sharded or multi-node run of the same global batch must reproduce."""
+    proc = box.run("-m", "framework=jax,torch", *fast, "tracking.experiment=base")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return {h["config"]["framework"]["name"]: h["results"]["loss"] for h in box.heads()}
+
+
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Sandbox:
     return Sandbox(tmp_path)
@@ -170,7 +178,7 @@ def sandbox(tmp_path: Path) -> Sandbox:
 # file is a group of its own (its module fixtures run once), and the tests of every file that
 # read one of these session fixtures form one group (the fixture runs once, not once per worker).
 # A new session fixture shared across files (a server, a cluster on fixed ports, a sweep) goes here.
-SHARED_FIXTURES = {"report_sweep": "report_sweep", "recorded": "report_sweep"}
+SHARED_FIXTURES = {"report_sweep": "report_sweep", "recorded": "report_sweep", "slurm": "slurm"}
 
 
 def xdist_group(item) -> str:
@@ -180,13 +188,15 @@ def xdist_group(item) -> str:
     return item.module.__name__
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the node ids
+def pytest_itemcollected(item):  # as each test is collected: before xdist reads the groups into node ids
+    if not item.get_closest_marker("xdist_group"):
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+
+
 def pytest_collection_modifyitems(config, items):
     has_gpu = bool(hardware.nvidia_gpus())
     has_tpu = bool(hardware.tpu_type())
     for item in items:
-        if not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
         if "gpu" in item.keywords and not has_gpu:
             item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU (nvidia-smi found none)"))
         if "tpu" in item.keywords and not has_tpu:
@@ -214,3 +224,25 @@ def recorded(report_sweep, tmp_path_factory) -> Sandbox:
     copy = Sandbox(tmp_path_factory.mktemp("recorded") / "box")
     shutil.copytree(box.root, copy.root)
     return copy
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """A real SLURM (munged, slurmctld, slurmd n1 and n2) for the session, SLURM_CONF exported;
+    every job cancelled and exactly its daemons stopped at the end (tests/slurm_cluster.py)."""
+    from slurm_cluster import SlurmCluster
+
+    try:
+        cluster = SlurmCluster().start()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    saved = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        if saved is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = saved

@@ -143,7 +143,7 @@ def on_sigint(signum, frame):  # Python's own, minus the presses that come after
 tracker.start_run = start_run_then_say_so
 signal.signal(signal.SIGINT, on_sigint)
 try:
-    project_run(tracker, record)
+    project_run(tracker, record, "ctrl-c")
 except KeyboardInterrupt:
     caught.append(time.time())
     print("caught", flush=True)
@@ -194,6 +194,7 @@ def test_disk_full_at_the_end_keeps_the_results_in_the_spool(sandbox):
         assert [h["status"] for h in sandbox.heads()] == ["started"], out
         spooled = list((sandbox.ledger / ".spool").glob("*.json"))
         assert len(spooled) == 1 and str(spooled[0]) in out and "repro ledger recover" in out, out
+        assert "(spooled, not yet in the ledger; run `repro ledger recover`)" in out and "(ledger " not in out, out
         assert "Traceback" not in out
         (sandbox.ledger / "filler").unlink()
         recovered = [record for _, record in Ledger(sandbox.ledger).recover().recovered]  # repro ledger recover

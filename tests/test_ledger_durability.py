@@ -226,8 +226,8 @@ def test_recover_frees_the_reservations_of_runs_that_are_over(tmp_path):
 
 @pytest.fixture
 def small_fs(tmp_path):
-    """A real 256 KiB tmpfs, unmounted afterwards (conftest.tmpfs: needs root, as `make test` does)."""
-    with tmpfs(tmp_path / "mnt", "size=256k") as mnt:
+    """A real 2 MiB tmpfs, unmounted afterwards (conftest.tmpfs: needs root, as `make test` does)."""
+    with tmpfs(tmp_path / "mnt", "size=2m") as mnt:
         yield mnt
 
 

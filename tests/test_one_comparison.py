@@ -157,3 +157,24 @@ def test_sweeps_every_view_agrees(sweeps, exp, tmp_path):
         (table,) = comp.tables
         assert [r.n for r in table.rows] == [3, 3] and all(r.ci_s for r in table.rows)
         assert len(comp.verdicts) == 1 and "3 repeats each, interleaved" in comp.verdicts[0]
+
+
+def test_a_version_sweep_gets_a_verdict_between_the_versions():
+    """Two rows that differ only in their pinned package versions (`env.packages`, a version
+    sweep) are compared like two frameworks: one verdict naming both pins. The records are the
+    shipped quickstart's JAX MLP repeats, each given the pin a version sweep would record."""
+    from repro.config import config_hash
+    from repro.ledger import Ledger
+
+    jax_mlp = [r for r in Ledger("ledger").heads(kind="run") if r["status"] == "ok"
+               and r["config"]["framework"]["name"] == "jax" and r["config"]["model"]["name"] == "mlp"][:2]
+    assert len(jax_mlp) == 2, "the shipped ledger holds JAX MLP runs"
+    pinned = []
+    for record, pin in zip(jax_mlp, ("numpy==2.4.5", "numpy==2.4.6")):
+        config = {**record["config"], "env": {"packages": [pin]}}
+        pinned.append({**record, "config": config, "config_hash": config_hash(config),
+                       "overrides": [f"env.packages=[{pin}]"], "repeat": None})
+    comp = comparison.build(pinned)
+    assert sorted(r.name for r in comp.rows) == ["jax · numpy==2.4.5", "jax · numpy==2.4.6"]
+    (verdict,) = comp.verdicts
+    assert "numpy==2.4.5" in verdict and "numpy==2.4.6" in verdict and "mlp/tiny" in verdict, verdict

@@ -55,6 +55,8 @@ def test_report_page_and_table(report_sweep):
     assert "## Machine" in page and heads[0]["environment"]["cpu"]["model"] in page
     assert all(f"![{name}]({name})" in page for name in PLOTS)
     assert "Published figures" not in page  # no publication for this experiment
+    assert "## First step" in page and "no recompilation: the compiled executable is called directly" in page
+    assert "## Where the time goes" not in page  # run.profile=false: no breakdown, no where_time_goes.png
     table = list(csv.DictReader((folder / "results.csv").open()))
     assert [r["run"] for r in table] == ["jax", "torch"]  # the run names: as the terminal and MLflow say
     for row in table:

@@ -27,12 +27,9 @@ def _assert_same_loss(base: list[float], other: list[float]) -> None:
 @pytest.fixture(scope="module")
 def unsharded(tmp_path_factory) -> dict[str, list[float]]:
     """{framework: the loss trajectory of the same run on one device}, JAX and torch in one sweep."""
-    from conftest import Sandbox
+    from conftest import Sandbox, one_device_losses
 
-    box = Sandbox(tmp_path_factory.mktemp("unsharded"))
-    proc = box.run("-m", "framework=jax,torch", *FAST, "tracking.experiment=base")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return {h["config"]["framework"]["name"]: h["results"]["loss"] for h in box.heads()}
+    return one_device_losses(Sandbox(tmp_path_factory.mktemp("unsharded")), FAST)
 
 
 def _two_nodes(sandbox, tmp_path, args: list[str], envs: tuple[dict, dict] = ({}, {})):

@@ -20,10 +20,10 @@ FLOORS = [
     ("repro", "repro.hashing", "repro.flat", "repro.paths", "repro.console"),
     ("repro.ledger",),
     ("repro.config", "repro.backends", "repro.models", "repro.data", "repro.hardware", "repro.sweeper",
-     "repro.ir", "repro.runner"),
-    ("repro.report", "repro.tracking"),
+     "repro.ir", "repro.runner", "repro.envs", "repro.profile"),
+    ("repro.report", "repro.tracking", "repro.profile.breakdown", "repro.profile.figure"),
     ("repro.session", "repro.app", "repro.api", "repro.cli", "repro.__main__", "repro.replay", "repro.dvc_stage",
-     "repro.ledger.cli", "repro.models.cli", "repro.tracking.sync"),
+     "repro.ledger.cli", "repro.models.cli", "repro.tracking.sync", "repro.envs.cli"),
 ]
 SIBLINGS_APART = {("repro.report", "repro.tracking"), ("repro.tracking", "repro.report")}
 

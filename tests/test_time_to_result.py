@@ -55,7 +55,7 @@ def test_measured_steps_wait_for_the_parents_work(tmp_path):
         done.append(time.time())
 
     outcome = launch.run_worker(spec, tmp_path / "worker.log", None, seeding.worker_env(config), 300,
-                                lambda ev: None, beside_start)
+                                lambda ev: None, beside_start=beside_start)
     assert outcome.status == "ok", outcome.reason + "\n".join(outcome.log_tail)
     start, end = outcome.events["measure_start"]["at"], outcome.events["measure_end"]["at"]
     assert done and done[0] <= start < end, (done, start, end)

@@ -29,6 +29,7 @@ SUBCOMMAND_MODULES = (
     "repro.ir",
     "repro.tracking.sync",
     "repro.report.sweep_report",
+    "repro.envs.cli",
 )
 RUN_WORD = "run"  # `repro run [OVERRIDES]`: the explicit word for a run (bare `repro` prints help)
 DRY_RUN = "--dry-run"
@@ -59,7 +60,12 @@ EXAMPLES = {  # a subcommand's `--help` examples, where its module gives no epil
     "replay": """examples:
   repro replay 5581cc5c                  re-run one recorded run and compare it with the record
   repro replay --experiment quickstart   every run of the newest recorded quickstart sweep
-  repro replay 5581cc5c --progress plain --tracking-uri sqlite:///$PWD/replay.db""",
+  repro replay 5581cc5c --progress plain --tracking-uri sqlite:///$PWD/replay.db
+  repro replay 5581cc5c --as-recorded    in the recorded code (git worktree) and packages (uv venv)""",
+    "env": """examples:
+  repro env list                         cached venvs and worktrees, with their sizes
+  repro env show 3f2a9c                  an environment's lock (every distribution, pinned)
+  repro env prune --older-than 30        remove those unused for 30 days (rebuilt when needed)""",
     "compare": """examples:
   repro compare 5581cc5c abea4f61        two runs side by side, every difference but the framework""",
     "ir": """examples:
@@ -107,7 +113,13 @@ def _descriptions(sub: argparse._SubParsersAction) -> dict[str, str]:
 def run_subcommand(argv: list[str], parser: argparse.ArgumentParser | None = None) -> int:
     args = (parser or build_parser()[0]).parse_args(argv)
     ledger, default = getattr(args, "ledger", None), str(paths.default_ledger_dir())
-    if ledger is not None and not Path(ledger).is_dir():
+    if ledger is None or not getattr(args, "reads_ledger", True):  # `repro ledger schema` reads none
+        return args.func(args)
+    from repro.ledger import place
+
+    if (why := place.unusable(ledger, write=False)) is not None:  # a file, a symlink loop, /proc, unreadable
+        return _die(f"--ledger {ledger} {why}")
+    if not Path(ledger).is_dir():
         if ledger == default:
             return _die(f"the repo's ledger {ledger} does not exist yet: a run creates it "
                         "(`repro run`), or name another one with --ledger DIR")
@@ -236,11 +248,24 @@ def run_completion(argv: list[str]) -> int:
                 return 0  # a subcommand's arguments: no config keys there
         # Hydra completes config keys of the words after the program name (and after `run`)
         os.environ["COMP_LINE"] = re.sub(rf"^(\S+)\s+{RUN_WORD}(\s|$)", r"\1 ", line)
+    import contextlib
+    import io
+
     from repro.app import hydra_main
 
     sys.argv = [sys.argv[0], *argv]
-    hydra_main()
+    hydra_out = io.StringIO()
+    with contextlib.redirect_stdout(hydra_out):
+        hydra_main()
+    print(_plus_groups(hydra_out.getvalue()) if argv[1:2] and argv[1].startswith("query=") else hydra_out.getvalue(),
+          end="")
     return 0
+
+
+def _plus_groups(words: str) -> str:
+    """Hydra offers `exp=` for a group that is not in the defaults list, where only `+exp=` works."""
+    added = {f"{group}=" for group, (_, default) in _groups().items() if default is None}
+    return re.sub(r"(?<!\S)[\w-]+=(?!\S)", lambda m: f"+{m[0]}" if m[0] in added else m[0], words)
 
 
 # ---- experiments ---------------------------------------------------------------------------
@@ -308,8 +333,14 @@ def run_experiment(argv: list[str]) -> int:
             hydra_main()
         except KeyboardInterrupt:
             records = sweep.close(interrupted=True)
-            print(f"repro: interrupted; {len(records)} job(s) recorded", file=sys.stderr)
+            print(f"repro: interrupted; {len(records)} job(s) recorded in the ledger; `repro sync` puts any run "
+                  "not yet in MLflow there", file=sys.stderr)
             return 130
+        except SystemExit:  # Hydra reported a launcher's error (submitit: a job SLURM ended before it returned)
+            if sweep.session is None or sweep.session.closed:
+                raise
+            sweep.close()  # the table, report and MLflow parent from what the ledger holds
+            return EXIT_RUN_FAILED
         failed = sweep.session is not None and sweep.session.failed_any
     return EXIT_RUN_FAILED if failed else 0
 

@@ -21,9 +21,11 @@ from rich.console import Console
 from repro import hardware, paths, report
 from repro.config import config_hash
 from repro.config.schema import Config, ProgressConfig, as_dict, from_dict
+from repro.envs import cache as envcache, lock
+from repro.envs.venvs import EnvError
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.diff import diff
-from repro.runner import envcapture, seeding
+from repro.runner import envcapture, scheduler, seeding
 
 LOSS_RTOL = 1e-4  # "close": every step's loss within this relative difference
 TIMING_TOLERANCE = 0.25  # timings "agree" when new/old is within 1 ± this
@@ -36,10 +38,11 @@ class Verdict:
     reasons: list[str]
 
 
-def environment_now(config: Config) -> dict:
-    """What can be known of the environment without importing a framework."""
+def environment_now(config: Config, lock_text: str | None = None) -> dict:
+    """What can be known of the environment without importing a framework. `lock_text`: the
+    whole environment the worker will run in, compared when the record names its own."""
     return {
-        "packages": envcapture.package_versions(),
+        "packages": lock.versions(lock_text) if lock_text else envcapture.package_versions(),
         "cpu": {"model": hardware.cpu_model(), "affinity": len(os.sched_getaffinity(0)),
                 "isa": list(hardware.cpu_isa())},
         "gpus": [g["name"] for g in hardware.nvidia_gpus()],
@@ -47,10 +50,10 @@ def environment_now(config: Config) -> dict:
     }
 
 
-def environment_then(record: dict) -> dict:
+def environment_then(record: dict, lock_text: str | None = None) -> dict:
     env = record.get("environment") or {}
     return {
-        "packages": env.get("packages", {}),
+        "packages": lock.versions(lock_text) if lock_text else env.get("packages", {}),
         "cpu": {k: (env.get("cpu") or {}).get(k) for k in ("model", "affinity", "isa")},  # isa: None before it was recorded
         "gpus": [g["name"] for g in env.get("gpus", [])],
         "threads": int(env.get("variables", {}).get("REPRO_THREADS", 0)) or None,
@@ -68,14 +71,19 @@ def data_now(config: Config) -> dict:
         return {"error": str(e)}
 
 
-def differences_before(record: dict, config: Config, git_now: dict, code_now: dict) -> dict[str, list]:
+def differences_before(record: dict, config: Config, git_now: dict, code_now: dict,
+                       locks: tuple[str | None, str | None] = (None, None)) -> dict[str, list]:
+    """`locks`: the recorded whole environment and the one the replay runs in (both, or neither: the 12-package summary)."""
     then_data = {"md5": record["data"]["md5"]} if "md5" in (record.get("data") or {}) else {}
+    then_lock, now_lock = locks if all(locks) else (None, None)
     return {name: rows for name, rows in {
-        "environment": diff(environment_then(record), environment_now(config)),
+        "environment": diff(environment_then(record, then_lock), environment_now(config, now_lock)),
         "code": diff({"git": {k: record.get("git", {}).get(k) for k in ("commit", "dirty", "diff_sha256")},
                       **(record.get("code") or {})},
                      {"git": {k: git_now.get(k) for k in ("commit", "dirty", "diff_sha256")}, **code_now}),
         "data": diff(then_data, data_now(config)),
+        # A SLURM run replays here, not through its scheduler: where it ran is listed as a difference.
+        "scheduler": diff(scheduler.where(record.get("scheduler")), scheduler.where(scheduler.block())),
     }.items() if rows}
 
 
@@ -135,14 +143,37 @@ def _print_differences(console: Console, record: dict, rows: dict[str, list]) ->
             console.print(f"    {key}: {then!r} → {now!r}")
 
 
+def provenance(before: dict[str, list], restored: dict | None) -> dict[str, str]:
+    """Per part of a run (code, packages, data, hardware): restored, same or differs."""
+    env_rows = before.get("environment", [])
+    packages = any(key.startswith("packages") for key, *_ in env_rows)
+    hardware = any(not key.startswith("packages") for key, *_ in env_rows)
+    out = {"code": "differs" if "code" in before else "same",
+           "packages": "differs" if packages else "same",
+           "data": "differs" if "data" in before else "same",
+           "hardware": "differs" if hardware else "same"}
+    if restored:
+        out["code"] = "restored" if "code" not in before else "differs"
+        out["packages"] = ("substituted" if restored["substitutes"] else "restored") if not packages else "differs"
+    return out
+
+
 def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, tracking_uri: str | None = None,
-           progress: str = "auto") -> list[dict]:
+           progress: str = "auto", as_recorded: bool = False, allow_substitutes: bool = False) -> list[dict]:
+    from repro.envs import restore
     from repro.report import varied
+    from repro.runner.launch import resolve_python
     from repro.runner.job import run_job
     from repro.session import Session
 
     ledger = Ledger(ledger_dir)
     originals = originals_for(ledger, ids, experiment)
+    if as_recorded:  # refuse before anything runs: every record must be restorable
+        from repro.runner import gitinfo
+
+        today = gitinfo.state(paths.repo_root(), ledger.root)
+        for original in originals:
+            restore.check(original, ledger.root, today)
     console = report.console()
     verdicts = []
     uri = tracking_uri or paths.default_tracking_uri()
@@ -159,14 +190,26 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
     try:
         for job, original in enumerate(originals):
             config = replayed(original)
-            before = differences_before(original, config, session.git, session.code)
-            _print_differences(console, original, before)
             extra = {"replay_of": original["id"]}
             if "repeat" in original:  # a repeat replays as a repeat of its group: the table keeps one row per config
                 extra["repeat"] = original["repeat"]
+            then_hash = (original.get("environment") or {}).get("env_hash")
+            then_lock = lock.load(ledger.root, then_hash) if then_hash else None
+            if as_recorded:
+                restored = restore.restore(original, ledger.root, session.git, allow_substitutes, log=console.print)
+                git_now, code_now, now_lock, place = restored.git, restored.code, restored.lock_text, restored.place
+                extra.update(git=restored.git, code=restored.code)
+            else:
+                restored, git_now, code_now, place = None, session.git, session.code, None
+                now_lock = (lock.of_interpreter(resolve_python(config.framework.python), envcache.locks())
+                            if then_lock else None)
+            before = differences_before(original, config, git_now, code_now, (then_lock, now_lock))
+            _print_differences(console, original, before)
+            parts = provenance(before, restored.info if restored else None)
             result = run_job(config, session, job, ["replay", original["id"]], extra=extra,
-                             name=session.run_name(config, []))
+                             name=session.run_name(config, []), place=place)
             verdict = judge(original, result)
+            verdict.reasons.append(", ".join(f"{k} {v}" for k, v in parts.items()))
             if config_hash(as_dict(config)) != original.get("config_hash"):
                 verdict.reasons.append("the recorded config hashes differently under this version of repro")
             record = ledger.append({
@@ -174,7 +217,8 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
                 "config_hash": original.get("config_hash"), "reasons": verdict.reasons,
                 "differences_before": {k: [list(r) for r in v] for k, v in before.items()},
                 "timing": timing_ratios(original, result), "loss_rtol": LOSS_RTOL,
-                "timing_tolerance": TIMING_TOLERANCE,
+                "timing_tolerance": TIMING_TOLERANCE, "parts": parts,
+                **({"as_recorded": restored.info} if restored else {}),
             })
             if run_id := session.mlflow_run_ids.get(result["id"]):
                 session.tracking((config.tracking.uri, config.tracking.experiment), lambda t: t.client.set_tag(run_id, "repro.replay_verdict", verdict.status))
@@ -208,16 +252,27 @@ def add_parser(sub, common) -> None:
     p.add_argument("--experiment", help="replay every run of this experiment's newest recorded sweep (older ones: by id)")
     p.add_argument("--tracking-uri", help="MLflow store for the replay runs (default: as for any run)")
     p.add_argument("--progress", default="auto", choices=("auto", "rich", "plain", "none"))
+    p.add_argument("--as-recorded", action="store_true",
+                   help="run in the recorded code (a git worktree of its commit) and packages (a uv venv of its "
+                        "whole environment), both cached: `repro env list`")
+    p.add_argument("--allow-substitutes", action="store_true",
+                   help="with --as-recorded: a recorded version no index serves here is replaced by the nearest one, "
+                        "and the replay says so")
     p.set_defaults(func=run_cli)
 
 
 def run_cli(args) -> int:
+    if args.allow_substitutes and not args.as_recorded:
+        print("repro replay: --allow-substitutes goes with --as-recorded (a plain replay uses today's packages)",
+              file=sys.stderr)
+        return 2
     if bool(args.ids) == bool(args.experiment):
         print("repro replay: give run ids or --experiment NAME (not both)", file=sys.stderr)
         return 2
     try:
-        verdicts = replay(args.ledger, args.ids, args.experiment, args.tracking_uri, args.progress)
-    except LedgerError as e:
+        verdicts = replay(args.ledger, args.ids, args.experiment, args.tracking_uri, args.progress,
+                          args.as_recorded, args.allow_substitutes)
+    except (LedgerError, EnvError) as e:
         print(f"repro replay: {e}", file=sys.stderr)
         return 2
     return 0 if all(v["status"] in ("exact", "close") for v in verdicts) else 1

@@ -44,9 +44,9 @@ from repro.ledger.command import sweep_command
 from repro.report.progress import Display
 from repro.report import comparison, sweep_report, trajectory, varied
 from repro.report.table import print_comparison
-from repro.runner import gitinfo, lifeline
+from repro.runner import gitinfo, hydra_dirs, lifeline, scheduler
 
-NOT_OK = ("failed", "killed", "interrupted")
+NOT_OK = ("failed", "killed", "timeout", "interrupted")
 SESSION_FILE = "repro_session.json"
 
 class Session:
@@ -92,6 +92,8 @@ class Session:
         # A single run with run.repeats > 1 is a sweep of its repeats: an MLflow parent and children.
         session = cls(primary, multirun or primary.run.repeats > 1, plan)
         launcher = str(config.hydra.launcher.get("_target_", "")) if "hydra" in config else ""
+        if multirun and "SlurmLauncher" in launcher:
+            scheduler.sacct_stand_in(Path(str(config.hydra.sweep.dir)))  # where accounting is off
         if multirun and "BasicLauncher" not in launcher and not _follower(primary):
             # jobs launched in other processes attach through the sweep folder, parent run id included
             session.tracking(_store(primary), session.parent_run_id)
@@ -286,9 +288,11 @@ def hydra_sweep(plan: validate.Plan | None) -> Iterator[HydraSweep]:
 
 class SweepCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        hydra_dirs.prune(config.hydra.run.dir)
         HYDRA.session = Session.open(config, multirun=False, plan=HYDRA.plan)
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        hydra_dirs.prune(config.hydra.sweep.dir)
         HYDRA.session = Session.open(config, multirun=True, plan=HYDRA.plan)
 
     def on_run_end(self, config: DictConfig, **kwargs) -> None:

@@ -167,6 +167,10 @@ class JaxWorkload:
         if self._compiled is not None and "xla_argument_bytes" not in self._compile_info:
             self._compile_info.update(_cost(self._compiled))
             self._compile_info.update(_memory(self._compiled))
+            # The step's executable is called directly: it cannot recompile. Its optimizer state
+            # (optax init) existed before it was compiled, with the structure it has now.
+            self._compile_info.update({"recompiles_possible": False,
+                                       "optimizer_state_at_compile": len(jax.tree_util.tree_leaves(self.state[2]))})
         return self._compile_info
 
     def evaluate(self, x, y) -> float:
@@ -230,6 +234,16 @@ class JaxWorkload:
             "device_kinds": sorted({d.device_kind for d in jax.devices()}),
             "backend": jax.default_backend(),
         }
+
+    def profile(self, first: int, steps: int, out_dir: str) -> dict:
+        """`steps` more steps under jax.profiler (run.profile=true, after the timed loop), with
+        the compiled module's HLO, which says what each fusion the trace names holds."""
+        from repro.profile import capture
+
+        def run_step(i: int) -> None:
+            self.sync(self.step(i))
+
+        return {**capture.jax_trace(run_step, first, steps, out_dir), "hlo": self._compiled.as_text()}
 
     def ir(self) -> dict[str, str]:
         if self.ctx.config.run.capture_ir and self._compiled is not None:

@@ -162,12 +162,46 @@ class TorchWorkload:
         return float(np.float32(out.detach().float().item()))
 
     def compile_info(self) -> dict:
+        info = self._lazy_state()
         if not self.ctx.config.framework.compile:
-            return {}
+            return info
         from torch._dynamo.utils import counters
 
-        return {"graph_breaks": int(sum(counters["graph_break"].values())),
+        return {**info, **self._compile_times(), "graph_breaks": int(sum(counters["graph_break"].values())),
                 "compile_backend": self.ctx.config.framework.compile_backend}
+
+    def _lazy_state(self) -> dict:
+        """The optimizer state torch created lazily in the first step (empty until then), which
+        makes the second step's graph differ from the first's under a tracing compiler."""
+        if self.opt is None:
+            return {}
+        names: dict[str, int] = {}
+        for state in self.opt.state.values():
+            for key in state:
+                names[key] = names.get(key, 0) + 1
+        return {"lazy_optimizer_state": {"tensors": sum(names.values()), "names": names}}
+
+    def _compile_times(self) -> dict:
+        """torch.compile's first step split by its own counters (torch._dynamo.utils):
+        dynamo's tracing and AOT autograd's (trace_lower_s), inductor's code generation and
+        C++/Triton compilation (compile_s), over every graph compiled so far."""
+        try:
+            from torch._dynamo.utils import compilation_time_metrics as m
+        except ImportError:
+            return {}
+        total = sum(m.get("_compile.compile_inner", ())) + sum(m.get("compile_fx.<locals>.bw_compiler", ()))
+        inductor = sum(m.get("compile_fx_inner", ()))
+        return {"trace_lower_s": max(0.0, total - inductor), "compile_s": inductor,
+                "dynamo_compiles": len(m.get("_compile.compile_inner", ()))}
+
+    def profile(self, first: int, steps: int, out_dir: str) -> dict:
+        """`steps` more steps under torch.profiler (run.profile=true, after the timed loop)."""
+        from repro.profile import capture
+
+        return capture.torch_trace(self._step_synced, first, steps, out_dir, self.device.type == "cuda")
+
+    def _step_synced(self, i: int) -> None:
+        self.sync(self.step(i))
 
     def evaluate(self, x, y) -> float:
         tx, ty = self._to_device(x, y)

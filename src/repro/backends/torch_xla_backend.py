@@ -91,6 +91,7 @@ class TorchXLAWorkload(TorchWorkload):
         self.capture_ir = bool(cfg.run.capture_ir)
         self._ir: dict[str, str] = {}
         self.ir_capture_s = 0.0
+        self._compiles_before: list[int] = []  # XLA compilations before steps 0, 1 and 2
 
     # -- settings ----------------------------------------------------------------------------
     def _init_cache(self, ctx: BuildContext) -> str | None:
@@ -115,12 +116,43 @@ class TorchXLAWorkload(TorchWorkload):
 
     # -- the step ----------------------------------------------------------------------------
     def step(self, i: int):
+        if i < 3 and len(self._compiles_before) == i:  # first steps only: one counter read (µs) each
+            self._compiles_before.append(self._compile_count())
         loss = super().step(i)
         if self.capture_ir and not self._ir:
             t0 = time.perf_counter()
             self._ir = self._lower([loss, *self.model.parameters()])
             self.ir_capture_s = time.perf_counter() - t0
         return loss
+
+    def _compile_count(self) -> int:
+        import torch_xla.debug.metrics as met
+
+        data = met.metric_data("CompileTime")
+        return int(data[0]) if data else 0
+
+    def profile(self, first: int, steps: int, out_dir: str) -> dict:
+        """`steps` more steps with PyTorch/XLA's metrics (run.profile=true, after the timed loop):
+        its compilations and executions per step; the metrics report is kept as the trace."""
+        from pathlib import Path
+
+        import torch_xla.debug.metrics as met
+
+        self.sync(self.step(first))
+        met.clear_metrics()
+        walls = []
+        for k in range(1, steps + 1):
+            t0 = time.perf_counter()
+            self.sync(self.step(first + k))
+            walls.append(time.perf_counter() - t0)
+        path = Path(out_dir) / "torch_xla_metrics.txt"
+        path.write_text(met.metrics_report())
+        execute = met.metric_data("ExecuteTime")
+        return {"profiler": f"torch_xla.debug.metrics (torch_xla {self.torch_xla.__version__})", "family": None,
+                "files": [str(path)], "trace": None, "viewer": "text (torch_xla.debug.metrics.metrics_report)",
+                "step_ms_each": [w * 1e3 for w in walls],
+                "executions_per_step": (int(execute[0]) / steps) if execute else None,
+                "compiles_during": self._compile_count()}
 
     def sync(self, out) -> None:
         self.torch_xla.sync()  # cut the lazy graph: compile (first time) and launch the step
@@ -147,6 +179,11 @@ class TorchXLAWorkload(TorchWorkload):
         execute = met.metric_data("ExecuteTime")
         if execute:
             info["xla_executions"] = int(execute[0])
+        counts = self._compiles_before + [self._compile_count()] * (4 - len(self._compiles_before))
+        info["xla_compiles_per_step"] = [counts[k + 1] - counts[k] for k in range(2)]  # steps 1 and 2
+        uncached = met.counter_value("UncachedCompile")
+        if uncached is not None:
+            info["xla_uncached_compiles"] = int(uncached)
         return info
 
     def peak_memory(self) -> dict:

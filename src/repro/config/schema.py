@@ -135,6 +135,9 @@ class RunConfig:
     deterministic: bool = True
     compile_cache: str = choice("cold", CACHE_STATES)
     capture_ir: bool = False
+    # after the timed loop, a few more steps under the framework's own profiler: the trace is
+    # kept and reduced to one vocabulary of categories (repro.profile); never inside the timed steps
+    profile: bool = False
     timeout_s: float = positive(3600.0)
     memory_limit_gb: Optional[float] = None  # a cap the run must fit in, else it ends "oom"
     resume: bool = False  # skip a job already recorded ok with this config hash on this environment
@@ -162,6 +165,13 @@ class ProgressConfig:
 
 
 @dataclass
+class EnvConfig:
+    # pins that replace versions of the worker's environment, e.g. [optax==0.2.7]: the job runs
+    # in a cached venv built with uv (repro.envs); [] runs in the worker's interpreter as it is
+    packages: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Config:
     framework: FrameworkConfig = field(default_factory=FrameworkConfig)
     model: Any = None  # typed per model by `model_schema()`
@@ -174,6 +184,7 @@ class Config:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
     progress: ProgressConfig = field(default_factory=ProgressConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
 
 
 # Keys that do not change a run's results: left out of the config hash.

@@ -12,7 +12,7 @@ from repro.hashing import sha256_json
 # as it was before they existed, so a run's identity survives the upgrade.
 # Dotted keys name one key inside a section.
 ADDED_AT_DEFAULT = {"cluster": {"nodes": 1, "jax_processes": 1}, "model.impl": "native",
-                    "run.init": "native"}
+                    "run.init": "native", "env": {"packages": []}, "run.profile": False}
 
 
 def _parent(tree: dict, dotted: str) -> tuple[dict, str]:

@@ -9,6 +9,7 @@ this machine, so that a bad value in job 5 stops the sweep before job 1 writes a
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -164,7 +165,6 @@ TRACKING_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "
 # MLflow keeps experiment names in a 256-character column, and a sqlite store's artifacts
 # live in a folder named after the experiment (255 bytes at most): one limit below both.
 EXPERIMENT_NAME_MAX = 200
-MIN_FREE_BYTES = 16 * 1024 * 1024  # a ledger's disk with less cannot take a run's records and spool
 
 
 def check_tracking_uri(uri: str) -> None:
@@ -190,28 +190,12 @@ def check_experiment_name(name: str) -> None:
                           "use letters, digits, '-', '_', '.' and spaces")
 
 
-def _nearest_existing(path: str) -> str:
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
-    return path
-
-
 def check_ledger_dir(path: str) -> None:
-    """The ledger folder can take records: not under /proc, not a file, writable, with free space."""
-    real = os.path.realpath(path)
-    if real == "/proc" or real.startswith(("/proc/", "/sys/")):
-        raise ConfigError(f"ledger.dir={path!r} lies under /{real.split('/')[1]}, "
-                          "a kernel filesystem that cannot hold records; choose a folder on a disk")
-    if os.path.exists(real) and not os.path.isdir(real):
-        raise ConfigError(f"ledger.dir={path!r} is a file, not a folder; choose a folder (it is created if missing)")
-    existing = _nearest_existing(real)
-    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"ledger.dir={path!r} is not writable ({existing} refuses new files: a read-only "
-                          "mount or missing permissions); choose a folder you can write to")
-    free = os.statvfs(existing)
-    if free.f_bavail * free.f_frsize < MIN_FREE_BYTES:
-        raise ConfigError(f"ledger.dir={path!r}: its disk is full ({free.f_bavail * free.f_frsize // 1024} KiB "
-                          f"free, {MIN_FREE_BYTES // 2**20} MiB needed); free some space or choose another folder")
+    """The ledger folder can take records (ledger/place.py: the one check, `Ledger.check_writable`'s too)."""
+    from repro.ledger import place
+
+    if (why := place.unusable(path)) is not None:
+        raise ConfigError(f"ledger.dir={path!r} {why}")
 
 
 def check(cfg: DictConfig) -> schema.Config:
@@ -256,6 +240,34 @@ def check_data(jobs: Sequence[schema.Config]) -> None:
 
 def _is_flag(arg: str) -> bool:
     return arg.startswith("-")
+
+
+def _config_keys() -> list[str]:
+    """Every dotted key of the default config (what a misspelt key is matched against)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
+        tree = OmegaConf.to_container(compose("config"), resolve=False)
+
+    def walk(node, prefix: str):
+        for key, value in node.items():
+            yield from walk(value, f"{prefix}{key}.") if isinstance(value, dict) else [f"{prefix}{key}"]
+    return list(walk(tree, ""))
+
+
+def _hydra_message(text: str) -> str:
+    """Hydra's advice for a key the config lacks is to add it (`+run.stpes=3`); a misspelt key
+    needs the key it meant."""
+    import difflib
+    import re
+
+    if not (found := re.match(r"Could not override '([^']+)'", text)):
+        return text
+    key = found.group(1)
+    near = difflib.get_close_matches(key, _config_keys(), n=1)
+    hint = f"did you mean {near[0]}?" if near else "`repro --cfg job` prints every key"
+    return f"{key} is not a config key: {hint} (a new key is added with +{key}=...)"
 
 
 def plan(args: Sequence[str]) -> Plan:
@@ -303,17 +315,19 @@ def plan(args: Sequence[str]) -> Plan:
             jobs, job_overrides = interleave(jobs, repeats), interleave(job_overrides, repeats)
             launcher = str(top.hydra.launcher.get("_target_", ""))
     except HydraException as e:  # Hydra's search path says nothing to a user: left out
-        raise ConfigError(str(e).split("\nConfig search path:")[0]) from None
+        raise ConfigError(_hydra_message(str(e).split("\nConfig search path:")[0])) from None
     finally:
         GlobalHydra.instance().clear()
 
     from repro import hardware
-    from repro.runner import cluster
+    from repro.runner import cluster, scheduler
 
     if "SlurmLauncher" not in launcher:  # the jobs run here: so must SLURM's variables be
         for slurm in [j.cluster for j in jobs if j.cluster.name == "slurm"][:1]:
-            cluster.resolve(slurm)  # raises, naming what is missing and what to do
+            cluster.check_reachable(cluster.resolve(slurm))  # raises, naming what is missing and what to do
 
+    if "SlurmLauncher" in launcher and (warning := scheduler.shared_store_warning([j.tracking.uri for j in jobs])):
+        print(f"repro: {warning}", file=sys.stderr)
     hardware.check_all([j.hardware for j in jobs])
     check_data(jobs)
     for ledger_dir in sorted({j.ledger.dir for j in jobs}):

@@ -1,4 +1,4 @@
-"""`repro ledger list | show ID | verify | diff A B | recover | schema`."""
+"""`repro ledger list | show ID | verify | diff A B | recover | schema` (export: export.py)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     lsub.add_parser("verify", help="check every record file: JSON, schema, content hash, duplicates, links; "
                     "warn of lost runs", parents=[common])
     lsub.add_parser("recover", help="append the finished records spooled under <ledger>/.spool/", parents=[common])
-    lsub.add_parser("schema", help="print the JSON Schema of a record", parents=[common])
+    lsub.add_parser("schema", help="print the JSON Schema of a record (reads no ledger: no --ledger)"
+                    ).set_defaults(reads_ledger=False)
     d = lsub.add_parser("diff", help="config, environment, data and results differences of two records",
                         parents=[common])
     d.add_argument("a")
@@ -52,69 +53,77 @@ def _row(r: dict, status: str) -> list[str]:
             f"{med * 1e3:.2f}" if med else "-", r.get("config_hash", "")[:12]]
 
 
-def run(args: argparse.Namespace) -> int:
-    ledger = Ledger(args.ledger)
-    console = terminal()
-    try:
-        if args.action == "list":
-            if args.json:  # the record files as they are: nothing to parse and print again
-                entries = ledger.entries() if args.all else ledger.head_entries()
-                texts = [data.rstrip() for e in entries if (data := ledger.read(e)) is not None]
-                sys.stdout.flush()
-                sys.stdout.buffer.write(b"[\n" + b",\n".join(texts) + b"\n]\n")
-                return 0
-            records = list(ledger.records()) if args.all else ledger.heads()
-            t = Table(title=f"ledger {ledger.root} ({len(records)} records)", title_justify="left")
-            for col in ("id", "created", "status", "kind", "experiment", "framework", "model", "steady ms", "config hash"):
-                t.add_column(col)
-            for r in records:  # a run's state (lost...) from its newest record; --all lists superseded ones too
-                t.add_row(*_row(r, str(r.get("status")) if args.all else str(state_of(r))))
-            console.print(t)
-        elif args.action == "show":
-            record = ledger.get(args.id)
-            if args.json:
-                print(json.dumps(record, indent=1, default=str))
-            else:
-                console.print_json(json.dumps(record, default=str))
-                state = state_of(ledger.current(record))
-                if state.text != record.get("status"):
-                    console.print(f"its run: {state}")
-        elif args.action == "diff":
-            a, b = ledger.get(args.a), ledger.get(args.b)
-            sections = record_diff(a, b)
-            if not sections:
-                print(f"{a['id']} and {b['id']}: no differences in {', '.join(SECTIONS)}")
-            for section, rows in sections.items():
-                t = Table(title=f"{section}: {len(rows)} difference(s)", title_justify="left")
-                for col in ("key", a["id"], b["id"]):
-                    t.add_column(col, overflow="fold")
-                for key, x, y in rows:
-                    t.add_row(key, _short(x), _short(y))
-                console.print(t)
-        elif args.action == "verify":
-            found = ledger.check()
-            for p in found.warnings:
-                print(f"WARN {p}", file=sys.stderr)
-            warned = f"; {len(found.warnings)} warning(s)" if found.warnings else ""
-            if found.problems:
-                for p in found.problems:
-                    print(f"FAIL {p}", file=sys.stderr)
-                print(f"ledger verify: {len(found.problems)} problem(s) in {found.files} files under {ledger.root}"
-                      f"{warned}", file=sys.stderr)
-                return 1
-            print(f"ledger verify: {found.files} records under {ledger.root}, every content hash and schema "
-                  f"matches{warned}")
-        elif args.action == "recover":
-            return _recover(ledger)
-        elif args.action == "schema":
-            print(json.dumps(SCHEMA, indent=1))
-    except LedgerError as e:
-        print(f"repro ledger: {e}", file=sys.stderr)
-        return 2
+def _list(ledger: Ledger, args: argparse.Namespace) -> int:
+    if args.json:  # the record files as they are: nothing to parse and print again
+        entries = ledger.entries() if args.all else ledger.head_entries()
+        texts = [data.rstrip() for e in entries if (data := ledger.read(e)) is not None]
+        sys.stdout.flush()
+        sys.stdout.buffer.write(b"[\n" + b",\n".join(texts) + b"\n]\n")
+        return 0
+    records = list(ledger.records()) if args.all else ledger.heads()
+    t = Table(title=f"ledger {ledger.root} ({len(records)} records)", title_justify="left")
+    for col in ("id", "created", "status", "kind", "experiment", "framework", "model", "steady ms", "config hash"):
+        t.add_column(col)
+    for r in records:  # a run's state (lost...) from its newest record; --all lists superseded ones too
+        t.add_row(*_row(r, str(r.get("status")) if args.all else str(state_of(r))))
+    terminal().print(t)
     return 0
 
 
-def _recover(ledger: Ledger) -> int:
+def _show(ledger: Ledger, args: argparse.Namespace) -> int:
+    record = ledger.get(args.id)
+    if args.json:
+        print(json.dumps(record, indent=1, default=str))
+        return 0
+    console = terminal()
+    console.print_json(json.dumps(record, default=str))
+    if "scheduler" in record:
+        from repro.runner.scheduler import describe
+
+        console.print(f"ran under: {describe(record['scheduler'])}")
+    state = state_of(ledger.current(record))
+    if state.text != record.get("status"):
+        console.print(f"its run: {state}")
+    return 0
+
+
+def _diff(ledger: Ledger, args: argparse.Namespace) -> int:
+    a, b = ledger.get(args.a), ledger.get(args.b)
+    sections = record_diff(a, b)
+    if not sections:
+        print(f"{a['id']} and {b['id']}: no differences in {', '.join(SECTIONS)}")
+    for section, rows in sections.items():
+        t = Table(title=f"{section}: {len(rows)} difference(s)", title_justify="left")
+        for col in ("key", a["id"], b["id"]):
+            t.add_column(col, overflow="fold")
+        for key, x, y in rows:
+            t.add_row(key, _short(x), _short(y))
+        terminal().print(t)
+    return 0
+
+
+def _verify(ledger: Ledger, args: argparse.Namespace) -> int:
+    found = ledger.check()
+    for p in found.warnings:
+        print(f"WARN {p}", file=sys.stderr)
+    warned = f"; {len(found.warnings)} warning(s)" if found.warnings else ""
+    if found.problems:
+        for p in found.problems:
+            print(f"FAIL {p}", file=sys.stderr)
+        print(f"ledger verify: {len(found.problems)} problem(s) in {found.files} files under {ledger.root}"
+              f"{warned}", file=sys.stderr)
+        return 1
+    print(f"ledger verify: {found.files} records under {ledger.root}, every content hash and schema "
+          f"matches{warned}")
+    return 0
+
+
+def _schema(ledger: Ledger, args: argparse.Namespace) -> int:
+    print(json.dumps(SCHEMA, indent=1))
+    return 0
+
+
+def _recover(ledger: Ledger, args: argparse.Namespace) -> int:
     done = ledger.recover()
     for path, record in done.recovered:
         print(f"recovered {path} as record {record['id']} ({record.get('status')}, after {record.get('prev')})")
@@ -123,8 +132,22 @@ def _recover(ledger: Ledger) -> int:
     if done.released:
         print(f"freed {len(done.released)} reservation(s) of runs that ended without using them "
               f"({', '.join(p.name for p in done.released)})")
+    for r in done.superseded:
+        print(f"marked the lost run {r['prev']} superseded by run {r['superseded_by']} (record {r['id']})")
     for p in done.failed:
         print(f"repro ledger recover: {p}", file=sys.stderr)
-    if not (done.recovered or done.running or done.failed or done.released):
+    if not (done.recovered or done.running or done.failed or done.released or done.superseded):
         print(f"nothing to recover: no spooled records under {ledger.spool_dir}")
     return 1 if done.failed else 0
+
+
+ACTIONS = {"list": _list, "show": _show, "diff": _diff, "verify": _verify, "recover": _recover, "schema": _schema}
+
+
+def run(args: argparse.Namespace) -> int:
+    """`repro ledger ACTION`: one function per action (export is its own module); a LedgerError is one line, exit 2."""
+    try:
+        return ACTIONS[args.action](Ledger(args.ledger) if args.ledger else None, args)
+    except LedgerError as e:
+        print(f"repro ledger: {e}", file=sys.stderr)
+        return 2

@@ -14,6 +14,7 @@ crash reads as corrupt and is rebuilt. A ledger that cannot be written keeps it 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -22,11 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from repro.ledger import recordfile
+from repro.ledger import recordfile, schema
 
 FOLDER = ".index"
 FILE = "files.json"
 FORMAT = 1
+# A record is a few KiB to a few MiB (its loss series); a larger file is not one, and is never read.
+MAX_RECORD_BYTES = 32 << 20
 SUMMARY = ("id", "prev", "created", "kind", "status", "sweep")
 log = logging.getLogger("repro.ledger")
 
@@ -43,19 +46,37 @@ class Entry:
     problem: str | None = None  # why the file is not a record; then the rest is empty
 
 
-def record_files(root: Path) -> Iterator[tuple[str, os.stat_result]]:
-    """(`<folder>/<name>.json`, its stat) for every record file; dot-files and dot-folders are never records."""
+def record_files(root: Path) -> Iterator[tuple[str, os.stat_result | str]]:
+    """(`<folder>/<name>.json`, its stat) for every record file; dot-files and dot-folders are never
+    records. A path that cannot be a record file (a symlink loop in the root or a date folder, a
+    file too large for a record) comes as (its name, why) instead, without being read."""
     for folder in os.scandir(root):
-        if folder.name.startswith(".") or not folder.is_dir():
+        if folder.name.startswith("."):
             continue
         try:
+            if not folder.is_dir():
+                continue
             files = list(os.scandir(folder.path))
         except OSError as e:
-            log.warning("ledger: skipping folder %s: %s", folder.path, e.strerror)
+            yield folder.name, _unreadable(Path(folder.path), e)
             continue
         for f in files:
-            if f.name.endswith(".json") and not f.name.startswith(".") and f.is_file():
-                yield f"{folder.name}/{f.name}", f.stat()
+            if not f.name.endswith(".json") or f.name.startswith("."):
+                continue
+            try:
+                st = f.stat() if f.is_file() else None
+            except OSError as e:
+                yield f"{folder.name}/{f.name}", _unreadable(Path(f.path), e)
+                continue
+            if st is not None:
+                yield f"{folder.name}/{f.name}", st if st.st_size <= MAX_RECORD_BYTES else \
+                    f"{st.st_size >> 20} MiB, larger than any record ({MAX_RECORD_BYTES >> 20} MiB at most): not read"
+
+
+def _unreadable(path: Path, e: OSError) -> str:
+    if e.errno == errno.ELOOP:
+        return "a symlink loop (it never reaches a file or folder): remove the link"
+    return f"unreadable ({e.strerror or e})"
 
 
 def summarize(path: Path) -> dict | str:
@@ -63,6 +84,8 @@ def summarize(path: Path) -> dict | str:
         record = recordfile.load(path)
     except recordfile.NotARecord as e:
         return str(e)
+    if errors := schema.errors(record):  # a foreign JSON file that happens to hold an `id`
+        return f"not a record: it does not match the record schema ({errors[0]})"
     sweep = record.get("sweep")
     return {"id": record["id"], "prev": record.get("prev"), "created": str(record.get("created", "")),
             "kind": record.get("kind"), "status": record.get("status"),
@@ -79,7 +102,11 @@ class Index:
         """Every record file in name order, its summary reused while the file is unchanged."""
         known = self._load() if self._files is None else self._files
         files = {}
+        skipped = []
         for name, st in record_files(self.root):
+            if isinstance(st, str):
+                skipped.append(Entry(self.root / name, problem=st))
+                continue
             old = known.get(name)
             files[name] = old if old and old[0] == st.st_size and old[1] == st.st_mtime_ns \
                 else [st.st_size, st.st_mtime_ns, summarize(self.root / name)]
@@ -87,9 +114,9 @@ class Index:
         self._files = files
         if changed:
             self._save()
-        return [Entry(self.root / name, **summary) if isinstance(summary, dict)
-                else Entry(self.root / name, problem=summary)
-                for name, (_, _, summary) in sorted(files.items())]
+        return sorted(skipped + [Entry(self.root / name, **summary) if isinstance(summary, dict)
+                                 else Entry(self.root / name, problem=summary)
+                                 for name, (_, _, summary) in files.items()], key=lambda e: e.path)
 
     def _load(self) -> dict[str, list]:
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3  # 2: environment.env_hash names the whole environment (<ledger>/envs/<hash>.txt); 3: a run names its scheduler (`scheduler`: {"name": "local"} or SLURM's job, nodes, ...)
 
 _ID = {"type": "string", "pattern": "^[0-9a-f]{16}$"}
 _OBJECT = {"type": "object"}
@@ -32,6 +32,8 @@ SCHEMA: dict = {
         "schema_version": {"type": "integer", "minimum": 1},
         "id": _ID,
         "prev": _ID,
+        "replay_of": _ID,
+        "superseded_by": _ID,
         "created": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}T"},
         "kind": {"type": "string", "minLength": 1},
         "status": {"type": "string", "minLength": 1},
@@ -43,9 +45,13 @@ SCHEMA: dict = {
             "host": {"type": "string"}, "pid": {"type": "integer"}, "create_time": {"type": "number"}}},
         "repeat": {"type": "object", "required": ["index", "count", "group"], "properties": {
             "index": {"type": "integer"}, "count": {"type": "integer"}, "group": {"type": "string"}}},
+        "scheduler": {"type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string", "minLength": 1}, "job_id": {"type": "string"},
+            "attempt": {"type": "integer", "minimum": 1}, "resources": _OBJECT}},
         "results": {"type": "object", "properties": {
             "step_time_s": {"type": "array", "items": {"type": "number"}}}},
-        **{key: _OBJECT for key in ("config", "environment", "git", "code", "data", "seeds", "effective",
+        "environment": {"type": "object", "properties": {"env_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}},
+        **{key: _OBJECT for key in ("config", "git", "code", "data", "seeds", "effective",
                                     "mlflow", "cluster", "sweep", "machine")},
     },
 }

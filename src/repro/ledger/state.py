@@ -42,6 +42,8 @@ def parent_alive(pid: int, create_time: float | None) -> bool:
 def state_of(record: dict, host: str | None = None) -> RunState:
     """The state of a run from the newest record of its chain (`Ledger.heads()` gives those)."""
     status = str(record.get("status"))
+    if status == "superseded":
+        return RunState(status, f"superseded by run {record.get('superseded_by')} (it was lost, then run again)")
     if status != "started":
         return RunState(status, status)
     parent = record.get("parent")

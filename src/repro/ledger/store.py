@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import secrets
@@ -22,24 +21,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from repro.ledger import recordfile, schema
+from repro.ledger import place, recordfile, schema
+from repro.ledger.place import write_error
 from repro.ledger.index import Entry, Index, record_files
 from repro.ledger.recordfile import record_id
 from repro.ledger.state import state_of
 from repro.ledger.verify import Problem, Verification, verify
 
 SPOOL = ".spool"  # <ledger>/.spool/<started id>.json: a finished record body not yet appended
-MIN_FREE = 64 << 10  # a few records' worth: less, and a run would do its work and fail to record it
-PSEUDO_FILESYSTEMS = (Path("/proc"), Path("/sys"))
-_FIX = {
-    errno.ENOSPC: "the filesystem is full: free space on it or set ledger.dir to another folder",
-    errno.EDQUOT: "the disk quota is used up: free space or set ledger.dir to another folder",
-    errno.EROFS: "the filesystem is read-only: set ledger.dir to a writable folder",
-    errno.EACCES: "no permission to write there: fix its permissions or set ledger.dir to a folder you can write",
-    errno.EPERM: "no permission to write there: fix its permissions or set ledger.dir to a folder you can write",
-    errno.ENOTDIR: "a part of that path is a file: set ledger.dir to a folder",
-    errno.EEXIST: "a part of that path is a file: set ledger.dir to a folder",
-}
 log = logging.getLogger("repro.ledger")
 
 
@@ -57,11 +46,7 @@ class Recovery:
     failed: list[Problem] = field(default_factory=list)  # spool files kept
     running: list[Path] = field(default_factory=list)  # spools of runs whose parent still runs: left to it
     released: list[Path] = field(default_factory=list)  # empty reservations of runs that are over: deleted
-
-
-def write_error(path: Path, e: OSError) -> str:
-    fix = _FIX.get(e.errno, "check that folder, or set ledger.dir to another one")
-    return f"cannot write ledger record {path}: {e.strerror or e} ({fix})"
+    superseded: list[dict] = field(default_factory=list)  # lost runs marked superseded by a later ok run
 
 
 class Ledger:
@@ -113,27 +98,15 @@ class Ledger:
 
     def check_writable(self) -> None:
         """Raise LedgerError unless a record could be appended here (for preflight: writes nothing)."""
-        self._check_root()
-        existing = self.root.absolute()
-        while not existing.exists():
-            existing = existing.parent
-        if not existing.is_dir():
-            raise LedgerError(f"ledger dir {self.root}: {existing} is a file, not a folder: set ledger.dir to a folder")
-        st = os.statvfs(existing)
-        if st.f_flag & os.ST_RDONLY:
-            raise LedgerError(f"ledger dir {self.root}: {_FIX[errno.EROFS]}")
-        if not os.access(existing, os.W_OK | os.X_OK):
-            raise LedgerError(f"ledger dir {self.root}: {_FIX[errno.EACCES]}")
-        if st.f_bavail * st.f_frsize < MIN_FREE:
-            raise LedgerError(f"ledger dir {self.root}: less than {MIN_FREE >> 10} KiB free; {_FIX[errno.ENOSPC]}")
+        if (why := place.unusable(self.root)) is not None:
+            raise LedgerError(f"ledger dir {self.root} {why}")
 
     def recover(self) -> Recovery:
         """Append every spooled `finished` record (`<ledger>/.spool/*.json`); a spool file is
         deleted only once its record is in the ledger, and kept (named) when that fails."""
         out = Recovery()
-        if not self.spool_dir.is_dir():
-            return out
-        for path in sorted(p for p in self.spool_dir.glob("*.json") if not p.name.startswith(".")):
+        spooled = sorted(self.spool_dir.glob("*.json")) if self.spool_dir.is_dir() else []
+        for path in (p for p in spooled if not p.name.startswith(".")):
             try:
                 body = recordfile.parse_json(path.read_bytes())
             except (OSError, ValueError) as e:
@@ -155,10 +128,33 @@ class Ledger:
             out.recovered.append((path, record))
         # A reservation holds no results (spool.write renames it to .json before the ledger write):
         # one left behind by a killed parent is only disk space, given back once its run is over.
-        for path in sorted(self.spool_dir.glob("*.reserved")):
+        for path in sorted(self.spool_dir.glob("*.reserved")) if self.spool_dir.is_dir() else []:
             if self._running(path.stem) is None:
                 path.unlink(missing_ok=True)
                 out.released.append(path)
+        try:
+            out.superseded = self.supersede_lost()
+        except LedgerError as e:
+            out.failed.append(Problem(self.root, f"could not mark lost runs superseded: {e}"))
+        return out
+
+    def supersede_lost(self, by: dict | None = None) -> list[dict]:
+        """Mark lost runs that were run again since: for each `lost` started head whose config
+        hash has a later `ok` run (`by`, or the newest such run in the ledger), append a
+        `supersession` record (prev: the lost one, superseded_by: the ok one). The ledger is
+        append-only: the lost record stays, its chain ends. Returns the records appended."""
+        entries = self.head_entries(kind="run")
+        lost = [r for e in entries if e.status == "started" and (r := self.load(e)) and state_of(r).name == "lost"]
+        if not lost:
+            return []
+        oks = [by] if by is not None else [r for e in entries if e.status == "ok" and (r := self.load(e))]
+        out = []
+        for record in lost:
+            later = [ok for ok in oks if ok.get("config_hash") == record.get("config_hash") and ok.get("config_hash")
+                     and ok.get("created", "") > record.get("created", "")]
+            if later:
+                out.append(self.append({"kind": "supersession", "status": "superseded", "prev": record["id"],
+                                        "superseded_by": later[-1]["id"], "config_hash": record["config_hash"]}))
         return out
 
     def spool_path(self, started_id: str) -> Path:
@@ -188,10 +184,14 @@ class Ledger:
 
     def paths(self) -> list[Path]:
         """Every record file (damaged ones included; dot-files and dot-folders never)."""
+        return [path for path, why in self._scan() if why is None]
+
+    def _scan(self) -> list[tuple[Path, str | None]]:
+        """Every path that is or looks like a record file, with why it cannot be one (None: it may be)."""
         self._check_root()
         if not self.root.is_dir():
             return []
-        return [self.root / name for name in sorted(name for name, _ in record_files(self.root))]
+        return sorted((self.root / name, st if isinstance(st, str) else None) for name, st in record_files(self.root))
 
     def entries(self) -> list[Entry]:
         """The index entry of every readable record, once per id, in file-name order."""
@@ -228,6 +228,10 @@ class Ledger:
                 yield record
 
     def get(self, prefix: str) -> dict:
+        """The record whose id is or starts with `prefix`; one whose content no longer hashes to its
+        id (changed after it was written) is returned with a warning naming it."""
+        if not prefix.strip():
+            raise LedgerError("give a record id, or the first characters of one (`repro ledger list` shows them)")
         entries = self.entries()
         matches = sorted({e.id for e in entries if e.id.startswith(prefix)})
         if not matches:
@@ -236,9 +240,18 @@ class Ledger:
             raise LedgerError(f"no record with id {prefix!r} in {self.root} (repro ledger list shows them){hint}")
         if len(matches) > 1:
             raise LedgerError(f"id {prefix!r} is ambiguous in {self.root}: {', '.join(matches)}")
-        record = self.load(next(e for e in entries if e.id == matches[0]))
+        entry = next(e for e in entries if e.id == matches[0])
+        data = self.read(entry)
+        try:
+            record = recordfile.parse(data) if data is not None else None
+        except recordfile.NotARecord as e:  # changed since the index read it
+            self._warn(entry.path, str(e))
+            record = None
         if record is None:
             raise LedgerError(f"record {matches[0]} in {self.root} cannot be read (repro ledger verify)")
+        if (actual := recordfile.content_id(record, data)) != record["id"]:
+            log.warning("ledger: record %s (%s) was changed after it was written: its content hashes to %s; "
+                        "its figures cannot be trusted (repro ledger verify)", record["id"], entry.path, actual)
         return record
 
     def head_entries(self, kind: str | None = None, sweep: str | None = None,
@@ -276,7 +289,10 @@ class Ledger:
 
     def check(self) -> Verification:
         """Read every file: JSON, schema, content hash, file name, duplicates, links; lost runs."""
-        return verify(self.paths())
+        scanned = self._scan()
+        found = verify([path for path, why in scanned if why is None])
+        found.problems += [Problem(path, why) for path, why in scanned if why is not None]
+        return found
 
     def verify(self) -> list[Problem]:
         return self.check().problems
@@ -284,15 +300,8 @@ class Ledger:
     # -- internals -----------------------------------------------------------------------------
 
     def _check_root(self) -> None:
-        where = self.root.resolve()
-        for pseudo in PSEUDO_FILESYSTEMS:
-            if where == pseudo or pseudo in where.parents:
-                raise LedgerError(f"ledger dir {self.root} lies under {pseudo}, a kernel filesystem: "
-                                  "set ledger.dir / --ledger to a folder on disk")
-        if self.root.exists() and not self.root.is_dir():
-            raise LedgerError(f"ledger dir {self.root} is a file, not a folder: set ledger.dir / --ledger to a folder")
-        if self.root.is_dir() and not os.access(self.root, os.R_OK | os.X_OK):
-            raise LedgerError(f"ledger dir {self.root} cannot be read: fix its permissions or set --ledger")
+        if (why := place.unusable(self.root, write=False)) is not None:
+            raise LedgerError(f"ledger dir {self.root} {why}")
 
     def _warn(self, path: Path, reason: str) -> None:
         if path not in self._warned:

@@ -19,7 +19,7 @@ from repro.ledger import recordfile, schema
 from repro.ledger.state import state_of
 
 PARALLEL_FROM = 2000  # files; below that a fork costs more than it saves
-KEPT = ("id", "prev", "status", "parent")  # what the whole-ledger checks need of a record
+KEPT = ("id", "prev", "status", "parent", "replay_of", "superseded_by")  # what the whole-ledger checks need of a record
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,12 @@ def verify(paths: list[Path]) -> Verification:
         path = first[record["id"]]
         if record.get("prev") and record["prev"] not in first:
             out.problems.append(Problem(path, f"names an earlier record {record['prev']} that is not in the ledger"))
+        if record.get("replay_of") and record["replay_of"] not in first:
+            out.problems.append(Problem(path, f"record {record['id']} is a replay of {record['replay_of']}, which is "
+                                              "not in the ledger (restore that record's file, e.g. from git)"))
+        if record.get("superseded_by") and record["superseded_by"] not in first:
+            out.problems.append(Problem(path, f"record {record['id']} says run {record['superseded_by']} superseded "
+                                              "it, which is not in the ledger"))
         if record["id"] not in superseded and (state := state_of(record)).name == "lost":
             out.warnings.append(Problem(path, f"{state}: its parent process is gone and the run never ended; "
                                               "`repro ledger recover` appends its results if they were spooled, "

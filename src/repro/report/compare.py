@@ -76,5 +76,20 @@ def run(args) -> int:
     if not_runs:
         print(f"repro compare: {', '.join(not_runs)} are not run records", file=sys.stderr)
         return 2
-    print_comparison(console(), comparison.build(records))
+    built = comparison.build(records)
+    print_comparison(console(), built)
+    _time_goes(console(), built)
     return 0
+
+
+def _time_goes(out, built) -> None:
+    """The report's "Where the time goes" (profiled runs) and "First step" sections, rendered."""
+    from rich.markdown import Markdown
+
+    from repro.profile import breakdown
+
+    lines = breakdown.markdown(built)
+    if lines and out.is_terminal:
+        out.print(Markdown("\n".join(lines)))
+    elif lines:  # pipes and logs: the markdown itself (rich pads headings to the unbounded width)
+        out.print("\n".join(lines), markup=False, highlight=False)

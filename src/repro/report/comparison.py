@@ -235,16 +235,23 @@ def _interleaved(a: Row, b: Row) -> bool:
         all((r.get("repeat") or {}).get("count", 1) > 1 for r in both)
 
 
+# What a verdict compares: two rows that differ in one of these keys and in nothing else swept.
+# framework: JAX vs PyTorch; env.packages: two releases of a package (a version sweep, repro.envs).
+COMPARED = ("framework", "env.packages")
+
+
 def _verdicts(model: str, rows: list[Row], keys: list[str]) -> list[stats.Verdict]:
-    """One verdict per pair of rows that differ only in the framework."""
-    others = [k for k in keys if k != "framework" and k not in IN_TITLE]
+    """One verdict per pair of rows that differ only in the framework, or only in the pinned package versions."""
     out = []
-    for a, b in combinations([r for r in rows if r.median_s], 2):
-        rest_a, rest_b = (varied.describe_values(r.records[0], others) for r in (a, b))
-        if rest_a != rest_b or a.framework == b.framework:
-            continue
-        what = model + (f" · {rest_a}" if rest_a else "")
-        out.append(stats.compare(a.framework, a.ok, b.framework, b.ok, what, interleaved=_interleaved(a, b)))
+    for key in COMPARED:
+        others = [k for k in keys if k != key and k not in IN_TITLE]
+        for a, b in combinations([r for r in rows if r.median_s], 2):
+            rest_a, rest_b = (varied.describe_values(r.records[0], others) for r in (a, b))
+            name_a, name_b = (varied.describe_values(r.records[0], [key]) for r in (a, b))
+            if rest_a != rest_b or name_a == name_b:
+                continue
+            what = model + (f" · {rest_a}" if rest_a else "")
+            out.append(stats.compare(name_a, a.ok, name_b, b.ok, what, interleaved=_interleaved(a, b)))
     return out
 
 

@@ -12,6 +12,7 @@ import io
 from repro.flat import flatten
 from repro.ledger.command import sweep_command
 from repro.report import published
+from repro.runner import scheduler
 from repro.report.audit import CHECKS
 from repro.report.comparison import CELLS, Comparison, Table
 
@@ -107,6 +108,7 @@ def _machine(record: dict) -> dict[str, str]:
                   if k not in ("cores", "threads") or str(machine[k]) != str(facts["cores" if k == "cores" else
                                                                                      "threads (REPRO_THREADS)"])})
     facts["GPUs"] = [g["name"] for g in env.get("gpus", [])]
+    facts["scheduler"] = scheduler.describe(record.get("scheduler"))  # local, or SLURM's job, nodes, log
     return {k: _shown(v) for k, v in facts.items()}
 
 
@@ -129,6 +131,12 @@ def machine_lines(comparison: Comparison) -> list[str]:
     return lines
 
 
+def _time_goes(comparison: Comparison) -> list[str]:
+    from repro.profile import breakdown  # "where the time goes" (profiled runs) and "first step"
+
+    return breakdown.markdown(comparison)
+
+
 def page(records: list[dict], comparison: Comparison, plot_files: list[str], table_file: str) -> str:
     first = min(records, key=lambda r: r.get("created", ""))
     sweep = first.get("sweep") or {}
@@ -148,6 +156,7 @@ def page(records: list[dict], comparison: Comparison, plot_files: list[str], tab
         f"The table as CSV: [{table_file}]({table_file}).", "",
         "## Fairness audit", "", *audit_lines(comparison), "",
         *published.section(experiment, comparison),
+        *_time_goes(comparison),
         "## Machine", "", *machine_lines(comparison), "",
         "## Plots", "",
     ]

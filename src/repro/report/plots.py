@@ -212,9 +212,14 @@ PLOTS: dict[str, Callable[[Comparison], Figure]] = {
 
 
 def write(comparison: Comparison, out: Path) -> list[Path]:
+    from repro.profile import figure  # "where the time goes": only when runs were profiled
+
     written = []
-    for name, plot in PLOTS.items():
+    for name, plot in {**PLOTS, "where_time_goes.png": figure.plot}.items():
+        fig = plot(comparison)
+        if fig is None:
+            continue
         path = out / name
-        plot(comparison).savefig(path, dpi=100, metadata=PNG_METADATA)
+        fig.savefig(path, dpi=100, metadata=PNG_METADATA)
         written.append(path)
     return written

@@ -85,10 +85,12 @@ class Display:
         print(f"{self._job_tag(job)}   step {step}/{steps}  {info}  elapsed {_duration(now - self._job_start)}{eta}",
               flush=True)
 
-    def job_finished(self, job: int, record: dict) -> None:
+    def job_finished(self, job: int, record: dict, in_ledger: bool = True) -> None:
+        """`in_ledger=False`: the record is only spooled (the ledger's disk refused it)."""
         results = record.get("results", {})
         note = f"steady {_ms(results.get('steady_median_s'))}" if record["status"] == "ok" else record.get("error", {}).get("reason", "")
-        line = f"{self._job_tag(job)} {record['status']}: {note} (ledger {record['id']})"
+        where = f"ledger {record['id']}" if in_ledger else "spooled, not yet in the ledger; run `repro ledger recover`"
+        line = f"{self._job_tag(job)} {record['status']}: {note} ({where})"
         if self.mode == "plain":
             print(line, flush=True)
         elif self._progress:

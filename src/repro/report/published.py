@@ -58,6 +58,36 @@ def _model_groups(comparison: Comparison) -> dict[str, list[Row]]:
     return out
 
 
+def _pytorch(members: list[Row]) -> str:
+    """The framework that stands for the study's PyTorch (lowered through XLA): torch_xla where run."""
+    return "torch_xla" if any(c.framework == "torch_xla" for c in members) else "torch"
+
+
+def _phases(pub: dict, ours: dict[str, list[Row]]) -> list[str]:
+    """First, second and steady runs, published and ours, per workload and framework: the
+    second run's effect (second ≫ steady) is the study's finding."""
+    lines = ["First, second and steady runs (ms): published, then ours, and our second run over our steady state.",
+             "", "| workload | framework | published first | published second | published steady | our framework | "
+             "our first | our second | our steady | our second/steady |",
+             "|---|---|---:|---:|---:|---|---:|---:|---:|---:|"]
+    names = {"jax": "jax", "torch": "PyTorch", None: "PyTorch eager (not in the study)"}
+    for model, (workload, figures) in pub["models"].items():
+        if model not in ours:
+            continue
+        for fw, mine in (("jax", "jax"), ("torch", _pytorch(ours[model])), (None, "torch")):
+            if fw is None and mine == _pytorch(ours[model]):
+                continue  # eager is shown beside torch_xla only when both ran
+            row = next((c for c in ours[model] if c.framework == mine), None)
+            first, second, steady = ((row.first_s, row.second_s, row.median_s) if row else (None, None, None))
+            first, second, steady = (v * 1e3 if v is not None else None for v in (first, second, steady))
+            published = figures.get(fw) if fw else ()
+            cells = [_ms(v) for v in published] if published else (["OOM"] * 3 if fw else ["—"] * 3)
+            ours_cells = ["—" if v is None else f"{v:.3f}" for v in (first, second, steady)]
+            lines.append(f"| {workload} | {names[fw]} | " + " | ".join(cells) + f" | {mine} | " + " | ".join(ours_cells)
+                         + f" | {f'{second / steady:.3g}' if second and steady else '—'} |")
+    return lines
+
+
 def section(experiment: str, comparison: Comparison) -> list[str]:
     """Markdown lines: the published figures beside ours, or [] when the exp reproduces none."""
     pub = PUBLISHED.get(experiment)
@@ -72,11 +102,13 @@ def section(experiment: str, comparison: Comparison) -> list[str]:
             if model not in ours:
                 continue
             pj, pt = (figures[f][2] if figures[f] else None for f in ("jax", "torch"))
-            oj, ot = _ours(ours[model], "jax"), _ours(ours[model], "torch")
+            oj, ot = _ours(ours[model], "jax"), _ours(ours[model], _pytorch(ours[model]))
             lines.append(f"| {workload} | {_ms(pj)} | {_ms(pt)} | {_ratio(pj, pt)} | "
                          f"{'—' if oj is None else f'{oj:.3f}'} | {'—' if ot is None else f'{ot:.3f}'} | {_ratio(oj, ot)} |")
         lines += ["", f"Published on {pub['hardware']}; ours at this sweep's sizes, precision and hardware "
-                  "(see the table above). OOM: the published run did not fit in memory."]
+                  "(see the table above). OOM: the published run did not fit in memory. Our PyTorch: through "
+                  "torch_xla where the sweep ran it, as the study did; else eager.", ""]
+        lines += _phases(pub, ours)
     else:
         lines += ["Published findings (no per-step figures were published):", ""]
         lines += [f"- {f}" for f in pub["findings"]]

@@ -99,6 +99,9 @@ def describe(key: str, value: Any) -> str:
     """`framework`, jax → "jax"; `run.batch_size`, 64 → "batch 64"; `model.width`, 256 → "width 256"."""
     if key in GROUPS or key == "model":
         return str(value)
+    if key == "env.packages":  # a version sweep: the pins are the name (`jax==0.10.2`)
+        pins = value if isinstance(value, (list, tuple)) else str(value).strip("[]").replace("'", "").split(", ")
+        return ", ".join(p for p in pins if p) or "as installed"
     return f"{SHORT.get(key, key.split('.')[-1])} {value}"
 
 

@@ -69,6 +69,34 @@ def first_host(nodelist: str) -> str:
     return prefix + (re.split(r"[-,]", ranges)[0] if ranges else "")
 
 
+def node_address(node: str) -> str:
+    """The address SLURM itself uses for a node: slurm.conf's NodeAddr (`scontrol show node NAME`),
+    else the name. A SLURM node name need not be a host name (`n1` on a host called `vm`)."""
+    if shutil.which("scontrol"):
+        try:
+            out = subprocess.run(["scontrol", "-o", "show", "node", node], capture_output=True, text=True, timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            return node
+        for item in out.stdout.split() if out.returncode == 0 else []:
+            key, _, value = item.partition("=")
+            if key == "NodeAddr" and value:
+                return value
+    return node
+
+
+def check_reachable(rdzv: Rendezvous) -> None:
+    """Fail at once, naming host and port, where node 0's host does not resolve: the processes would
+    otherwise wait cluster.join_timeout_s for a rendezvous that cannot happen."""
+    if rdzv.nodes == 1:
+        return
+    try:
+        socket.getaddrinfo(rdzv.host, rdzv.port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise ConfigError(f"node {rdzv.node_rank} of {rdzv.nodes} cannot join the run at {rdzv.endpoint}: the host "
+                          f"{rdzv.host!r} does not resolve ({e.strerror or e}); set cluster.coordinator=<address of "
+                          f"node 0>[:port] (under SLURM: slurm.conf's NodeAddr of the first node)") from None
+
+
 def split_endpoint(coordinator: str, port: int) -> tuple[str, int]:
     host, _, given = coordinator.rpartition(":") if ":" in coordinator else (coordinator, "", "")
     if given and not given.isdigit():
@@ -88,7 +116,7 @@ def resolve(c: ClusterConfig, environ: Mapping[str, str] = os.environ) -> Rendez
                 f"here: {', '.join(missing)}; run inside an allocation (sbatch/srun, or hydra/launcher=submitit_slurm), "
                 "or use cluster=local with cluster.nodes, cluster.node_rank and cluster.coordinator")
         nodes, node_rank = int(environ["SLURM_NNODES"]), int(environ["SLURM_NODEID"])
-        coordinator = coordinator or first_host(environ["SLURM_JOB_NODELIST"])
+        coordinator = coordinator or node_address(first_host(environ["SLURM_JOB_NODELIST"]))
     check_nodes(nodes, node_rank, coordinator)
     if not coordinator:
         return Rendezvous(1, 0, "127.0.0.1", _free_port(), c.jax_processes, c.join_timeout_s, c.name)

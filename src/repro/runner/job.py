@@ -12,10 +12,13 @@ tracking store that is down costs a warning, and `repro sync` fills it in later.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
+
+import psutil
 
 from repro import __version__
 from repro.console import console as terminal
@@ -25,10 +28,39 @@ from repro.config.schema import Config, as_dict
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.schema import SCHEMA_VERSION
 from repro.ledger.store import now_iso, record_id
-from repro.runner import cluster, envcapture, launch, lifeline, resume, seeding, spool
+from repro.envs import runs as envs_runs
+from repro.envs.venvs import EnvError
+from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, spool
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
+
+
+RUN_DIR_PREFIX = "repro-run-"  # + the owner's pid + "-": a parent killed by SIGKILL cannot remove its own
+
+
+def make_run_dir() -> Path:
+    """A fresh temp folder for one run, named after this process; stale ones (their owner gone)
+    are removed first."""
+    for stale in Path(tempfile.gettempdir()).glob(f"{RUN_DIR_PREFIX}*"):
+        if _owner_gone(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-"))
+
+
+def _owner_gone(folder: Path) -> bool:
+    """Whether the process named in a run folder's name is gone (or is a later one with its pid)."""
+    try:
+        pid = int(folder.name[len(RUN_DIR_PREFIX):].split("-")[0])
+        made = folder.stat().st_mtime
+    except (ValueError, OSError):
+        return False  # not one of ours (an older name without a pid), or gone already
+    try:
+        return psutil.Process(pid).create_time() > made + 1  # a pid reused since
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.AccessDenied:
+        return False
 
 
 def _cache_dir(config: Config, run_dir: Path) -> str:
@@ -40,13 +72,14 @@ def _cache_dir(config: Config, run_dir: Path) -> str:
 
 
 def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
-                on_event, beside_start=None) -> launch.WorkerOutcome:
+                on_event, place: dict | None = None, beside_start=None) -> launch.WorkerOutcome:
     spec = {"config": as_dict(config), "config_hash": chash, "out_dir": str(run_dir),
             "cache_dir": _cache_dir(config, run_dir), "rendezvous": rdzv.as_dict()}
     spec_path = run_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
-    return launch.run_worker(spec_path, run_dir / "worker.log", config.framework.python,
-                             env, config.run.timeout_s, on_event, beside_start)
+    place = place or {}
+    return launch.run_worker(spec_path, run_dir / "worker.log", place.get("python") or config.framework.python,
+                             env, config.run.timeout_s, on_event, place.get("src"), beside_start)
 
 
 def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
@@ -54,7 +87,7 @@ def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
     console = terminal()
     console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {name} joins the run at {rdzv.endpoint}; "
                   "node 0 records it")
-    run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
+    run_dir = make_run_dir()
     try:
         env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
         outcome = _run_worker(config, config_hash(as_dict(config)), rdzv, run_dir, env, lambda ev: None)
@@ -67,15 +100,18 @@ def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
     return {"status": "ok", "follower": True, "node_rank": rdzv.node_rank}
 
 
-def run_job(config: Config, session, job: int, overrides: list[str], extra: dict | None = None, *, name: str) -> dict:
+def run_job(config: Config, session, job: int, overrides: list[str], extra: dict | None = None, *, name: str,
+            place: dict | None = None) -> dict:
     """Run one job to its recorded end; `extra` adds fields to its records (e.g. `replay_of`).
     `name`: the run's name, as the comparison will call it (the caller's session makes it:
-    `Session.run_name`), shown while it runs and in every message about it.
+    `Session.run_name`), shown while it runs and in every message about it. `place` runs the
+    worker elsewhere: {"python": an interpreter, "src": repro's code} (a replay as recorded).
 
     Ledger first: `started` → worker → results spooled → `finished` → MLflow (never fatal).
     """
     rdzv = cluster.resolve(config.cluster)
     cluster.check_layout(config, rdzv.nodes, rdzv.jax_processes)
+    cluster.check_reachable(rdzv)
     if not rdzv.leader:
         return run_follower(config, rdzv, name)
     ledger = Ledger(config.ledger.dir)
@@ -85,6 +121,7 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
         terminal().print(f"resume: {name} skipped, already recorded ok on this environment "
                                f"(ledger {done['id']})")
         session.finished(done)
+        _supersede_lost(ledger, done)
         return done
     base = {
         "kind": "run",
@@ -95,6 +132,7 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
         "git": session.git,
         "code": session.code,
         "cluster": rdzv.as_dict(),
+        "scheduler": scheduler.block(),  # provenance, outside `config` and its hash
         **(extra or {}),
         "repro_version": __version__,
     }
@@ -104,40 +142,78 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
     except BaseException:
         held.release()
         raise
-    run_dir, reserved = None, None
+    run_dir, reserved, env_hash = None, None, None
     try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
         held.release()  # raises the KeyboardInterrupt that came meanwhile, if one did
         reserved = spool.reserve(ledger.root, started["id"], config.run.steps)
-        run_dir = Path(tempfile.mkdtemp(prefix="repro-run-"))
+        run_dir = make_run_dir()
+        place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
+        env_hash = envs_runs.record_hash(ledger.root, (place or {}).get("python") or config.framework.python)
         session.display.job_started(job, name, config.run.steps)
-        outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev),
+        outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev), place,
                               lambda: session.prepare_tracking(config))  # while the worker starts
     except KeyboardInterrupt:
         outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
     except OSError as e:
         outcome = launch.WorkerOutcome("failed", None, reason=f"could not prepare the run: {e}")
+    except EnvError as e:
+        outcome = launch.WorkerOutcome("failed", None, reason=f"could not build the run's environment: {e}")
     except Exception as e:  # noqa: BLE001 - e.g. a worker killed halfway through its result line
         outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
+    interrupted, ended = outcome.status == "interrupted", None
     try:
-        record = _finished_record(base, started, outcome, config.tracking)
-        held = lifeline.HeldInterrupts()  # a second Ctrl-C must not cut the spool or ledger write
+        _keep_profiles(ledger, outcome)
+        held = lifeline.HeldInterrupts()  # a second Ctrl-C (or SLURM's SIGTERM) must not cut the record
         try:
+            if outcome.status != "ok" and (ended := scheduler.ended_by_scheduler(base["scheduler"])):
+                # SLURM ended the job (scancel, time limit, requeue): its SIGTERM killed the worker or us
+                # (the interrupt it raised here was SLURM's SIGTERM, not a Ctrl-C: only the worker's end is kept)
+                outcome.status, outcome.reason = ended[0], ended[1] + ("" if interrupted else f"; {outcome.reason}")
+            record = _finished_record(base, started, outcome, config.tracking)
+            if "environment" in record and env_hash:  # the whole environment, kept once in <ledger>/envs/
+                record["environment"]["env_hash"] = env_hash
             final, written = _append_finished(ledger, reserved, record, session, name)
         finally:
-            if outcome.status == "interrupted":
+            if interrupted:
                 held.came.clear()  # the interrupt this run ends with is already being acted on
             held.release()  # raises a Ctrl-C that came meanwhile, now that the record is kept
-        session.display.job_finished(job, final)
+        session.display.job_finished(job, final, in_ledger=written)
         session.finished(final)
-        if written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
+        if written and final["status"] == "ok" and config.run.resume:
+            _supersede_lost(ledger, final)
+        if written and ended:  # SLURM kills what is left after KillWait: MLflow (seconds) waits for `repro sync`
+            session.pending += 1
+        elif written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
             session.project(final, outcome.events.get("result", {}).get("ir_files", []),
                             run_dir / "worker.log" if run_dir else None)
     finally:
         if run_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
-    if outcome.status == "interrupted":
+    if interrupted:
         raise KeyboardInterrupt
     return final
+
+
+def _supersede_lost(ledger: Ledger, ok: dict) -> None:
+    """`run.resume=true`: a lost run of this config, now recorded ok, is marked superseded by it."""
+    try:
+        for r in ledger.supersede_lost(ok):
+            terminal().print(f"resume: the lost run {r['prev']} is superseded by run {ok['id']}")
+    except LedgerError as e:  # the run itself is recorded; `repro ledger recover` marks it later
+        terminal().print(f"resume: could not mark lost runs superseded ({e}); `repro ledger recover` does it")
+
+
+def _keep_profiles(ledger: Ledger, outcome: launch.WorkerOutcome) -> None:
+    """run.profile's trace files into the ledger's store, before the record that names them."""
+    result = outcome.events.get("result") or {}
+    files = result.get("profile_files") or []
+    if files:
+        from repro.profile import store
+
+        try:
+            store.keep(ledger.root, files, result["results"]["profile"]["files"])
+        except OSError as e:  # the record is worth more than its trace: say so, keep going
+            terminal().print(f"[yellow]warning:[/] the profile trace could not be kept in {ledger.root}: {e}")
 
 
 def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session, name: str) -> tuple[dict, bool]:

@@ -28,7 +28,7 @@ LOG_TAIL_LINES = 40
 
 @dataclass
 class WorkerOutcome:
-    status: str  # ok | failed | oom | killed | interrupted
+    status: str  # ok | failed | oom | killed | interrupted (job.py adds timeout: SLURM's time limit)
     returncode: int | None
     events: dict = field(default_factory=dict)  # the last event of each kind
     reason: str = ""
@@ -57,23 +57,28 @@ def _status(events: dict, returncode: int | None, timed_out: bool) -> tuple[str,
     return "failed", f"worker exited with code {returncode} without a result"
 
 
-def worker_command(python: str | None, spec_path: Path) -> list[str]:
+def resolve_python(python: str | None) -> str | None:
     if python and os.sep in python and not os.path.isabs(python):
-        python = str(paths.repo_root() / python)  # conf/ gives it relative to the checkout (.venv-xla)
-    return [python or sys.executable, "-m", "repro.runner.worker", str(spec_path)]
+        return str(paths.repo_root() / python)  # conf/ gives it relative to the checkout (.venv-xla)
+    return python
+
+
+def worker_command(python: str | None, spec_path: Path) -> list[str]:
+    return [resolve_python(python) or sys.executable, "-m", "repro.runner.worker", str(spec_path)]
 
 
 def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[str, str],
-               timeout_s: float, on_event: Callable[[dict], None],
+               timeout_s: float, on_event: Callable[[dict], None], src: Path | None = None,
                beside_start: Callable[[], None] | None = None) -> WorkerOutcome:
-    """Run the worker to its end. `beside_start`: the parent's own work (MLflow's import, its
-    store), done while the worker starts, imports its framework and builds; the worker's measured
-    steps wait until it has returned (runner/events.py: Gate), so nothing runs beside them."""
+    """Run the worker to its end. `src`: the folder repro's worker is imported from (default: this
+    repro's; a replay's restored worktree). `beside_start`: the parent's own work (MLflow's import,
+    its store), done while the worker starts, imports its framework and builds; the worker's
+    measured steps wait until it has returned (runner/events.py: Gate), so nothing runs beside them."""
     read_fd, write_fd = os.pipe()
     gate_read, gate_write = os.pipe()
     full_env = {**os.environ, **env, EVENTS_FD_ENV: str(write_fd), GATE_FD_ENV: str(gate_read),
                 PARENT_PID_ENV: str(os.getpid())}
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.src_dir()), os.environ.get("PYTHONPATH")]))
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src or paths.src_dir()), os.environ.get("PYTHONPATH")]))
     start = time.perf_counter()
     command = worker_command(python, spec_path)
     with open(log_path, "w") as log:

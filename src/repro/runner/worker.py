@@ -91,8 +91,15 @@ def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
         path = Path(spec["out_dir"]) / name
         path.write_text(text)
         ir_files.append(str(path))
+    effective = workload.effective()
+    profile_files = []
+    if run_cfg.profile:  # after everything above is read: the profiled steps change the state
+        from repro import profile
+
+        results["profile"], profile_files = profile.run(workload, run_cfg.steps, spec["out_dir"])
     result = {"results": results, "series": {"loss": losses, "step_time_s": times},
-              "effective": workload.effective(), "ir_files": ir_files, "machine": machine_state}
+              "effective": effective, "ir_files": ir_files, "profile_files": profile_files,
+              "machine": machine_state}
     return {"environment": environment, "result": result}
 
 
@@ -115,6 +122,7 @@ def local_processes(spec: dict) -> int:
 def _rank_summary(rank: int, out: dict, node: int) -> dict:
     res, env = out["result"]["results"], out["environment"]["environment"]
     return {"rank": rank, "node": node, "host": socket.gethostname(), "fingerprint": env["fingerprint"],
+            **({"slurm_node": name} if (name := os.environ.get("SLURMD_NODENAME")) else {}),  # a node's SLURM name
             "steady_median_s": res["steady_median_s"], "first_step_s": res["first_step_s"],
             "second_step_s": res["second_step_s"],
             "param_bytes_per_device": (res.get("sharding") or {}).get("param_bytes_per_device"),

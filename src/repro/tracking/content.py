@@ -17,6 +17,7 @@ from typing import Any
 
 from repro.config.spec import semantic
 from repro.flat import flatten
+from repro.runner import scheduler
 
 NOT_APPLICABLE = "n/a"
 # Every effective setting any backend reads back (jax_backend, torch_backend, torch_xla_backend):
@@ -31,7 +32,7 @@ EFFECTIVE_KEYS = (
     "xla_persistent_cache_dir", "xla_variables",
 )
 # Results that are not metrics: hashes, series, lists (they live in the ledger record).
-NOT_METRICS = ("loss_sha256", "params_sha256", "ir_ops", "loss", "step_time_s", "ranks")
+NOT_METRICS = ("loss_sha256", "params_sha256", "ir_ops", "loss", "step_time_s", "ranks", "profile")
 
 
 def _param(v: Any) -> str:
@@ -72,6 +73,10 @@ def metrics(record: dict) -> dict[str, float]:
             out[name] = v * factor
     if res.get("loss"):
         out["first_step_loss"] = res["loss"][0]
+    if res.get("profile"):
+        from repro.profile import metrics as profile_metrics
+
+        out.update(profile_metrics(res["profile"]))
     return out
 
 
@@ -127,6 +132,7 @@ def run_tags(record: dict) -> dict[str, str]:
         tags["repro.env_fingerprint"] = record["environment"]["fingerprint"]
     if record.get("data"):
         tags["repro.data_sha256"] = record["data"]["sha256"]
+    tags.update(scheduler.tags(record.get("scheduler")))  # where it ran: local, or SLURM's job, nodes, logs
     tags["mlflow.note.content"] = description(record)
     return tags
 

@@ -17,6 +17,7 @@ is retried a few times.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import time
@@ -41,7 +42,23 @@ MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 LOCKED_RETRIES, LOCKED_WAIT_S = 5, 0.5
 CREATE_LOCK_TIMEOUT_S = 120
 
-STATUS = {"ok": "FINISHED", "failed": "FAILED", "oom": "FAILED", "killed": "FAILED", "interrupted": "KILLED"}
+# MLflow's sqlite store logs every database error at ERROR with two chained tracebacks (~60
+# lines) and then raises it; repro catches what it raises and says it in one line (the real
+# cause and the `repro sync` hint), so those records are dropped once repro opens a store.
+DB_LOGGER = "mlflow.store.db.utils"
+
+
+def _not_a_reraised_error(record: logging.LogRecord) -> bool:
+    return record.levelno < logging.ERROR or not record.exc_info
+
+
+def quiet_db_errors() -> None:
+    logger = logging.getLogger(DB_LOGGER)
+    if _not_a_reraised_error not in logger.filters:
+        logger.addFilter(_not_a_reraised_error)
+
+
+STATUS = {"ok": "FINISHED", "failed": "FAILED", "oom": "FAILED", "killed": "FAILED", "timeout": "FAILED", "interrupted": "KILLED"}
 
 
 def _chunks(items: list, size: int) -> Iterable[list]:
@@ -78,6 +95,7 @@ class Tracker:
     def __init__(self, uri: str, experiment: str):
         self.uri = uri
         self.experiment = experiment
+        quiet_db_errors()
         db = _sqlite_path(uri)
         if db is None:
             self._open()

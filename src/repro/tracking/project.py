@@ -59,6 +59,8 @@ def project_run(tracker, record: dict, name: str, parent_run_id: str | None = No
             tracker.log_json(run_id, "environment.json", record["environment"])
         if files:
             tracker.log_files(run_id, files, folder="ir")
+        if traces := _profile_files(record):
+            tracker.log_files(run_id, traces, folder="profile")
         tracker.log(run_id, tags={COMPLETE_TAG: "complete"})
     except KeyboardInterrupt:  # Ctrl-C halfway: closed (a second Ctrl-C waits), left for `repro sync` to replace
         held = HeldInterrupts()
@@ -72,6 +74,15 @@ def project_run(tracker, record: dict, name: str, parent_run_id: str | None = No
         raise
     tracker.end(run_id, record["status"], end_time=end)
     return run_id
+
+
+def _profile_files(record: dict) -> list[str]:
+    """run.profile's trace files, from the ledger's store (repro.profile.store)."""
+    if not (record.get("results") or {}).get("profile"):
+        return []
+    from repro.profile import store
+
+    return [str(p) for p in store.paths(record)]
 
 
 def sweep_parent(tracker, sweep: dict, git: dict, owner: dict | None = None) -> str:

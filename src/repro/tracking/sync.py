@@ -16,25 +16,25 @@ import sys
 from collections import defaultdict
 
 from repro.config import ConfigError
-from repro.ledger import Ledger
+from repro.ledger import Ledger, LedgerError
 from repro.ledger.state import state_of
 from repro.runner import lifeline
 from repro.runner.envcapture import redact
 from repro.tracking import failure_line
 
 
-def _heads(records: list[dict]) -> tuple[list[dict], dict[str, dict]]:
-    """The runs' newest records, and every record id of a chain mapped to its newest record."""
-    by_id = {r["id"]: r for r in records}
-    superseded = {r.get("prev") for r in records}
-    heads = [r for r in records if r["id"] not in superseded and r.get("kind") == "run"]
+def _heads(ledger: Ledger) -> tuple[list[dict], dict[str, dict]]:
+    """The runs' newest records, and every record id of a chain mapped to its newest record.
+    Chains come from the ledger's index: only the heads are read."""
+    prev_of = {e.id: e.prev for e in ledger.entries()}
+    heads = ledger.heads(kind="run")
     head_of = {}
     for head in heads:
-        r = head
-        while r:
-            head_of[r["id"]] = head
-            r = by_id.get(r.get("prev"))
-    return sorted(heads, key=lambda r: (r.get("created", ""), r["id"])), head_of
+        rid = head["id"]
+        while rid and rid not in head_of:
+            head_of[rid] = head
+            rid = prev_of.get(rid)
+    return heads, head_of
 
 
 def _ended(record: dict) -> bool:
@@ -109,7 +109,7 @@ def _number(text: str | None):
 def sync(ledger_dir: str, tracking_uri: str | None = None, experiment: str | None = None) -> dict[str, int]:
     from repro.tracking.mlflow_tracker import Tracker
 
-    heads, head_of = _heads(list(Ledger(ledger_dir).records()))
+    heads, head_of = _heads(Ledger(ledger_dir))
     stores = defaultdict(list)
     for head in heads:
         tracking = head["config"]["tracking"]
@@ -145,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         sync(args.ledger, args.tracking_uri, args.experiment)
+    except LedgerError as e:  # the ledger, not MLflow
+        print(f"repro sync: {e}", file=sys.stderr)
+        return 2
     except Exception as e:  # noqa: BLE001 - a store that is down: one line, not a traceback
         print(f"repro sync: MLflow failed: {failure_line(e)}; nothing is lost (the ledger holds every "
               "run): fix the store and sync again", file=sys.stderr)

@@ -1,0 +1,177 @@
+"""An interpreter's whole environment as a lock file, content-addressed.
+
+The lock is a pip/uv requirements file: one `name==version` line per installed distribution
+(sorted, names normalised), `name @ URL` for one installed from a direct URL (PEP 610
+`direct_url.json`: a VCS commit or a wheel file), and comment lines for what cannot be
+installed from a lock (editable or local-folder installs), plus the Python version in the
+header. Its sha256 is the environment's hash; `<ledger>/envs/<hash>.txt` holds it once.
+
+This file imports only the standard library: `python -I lock.py` prints the lock of any
+interpreter (another venv's) without repro installed there.
+
+Reading every distribution's metadata costs 0.2-0.7 s for the project's 190, so a lock is
+cached under the cache folder keyed by the interpreter and the mtimes of its site-packages
+folders (installing or removing a distribution changes them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+HEADER = "# repro environment lock: `uv pip install --no-deps -r THIS_FILE` rebuilds it"
+PYTHON_LINE = re.compile(r"^# python (\S+)")
+# Distributions whose code a replay restores from git, not from the lock.
+OWN = ("repro",)
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def distributions() -> list[dict]:
+    """Every distribution this interpreter sees: name, version, source (index | url | editable | local)."""
+    from importlib import metadata
+
+    seen: dict[str, dict] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if not name or normalise(name) in seen:
+            continue  # the first on sys.path is the one imported
+        entry = {"name": normalise(name), "version": dist.version, "source": "index"}
+        direct = dist.read_text("direct_url.json")
+        if direct:
+            info = json.loads(direct)
+            url = info.get("url", "")
+            if "vcs_info" in info:
+                vcs = info["vcs_info"]
+                entry.update(source="url", url=f"{vcs['vcs']}+{url}@{vcs.get('commit_id', '')}")
+            elif "archive_info" in info:
+                entry.update(source="url", url=url)
+            elif (info.get("dir_info") or {}).get("editable"):
+                entry.update(source="editable", url=url)
+            else:
+                entry.update(source="local", url=url)
+        seen[entry["name"]] = entry
+    return sorted(seen.values(), key=lambda d: d["name"])
+
+
+def render(dists: list[dict], python_version: str) -> str:
+    lines = [HEADER, f"# python {python_version}"]
+    for d in dists:
+        if d["source"] == "index":
+            lines.append(f"{d['name']}=={d['version']}")
+        elif d["source"] == "url":
+            lines.append(f"{d['name']} @ {d['url']}")
+        else:  # editable / local folder: the folder may have moved on; named, not installable
+            lines.append(f"# {d['source']}: {d['name']}=={d['version']} {d.get('url', '')}")
+    return "\n".join(lines) + "\n"
+
+
+def parse(text: str) -> dict:
+    """A lock's python version, installable requirements {name: line} and uninstallable entries."""
+    python, requirements, local = None, {}, {}
+    for line in text.splitlines():
+        if m := PYTHON_LINE.match(line):
+            python = m.group(1)
+        elif line.startswith(("# editable: ", "# local: ")):
+            kind, rest = line[2:].split(": ", 1)
+            spec = rest.split(" ", 1)[0]
+            local[normalise(spec.split("==")[0])] = f"{spec} ({kind} {rest.split(' ', 1)[1] if ' ' in rest else ''})".strip()
+        elif line and not line.startswith("#"):
+            name = re.split(r"\s*(==|@)", line, maxsplit=1)[0]
+            requirements[normalise(name)] = line
+    return {"python": python, "requirements": requirements, "local": local}
+
+
+def versions(text: str) -> dict[str, str]:
+    """{name: version or URL} of a lock, for naming differences."""
+    parsed = parse(text)
+    out = {n: re.split(r"==| @ ", line, maxsplit=1)[1] for n, line in parsed["requirements"].items()}
+    out.update({n: v for n, v in parsed["local"].items()})
+    out["python"] = parsed["python"]
+    return out
+
+
+def env_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def with_pins(text: str, pins: list[str]) -> str:
+    """The lock with each `name==version` of `pins` in place of that distribution's line (or added)."""
+    parsed = parse(text)
+    requirements = dict(parsed["requirements"])
+    for pin in pins:
+        name = re.split(r"\s*(==|@)", pin, maxsplit=1)[0]
+        requirements[normalise(name)] = pin.strip()
+    lines = [HEADER, f"# python {parsed['python']}", *(requirements[n] for n in sorted(requirements))]
+    lines += [f"# {line}" for line in text.splitlines() if line.startswith(("# editable: ", "# local: "))
+              for line in [line[2:]]]
+    return "\n".join(lines) + "\n"
+
+
+def current() -> str:
+    """The lock of this interpreter, without this project's own distribution."""
+    return render([d for d in distributions() if d["name"] not in OWN], platform.python_version())
+
+
+def _site_dirs(python: str | None) -> list[Path]:
+    if python is None:
+        return [Path(p) for p in sys.path if p and os.path.isdir(p) and "site-packages" in p]
+    return sorted(Path(python).parent.parent.glob("lib/python*/site-packages"))
+
+
+def _cache_key(python: str | None) -> str | None:
+    dirs = _site_dirs(python)
+    if not dirs:
+        return None  # a system interpreter with no site folder we can see: no cache
+    stamps = [(str(d), d.stat().st_mtime_ns) for d in dirs]
+    return hashlib.sha256(json.dumps([python or sys.executable, stamps]).encode()).hexdigest()[:32]
+
+
+def of_interpreter(python: str | None, cache_dir: Path) -> str:
+    """The lock of `python` (None: this interpreter), from the cache when its site-packages is unchanged."""
+    key = _cache_key(python)
+    cached = cache_dir / f"{key}.txt" if key else None
+    if cached and cached.is_file():
+        return cached.read_text()
+    if python is None:
+        text = current()
+    else:
+        text = subprocess.run([python, "-I", __file__], capture_output=True, text=True, check=True).stdout
+    if cached:
+        write_once(cached, text)
+    return text
+
+
+def write_once(path: Path, text: str) -> bool:
+    """Write `text` to `path` unless it is there already (atomic: a reader never sees half)."""
+    if path.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return True
+
+
+def store(ledger_root: Path, text: str) -> str:
+    """Keep the lock in `<ledger>/envs/<hash>.txt` (once) and return its hash."""
+    digest = env_hash(text)
+    write_once(Path(ledger_root) / "envs" / f"{digest}.txt", text)
+    return digest
+
+
+def load(ledger_root: Path, digest: str) -> str | None:
+    path = Path(ledger_root) / "envs" / f"{digest}.txt"
+    return path.read_text() if path.is_file() else None
+
+
+if __name__ == "__main__":  # `python -I lock.py`: the lock of the interpreter running it
+    sys.stdout.write(current())

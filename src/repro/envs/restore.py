@@ -1,0 +1,66 @@
+"""`repro replay --as-recorded`: a recorded run's code and packages, rebuilt here.
+
+The code: a worktree of the recorded commit (or today's checkout, when it is that commit with
+that same uncommitted change). The packages: the venv of the record's environment lock.
+The parent stays today's repro; only the worker runs there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repro import paths
+from repro.envs import lock, venvs, worktrees
+from repro.envs.venvs import EnvError
+
+
+@dataclass
+class Restored:
+    place: dict  # for run_job: {"python", "src"}
+    git: dict  # the run record's `git`: the restored commit
+    code: dict
+    lock_text: str
+    info: dict = field(default_factory=dict)  # what the replay record keeps
+
+
+def check(record: dict, ledger_root: Path, git_today: dict) -> str:
+    """The record's lock, or EnvError saying why it cannot be replayed as recorded."""
+    if why := worktrees.refuse_dirty(record, git_today):
+        raise EnvError(why)
+    digest = (record.get("environment") or {}).get("env_hash")
+    if not digest:
+        raise EnvError(f"record {record['id']} names no whole environment (it predates environment.env_hash, "
+                       "ledger schema 2, or its worker never started): replay it without --as-recorded")
+    text = lock.load(ledger_root, digest)
+    if text is None:
+        raise EnvError(f"record {record['id']}'s environment {digest[:12]} is not in {Path(ledger_root) / 'envs'}: "
+                       f"copy envs/{digest}.txt from the ledger it was recorded in")
+    return text
+
+
+def restore(record: dict, ledger_root: Path, git_today: dict, allow_substitutes: bool, log=print) -> Restored:
+    from repro.runner import gitinfo
+
+    text = check(record, ledger_root, git_today)
+    git = record["git"]
+    if git.get("dirty"):  # check() let it through: today's checkout holds that very change
+        root, where = paths.repo_root(), "today's checkout (same commit, same uncommitted change)"
+    else:
+        root = worktrees.restore(paths.repo_root(), git["commit"])
+        where = f"worktree {root}"
+    src = root / "src"
+    venv, meta = venvs.ensure(text, allow_substitutes, log=log)
+    log(f"  restored: code {git['commit'][:12]} ({where}); packages {meta['env_hash'][:12]} "
+        + ("(cached venv)" if meta["reused"] else f"(venv built in {meta['build_s']:.1f} s)")
+        + (f", substitutes {meta['substitutes']}" if meta["substitutes"] else ""))
+    restored_git = {k: git.get(k) for k in ("commit", "dirty", "diff_sha256", "changed")}
+    now_text = lock.with_pins(text, list(meta["substitutes"].values())) if meta["substitutes"] else text
+    return Restored(
+        place={"python": venvs.python_of(venv), "src": src},
+        git={**restored_git, "restored_in": str(root)},
+        code={"src_sha256": gitinfo.source_sha256(src / "repro")},
+        lock_text=now_text,
+        info={"commit": git["commit"], "env_hash": meta["env_hash"], "worktree": str(root), "venv": str(venv),
+              "substitutes": meta["substitutes"], "venv_reused": meta["reused"], "build_s": meta["build_s"]},
+    )

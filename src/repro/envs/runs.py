@@ -1,0 +1,34 @@
+"""What a job needs from environments: its interpreter's lock hash, and a venv for pinned versions."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from repro.envs import cache, lock, venvs
+from repro.runner.launch import resolve_python
+
+
+def record_hash(ledger_root: Path, python: str | None) -> str | None:
+    """The hash of `python`'s lock, the lock kept once in `<ledger>/envs/` (None: it could not be read)."""
+    try:
+        return lock.store(ledger_root, lock.of_interpreter(resolve_python(python), cache.locks()))
+    except (OSError, subprocess.CalledProcessError):
+        return None  # an interpreter that does not start fails the run with its own message
+
+
+def pinned(config, log=print) -> dict | None:
+    """For `env.packages=[optax==0.2.7, ...]`: the worker's environment with those pins in place,
+    as a cached venv ({"python": its interpreter, "src": None}); None when nothing is pinned."""
+    pins = list(config.env.packages)
+    if not pins:
+        return None
+    if bad := [p for p in pins if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[^\s=]+", str(p))]:
+        raise venvs.EnvError(f"env.packages takes exact pins name==version (an exact environment), not {bad}: "
+                             "e.g. env.packages=['optax==0.2.8']")
+    base = lock.of_interpreter(resolve_python(config.framework.python), cache.locks())
+    venv, meta = venvs.ensure(lock.with_pins(base, pins), log=log)
+    log(f"environment {meta['env_hash'][:12]} ({', '.join(pins)}): "
+        + ("reused" if meta["reused"] else f"built in {meta['build_s']:.1f} s") + f" at {venv}")
+    return {"python": venvs.python_of(venv), "src": None}

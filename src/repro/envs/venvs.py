@@ -1,0 +1,164 @@
+"""A venv with exactly a lock's versions, built with uv, cached by the lock's hash and reused.
+
+uv does not read pip's configuration; this machine's pip finds large wheels (torch's CPU
+build) in local folders (`find-links`, file:// indexes). `sources()` hands uv the same
+places, so a rebuild takes them from disk instead of downloading a multi-GB CUDA build.
+uv is used (not `python -m venv` + pip) because it installs an exact list in seconds,
+hard-linking from its cache.
+
+A distribution the lock names but no index serves here (a CUDA build on a CPU machine, a
+version an index dropped) refuses the build, naming it; with `allow_substitutes` it is
+replaced by the nearest version served, and the substitution is kept with the venv.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from repro.envs import cache, lock
+
+MARKER = "repro-env.json"  # written last: a venv without it is half-built and is built again
+MAX_SUBSTITUTES = 8
+
+
+class EnvError(Exception):
+    """An environment that cannot be rebuilt here; the message says what and what to do."""
+
+
+def uv() -> list[str]:
+    return [sys.executable, "-m", "uv"]
+
+
+def sources() -> list[str]:
+    """uv options for the package sources pip is configured with here (find-links, indexes)."""
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+    values: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        if m := re.match(r"^[^.]*\.([\w-]+)='(.*)'$", line):
+            values.setdefault(m.group(1), []).extend(m.group(2).split())
+    values.setdefault("find-links", []).extend(os.environ.get("PIP_FIND_LINKS", "").split())
+    args: list[str] = []
+    for link in dict.fromkeys(values.get("find-links", [])):
+        if Path(link.removeprefix("file://")).exists():
+            args += ["--find-links", link]
+    for key, flag in (("index-url", "--index-url"), ("extra-index-url", "--extra-index-url")):
+        for url in dict.fromkeys(values.get(key, [])):
+            if not url.startswith("file://") or Path(url.removeprefix("file://")).is_dir():
+                args += [flag, url]  # pip skips a missing local index with a warning; uv would fail
+    # pip takes the best version across all indexes; uv's default stops at the first index that has the name
+    return args + ["--index-strategy", "unsafe-best-match"]
+
+
+def path_of(digest: str) -> Path:
+    return cache.venvs() / digest[:16]
+
+
+def python_of(venv: Path) -> str:
+    return str(venv / "bin" / "python")
+
+
+def info(venv: Path) -> dict | None:
+    try:
+        return json.loads((venv / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # two jobs wanting one venv: the second waits, then reuses it
+        yield
+
+
+def _interpreter(version: str | None) -> str:
+    if version in (None, platform.python_version()):
+        return getattr(sys, "_base_executable", sys.executable)
+    return version  # uv looks for an installed one (downloads are switched off below)
+
+
+def _unserved(stderr: str) -> list[str]:
+    """Requirements uv's resolver says no index serves: 'there is no version of optax==0.0.7'."""
+    return list(dict.fromkeys(re.findall(r"no version of ([A-Za-z0-9_.\-]+==[^\s,]+)", stderr)))
+
+
+def nearest(requirement: str) -> str | None:
+    """The served version nearest to a pinned one (the closest older, else the oldest newer)."""
+    from packaging.version import InvalidVersion, Version
+
+    name, wanted = requirement.split("==", 1)
+    out = subprocess.run([sys.executable, "-m", "pip", "index", "versions", name], capture_output=True, text=True).stdout
+    m = re.search(r"Available versions: (.*)", out)
+    if not m:
+        return None
+    try:
+        want = Version(wanted)
+        served = sorted(Version(v.strip()) for v in m.group(1).split(","))
+    except InvalidVersion:
+        return None
+    older = [v for v in served if v <= want]
+    pick = older[-1] if older else (served[0] if served else None)
+    return f"{name}=={pick}" if pick else None
+
+
+def ensure(text: str, allow_substitutes: bool = False, log=print) -> tuple[Path, dict]:
+    """The venv of lock `text` (built once, then reused) and its info: hash, substitutes, build time."""
+    digest = lock.env_hash(text)
+    venv = path_of(digest)
+    with _locked(venv):
+        if (have := info(venv)) and (not have["substitutes"] or allow_substitutes):
+            return venv, {**have, "reused": True}
+        parsed = lock.parse(text)
+        if parsed["local"]:
+            raise EnvError("the recorded environment has distributions no index can rebuild: "
+                           + ", ".join(parsed["local"].values())
+                           + " (installed from a folder; install them from an index or a wheel to record them exactly)")
+        cache.remove(venv)
+        start = time.perf_counter()
+        env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+        made = subprocess.run([*uv(), "venv", "-q", "--python", _interpreter(parsed["python"]), str(venv)],
+                              capture_output=True, text=True, env=env)
+        if made.returncode:
+            raise EnvError(f"no Python {parsed['python']} for the recorded environment here ({made.stderr.strip()}): "
+                           f"install one (`uv python install {parsed['python']}`), then replay again")
+        requirements = dict(parsed["requirements"])
+        substitutes: dict[str, str] = {}
+        for _ in range(MAX_SUBSTITUTES + 1):
+            req_file = venv / "requirements.lock.txt"
+            req_file.write_text("\n".join(requirements.values()) + "\n")
+            done = subprocess.run([*uv(), "pip", "install", "-q", "--no-deps", "--python", python_of(venv),
+                                   "-r", str(req_file), *sources()], capture_output=True, text=True, env=env)
+            if done.returncode == 0:
+                break
+            missing = _unserved(done.stderr)
+            if not missing:
+                raise EnvError(f"uv could not build the recorded environment: {done.stderr.strip()[-800:]}")
+            if not allow_substitutes:
+                raise EnvError(f"cannot be installed here: {', '.join(missing)} (no index or wheel folder serves it): "
+                               "replay with --allow-substitutes to take the nearest version, marked so")
+            for req in missing:
+                sub = nearest(req)
+                if not sub or sub == req:
+                    raise EnvError(f"cannot be installed here and has no substitute: {req}")
+                name = lock.normalise(req.split("==")[0])
+                substitutes[req] = sub
+                requirements[name] = sub
+                log(f"  substitute: {req} → {sub}")
+        else:
+            raise EnvError(f"gave up after {MAX_SUBSTITUTES} substitutions: {substitutes}")
+        meta = {"env_hash": digest, "python": parsed["python"], "substitutes": substitutes,
+                "built": time.strftime("%Y-%m-%dT%H:%M:%S"), "build_s": round(time.perf_counter() - start, 2),
+                "packages": len(requirements)}
+        (venv / "lock.txt").write_text(text)
+        (venv / MARKER).write_text(json.dumps(meta, indent=1))
+        return venv, {**meta, "reused": False}

@@ -1,0 +1,56 @@
+"""Where a step's time goes: `run.profile=true` (after the timed loop, a few steps under the
+framework's own profiler), its trace reduced to one vocabulary of categories, and the
+side-by-side comparison of runs.
+
+- capture: the profiled steps (torch.profiler, jax.profiler, PyTorch/XLA's metrics)
+- categories: the one table mapping every framework's op names to categories
+- hlo: what each XLA instruction holds (from the compiled HLO text)
+- reduce: a trace → per-step ms by category and the top ops
+- breakdown: runs side by side ("where the time goes"), the first step split
+- store: trace files kept in the ledger's folder by their hash
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from repro.profile.capture import STEPS
+
+
+def run(workload, first: int, out_dir: str) -> tuple[dict, list[str]]:
+    """Profile `STEPS` steps after the timed loop: (results["profile"], the files to keep)."""
+    from repro.profile import hlo, reduce
+
+    info = workload.profile(first, STEPS, out_dir)
+    summary = {"profiler": info["profiler"], "viewer": info["viewer"], "steps": STEPS,
+               "files": [{"name": Path(f).name, "sha256": sha256_file(f), "bytes": Path(f).stat().st_size}
+                         for f in info["files"]]}
+    if "unprofiled_ms" in info:  # the same steps just before, without the profiler
+        summary["unprofiled_ms"] = info["unprofiled_ms"]
+    if info.get("trace"):
+        instructions = hlo.instructions(info["hlo"]) if info.get("hlo") else None
+        summary.update(reduce.reduce(info["trace"], info["family"], instructions))
+    else:  # a profiler without a per-op trace: its steps' wall time and its own counters
+        each = info["step_ms_each"]
+        summary.update({"step_ms": sum(each) / len(each), "step_ms_each": each, "categories_ms": None,
+                        **{k: info[k] for k in ("executions_per_step", "compiles_during") if k in info}})
+    return summary, info["files"]
+
+
+def metrics(summary: dict) -> dict[str, float]:
+    """A profile's figures as MLflow metrics: `profile/step_ms` and `profile/<category>_ms`."""
+    import re
+
+    out = {"profile/step_ms": summary["step_ms"]}
+    for category, ms in (summary.get("categories_ms") or {}).items():
+        out[f"profile/{re.sub(r'[^A-Za-z0-9]+', '_', category)}_ms"] = ms
+    return out
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

@@ -1,0 +1,247 @@
+"""Where the time goes, side by side: the profiled runs of a comparison, per group.
+
+The data of the report's "Where the time goes" section and its stacked-bar plot, computed
+here once: each framework's categories (ms per step and share), the check of the profiled
+step against the timed steady median, the ops whose time differs most from the reference
+framework, the IR op counts (run.capture_ir), and the first step split into tracing,
+compilation and first execution, with whether (and why) the second step compiled again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from repro.profile.categories import CATEGORIES, HOST
+from repro.report.markdown import _md_table
+
+TOLERANCE = 0.10  # the profiled step against the timed steady median: the profiler's overhead allowed
+DIFFERING_OPS = 3
+
+
+@dataclass
+class Side:
+    framework: str
+    record: dict
+    profile: dict
+
+    @property
+    def timed_ms(self) -> float:
+        return self.record["results"]["steady_median_s"] * 1e3
+
+    @property
+    def overhead(self) -> float:
+        """The profiled step's time over the timed steady median, less one."""
+        return self.profile["step_ms"] / self.timed_ms - 1
+
+    @property
+    def profiler_overhead(self) -> float | None:
+        """The profiler's own overhead, measured: profiled over unprofiled steps run just before."""
+        unprofiled = self.profile.get("unprofiled_ms")
+        return self.profile["step_ms"] / unprofiled - 1 if unprofiled else None
+
+    @property
+    def within(self) -> bool:
+        """The profiled step is the timed step: within TOLERANCE of the timed steady median,
+        as measured or less the profiler's measured overhead."""
+        if abs(self.overhead) <= TOLERANCE:
+            return True
+        own = self.profiler_overhead
+        return own is not None and abs((1 + self.overhead) / (1 + own) - 1) <= TOLERANCE
+
+
+@dataclass
+class Group:
+    name: str
+    sides: list[Side]
+    differing: list[dict] = field(default_factory=list)  # per other framework: the ops that differ most
+    first_steps: list[dict] = field(default_factory=list)
+    counters_only: list[Side] = field(default_factory=list)  # profiled without a per-op trace (torch_xla)
+
+
+def _op_differences(ref: Side, other: Side, n: int = DIFFERING_OPS) -> list[dict]:
+    a, b = ref.profile.get("ops") or {}, other.profile.get("ops") or {}
+    rows = []
+    for op in set(a) | set(b):
+        x, y = a.get(op, {}), b.get(op, {})
+        rows.append({"op": op, "category": x.get("category") or y.get("category"),
+                     ref.framework: {"ms": x.get("ms", 0.0), "count": x.get("count", 0)},
+                     other.framework: {"ms": y.get("ms", 0.0), "count": y.get("count", 0)},
+                     "difference_ms": y.get("ms", 0.0) - x.get("ms", 0.0)})
+    rows.sort(key=lambda r: (-abs(r["difference_ms"]), r["op"]))
+    return [{"against": (ref.framework, other.framework), **r} for r in rows[:n]]
+
+
+def reading(ref: Side, other: Side) -> str:
+    """One line: the op category whose time differs most (with its op counts on either side),
+    and the host gaps' difference."""
+    ca, cb = ref.profile["categories_ms"], other.profile["categories_ms"]
+    diff = {c: cb.get(c, 0.0) - ca.get(c, 0.0) for c in CATEGORIES}
+    cat = max((c for c in CATEGORIES if c != HOST), key=lambda c: abs(diff[c]))
+    ops = ref.profile.get("categories_ops") or {}, other.profile.get("categories_ops") or {}
+    return (f"{other.framework} spends {abs(diff[cat]):.3g} ms per step {'more' if diff[cat] > 0 else 'less'} than "
+            f"{ref.framework} in {cat} ({_n(ops[0].get(cat))} ops per step in {ref.framework}, "
+            f"{_n(ops[1].get(cat))} in {other.framework}); host gaps {diff[HOST]:+.3g} ms.")
+
+
+def _n(v) -> str:
+    return "?" if v is None else f"{v:g}"
+
+
+def first_step(record: dict) -> dict:
+    """The first step split into trace/lower, compilation and the first execution, and the
+    second step: whether it compiled again, and why (from the backend's own counters)."""
+    res = record.get("results") or {}
+    info = res.get("compile") or {}
+    fw = record["config"]["framework"]
+    first, second = res.get("first_step_s"), res.get("second_step_s")
+    out = {"framework": fw["name"], "first_s": first, "second_s": second, "steady_s": res.get("steady_median_s"),
+           "trace_lower_s": info.get("trace_lower_s"), "compile_s": info.get("compile_s")}
+    lazy = info.get("lazy_optimizer_state") or {}
+    appeared = ", ".join(f"{k} ×{v}" for k, v in sorted((lazy.get("names") or {}).items()))
+    if fw["backend"] == "torch_xla":
+        per_step = info.get("xla_compiles_per_step") or [None, None]
+        out["compile_s"] = info.get("xla_compile_s")
+        out["compiles"] = per_step
+        if per_step[1]:
+            out["second"] = (f"recompiled ({per_step[1]} new XLA graph(s)): the optimizer state created lazily in "
+                             f"step 1 ({appeared or 'none'}) became inputs of step 2's graph")
+        else:
+            out["second"] = "no recompilation (the graph of step 1 was reused)" + (
+                "" if appeared else ": the optimizer keeps no state")
+    elif fw["backend"] == "jax":
+        out["second"] = (f"no recompilation: the compiled executable is called directly, its "
+                         f"{info.get('optimizer_state_at_compile', '?')} optimizer-state arrays existed "
+                         "before compilation (optax init)")
+    elif fw.get("compile"):
+        n = info.get("dynamo_compiles")
+        out["second"] = (f"dynamo compiled {n} graph(s) in the run; the optimizer step runs eagerly"
+                         + (f", its state created in step 1 ({appeared})" if appeared else ""))
+    else:
+        out["second"] = "eager: nothing compiled" + (f"; optimizer state created in step 1 ({appeared})"
+                                                     if appeared else "")
+    known = [v for v in (out["trace_lower_s"], out["compile_s"]) if v is not None]
+    if first is not None and known and fw["backend"] != "torch_xla":
+        out["first_execution_s"] = max(0.0, first - sum(known))
+    return out
+
+
+def groups(comparison) -> list[Group]:
+    """Per table of the comparison (repro.report.comparison: one model at one preset), its
+    profiled rows side by side and every row's first step."""
+    out = []
+    for table in comparison.tables:
+        frameworks = [row.framework for row in table.rows]  # the table's title names the model
+        name = (lambda row: row.framework) if len(set(frameworks)) == len(frameworks) else (lambda row: row.name)
+        sides = [Side(name(row), r, r["results"]["profile"]) for row in table.rows for r in row.ok[:1]
+                 if (r["results"].get("profile") or {}).get("categories_ms")]
+        firsts = [{**first_step(row.ok[0]), "framework": name(row)} for row in table.rows if row.ok]
+        g = Group(table.title, sides, first_steps=firsts,
+                  counters_only=[Side(name(row), r, r["results"]["profile"]) for row in table.rows for r in row.ok[:1]
+                                 if (r["results"].get("profile") or {}).get("categories_ms", 0) is None])
+        for other in sides[1:]:
+            g.differing += _op_differences(sides[0], other)
+        out.append(g)
+    return out
+
+
+def has_profiles(comparison) -> bool:
+    return any((r.get("results") or {}).get("profile") for row in comparison.rows for r in row.ok)
+
+
+def ir_counts(record: dict) -> str:
+    hist = (record.get("results") or {}).get("ir_ops") or {}
+    key = next((k for k in hist if "stablehlo" in k), None)
+    if key is None:
+        return "—"
+    top = sorted(hist[key].items(), key=lambda kv: -kv[1])[:4]
+    return f"{sum(hist[key].values())} StableHLO ops (" + ", ".join(f"{k} {v}" for k, v in top) + ")"
+
+
+def _opt_ms(v) -> str:
+    return "—" if v is None else f"{v:.3g} ms"
+
+
+def _pct(v) -> str:
+    return "—" if v is None else f"{v:+.0%}"
+
+
+def _ms(v) -> str:
+    return "—" if v is None else f"{v * 1e3:,.1f}"
+
+
+def markdown(comparison) -> list[str]:
+    """The report's "Where the time goes" section (where runs were profiled) and its "First
+    step" section (every report: why the first run is slow, and whether the second compiled)."""
+    found = groups(comparison)
+    return (_where(found) if has_profiles(comparison) else []) + _first_steps(found)
+
+
+def _where(found: list[Group]) -> list[str]:
+    lines = ["## Where the time goes", "",
+             "Each framework's step, profiled after its timed loop (`run.profile=true`) by its own profiler, "
+             "in one vocabulary (repro/profile/categories.py): ms per step and share. The profiled step is "
+             f"checked against the timed steady median (within ±{TOLERANCE:.0%}, after taking off the profiler's "
+             "own overhead, measured against as many unprofiled steps run just before). Traces: each "
+             "record's `results.profile.files`, in the ledger's `.profiles/` and the MLflow run's `profile/` "
+             "artifacts.", ""]
+    for g in found:
+        if not g.sides and not g.counters_only:
+            continue
+        lines += [f"### {g.name}", ""]
+        for c in g.counters_only:
+            lines += [f"- {c.framework}: no per-op trace ({c.profile['profiler']}): profiled step "
+                      f"{c.profile['step_ms']:.3g} ms against the timed steady median {c.timed_ms:.3g} ms, "
+                      f"{c.profile.get('executions_per_step') or '?'} graph executions per step and "
+                      f"{c.profile.get('compiles_during', '?')} compilations during the profiled steps.", ""]
+        if not g.sides:
+            continue
+        header = ["category", *[s.framework for s in g.sides]]
+        body = []
+        for cat in CATEGORIES:
+            row = [cat]
+            for s in g.sides:
+                ms = s.profile["categories_ms"].get(cat, 0.0)
+                row.append(f"{ms:.3g} ms ({ms / s.profile['step_ms']:.0%})")
+            body.append(row)
+        body.append(["**profiled step**", *[f"{s.profile['step_ms']:.3g} ms" for s in g.sides]])
+        body.append(["timed steady median", *[f"{s.timed_ms:.3g} ms" for s in g.sides]])
+        body.append(["unprofiled, just before", *[_opt_ms(s.profile.get("unprofiled_ms")) for s in g.sides]])
+        body.append(["profiler overhead (measured)", *[_pct(s.profiler_overhead) for s in g.sides]])
+        body.append(["profiled / timed", *[f"{s.overhead:+.0%} " + ("✓" if s.within else
+                                            f"✗ (beyond ±{TOLERANCE:.0%}, overhead allowed: the machine changed)")
+                                            for s in g.sides]])
+        body.append(["IR (run.capture_ir)", *[ir_counts(s.record) for s in g.sides]])
+        body.append(["profiler", *[s.profile["profiler"] for s in g.sides]])
+        lines += _md_table(header, body) + [""]
+        if g.differing:
+            lines += ["Ops whose time differs most (ms per step × ops per step):", ""]
+            body = []
+            for d in g.differing:
+                a, b = d["against"]
+                body.append([f"{a} vs {b}", f"`{d['op']}`", d["category"],
+                             f"{d[a]['ms']:.3g} ms × {d[a]['count']:g}", f"{d[b]['ms']:.3g} ms × {d[b]['count']:g}",
+                             f"{d['difference_ms']:+.3g} ms"])
+            lines += _md_table(["pair", "op", "category", "first", "second", "difference"], body) + [""]
+            lines += [f"- {reading(g.sides[0], other)}" for other in g.sides[1:]] + [""]
+    return lines
+
+
+def _first_steps(found: list[Group]) -> list[str]:
+    if not any(g.first_steps for g in found):
+        return []
+    lines = ["## First step", "",
+             "The first step split into tracing/lowering, compilation and first execution, from each "
+             "framework's own counters (JAX: `jit(...).lower` / `.compile`; torch.compile: dynamo's and "
+             "inductor's compile times; PyTorch/XLA: its `CompileTime` metric, summed over the first and "
+             "second steps' compilations, whose counts it names), and why the second step did or did not "
+             "compile again (ms).", ""]
+    for g in found:
+        if not g.first_steps:
+            continue
+        body = [[f["framework"], _ms(f["first_s"]), _ms(f["trace_lower_s"]), _ms(f["compile_s"]),
+                 _ms(f.get("first_execution_s")), _ms(f["second_s"]), _ms(f["steady_s"]), f["second"]]
+                for f in g.first_steps]
+        lines += [f"### {g.name}", ""] + _md_table(["framework", "first", "trace/lower", "compile",
+                                                    "first execution", "second", "steady", "second step"], body)
+        lines += [""]
+    return lines

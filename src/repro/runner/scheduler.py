@@ -1,0 +1,257 @@
+"""Where a run ran, as its scheduler knows it: the record's `scheduler` block, and how SLURM ended a job.
+
+Under SLURM (SLURM_JOB_ID is set where the job runs) the block names the job, its array job and
+task, the step, the node list and this node, the partition, account and QOS where set, the
+submission's resources (cpus, gpus, memory, time limit), the job's stdout/stderr and which
+attempt this is (SLURM_RESTART_COUNT + 1: a requeued job runs again under the same id).
+SLURM's variables say where this process is; `scontrol show job` adds what only the controller
+knows (time limit, log paths, the job's state). Anywhere else the block is `{"name": "local"}`.
+
+The block is provenance, not configuration: it is never part of `config` nor of the config hash.
+This module is the one place that reads SLURM's variables for provenance (runner/cluster.py reads
+the three that make the rendezvous).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Mapping
+
+LOCAL = {"name": "local"}
+SCONTROL_TIMEOUT_S = 5
+# The block's key <- SLURM's variable (read where the job runs).
+VARIABLES = {
+    "cluster": "SLURM_CLUSTER_NAME",
+    "job_id": "SLURM_JOB_ID",
+    "array_job_id": "SLURM_ARRAY_JOB_ID",
+    "array_task_id": "SLURM_ARRAY_TASK_ID",
+    "step_id": "SLURM_STEP_ID",
+    "nodes": "SLURM_JOB_NODELIST",
+    "node": "SLURMD_NODENAME",
+    "partition": "SLURM_JOB_PARTITION",
+    "account": "SLURM_JOB_ACCOUNT",
+    "qos": "SLURM_JOB_QOS",
+}
+# The submission's resources <- (`scontrol show job` field, else SLURM's variable).
+RESOURCES = {
+    "cpus": ("NumCPUs", "SLURM_CPUS_ON_NODE"),
+    "gpus": (None, "SLURM_GPUS_ON_NODE"),
+    "mem": ("MinMemoryNode", "SLURM_MEM_PER_NODE"),
+    "mem_per_cpu": ("MinMemoryCPU", "SLURM_MEM_PER_CPU"),
+    "time_limit": ("TimeLimit", None),
+}
+# How SLURM ended a job -> (status, what happened). While a job's processes are being killed,
+# `scontrol show job` says JobState=COMPLETING whatever the cause (this build has no --json), so
+# the cause is read from what it does show: Restarts went up (requeue), RunTime reached TimeLimit.
+ENDED_BY_SLURM = {
+    "requeued": ("killed", "requeued by SLURM (preempted or scontrol requeue); it runs again as attempt {next}"),
+    "timeout": ("timeout", "ended by SLURM: the job's time limit ({TimeLimit}) was reached"),
+    "cancelled": ("killed", "cancelled by SLURM (scancel)"),
+    "node_fail": ("killed", "ended by SLURM: a node of the job failed"),
+}
+ENDING_STATES = {"COMPLETING": None, "CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout",
+                 "NODE_FAIL": "node_fail", "PREEMPTED": "requeued", "REQUEUED": "requeued",
+                 "REQUEUE_HOLD": "requeued", "PENDING": None}
+
+
+def _seconds(slurm_time: str) -> float | None:
+    """SLURM's [days-]hours:minutes:seconds (or minutes:seconds) as seconds; None for UNLIMITED."""
+    days, _, clock = slurm_time.rpartition("-")
+    try:
+        parts = [int(p) for p in clock.split(":")]
+    except ValueError:
+        return None
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    return (int(days or 0) * 24 + parts[0]) * 3600 + parts[1] * 60 + parts[2]
+
+
+def _cause(info: dict[str, str], attempt: int) -> str | None:
+    state = info.get("JobState", "")
+    if state not in ENDING_STATES:
+        return None  # RUNNING: SLURM did not end it (the run failed by itself)
+    if int(info.get("Restarts", "0") or 0) >= attempt:
+        return "requeued"
+    run, limit = _seconds(info.get("RunTime", "")), _seconds(info.get("TimeLimit", ""))
+    if run is not None and limit and run >= limit:
+        return "timeout"
+    return ENDING_STATES[state] or ("cancelled" if state == "COMPLETING" else None)
+
+
+def job_ref(sched: Mapping[str, str]) -> str:
+    """How SLURM's commands name this job: `ARRAY_TASK` for an array task (its plain job id can be the
+    array's own, which `scancel` or `scontrol show job` read as every task of the array)."""
+    if sched.get("array_task_id"):
+        return f"{sched['array_job_id']}_{sched['array_task_id']}"
+    return sched["job_id"]
+
+
+def job_info(job_id: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """`scontrol -o show job ID` as a dict ({} where scontrol is missing or fails)."""
+    if not shutil.which("scontrol"):
+        return {}
+    try:
+        out = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True,
+                             timeout=SCONTROL_TIMEOUT_S, env=dict(environ))
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if out.returncode != 0:
+        return {}
+    fields = {}
+    for item in out.stdout.split():  # `-o`: one line of Key=Value (values hold no spaces but Command's)
+        key, sep, value = item.partition("=")
+        if sep and key not in fields:
+            fields[key] = value
+    return fields
+
+
+def _gpus(tres: str) -> str | None:
+    """The gpus of a TRES string ("cpu=2,mem=8G,node=1,gres/gpu=4" -> "4")."""
+    for part in tres.split(","):
+        if part.startswith("gres/gpu="):
+            return part.split("=", 1)[1]
+    return None
+
+
+def block(environ: Mapping[str, str] = os.environ) -> dict:
+    """The `scheduler` block of a record made in this process."""
+    job_id = environ.get("SLURM_JOB_ID")
+    if not job_id:
+        return dict(LOCAL)
+    out: dict = {"name": "slurm"}
+    for key, var in VARIABLES.items():
+        if value := environ.get(var):
+            out[key] = value
+    info = job_info(job_ref(out), environ)
+    out.setdefault("step_id", "batch")  # a batch script's own process has no step variable
+    resources = {}
+    for key, (field, var) in RESOURCES.items():
+        value = info.get(field) if field else None
+        if not value or value in ("0", "0M", "(null)"):
+            value = environ.get(var) if var else None
+        if value:
+            resources[key] = value
+    if gpus := _gpus(info.get("TRES", "")):
+        resources["gpus"] = gpus
+    if resources:
+        out["resources"] = resources
+    for key, field in (("stdout", "StdOut"), ("stderr", "StdErr")):
+        if info.get(field):
+            out[key] = info[field]
+    for key, field in (("partition", "Partition"), ("account", "Account"), ("qos", "QOS")):
+        if key not in out and info.get(field) not in (None, "", "(null)"):
+            out[key] = info[field]
+    out["attempt"] = int(environ.get("SLURM_RESTART_COUNT") or 0) + 1
+    return out
+
+
+def ended_by_scheduler(sched: dict, environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
+    """(status, reason) when the scheduler itself ended this job (scancel, time limit, requeue, node
+    failure); None when it did not (the job still runs, or the run is not under a scheduler)."""
+    if sched.get("name") != "slurm" or "job_id" not in sched:
+        return None
+    info = job_info(job_ref(sched), environ)
+    cause = _cause(info, sched.get("attempt", 1))
+    if cause is None:
+        return None
+    status, what = ENDED_BY_SLURM[cause]
+    reason = what.format(TimeLimit=info.get("TimeLimit", "?"), next=sched.get("attempt", 1) + 1)
+    return status, f"{reason}; SLURM job {job_ref(sched)}"
+
+
+def describe(sched: dict | None) -> str:
+    """One line for a person: `local`, or `slurm job 12 (array 11_1) step 0 · nodes n[1-2] · partition both · ...`."""
+    if not sched or sched.get("name") != "slurm":
+        return (sched or LOCAL).get("name", "local")
+    parts = [f"slurm job {sched.get('job_id', '?')}"
+             + (f" (array {sched['array_job_id']}_{sched['array_task_id']})" if "array_task_id" in sched else "")
+             + f" step {sched.get('step_id', '?')}"]
+    parts += [f"{k} {sched[k]}" for k in ("nodes", "partition", "account", "qos") if sched.get(k)]
+    res = sched.get("resources") or {}
+    if res:
+        parts.append(" ".join(f"{k}={v}" for k, v in res.items()))
+    if sched.get("attempt", 1) > 1:
+        parts.append(f"attempt {sched['attempt']}")
+    if sched.get("stdout"):
+        parts.append(f"log {sched['stdout']}")
+    return " · ".join(parts)
+
+
+SACCT_STAND_IN = """#!/bin/sh
+# repro's sacct stand-in (SLURM accounting is off on this cluster): answers submitit's
+# `sacct -o JobID,State,NodeList --parsable2 -j IDS` from squeue, which keeps ended jobs for MinJobAge.
+ids=""
+while [ $# -gt 0 ]; do case "$1" in -j) ids="$2"; shift;; esac; shift; done
+echo "JobID|State|NodeList"
+[ -n "$ids" ] && squeue -h -t all -j "$ids" -o '%i|%T|%N' 2>/dev/null
+exit 0
+"""
+
+
+def sacct_stand_in(folder: Path) -> Path | None:
+    """Where SLURM accounting is off, put a `sacct` that answers from squeue first on this process's PATH.
+
+    submitit polls `sacct` for its jobs' states. Without accounting each poll prints SLURM's
+    "accounting storage is disabled" and submitit's "Bypassing sacct error ... status may be
+    inaccurate" (three copies), and a job SLURM ended before it wrote its result (scancel, time
+    limit) stays "UNKNOWN" to submitit. A logging filter could hide only the second of those and
+    leave submitit blind; the stand-in gives it SLURM's real states (RUNNING, CANCELLED, TIMEOUT).
+    It is installed only in the launching process and only when the real sacct says accounting is
+    off, and said once. Returns its path (None: sacct works, or there is no SLURM here).
+    """
+    if not shutil.which("squeue"):
+        return None
+    real = shutil.which("sacct")
+    if real and "repro-sacct" not in real:
+        try:
+            probe = subprocess.run([real, "-n", "-X", "-j", "1"], capture_output=True, text=True,
+                                   timeout=SCONTROL_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            probe = None
+        if probe is not None and "accounting storage is disabled" not in (probe.stdout + probe.stderr):
+            return None
+    elif real:
+        return Path(real)  # already installed by this process
+    bin_dir = folder / "repro-sacct"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    path = bin_dir / "sacct"
+    path.write_text(SACCT_STAND_IN)
+    path.chmod(0o755)
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    print(f"repro: SLURM accounting (sacct) is off on this cluster; submitit reads its jobs' states from "
+          f"squeue through {path}", file=sys.stderr)
+    return path
+
+
+def tags(sched: dict | None) -> dict[str, str]:
+    """The block as MLflow tags: `repro.scheduler` (its name) and `repro.scheduler.<key>` (resources flattened)."""
+    sched = sched or LOCAL
+    out = {"repro.scheduler": str(sched.get("name", "local"))}
+    for key, value in sched.items():
+        if isinstance(value, dict):
+            out.update({f"repro.scheduler.{key}.{k}": str(v) for k, v in value.items()})
+        elif key != "name":
+            out[f"repro.scheduler.{key}"] = str(value)
+    return out
+
+
+def where(sched: dict | None) -> dict:
+    """What of a block says where a run ran (for replay's differences): not its ids, logs or attempt."""
+    sched = sched or LOCAL
+    return {k: v for k, v in sched.items() if k in ("name", "cluster", "partition", "nodes", "resources")}
+
+
+def shared_store_warning(uris: list[str]) -> str | None:
+    """Said before a sweep whose jobs SLURM runs on other nodes, when a job's MLflow store is a sqlite file."""
+    files = sorted({u for u in uris if u.startswith("sqlite:")})
+    if not files:
+        return None
+    return (f"warning: jobs launched through SLURM run on other nodes, and MLflow's store {', '.join(files)} is a "
+            "sqlite file they would all write: it must be on a filesystem every node sees, and sqlite's locking "
+            "over a network filesystem (NFS, Lustre) is unreliable. On more than one node, start `mlflow server` "
+            "(with a SQL database) and set tracking.uri=http://HOST:PORT (or MLFLOW_TRACKING_URI); the ledger "
+            "(ledger.dir) must be on a shared filesystem too. See README, 'On a SLURM cluster'")

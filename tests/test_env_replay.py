@@ -1,0 +1,149 @@
+"""Environment replay (issue 20): whole-environment records, `replay --as-recorded`, `repro env`.
+
+The recorded runs use a small venv made here with uv (just what a JAX MLP run imports) as
+`framework.python`, so rebuilding their environment is quick and downloads nothing large.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from repro import paths
+from repro.envs import lock, venvs, worktrees
+from repro.ledger import schema
+
+WORKER_NEEDS = ("jax", "jaxlib", "flax", "numpy", "omegaconf", "psutil", "rich")
+RUN = ("run.steps=6", "run.warmup=2", "run.batch_size=8")
+
+
+def make_venv(path: Path, *pins: str) -> str:
+    """A venv with this interpreter's versions of what the worker needs, plus `pins`."""
+    uv = [sys.executable, "-m", "uv"]
+    subprocess.run([*uv, "venv", "-q", "--python", sys._base_executable, str(path)], check=True)
+    wanted = {n: f"{n}=={metadata.version(n)}" for n in WORKER_NEEDS} | {p.split("==")[0]: p for p in pins}
+    subprocess.run([*uv, "pip", "install", "-q", "--python", str(path / "bin" / "python"), *wanted.values(),
+                    *venvs.sources()], check=True)
+    return str(path / "bin" / "python")
+
+
+class Checkout:
+    """A clone of this repo's committed code, where runs are recorded and replayed."""
+
+    def __init__(self, root: Path):
+        self.root, self.clone, self.ledger = root, root / "clone", root / "ledger"
+        subprocess.run(["git", "clone", "-q", str(paths.repo_root()), str(self.clone)], check=True)
+        self.env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+        self.env.update(PYTHONPATH=str(self.clone / "src"), MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}",
+                        REPRO_ENV_CACHE=str(root / "cache"), PYTHONUNBUFFERED="1")
+
+    def repro(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "repro", *args], cwd=self.clone, env=self.env,
+                              capture_output=True, text=True, timeout=600)
+
+    def record(self, python: str) -> dict:
+        out = self.repro(f"framework.python={python}", *RUN, f"ledger.dir={self.ledger}", "progress.mode=plain")
+        assert out.returncode == 0, out.stdout + out.stderr
+        return self.records("run")[-1]
+
+    def replay(self, rid: str, *flags: str) -> tuple[subprocess.CompletedProcess, float]:
+        start = time.perf_counter()
+        out = self.repro("replay", rid, "--ledger", str(self.ledger), "--progress", "none", *flags)
+        return out, time.perf_counter() - start
+
+    def records(self, kind: str) -> list[dict]:
+        rows = [json.loads(p.read_text()) for p in self.ledger.glob("2*/*.json")]
+        return sorted((r for r in rows if r["kind"] == kind and r["status"] != "started"), key=lambda r: r["created"])
+
+    def commit(self, message: str) -> str:
+        git = ["git", "-C", str(self.clone), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "commit", "-qam", message], check=True)
+        return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
+def test_code_changed_later_replays_exact_as_recorded(tmp_path):
+    co = Checkout(tmp_path)
+    python = make_venv(tmp_path / "venv")
+    original = co.record(python)
+    env_hash = original["environment"]["env_hash"]
+    assert original["schema_version"] == schema.SCHEMA_VERSION == 2 and not original["git"]["dirty"]
+    assert lock.load(co.ledger, env_hash).count("\njax==") == 1  # the whole environment, kept once
+    model = co.clone / "src/repro/models/mlp/flax_model.py"
+    model.write_text(model.read_text().replace("nnx.gelu(layer(x), approximate=False)", "nnx.relu(layer(x))"))
+    co.commit("ReLU in place of GELU")
+
+    plain, plain_s = co.replay(original["id"])
+    assert plain.returncode == 1 and "verdict: differs" in plain.stdout, plain.stdout + plain.stderr
+    assert "code differs" in plain.stdout
+
+    exact, exact_s = co.replay(original["id"], "--as-recorded")
+    assert exact.returncode == 0 and "verdict: exact" in exact.stdout, exact.stdout + exact.stderr
+    assert original["git"]["commit"][:12] in exact.stdout and env_hash[:12] in exact.stdout
+    verdict = co.records("replay")[-1]
+    rerun = next(r for r in co.records("run") if r["id"] == verdict["replay"])
+    assert verdict["parts"] == {"code": "restored", "packages": "restored", "data": "same", "hardware": "same"}
+    assert rerun["git"]["commit"] == verdict["as_recorded"]["commit"] == original["git"]["commit"]
+    assert rerun["environment"]["env_hash"] == verdict["as_recorded"]["env_hash"] == env_hash
+    print(f"\nplain replay {plain_s:.1f} s, --as-recorded {exact_s:.1f} s (cold worktree and venv)")
+
+
+def test_one_package_older_rebuilt_from_the_record(tmp_path):
+    co = Checkout(tmp_path)
+    python = make_venv(tmp_path / "venv", "numpy==2.4.5")  # a patch release older than this venv's
+    original = co.record(python)
+    subprocess.run([sys.executable, "-m", "uv", "pip", "install", "-q", "--python", python, "numpy==2.4.6",
+                    *venvs.sources()], check=True)  # today's environment: one package newer
+
+    plain, plain_s = co.replay(original["id"])
+    assert "packages.numpy: '2.4.5' → '2.4.6'" in plain.stdout, plain.stdout + plain.stderr
+    assert "packages differs" in plain.stdout
+
+    cold, cold_s = co.replay(original["id"], "--as-recorded")
+    assert cold.returncode == 0 and "verdict: exact" in cold.stdout, cold.stdout + cold.stderr
+    assert "venv built in" in cold.stdout and "no differences in environment, code or data" in cold.stdout
+    warm, warm_s = co.replay(original["id"], "--as-recorded")
+    assert "(cached venv)" in warm.stdout and "verdict: exact" in warm.stdout, warm.stdout + warm.stderr
+    built = co.records("replay")[-2]["as_recorded"]
+    listing = co.repro("env", "list")
+    assert built["env_hash"][:16] in listing.stdout and "worktree" in listing.stdout, listing.stdout
+    print(f"\nplain replay {plain_s:.1f} s; --as-recorded cold {cold_s:.1f} s (venv {built['build_s']:.1f} s), "
+          f"cached {warm_s:.1f} s\n{listing.stdout}")
+    pruned = co.repro("env", "prune")
+    assert pruned.returncode == 0 and "pruned 2 entries" in pruned.stdout, pruned.stdout + pruned.stderr
+    assert not list((tmp_path / "cache" / "venvs").glob("*/bin"))
+
+
+def test_lock_pins_and_refusals(tmp_path, monkeypatch):
+    text = lock.render([{"name": "numpy", "version": "2.4.6", "source": "index"},
+                        {"name": "optax", "version": "0.2.8", "source": "index"},
+                        {"name": "mine", "version": "1.0", "source": "editable", "url": "file:///src"}], "3.11.7")
+    parsed = lock.parse(text)
+    assert parsed["python"] == "3.11.7" and parsed["requirements"] == {"numpy": "numpy==2.4.6", "optax": "optax==0.2.8"}
+    assert "mine" in parsed["local"]
+    pinned = lock.with_pins(text, ["optax==0.2.7"])
+    assert lock.versions(pinned)["optax"] == "0.2.7" and lock.env_hash(pinned) != lock.env_hash(text)
+    assert lock.parse(pinned)["local"] == parsed["local"]
+    # records from before (no schema_version, no env_hash) stay valid; a malformed hash does not
+    assert schema.errors({"id": "0" * 16, "kind": "run", "status": "ok", "created": "2025-01-01T00:00"}) == []
+    assert schema.errors({"id": "0" * 16, "kind": "run", "status": "ok", "created": "2025-01-01T00:00",
+                          "environment": {"env_hash": "abc"}})
+    dirty = {"id": "r1", "git": {"commit": "a" * 40, "dirty": True, "diff_sha256": "d" * 64, "changed": ["x.py"]}}
+    assert "would need the change itself" in worktrees.refuse_dirty(dirty, {"commit": "b" * 40})
+    assert worktrees.refuse_dirty(dirty, {"commit": "a" * 40, "diff_sha256": "d" * 64}) is None
+    monkeypatch.setenv("REPRO_ENV_CACHE", str(tmp_path))
+    with pytest.raises(venvs.EnvError, match="editable"):
+        venvs.ensure(text)
+    gone = lock.render([{"name": "optax", "version": "0.0.7", "source": "index"}], lock.parse(text)["python"])
+    gone = gone.replace("3.11.7", __import__("platform").python_version())
+    with pytest.raises(venvs.EnvError, match=r"optax==0.0.7.*--allow-substitutes"):
+        venvs.ensure(gone)
+    venv, meta = venvs.ensure(gone, allow_substitutes=True, log=lambda _: None)
+    assert meta["substitutes"] == {"optax==0.0.7": "optax==0.0.6"}
+    assert lock.versions(lock.of_interpreter(venvs.python_of(venv), tmp_path / "locks"))["optax"] == "0.0.6"

@@ -1,0 +1,195 @@
+"""repro through a real SLURM (tests/slurm_cluster.py: munged, slurmctld, slurmd n1 and n2 on this
+host): sweeps with hydra/launcher=submitit_slurm, the scheduler block in every record, what
+happens when SLURM ends a job (scancel, time limit, requeue), and a run over two SLURM nodes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import free_port
+from repro.runner import scheduler
+
+FAST = ("model=mlp", "run.steps=6", "run.warmup=2")
+SLURM_SWEEP = ("hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=10")
+
+
+def _sweep_dir(sandbox) -> str:
+    return f"hydra.sweep.dir={sandbox.root / 'sweep'}"
+
+
+def _wait_for(what, predicate, timeout: float = 120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if found := predicate():
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"no {what} within {timeout:.0f} s")
+
+
+def _started(sandbox, framework: str):
+    return [r for r in sandbox.records() if r.get("kind") == "run" and r.get("status") == "started"
+            and r["config"]["framework"]["name"] == framework]
+
+
+@pytest.fixture(scope="module")
+def timeout_job(slurm, tmp_path_factory):
+    """Submitted first, checked last (its minute of time limit passes while the other tests run):
+    a run far longer than its `sbatch --time=1`."""
+    from conftest import Sandbox
+
+    box = Sandbox(tmp_path_factory.mktemp("slurm_timeout"))
+    cmd = " ".join(box.repro_cmd("framework=torch", "model=mlp", "run.steps=300000", "run.warmup=2",
+                                 "tracking.experiment=slurm_timeout"))
+    # The batch shell ignores SLURM's SIGTERM (repro handles its own) so that it can write repro's exit code.
+    out = subprocess.run(["sbatch", "--parsable", "-p", "one", "--time=1", "-o", str(box.root / "job.out"),
+                          f"--chdir={box.root}", "--wrap", f"trap '' TERM; {cmd}; echo $? > {box.root / 'rc'}"],
+                         capture_output=True, text=True, env=box.env(), check=True)
+    return box, out.stdout.strip()
+
+
+def test_local_records_say_local():
+    assert scheduler.block({}) == {"name": "local"}
+    assert scheduler.tags(None) == {"repro.scheduler": "local"}
+
+
+def test_submitit_slurm_sweep_records_its_jobs(slurm, sandbox, timeout_job):
+    proc = sandbox.run("-m", "framework=jax,torch", *FAST, *SLURM_SWEEP, "hydra.launcher.partition=both",
+                       _sweep_dir(sandbox), "tracking.experiment=slurm_sweep")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    heads = {h["config"]["framework"]["name"]: h for h in sandbox.heads()}
+    assert set(heads) == {"jax", "torch"} and all(h["status"] == "ok" for h in heads.values())
+    for h in heads.values():
+        s = h["scheduler"]
+        assert s["name"] == "slurm" and s["partition"] == "both" and s["attempt"] == 1
+        assert s["node"] in ("n1", "n2") and s["step_id"] == "0"
+        assert s["array_task_id"] in ("0", "1") and s["resources"]["time_limit"] == "00:10:00"
+        assert s["stdout"].startswith(str(sandbox.root / "sweep" / ".submitit"))
+        assert "scheduler" not in h["config"]  # provenance, not part of the config hash
+    assert len({h["scheduler"]["array_job_id"] for h in heads.values()}) == 1
+    # every job a SLURM job: each record's job id is one slurmctld knows, ended COMPLETED
+    assert {slurm.scontrol_job(scheduler.job_ref(h["scheduler"]))["JobState"] for h in heads.values()} == {"COMPLETED"}
+    runs = sandbox.mlflow_runs("slurm_sweep")
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 2
+    for child in children:
+        head = next(h for h in heads.values() if h["id"] == child.data.tags["repro.ledger_id"])
+        assert child.data.tags["repro.scheduler"] == "slurm"
+        assert child.data.tags["repro.scheduler.job_id"] == head["scheduler"]["job_id"]
+        assert child.data.tags["repro.scheduler.partition"] == "both"
+    assert "mlp/tiny · batch 32" in proc.stdout and "report: " in proc.stdout  # closing table and report
+    output = proc.stdout + proc.stderr
+    assert "Bypassing sacct error" not in output and "accounting storage is disabled" not in output
+    assert output.count("SLURM accounting (sacct) is off") == 1  # said once
+    show = subprocess.run([sys.executable, "-m", "repro", "ledger", "show", heads["jax"]["id"], "--ledger",
+                           str(sandbox.ledger)], capture_output=True, text=True, env=sandbox.env())
+    assert f"ran under: slurm job {heads['jax']['scheduler']['job_id']}" in show.stdout
+
+
+def test_scancel_records_killed_and_the_sweep_goes_on(slurm, sandbox, timeout_job):
+    """Two jobs of one array: the long one is cancelled while it runs, the short one ends ok."""
+    sweep = subprocess.Popen(sandbox.repro_cmd("-m", "framework=torch", "model=mlp", "run.warmup=2",
+                                               "run.steps=6,100000", *SLURM_SWEEP, "hydra.launcher.partition=both",
+                                               _sweep_dir(sandbox), "tracking.experiment=slurm_cancel"),
+                             cwd=sandbox.root, env=sandbox.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    try:
+        long = _wait_for("started record of the long run", lambda: [
+            r for r in sandbox.records() if r["kind"] == "run" and r["status"] == "started" and r["config"]["run"]["steps"] > 6])[0]
+        time.sleep(3)  # into its timed loop
+        subprocess.run(["scancel", scheduler.job_ref(long["scheduler"])], check=True, env=slurm.env())
+        out, _ = sweep.communicate(timeout=180)
+    finally:
+        sweep.kill()
+    heads = {h["config"]["run"]["steps"]: h for h in sandbox.heads()}
+    assert heads[6]["status"] == "ok", out[-3000:]
+    killed = heads[100000]
+    assert killed["status"] == "killed", out[-3000:]
+    assert killed["error"]["reason"].startswith("cancelled by SLURM (scancel); SLURM job "
+                                                f"{scheduler.job_ref(long['scheduler'])}")
+    assert sweep.returncode == 1  # a run did not end ok: the sweep says so
+    assert "killed" in out and "mlp/tiny" in out  # the closing table lists both
+
+
+def test_time_limit_records_timeout(slurm, timeout_job):
+    box, job_id = timeout_job
+    slurm.wait_state(job_id, {"TIMEOUT", "COMPLETED", "FAILED", "CANCELLED"}, timeout=150)
+    (head,) = box.heads()
+    assert head["status"] == "timeout", head.get("error")
+    assert head["error"]["reason"].startswith("ended by SLURM: the job's time limit (00:01:00) was reached; "
+                                              f"SLURM job {job_id}")
+    assert head["scheduler"]["resources"]["time_limit"] == "00:01:00" and head["scheduler"]["step_id"] == "batch"
+    assert _wait_for("exit code", lambda: (box.root / "rc").exists() and (box.root / "rc").read_text().strip(),
+                     timeout=60) == "130"
+
+
+@pytest.fixture(scope="module")
+def one_node(tmp_path_factory) -> dict[str, list[float]]:
+    """{framework: the loss trajectory of the same global batch on one node, one device}."""
+    from conftest import Sandbox, one_device_losses
+
+    return one_device_losses(Sandbox(tmp_path_factory.mktemp("slurm_one_node")), FAST)
+
+
+def _srun_two_nodes(sandbox, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(["srun", "-N2", "--ntasks-per-node=1", "-p", "both", *sandbox.repro_cmd(*args)],
+                          cwd=sandbox.root, env=sandbox.env(), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("framework, sharding", [("jax", ["sharding=dp"]), ("jax", ["sharding=dp_tp"]),
+                                                 ("torch", ["sharding=dp"])], ids=["jax-dp", "jax-dp_tp", "torch-gloo"])
+def test_two_slurm_nodes_record_one_run(slurm, sandbox, one_node, timeout_job, framework, sharding):
+    proc = _srun_two_nodes(sandbox, f"framework={framework}", *sharding, *FAST, "cluster=slurm",
+                           f"cluster.port={free_port()}", "tracking.experiment=slurm_two")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "node 1 of 2" in proc.stdout and "joins the run at 127.0.0.1:" in proc.stdout  # NodeAddr, not "n1"
+    (head,) = sandbox.heads()  # one record: node 0's
+    assert head["status"] == "ok", head.get("error")
+    assert head["cluster"]["nodes"] == 2 and head["cluster"]["host"] == "127.0.0.1"
+    assert head["scheduler"]["nodes"] == "n[1-2]" and head["scheduler"]["node"] == "n1"
+    assert {(r["node"], r["slurm_node"]) for r in head["results"]["ranks"]} == {(0, "n1"), (1, "n2")}
+    base = one_node[framework]
+    assert len(base) == len(head["results"]["loss"])
+    assert all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(base, head["results"]["loss"]))
+
+
+def test_a_node_that_cannot_join_fails_at_once_naming_host_and_port(slurm, sandbox, timeout_job):
+    start = time.time()
+    proc = _srun_two_nodes(sandbox, "framework=jax", "sharding=dp", *FAST, "cluster=slurm",
+                           "cluster.coordinator=nosuchnode.invalid:29555", timeout=120)
+    took = time.time() - start
+    assert proc.returncode != 0
+    assert "cannot join the run at nosuchnode.invalid:29555: the host 'nosuchnode.invalid' does not resolve" in (
+        proc.stdout + proc.stderr), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert took < 30, took
+    assert sandbox.heads() == []
+
+
+def test_requeued_job_runs_again_as_its_next_attempt_and_resumes(slurm, sandbox, timeout_job):
+    """A sweep in one batch job (run.resume=true) is requeued while its second run works: the first
+    run, recorded ok, is not run again; the second is recorded killed (requeued), then ok as attempt 2."""
+    cmd = " ".join(sandbox.repro_cmd("-m", "framework=jax,torch", "model=mlp", "run.steps=60", "run.warmup=2",
+                                     "run.resume=true", "tracking.experiment=slurm_requeue"))
+    job_id = subprocess.run(["sbatch", "--parsable", "--requeue", "-p", "one", "--open-mode=append",
+                             "-o", str(sandbox.root / "job.out"), f"--chdir={sandbox.root}",
+                             "--wrap", f"trap '' TERM; {cmd}; echo $? >> {sandbox.root / 'rc'}"],
+                            capture_output=True, text=True, env=sandbox.env(), check=True).stdout.strip()
+    _wait_for("torch's started record", lambda: _started(sandbox, "torch"), timeout=180)
+    subprocess.run(["scontrol", "requeue", job_id], check=True, env=slurm.env())
+    slurm.wait_state(job_id, {"PENDING"}, timeout=60)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True, env=slurm.env())  # not in 2 min
+    slurm.wait_state(job_id, {"COMPLETED", "FAILED"}, timeout=180)
+    runs = sorted((r for r in sandbox.records() if r["kind"] == "run" and r["status"] != "started"),
+                  key=lambda r: r["created"])
+    seen = [(r["config"]["framework"]["name"], r["status"], r["scheduler"]["attempt"]) for r in runs]
+    assert seen == [("jax", "ok", 1), ("torch", "killed", 1), ("torch", "ok", 2)], seen
+    assert runs[1]["error"]["reason"].startswith(f"requeued by SLURM (preempted or scontrol requeue); it runs again "
+                                                 f"as attempt 2; SLURM job {job_id}")
+    assert len(_started(sandbox, "jax")) == 1  # jax ran once
+    out = (sandbox.root / "job.out").read_text()
+    assert "resume: jax" in out and "skipped, already recorded ok" in out
+    assert (sandbox.root / "rc").read_text().split() == ["130", "0"]  # attempt 1 ended by SLURM, attempt 2 ok
