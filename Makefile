@@ -31,7 +31,7 @@ quickstart: $(STAMP)
 # (tests/conftest.py: SHARED_FIXTURES). The 15 slowest tests are listed at the end.
 TEST_WORKERS ?= 2
 test: $(STAMP) xla-env system-deps
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/harness_overhead.py

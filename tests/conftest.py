@@ -173,27 +173,40 @@ def sandbox(tmp_path: Path) -> Sandbox:
     return Sandbox(tmp_path)
 
 
-# pytest-xdist (`make test`: -n 2 --dist loadgroup) sends the tests of one xdist_group to one
-# worker. A module- or session-scoped fixture runs once per worker that needs it, so each test
-# file is a group of its own (its module fixtures run once), and the tests of every file that
-# read one of these session fixtures form one group (the fixture runs once, not once per worker).
-# A new session fixture shared across files (a server, a cluster on fixed ports, a sweep) goes here.
+# pytest-xdist (`make test`: -n 2) sends each scope below to one worker. A module- or session-
+# scoped fixture runs once per worker that needs it, so each test file is a scope of its own (its
+# module fixtures run once), and the files that read one of these session fixtures form one scope
+# (the sweep runs once, the cluster starts once). xdist's own `--dist loadgroup` cannot do this
+# under pytest 9.2: it renames items through `item._nodeid`, which pytest 9.2 no longer reads (the
+# marks are set and silently ignored), so the scheduler below groups by file, by name.
+# A new session fixture shared across files goes in SHARED_FIXTURES; collection fails, naming the
+# file, if a test uses one from a file that SHARED_FILES does not put in its scope.
 SHARED_FIXTURES = {"report_sweep": "report_sweep", "recorded": "report_sweep", "slurm": "slurm"}
+SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "report_sweep",
+                "test_data_replay.py": "report_sweep", "test_slurm.py": "slurm"}
 
 
-def xdist_group(item) -> str:
-    for fixture, group in SHARED_FIXTURES.items():
-        if fixture in item.fixturenames:
-            return group
-    return item.module.__name__
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return SHARED_FILES.get(Path(path).name, path)
+
+    return SharedFixtureScopes(config, log)
 
 
-def pytest_itemcollected(item):  # as each test is collected: before xdist reads the groups into node ids
-    if not item.get_closest_marker("xdist_group"):
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+def _check_scopes(items) -> None:
+    for item in items:
+        for fixture, group in SHARED_FIXTURES.items():
+            if fixture in item.fixturenames and SHARED_FILES.get(item.path.name) != group:
+                raise pytest.UsageError(f"{item.nodeid} uses the session fixture {fixture!r}: add "
+                                        f"{item.path.name!r}: {group!r} to SHARED_FILES in tests/conftest.py")
 
 
 def pytest_collection_modifyitems(config, items):
+    _check_scopes(items)
     has_gpu = bool(hardware.nvidia_gpus())
     has_tpu = bool(hardware.tpu_type())
     for item in items:
