@@ -136,6 +136,11 @@ def test_replay_lists_package_versions_that_differ(recorded):
     jax_run = next(r for r in ledger.heads() if r.get("kind") == "run" and r["config"]["framework"]["name"] == "jax")
     old = {k: v for k, v in jax_run.items() if k not in ("id", "created")}
     old["environment"] = {**old["environment"], "packages": {**old["environment"]["packages"], "numpy": "1.0.0"}}
+    if then := old["environment"].get("env_hash"):  # the whole environment is what a replay compares
+        from repro.envs import lock
+
+        old["environment"]["env_hash"] = lock.store(ledger.root, lock.with_pins(lock.load(ledger.root, then),
+                                                                                ["numpy==1.0.0"]))
     doctored = ledger.append(old)
     proc = _replay(recorded, doctored["id"])
     before_run = proc.stdout.split("starting")[0]

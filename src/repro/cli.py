@@ -304,6 +304,11 @@ def dry_run(argv: list[str]) -> int:
     return 0
 
 
+def _interrupted(recorded: int) -> None:
+    print(f"repro: interrupted; {recorded} job(s) recorded in the ledger; `repro sync` puts any run "
+          "not yet in MLflow there", file=sys.stderr)
+
+
 def run_experiment(argv: list[str]) -> int:
     from repro.session import hydra_sweep
 
@@ -323,7 +328,7 @@ def run_experiment(argv: list[str]) -> int:
         try:
             run_jobs(plan, session)
         except KeyboardInterrupt:  # run_jobs closed the session, interrupted
-            print(f"repro: interrupted; {len(session.records)} job(s) recorded", file=sys.stderr)
+            _interrupted(len(session.records))
             return 130
         return EXIT_RUN_FAILED if session.failed_any else 0
     from repro.app import hydra_main
@@ -332,9 +337,7 @@ def run_experiment(argv: list[str]) -> int:
         try:
             hydra_main()
         except KeyboardInterrupt:
-            records = sweep.close(interrupted=True)
-            print(f"repro: interrupted; {len(records)} job(s) recorded in the ledger; `repro sync` puts any run "
-                  "not yet in MLflow there", file=sys.stderr)
+            _interrupted(len(sweep.close(interrupted=True)))
             return 130
         except SystemExit:  # Hydra reported a launcher's error (submitit: a job SLURM ended before it returned)
             if sweep.session is None or sweep.session.closed:

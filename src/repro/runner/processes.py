@@ -44,6 +44,18 @@ class ProcessFailed(RuntimeError):
         self.traceback_tail = traceback_tail
 
 
+PEER_GRACE_S = 2.0  # how long an error waits to see whether a peer's death caused it
+
+
+def _killed_peer(procs: dict, failed: int, results: dict) -> int | None:
+    """A process killed by a signal, seen within PEER_GRACE_S of another's error: when one rank is
+    killed, its peers fail in their next collective (gloo: "Connection reset by peer"), often before
+    the killed one's exit is noticed, and the run must name the one that was killed."""
+    others = [j for j in procs if j != failed and j not in results]
+    wait([procs[j].sentinel for j in others], timeout=PEER_GRACE_S)
+    return next((j for j in others if (procs[j].exitcode or 0) < 0), None)
+
+
 def launch(fn: Callable[[dict, int, Callable[[], None]], Any], spec: dict, count: int, name: Callable[[int], str],
            not_joined: str = "") -> dict[int, Any]:
     """Run `fn(spec, i, joined)` for i in range(count), each in its own process; {i: its return value}.
@@ -80,6 +92,10 @@ def launch(fn: Callable[[dict, int, Callable[[], None]], Any], spec: dict, count
                         results[i] = value
                         continue
                     if kind == "error":
+                        if (k := _killed_peer(procs, i, results)) is not None:  # the cause, not its echo
+                            raise ProcessFailed(f"{name(k)} {_exit_reason(procs[k].exitcode)}"
+                                                f"{_when(k, joined, not_joined)}, the run was stopped "
+                                                f"({name(i)} then failed: {value})", tail)
                         raise ProcessFailed(f"{name(i)} failed{_when(i, joined, not_joined)}, the run was stopped: "
                                             f"{value}", tail)
                 procs[i].join(timeout=5)
