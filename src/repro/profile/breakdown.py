@@ -109,12 +109,14 @@ def first_step(record: dict) -> dict:
             out["second"] = "no recompilation (the graph of step 1 was reused)" + (
                 "" if appeared else ": the optimizer keeps no state")
     elif fw["backend"] == "jax":
-        out["second"] = (f"no recompilation: the compiled executable is called directly, its "
-                         f"{info.get('optimizer_state_at_compile', '?')} optimizer-state arrays existed "
-                         "before compilation (optax init)")
+        state = info.get("optimizer_state_at_compile")  # None: a record from before the counter
+        out["second"] = ("no recompilation: the compiled executable is called directly, "
+                         + (f"its {state} optimizer-state arrays existed before compilation (optax init)"
+                            if state is not None else "its optimizer state made by optax's init before compilation"))
     elif fw.get("compile"):
         n = info.get("dynamo_compiles")
-        out["second"] = (f"dynamo compiled {n} graph(s) in the run; the optimizer step runs eagerly"
+        out["second"] = ((f"dynamo compiled {n} graph(s) in the run" if n is not None else "compiled by dynamo")
+                         + "; the optimizer step runs eagerly"
                          + (f", its state created in step 1 ({appeared})" if appeared else ""))
     else:
         out["second"] = "eager: nothing compiled" + (f"; optimizer state created in step 1 ({appeared})"
