@@ -57,3 +57,32 @@ def test_a_bad_value_names_its_key_and_the_choices(args, message):
     with pytest.raises(ConfigError) as e:
         validate.plan(args)
     assert str(e.value) == message
+
+
+
+@pytest.mark.parametrize("args", [
+    ["+exp=quickstart"], ["+exp=quickstart", "run.steps=8"], ["+exp=sharding_cpu"], ["+exp=stack_wars_cpu"],
+    ["+exp=vit_l4", "hardware=cpu"],
+    ["-m", "framework=jax,torch", "model=mlp", "run.seed=0,1", "run.batch_size=16,32"],
+    ["-m", "model=mlp", "model.preset=tiny,small", "run.repeats=2", "tracking.experiment=x"],
+])
+def test_a_sweeps_jobs_are_composed_as_hydra_composes_each(args):
+    """validate.plan composes once per set of group choices and applies value overrides to a
+    copy (JobComposer); every job must equal Hydra's own full compose of its overrides."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from repro import paths
+
+    planned = validate.plan(args)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
+        full = [as_dict(validate.check(compose("config", overrides=list(o)))) for o in planned.overrides]
+    GlobalHydra.instance().clear()
+    assert [as_dict(j) for j in planned.jobs] == full
+    assert len({config_hash(c) for c in full}) == len(set(planned.overrides))
+
+
+def test_a_misspelt_value_override_in_a_sweep_gets_hydras_message():
+    with pytest.raises(ConfigError, match=r"run.stpes is not a config key: did you mean run.steps\?"):
+        validate.plan(["-m", "model=mlp", "run.seed=0,1", "run.stpes=3"])

@@ -8,6 +8,7 @@ this machine, so that a bad value in job 5 stops the sweep before job 1 writes a
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from dataclasses import dataclass
@@ -270,6 +271,49 @@ def _hydra_message(text: str) -> str:
     return f"{key} is not a config key: {hint} (a new key is added with +{key}=...)"
 
 
+def top_job(top: DictConfig) -> DictConfig:
+    """A single run's job config: the top-level compose without its `hydra` node (Hydra's own
+    `compose` of the same overrides differs from it only there)."""
+    return OmegaConf.masked_copy(top, [k for k in top.keys() if k != "hydra"])
+
+
+class JobComposer:
+    """Each job of a sweep composed as Hydra's `compose` would, at one compose per distinct set
+    of config-group choices: jobs that differ only in values (`run.seed=0,1,2`) copy that
+    compose and apply their value overrides with Hydra's own step (`_apply_overrides_to_config`,
+    what `compose` runs after the defaults list). A compose costs ~140 ms on the 2-core
+    reference machine, the copy and overrides ~10 ms. Anything else (+/~ overrides, groups,
+    packages, `hydra.` keys), or an override that fails, goes through Hydra's full compose,
+    which also gives its exact error."""
+
+    def __init__(self, compose, parser):
+        self._compose, self._parser, self._bases = compose, parser, {}
+
+    def compose(self, job: list[str]) -> DictConfig:
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+        parsed = self._parser.parse_overrides(job)
+        values = [o for o in parsed if _value_override(o)]
+        groups = tuple(o.input_line for o in parsed if not _value_override(o))
+        if not values:
+            return self._compose("config", overrides=job)
+        if groups not in self._bases:
+            self._bases[groups] = self._compose("config", overrides=list(groups))
+        cfg = copy.deepcopy(self._bases[groups])  # DictConfig.copy() shares nested nodes
+        try:
+            ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+        except Exception:  # noqa: BLE001 - Hydra's full compose raises its own message for it
+            return self._compose("config", overrides=job)
+        return cfg
+
+
+def _value_override(o) -> bool:
+    """`key=value` on a config value (not a config group, not +/~, not hydra's own)."""
+    key = o.key_or_group
+    return (not (o.is_add() or o.is_force_add() or o.is_delete()) and o.package is None
+            and not key.startswith("hydra") and not (paths.conf_dir() / key.replace(".", "/")).is_dir())
+
+
 def plan(args: Sequence[str]) -> Plan:
     """Compose and check every job the command line asks for; raise ConfigError if any fails."""
     from hydra import compose, initialize_config_dir
@@ -303,10 +347,10 @@ def plan(args: Sequence[str]) -> Plan:
                                   "give one value (run.repeats=3)")
             batches = BasicSweeper.split_arguments(swept, None)
             job_overrides = [tuple(job) for job in batches[0]]
-            jobs = []
+            jobs, composer = [], JobComposer(compose, parser)
             for job in job_overrides:
                 try:
-                    jobs.append(check(compose("config", overrides=list(job))))
+                    jobs.append(check(top_job(top) if not multirun else composer.compose(list(job))))
                 except ConfigError as e:
                     where = f" (in job {' '.join(job)})" if len(job_overrides) > 1 else ""
                     raise ConfigError(f"{e}{where}") from None
