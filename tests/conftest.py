@@ -85,8 +85,24 @@ class Sandbox:
 
         return [r for r in Ledger(self.ledger).heads() if r.get("kind") == "run"]
 
+    def projected(self, timeout: float = 180) -> None:
+        """Wait (bounded) for the background projector to put this ledger's runs into MLflow:
+        the command returns before MLflow has them (tracking/handoff.py)."""
+        import time
+
+        from repro.tracking import handoff
+
+        deadline = time.time() + timeout
+        while handoff.entries(self.ledger) or handoff.busy(self.ledger):
+            if failed := handoff.last_failure(self.ledger):
+                raise AssertionError(f"the MLflow projector failed: {failed}")
+            assert time.time() < deadline, f"the MLflow projector left {handoff.entries(self.ledger)} after {timeout} s"
+            time.sleep(0.2)
+
     def mlflow_runs(self, experiment: str) -> list:
         from mlflow.tracking import MlflowClient
+
+        self.projected()
 
         client = MlflowClient(tracking_uri=self.uri)
         exp = client.get_experiment_by_name(experiment)

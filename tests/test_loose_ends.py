@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -16,6 +17,7 @@ import pytest
 
 from conftest import Sandbox, tmpfs
 from repro.ledger import Ledger
+from repro.tracking import handoff
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ("model=mlp", "framework=torch", "run.warmup=2", "run.steps=4")
@@ -210,17 +212,30 @@ def test_a_full_disk_under_an_existing_mlflow_store_is_one_warning_with_the_real
         proc = sandbox.run(*TINY, store, "tracking.experiment=full")
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert len(sandbox.heads()) == 1 and {h["status"] for h in sandbox.heads()} == {"ok"}
+        (first,) = sandbox.heads()
         assert "Traceback" not in proc.stderr and "autoflush" not in proc.stderr and "ERROR" not in proc.stderr
-        warnings = [line for line in proc.stderr.splitlines() if "warning" in line]
-        assert len(warnings) == 1 and "OperationalError: database or disk is full" in warnings[0], proc.stderr
+        # MLflow is written by the background projector: its failure is kept, one line with the real
+        # cause, and said by the next command on this ledger
+        deadline = time.time() + 120
+        while handoff.busy(sandbox.ledger) and time.time() < deadline:
+            time.sleep(0.2)
+        failed = handoff.last_failure(sandbox.ledger)
+        assert failed and "OperationalError: database or disk is full" in failed["error"], failed
+        log = (handoff.folder(sandbox.ledger) / handoff.LOG).read_text()
+        assert "Traceback" not in log and "autoflush" not in log, log
+        again = sandbox.run(*TINY, "run.seed=1", f"tracking.uri=sqlite:///{tmp_path}/other.db", "tracking.experiment=full")
+        warnings = [line for line in again.stderr.splitlines() if "warning" in line]
+        assert len(warnings) == 1 and "OperationalError: database or disk is full" in warnings[0], again.stderr
         assert "`repro sync`" in warnings[0]
+        while handoff.busy(sandbox.ledger) and time.time() < deadline + 120:  # that command's projector
+            time.sleep(0.2)
         synced = _cli("sync", "--ledger", str(sandbox.ledger))
         assert synced.returncode == 1 and "Traceback" not in synced.stderr and "ERROR" not in synced.stderr
         assert synced.stderr.count("\n") == 1 and "database or disk is full" in synced.stderr
         (mnt / "filler").unlink()
         assert _cli("sync", "--ledger", str(sandbox.ledger)).returncode == 0
         runs = tracker.find_runs("repro.ledger_id")
-        assert [r.data.tags["repro.ledger_id"] for r in runs] == [sandbox.heads()[0]["id"]]
+        assert [r.data.tags["repro.ledger_id"] for r in runs] == [first["id"]]
         tracker.client._tracking_client.store.engine.dispose()  # let the tmpfs be unmounted
 
 

@@ -21,11 +21,15 @@ READ_MLFLOW = """
 import json, sys, time
 from mlflow.tracking import MlflowClient
 uri, experiment, wanted, deadline = sys.argv[1], sys.argv[2], set(json.loads(sys.argv[3])), time.time() + 20
-client = MlflowClient(tracking_uri=uri)
+done = {}
 while True:  # a bounded wait: a store that is behind gets 20 s, then the test fails naming what is missing
-    exp = client.get_experiment_by_name(experiment)
-    runs = client.search_runs([exp.experiment_id], max_results=1000) if exp else []
-    done = {r.data.tags.get("repro.ledger_id"): r.data.tags.get("repro.projected") for r in runs}
+    try:  # the projector may be creating a fresh store (its tables) right now: read again
+        client = MlflowClient(tracking_uri=uri)
+        exp = client.get_experiment_by_name(experiment)
+        runs = client.search_runs([exp.experiment_id], max_results=1000) if exp else []
+        done = {r.data.tags.get("repro.ledger_id"): r.data.tags.get("repro.projected") for r in runs}
+    except Exception as e:
+        print("store not ready:", type(e).__name__, file=sys.stderr)
     if all(done.get(i) == "complete" for i in wanted) or time.time() > deadline:
         break
     time.sleep(0.5)
@@ -62,12 +66,48 @@ def test_measured_steps_wait_for_the_parents_work(tmp_path):
 
 
 def test_mlflow_holds_the_run_when_the_command_returns(sandbox):
-    proc = sandbox.run(*TINY, "tracking.experiment=ttfr")
+    """The command never imports MLflow (-X importtime lists every module it imported); a fresh
+    process finds the run complete in MLflow within a bounded wait, without `repro sync`."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *sandbox.repro_cmd(*TINY, "tracking.experiment=ttfr")[1:]],
+                          cwd=sandbox.root, env=sandbox.env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    imported = [line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    assert len(imported) > 100 and not [m for m in imported if m.split(".")[0] in ("mlflow", "sqlalchemy")]
+    assert "being written in the background" in proc.stdout
     (record,) = sandbox.heads()
     assert record["status"] == "ok"
     seen = mlflow_from_a_fresh_process(sandbox, "ttfr", [record["id"]])
     assert seen["complete"] == [record["id"]], seen
+
+
+def test_projector_killed_loses_nothing(sandbox):
+    """SIGKILL to the background projector before it has written anything: its entry stays in
+    the ledger, and `repro sync` puts the run into MLflow complete, worker log included, once."""
+    import psutil
+
+    from repro.tracking import handoff
+
+    proc = sandbox.run(*TINY, "tracking.experiment=killed_projector")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    projectors = [p for p in psutil.process_iter(["cmdline"])
+                  if "repro.tracking.projector" in " ".join(p.info["cmdline"] or []) and str(sandbox.ledger) in p.info["cmdline"]]
+    assert len(projectors) == 1, "the command started no projector (or it ended within a second of the command)"
+    projectors[0].kill()
+    projectors[0].wait(timeout=30)
+    (record,) = sandbox.heads()
+    assert [data["id"] for _, data in handoff.entries(sandbox.ledger)] == [record["id"]]
+    assert not handoff.busy(sandbox.ledger)  # the kernel dropped the dead projector's lock
+    sync = subprocess.run([sys.executable, "-m", "repro", "sync", "--ledger", str(sandbox.ledger)], cwd=sandbox.root,
+                          env=sandbox.env(), capture_output=True, text=True, timeout=300)
+    assert sync.returncode == 0, sync.stdout[-2000:] + sync.stderr[-2000:]
+    assert "1 run(s) and 0 sweep(s) handed over by earlier commands put into MLflow" in sync.stdout
+    assert handoff.entries(sandbox.ledger) == []
+    seen = mlflow_from_a_fresh_process(sandbox, "killed_projector", [record["id"]])
+    assert seen["complete"] == [record["id"]] and seen["ledger_ids"] == [record["id"]], seen
+    run = next(r for r in sandbox.mlflow_runs("killed_projector") if r.data.tags.get("repro.ledger_id") == record["id"])
+    from mlflow.tracking import MlflowClient
+
+    assert "worker.log" in {a.path for a in MlflowClient(sandbox.uri).list_artifacts(run.info.run_id)}
 
 
 def test_parent_killed_while_projecting_loses_nothing(sandbox):

@@ -73,6 +73,7 @@ def test_four_concurrent_jobs_against_postgres_server(sandbox, mlflow_server):
 
     from mlflow.tracking import MlflowClient
 
+    sandbox.projected()  # the command returned; its projector writes MLflow in the background
     client = MlflowClient(tracking_uri=mlflow_server)
     exp = client.get_experiment_by_name("parallel")
     runs = client.search_runs([exp.experiment_id])

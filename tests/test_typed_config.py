@@ -65,6 +65,8 @@ def test_a_bad_value_names_its_key_and_the_choices(args, message):
     ["+exp=vit_l4", "hardware=cpu"],
     ["-m", "framework=jax,torch", "model=mlp", "run.seed=0,1", "run.batch_size=16,32"],
     ["-m", "model=mlp", "model.preset=tiny,small", "run.repeats=2", "tracking.experiment=x"],
+    ["-m", "model=mlp", "run.seed=0,1", "ledger.dir=/tmp/l-1", "tracking.experiment=123",
+     "tracking.uri=sqlite:////tmp/m.db"],
 ])
 def test_a_sweeps_jobs_are_composed_as_hydra_composes_each(args):
     """validate.plan composes once per set of group choices and applies value overrides to a
@@ -86,3 +88,45 @@ def test_a_sweeps_jobs_are_composed_as_hydra_composes_each(args):
 def test_a_misspelt_value_override_in_a_sweep_gets_hydras_message():
     with pytest.raises(ConfigError, match=r"run.stpes is not a config key: did you mean run.steps\?"):
         validate.plan(["-m", "model=mlp", "run.seed=0,1", "run.stpes=3"])
+
+
+PLAN_IN_A_FRESH_PROCESS = """
+import json, sys
+from repro.config import validate
+p = validate.plan(sys.argv[1:])
+print(json.dumps({"hydra": "hydra" in sys.modules, "steps": [j.run.steps for j in p.jobs],
+                  "ledgers": [j.ledger.dir for j in p.jobs], "overrides": p.overrides}))
+"""
+
+
+def test_the_same_command_line_composes_from_the_cache_without_hydra(tmp_path):
+    """compose_cache: a second plan of a command line reads Hydra's compose from disk (Hydra is
+    not imported), with another ledger.dir too; a changed config file is composed afresh."""
+    import shutil
+    import subprocess
+    import sys
+
+    from repro import paths
+
+    conf = tmp_path / "root" / "conf"  # REPRO_ROOT: a checkout whose conf/ the test may change
+    shutil.copytree(paths.conf_dir(), conf)
+    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "REPRO_ROOT": str(conf.parent)}
+
+    def plan_(*args):
+        proc = subprocess.run([sys.executable, "-c", PLAN_IN_A_FRESH_PROCESS, *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout)
+
+    first = plan_("-m", "model=mlp", "run.seed=0,1", f"ledger.dir={tmp_path}/a")
+    again = plan_("-m", "model=mlp", "run.seed=0,1", f"ledger.dir={tmp_path}/b")
+    assert first["hydra"] and not again["hydra"]
+    assert again["ledgers"] == [f"{tmp_path}/b"] * 2
+    assert again["overrides"] == [["model=mlp", "run.seed=0", f"ledger.dir={tmp_path}/b"],
+                                  ["model=mlp", "run.seed=1", f"ledger.dir={tmp_path}/b"]]
+    run_yaml = conf / "config.yaml"
+    text = run_yaml.read_text()
+    steps = first["steps"][0]
+    run_yaml.write_text(text.replace(f"steps: {steps}", f"steps: {steps + 7}", 1))
+    changed = plan_("-m", "model=mlp", "run.seed=0,1", f"ledger.dir={tmp_path}/b")
+    assert changed["hydra"] and changed["steps"] == [steps + 7] * 2

@@ -377,4 +377,12 @@ def dispatch(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    sys.exit(dispatch(list(sys.argv[1:] if argv is None else argv)))
+    """The `repro` command (and `python -m repro`): once the command has returned, its output is
+    flushed and the process ends without the interpreter's teardown, which took 0.06-0.18 s of
+    the command's wall on the 2-core reference machine after everything was written (the ledger
+    fsynced, the run's temp folder removed, the MLflow projector in its own process). An
+    exception or SystemExit ends the usual way."""
+    code = dispatch(list(sys.argv[1:] if argv is None else argv))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

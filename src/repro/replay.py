@@ -220,8 +220,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
                 "timing_tolerance": TIMING_TOLERANCE, "parts": parts,
                 **({"as_recorded": restored.info} if restored else {}),
             })
-            if run_id := session.mlflow_run_ids.get(result["id"]):
-                session.tracking((config.tracking.uri, config.tracking.experiment), lambda t: t.client.set_tag(run_id, "repro.replay_verdict", verdict.status))
+            session.tag(result, {"repro.replay_verdict": verdict.status})
             console.print(f"  verdict: [bold]{verdict.status}[/] — {'; '.join(verdict.reasons)} (ledger {record['id']})")
             for key, t in record["timing"].items():
                 mark = "" if t["within"] else f"  (outside ±{TIMING_TOLERANCE:.0%})"

@@ -1,13 +1,15 @@
 """A sweep in the parent process: one tracking store, one MLflow parent run, the closing table.
 
-MLflow is a view of the ledger: it is imported and its store opened while the first worker
-starts (its interpreter, framework import and model build; the worker's measured steps wait
-for it, runner/events.py Gate), records are projected after the ledger has them, and any
-tracking failure is one warning, after which the sweep leaves that store alone and ends
-with "N runs not yet in MLflow: repro sync". A closing step that fails still closes the
-MLflow parent, and the failure reaches the exit code (Hydra swallows callbacks' errors).
+MLflow is a view of the ledger. A session whose jobs run in this process (`handoff`) never
+imports it: each finished run, then the closed sweep, is handed to the projector through the
+ledger (tracking/handoff.py), which a detached process writes into MLflow after the command's
+last measured step (tracking/projector.py); a store that cannot be reached is one warning and
+"N runs not yet in MLflow: repro sync". Sessions whose jobs run in other processes (submitit,
+joblib, SLURM) project each run in the job's process, as it ends. A closing step that fails
+still closes the MLflow parent, and the failure reaches the exit code (Hydra swallows
+callbacks' errors).
 
-Hydra calls `SweepCallback` at the start and end of a run or multirun (conf/config.yaml
+Hydra calls `SweepCallback` (repro/hydra_callback.py) at the start and end of a run or multirun (conf/config.yaml
 registers it under hydra.callbacks); each job's task function finds the open `Session`.
 Hydra instantiates the callback itself and hands it and the task function nothing but the
 composed config, so the checked plan goes in and the session comes out through one slot,
@@ -31,22 +33,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from repro import paths, report
+import importlib
+
+from repro import paths
 from repro.config import validate
 from repro.config.schema import Config, as_dict
 from repro.runner.envcapture import redact
 from repro.tracking import failure_line
 from repro.ledger import Ledger
-from repro.ledger.command import sweep_command
 from repro.report.progress import Display
-from repro.report import comparison, sweep_report, trajectory, varied
-from repro.report.table import print_comparison
-from repro.runner import gitinfo, hydra_dirs, lifeline, scheduler
+from repro.report import varied
+from repro.runner import gitinfo, lifeline, scheduler
 
 NOT_OK = ("failed", "killed", "timeout", "interrupted")
+# What the session's close needs (the table, the report, the trajectory): imported while the
+# first worker starts (Session.prepare_tracking), not on the way to it nor after it.
+CLOSING_MODULES = ("repro.report.comparison", "repro.report.table", "repro.report.sweep_report",
+                   "repro.report.trajectory", "repro.ledger.command", "repro.tracking.project")
 SESSION_FILE = "repro_session.json"
 
 class Session:
@@ -64,7 +69,9 @@ class Session:
         self._parents: dict = {}
         self._down: set = set()  # tracking stores that failed in this session
         self.pending = 0  # runs recorded in the ledger but not in MLflow
-        self.mlflow_run_ids: dict[str, str] = {}  # ledger id -> MLflow run id
+        self.mlflow_run_ids: dict[str, str] = {}  # ledger id -> MLflow run id (projected here)
+        self.handoff = not shared  # jobs run in this process: MLflow is the projector's (see open())
+        self.handed: list[str] = []  # ledger ids handed to the projector
         if shared:
             self.jobs, self.sweep_id, self.git, self.code = (shared[k] for k in ("jobs", "sweep_id", "git", "code"))
             self._parent_ids = {tuple(k.split("\n")): v for k, v in shared["parents"].items()}
@@ -81,6 +88,7 @@ class Session:
         self.code = {"src_sha256": gitinfo.source_sha256(paths.src_dir() / "repro")}
         self.display = Display(primary.progress.mode, self.jobs, primary.progress.interval_s)
         self._parent_ids: dict = {}
+        _say_last_projection_failure(self.ledger_dir)
 
     @classmethod
     def open(cls, config: DictConfig, multirun: bool, plan: validate.Plan | None = None) -> "Session":
@@ -94,6 +102,8 @@ class Session:
         launcher = str(config.hydra.launcher.get("_target_", "")) if "hydra" in config else ""
         if multirun and "SlurmLauncher" in launcher:
             scheduler.sacct_stand_in(Path(str(config.hydra.sweep.dir)))  # where accounting is off
+        if multirun and "BasicLauncher" not in launcher:
+            session.handoff = False  # each job's process projects its own run
         if multirun and "BasicLauncher" not in launcher and not _follower(primary):
             # jobs launched in other processes attach through the sweep folder, parent run id included
             session.tracking(_store(primary), session.parent_run_id)
@@ -147,8 +157,19 @@ class Session:
     def prepare_tracking(self, config: Config) -> None:
         """MLflow imported, its store opened and the sweep's parent run made, while a worker starts
         (runner/launch.py runs this before the worker's measured steps may begin): the finished
-        record's projection then costs only its own writes."""
-        self.tracking(_store(config), self.parent_run_id)
+        record's projection then costs only its own writes. A handoff session instead waits here
+        for a projector still writing this ledger's earlier runs (a command just before this one),
+        so that it does not run beside this worker's measured steps."""
+        for module in CLOSING_MODULES:
+            importlib.import_module(module)
+        if not self.handoff:
+            self.tracking(_store(config), self.parent_run_id)
+            return
+        from repro.tracking import handoff
+
+        if handoff.busy(self.ledger_dir):
+            with handoff.lock(self.ledger_dir):
+                pass
 
     def run_name(self, config: Config | dict, overrides: list[str]) -> str:
         """The one name of a job's run (report/varied.py), passed down to `run_job` and to MLflow."""
@@ -156,7 +177,18 @@ class Session:
         return varied.run_name({"config": config, "overrides": list(overrides)}, self.swept or [])
 
     def project(self, record: dict, files: list[str] = (), worker_log: Path | None = None) -> None:
-        """The finished record into MLflow (after the ledger has it)."""
+        """The finished record into MLflow (after the ledger has it): handed to the projector, or
+        projected here."""
+        from repro.tracking import handoff
+
+        if self.handoff:
+            try:
+                handoff.add_run(self.ledger_dir, record["id"], files, worker_log)
+                self.handed.append(record["id"])
+            except OSError as e:  # the record is in the ledger: `repro sync` projects it
+                self.failed(f"the run {record['id']} could not be handed to MLflow's projector ({e}); "
+                            "`repro sync` puts it into MLflow")
+            return
         from repro.tracking.project import project_run
 
         name = self.run_name(record["config"], record.get("overrides") or [])
@@ -167,6 +199,16 @@ class Session:
             self.pending += 1
         else:
             self.mlflow_run_ids[record["id"]] = run_id
+
+    def tag(self, record: dict, tags: dict[str, str]) -> None:
+        """Tags for a run's MLflow run, added after it was recorded (a replay's verdict)."""
+        from repro.tracking import handoff
+
+        if self.handoff:
+            handoff.add_tags(self.ledger_dir, record["id"], tags)
+        elif run_id := self.mlflow_run_ids.get(record["id"]):
+            tracking = record["config"]["tracking"]
+            self.tracking((tracking["uri"], tracking["experiment"]), lambda t: t.client.set_tags(run_id, tags))
 
     def parent_run_id(self, tracker) -> str | None:
         from repro.tracking.project import sweep_parent
@@ -207,6 +249,10 @@ class Session:
             return self.records
 
     def _close(self, interrupted: bool) -> list[dict]:
+        from repro import report
+        from repro.ledger.command import sweep_command
+        from repro.report import comparison, sweep_report, trajectory
+        from repro.report.table import print_comparison
         from repro.tracking.project import attach_report, close_parent
 
         self.display.close()
@@ -222,6 +268,8 @@ class Session:
             if not interrupted and not any(r["status"] in NOT_OK for r in self.records):
                 status = "ok"
         finally:  # the MLflow parent is closed whatever happened above
+            if self.handoff:
+                self._hand_over(status, sweep_record, report_dir)
             for (tracker, run_id) in self._parents.values():
                 store = (tracker.uri, tracker.experiment)
                 if sweep_record:
@@ -234,6 +282,43 @@ class Session:
             if self.pending:
                 print(f"repro: {self.pending} runs not yet in MLflow: repro sync", file=sys.stderr)
         return self.records
+
+
+    def _hand_over(self, status: str, sweep_record: dict | None, report_dir: Path | None) -> None:
+        """The closed sweep to the projector, which is started unless its store cannot be reached
+        (then the runs wait for `repro sync`, as the warning says)."""
+        from repro.tracking import handoff
+
+        if self.multirun and self.records:
+            handoff.add_sweep(self.ledger_dir, self.sweep_id, {
+                "status": status, "trajectory": sweep_record["id"] if sweep_record else None,
+                "report_dir": str(report_dir) if report_dir else None})
+        if not self.handed and not (self.multirun and self.records):
+            return
+        stores = {(r["config"]["tracking"]["uri"], r["config"]["tracking"]["experiment"]) for r in self.records}
+        for uri, experiment in sorted(stores):
+            if why := handoff.unreachable(uri):
+                print(f"repro: warning: MLflow at {redact(uri)} (experiment {experiment!r}) failed: {why}. Runs stay "
+                      "in the ledger; once the store works, `repro sync` puts them into MLflow", file=sys.stderr)
+                self.pending += sum(r["id"] in self.handed for r in self.records
+                                    if (r["config"]["tracking"]["uri"], r["config"]["tracking"]["experiment"]) == (uri, experiment))
+                return
+        handoff.start_projector(self.ledger_dir)
+        from repro import report
+
+        report.console().print(f"[dim]MLflow: {len(self.handed)} run(s) being written in the background "
+                               f"(log {handoff.folder(self.ledger_dir) / handoff.LOG}); `repro sync` finishes "
+                               "what it does not[/]")
+
+
+def _say_last_projection_failure(ledger_dir: str) -> None:
+    """A background projection that failed is told to the next session on its ledger."""
+    from repro.tracking import handoff
+
+    if failed := handoff.last_failure(ledger_dir):
+        print(f"repro: warning: MLflow at {redact(failed['uri'])} (experiment {failed['experiment']!r}) failed "
+              f"while the last projection wrote to it: {failed['error']}. {failed['runs']} entries are only in "
+              "the ledger; once the store works, `repro sync` puts them into MLflow", file=sys.stderr)
 
 
 def _store(config: Config) -> tuple[str, str]:
@@ -284,19 +369,3 @@ def hydra_sweep(plan: validate.Plan | None) -> Iterator[HydraSweep]:
         yield HYDRA
     finally:
         HYDRA.plan, HYDRA.session = None, None
-
-
-class SweepCallback(Callback):
-    def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        hydra_dirs.prune(config.hydra.run.dir)
-        HYDRA.session = Session.open(config, multirun=False, plan=HYDRA.plan)
-
-    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        hydra_dirs.prune(config.hydra.sweep.dir)
-        HYDRA.session = Session.open(config, multirun=True, plan=HYDRA.plan)
-
-    def on_run_end(self, config: DictConfig, **kwargs) -> None:
-        HYDRA.close()
-
-    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        HYDRA.close()

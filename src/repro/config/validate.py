@@ -314,15 +314,15 @@ def _value_override(o) -> bool:
             and not key.startswith("hydra") and not (paths.conf_dir() / key.replace(".", "/")).is_dir())
 
 
-def plan(args: Sequence[str]) -> Plan:
-    """Compose and check every job the command line asks for; raise ConfigError if any fails."""
+def _compose(args: Sequence[str]):
+    """Hydra's compose of every job of the command line (compose_cache.Composed), unchecked."""
     from hydra import compose, initialize_config_dir
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    from repro.sweeper import interleave
+    from repro.config.compose_cache import Composed
 
     multirun_flag = any(a in ("-m", "--multirun") for a in args)
     overrides = [a for a in args if not _is_flag(a)]
@@ -347,21 +347,38 @@ def plan(args: Sequence[str]) -> Plan:
                                   "give one value (run.repeats=3)")
             batches = BasicSweeper.split_arguments(swept, None)
             job_overrides = [tuple(job) for job in batches[0]]
-            jobs, composer = [], JobComposer(compose, parser)
-            for job in job_overrides:
-                try:
-                    jobs.append(check(top_job(top) if not multirun else composer.compose(list(job))))
-                except ConfigError as e:
-                    where = f" (in job {' '.join(job)})" if len(job_overrides) > 1 else ""
-                    raise ConfigError(f"{e}{where}") from None
-            # The order the jobs will run in: RepeatSweeper's (or, for one run, app.task's loop).
-            repeats = jobs[0].run.repeats if jobs else 1
-            jobs, job_overrides = interleave(jobs, repeats), interleave(job_overrides, repeats)
-            launcher = str(top.hydra.launcher.get("_target_", ""))
+            composer = JobComposer(compose, parser)
+            configs = [top_job(top) if not multirun else composer.compose(list(job)) for job in job_overrides]
+            return Composed(multirun, job_overrides, configs, str(top.hydra.launcher.get("_target_", "")))
     except HydraException as e:  # Hydra's search path says nothing to a user: left out
         raise ConfigError(_hydra_message(str(e).split("\nConfig search path:")[0])) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def plan(args: Sequence[str]) -> Plan:
+    """Compose and check every job the command line asks for; raise ConfigError if any fails.
+    Hydra composes a command line once; the same command line later reads its compose from
+    config/compose_cache.py (no Hydra import). Every check runs every time."""
+    from repro.config import compose_cache
+    from repro.sweeper import interleave
+
+    keyed, placed = compose_cache.with_placeholders(args)
+    cache_key, composed = compose_cache.load(keyed)
+    if composed is None:
+        composed = _compose(keyed)
+        compose_cache.store(cache_key, composed)
+    composed = compose_cache.put_back(composed, placed)
+    jobs, job_overrides, multirun, launcher = [], composed.overrides, composed.multirun, composed.launcher
+    for cfg, job in zip(composed.configs, job_overrides):
+        try:
+            jobs.append(check(cfg))
+        except ConfigError as e:
+            where = f" (in job {' '.join(job)})" if len(job_overrides) > 1 else ""
+            raise ConfigError(f"{e}{where}") from None
+    # The order the jobs will run in: RepeatSweeper's (or, for one run, app.task's loop).
+    repeats = jobs[0].run.repeats if jobs else 1
+    jobs, job_overrides = interleave(jobs, repeats), interleave(job_overrides, repeats)
 
     from repro import hardware
     from repro.runner import cluster, scheduler

@@ -107,8 +107,28 @@ def _number(text: str | None):
 
 
 def sync(ledger_dir: str, tracking_uri: str | None = None, experiment: str | None = None) -> dict[str, int]:
+    """Under the ledger's projection lock (a background projector still at work finishes first)."""
+    from repro.tracking import handoff
+
+    if handoff.busy(ledger_dir):
+        print("repro sync: waiting for the background MLflow projection of this ledger to finish", file=sys.stderr)
+    with handoff.lock(ledger_dir):
+        return _sync(ledger_dir, tracking_uri, experiment)
+
+
+def _sync(ledger_dir: str, tracking_uri: str | None, experiment: str | None) -> dict[str, int]:
+    from repro.tracking import handoff, projector
     from repro.tracking.mlflow_tracker import Tracker
 
+    drained = {"pushed": 0, "sweeps": 0, "left": 0}
+    if not tracking_uri and not experiment and handoff.entries(ledger_dir):
+        # what a session handed over (worker logs, IR, a sweep's report) goes in as the projector writes it
+        drained = projector.drain(ledger_dir, say=False)
+        if drained["left"]:
+            failed = handoff.last_failure(ledger_dir) or {}
+            raise projector.ProjectionFailed(failed.get("error") or f"{drained['left']} pending entries could not be projected")
+        print(f"repro sync: {drained['pushed']} run(s) and {drained['sweeps']} sweep(s) handed over by earlier "
+              "commands put into MLflow")
     heads, head_of = _heads(Ledger(ledger_dir))
     stores = defaultdict(list)
     for head in heads:
@@ -121,7 +141,9 @@ def sync(ledger_dir: str, tracking_uri: str | None = None, experiment: str | Non
               f"({counts['replaced']} replacing incomplete ones), {counts['closed']} closed (left RUNNING, or "
               f"a finished sweep's parent), {counts['present']} already there")
         total = {k: total[k] + counts[k] for k in total}
-    return total
+    # the drained runs were put in by this sync, not found there; their sweeps' parents closed by it
+    return {**total, "pushed": total["pushed"] + drained["pushed"], "present": total["present"] - drained["pushed"],
+            "closed": total["closed"] + drained["sweeps"]}
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -149,7 +171,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"repro sync: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - a store that is down: one line, not a traceback
-        print(f"repro sync: MLflow failed: {failure_line(e)}; nothing is lost (the ledger holds every "
+        from repro.tracking.projector import ProjectionFailed
+
+        line = str(e) if isinstance(e, ProjectionFailed) else failure_line(e)
+        print(f"repro sync: MLflow failed: {line}; nothing is lost (the ledger holds every "
               "run): fix the store and sync again", file=sys.stderr)
         return 1
     return 0
