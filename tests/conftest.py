@@ -240,6 +240,7 @@ def report_sweep(tmp_path_factory) -> tuple[Sandbox, subprocess.CompletedProcess
     proc = box.run("-m", "framework=jax,torch", "model=mlp", "run.steps=8", "tracking.experiment=reporttest",
                    timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    box.projected()  # the report and MLflow are written after the command returns; `recorded` copies them
     return box, proc
 
 

@@ -23,7 +23,8 @@ FLOORS = [
      "repro.ir", "repro.runner", "repro.envs", "repro.profile"),
     ("repro.report", "repro.tracking", "repro.profile.breakdown", "repro.profile.figure"),
     ("repro.session", "repro.app", "repro.api", "repro.cli", "repro.__main__", "repro.replay", "repro.dvc_stage",
-     "repro.ledger.cli", "repro.models.cli", "repro.tracking.sync", "repro.envs.cli"),
+     "repro.ledger.cli", "repro.models.cli", "repro.tracking.sync", "repro.tracking.projector", "repro.envs.cli",
+     "repro.hydra_callback"),
 ]
 SIBLINGS_APART = {("repro.report", "repro.tracking"), ("repro.tracking", "repro.report")}
 

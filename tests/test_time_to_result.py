@@ -20,9 +20,9 @@ TINY = ("framework=jax", "model=mlp", "model.preset=tiny", "run.steps=6", "run.w
 READ_MLFLOW = """
 import json, sys, time
 from mlflow.tracking import MlflowClient
-uri, experiment, wanted, deadline = sys.argv[1], sys.argv[2], set(json.loads(sys.argv[3])), time.time() + 20
+uri, experiment, wanted, deadline = sys.argv[1], sys.argv[2], set(json.loads(sys.argv[3])), time.time() + 90
 done = {}
-while True:  # a bounded wait: a store that is behind gets 20 s, then the test fails naming what is missing
+while True:  # a bounded wait: a store that is behind gets 90 s (the projector: ~5 s on a quiet 2-core machine), then the test fails naming what is missing
     try:  # the projector may be creating a fresh store (its tables) right now: read again
         client = MlflowClient(tracking_uri=uri)
         exp = client.get_experiment_by_name(experiment)
@@ -77,7 +77,8 @@ def test_mlflow_holds_the_run_when_the_command_returns(sandbox):
     (record,) = sandbox.heads()
     assert record["status"] == "ok"
     seen = mlflow_from_a_fresh_process(sandbox, "ttfr", [record["id"]])
-    assert seen["complete"] == [record["id"]], seen
+    log = sandbox.ledger / ".mlflow-pending" / "projector.log"
+    assert seen["complete"] == [record["id"]], (seen, log.read_text() if log.exists() else "no projector log")
 
 
 def test_projector_killed_loses_nothing(sandbox):
@@ -127,3 +128,28 @@ def test_parent_killed_while_projecting_loses_nothing(sandbox):
     assert sync.returncode == 0, sync.stdout[-2000:] + sync.stderr[-2000:]
     seen = mlflow_from_a_fresh_process(sandbox, "killproj", [record["id"]])
     assert seen["complete"] == [record["id"]] and seen["ledger_ids"] == [record["id"]], seen
+
+
+def test_a_worker_started_ahead_runs_its_job_and_one_not_needed_ends(tmp_path):
+    """launch.warm_start: the next job's interpreter, started with that job's env while the last
+    job ends, waits for its spec; handed one, it runs the job as a fresh worker would. One that
+    is not needed (an interrupted sweep) ends, its folder removed."""
+    config = plan([*TINY]).jobs[0]
+    rdzv = cluster.resolve(config.cluster)
+    env = seeding.worker_env(config)
+    run_dir = tmp_path / "ahead"
+    run_dir.mkdir()
+    warm = launch.warm_start(run_dir, None, env)
+    spec = run_dir / "spec.json"
+    spec.write_text(json.dumps({"config": as_dict(config), "config_hash": "test", "out_dir": str(run_dir),
+                                "cache_dir": str(tmp_path / "cache"), "rendezvous": rdzv.as_dict()}))
+    time.sleep(2)  # imported by now, waiting on its stdin
+    assert warm.proc.poll() is None and warm.key == launch.warm_key(None, env, None)
+    outcome = launch.run_worker(spec, run_dir / "worker.log", None, env, 300, lambda ev: None, warm=warm)
+    assert outcome.status == "ok", outcome.reason + "\n".join(outcome.log_tail)
+    assert len(outcome.events["result"]["series"]["loss"]) == config.run.steps
+    spare = tmp_path / "spare"
+    spare.mkdir()
+    unused = launch.warm_start(spare, None, env)
+    unused.discard()
+    assert unused.proc.returncode is not None and not spare.exists()

@@ -56,6 +56,7 @@ def run_jobs(plan, session) -> list[dict]:
     repeats = plan.jobs[0].run.repeats
     try:
         for job, (config, overrides) in enumerate(jobs):
+            session.upcoming = jobs[job + 1][0] if job + 1 < len(jobs) else None  # its worker starts early
             extra = {"repeat": repeat_of(job, len(jobs), repeats, session.sweep_id)} if repeats > 1 else None
             run_job(config, session, job, list(overrides), extra=extra, name=session.run_name(config, overrides))
     except BaseException as e:  # what was recorded stays recorded; the MLflow parent run is ended

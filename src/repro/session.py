@@ -72,6 +72,8 @@ class Session:
         self.mlflow_run_ids: dict[str, str] = {}  # ledger id -> MLflow run id (projected here)
         self.handoff = not shared  # jobs run in this process: MLflow is the projector's (see open())
         self.handed: list[str] = []  # ledger ids handed to the projector
+        self.upcoming: Config | None = None  # the job after the one running (api.run_jobs sets it)
+        self._warm = None  # its worker interpreter, started once the running job's measured steps end
         if shared:
             self.jobs, self.sweep_id, self.git, self.code = (shared[k] for k in ("jobs", "sweep_id", "git", "code"))
             self._parent_ids = {tuple(k.split("\n")): v for k, v in shared["parents"].items()}
@@ -158,8 +160,8 @@ class Session:
         """MLflow imported, its store opened and the sweep's parent run made, while a worker starts
         (runner/launch.py runs this before the worker's measured steps may begin): the finished
         record's projection then costs only its own writes. A handoff session instead waits here
-        for a projector still writing this ledger's earlier runs (a command just before this one),
-        so that it does not run beside this worker's measured steps."""
+        for any projector still at work on this machine (a command just before this one), so that
+        it does not run beside this worker's measured steps."""
         for module in CLOSING_MODULES:
             importlib.import_module(module)
         if not self.handoff:
@@ -167,9 +169,7 @@ class Session:
             return
         from repro.tracking import handoff
 
-        if handoff.busy(self.ledger_dir):
-            with handoff.lock(self.ledger_dir):
-                pass
+        handoff.wait_for_projectors()
 
     def run_name(self, config: Config | dict, overrides: list[str]) -> str:
         """The one name of a job's run (report/varied.py), passed down to `run_job` and to MLflow."""
@@ -199,6 +199,36 @@ class Session:
             self.pending += 1
         else:
             self.mlflow_run_ids[record["id"]] = run_id
+
+    def warm_next(self) -> None:
+        """Start the upcoming job's worker interpreter (runner/launch.py warm_start) while this one
+        ends: called once the running job's measured steps are over, so it runs beside none. A
+        job with its own venv (env.packages) or on several nodes starts its worker as usual."""
+        from repro.backends.layouts import process_count
+        from repro.runner import cluster, launch, seeding
+        from repro.runner.job import make_run_dir
+
+        config, self.upcoming = self.upcoming, None
+        if self._warm is not None or config is None or config.env.packages or config.cluster.name != "local":
+            return
+        try:
+            rdzv = cluster.resolve(config.cluster)
+            env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
+            self._warm = launch.warm_start(make_run_dir(), config.framework.python, env)
+        except Exception:  # noqa: BLE001 - an early start is an optimisation: the job starts its own
+            self._warm = None
+
+    def take_warm(self, python: str | None, env: dict[str, str], src):
+        """The worker started ahead, if it was started for this job's interpreter, env and code."""
+        from repro.runner import launch
+
+        warm, self._warm = self._warm, None
+        if warm is None:
+            return None
+        if warm.key == launch.warm_key(python, env, src) and warm.proc.poll() is None:
+            return warm
+        warm.discard()
+        return None
 
     def tag(self, record: dict, tags: dict[str, str]) -> None:
         """Tags for a run's MLflow run, added after it was recorded (a replay's verdict)."""
@@ -242,6 +272,9 @@ class Session:
         records. A failure here is one of the session's failures (Hydra would swallow the error,
         the exit code must not)."""
         self.closed = True
+        if self._warm is not None:  # a job that will not run (interrupted, failed, resumed)
+            self._warm.discard()
+            self._warm = None
         try:
             return self._close(interrupted)
         except Exception as e:  # noqa: BLE001
@@ -264,7 +297,8 @@ class Session:
             if self.multirun:  # the loss drift between frameworks, stored with the sweep
                 sweep_record = trajectory.store(Ledger(self.ledger_dir), {"id": self.sweep_id, "experiment": self.experiment,
                                                                           "jobs": self.jobs}, self.records)
-                report_dir = sweep_report.publish(self.records, report.console(), comp)
+                report_dir = (sweep_report.announce(self.records, report.console()) if self.handoff
+                              else sweep_report.publish(self.records, report.console(), comp))
             if not interrupted and not any(r["status"] in NOT_OK for r in self.records):
                 status = "ok"
         finally:  # the MLflow parent is closed whatever happened above
@@ -285,14 +319,15 @@ class Session:
 
 
     def _hand_over(self, status: str, sweep_record: dict | None, report_dir: Path | None) -> None:
-        """The closed sweep to the projector, which is started unless its store cannot be reached
-        (then the runs wait for `repro sync`, as the warning says)."""
+        """The closed sweep to the projector, which writes its report (announced, not yet written)
+        and then MLflow. A store that cannot be reached is said here: its runs wait for `repro
+        sync`, and the projector is started only if there is a report to write."""
         from repro.tracking import handoff
 
         if self.multirun and self.records:
             handoff.add_sweep(self.ledger_dir, self.sweep_id, {
                 "status": status, "trajectory": sweep_record["id"] if sweep_record else None,
-                "report_dir": str(report_dir) if report_dir else None})
+                "report_dir": str(report_dir) if report_dir else None, "write_report": bool(report_dir)})
         if not self.handed and not (self.multirun and self.records):
             return
         stores = {(r["config"]["tracking"]["uri"], r["config"]["tracking"]["experiment"]) for r in self.records}
@@ -302,9 +337,15 @@ class Session:
                       "in the ledger; once the store works, `repro sync` puts them into MLflow", file=sys.stderr)
                 self.pending += sum(r["id"] in self.handed for r in self.records
                                     if (r["config"]["tracking"]["uri"], r["config"]["tracking"]["experiment"]) == (uri, experiment))
+                if report_dir:
+                    handoff.start_projector(self.ledger_dir)
                 return
-        handoff.start_projector(self.ledger_dir)
         from repro import report
+
+        new = sorted(uri for uri, _ in stores if handoff.new_sqlite_store(uri))
+        if new:  # its first runs: the command returns once the projector has created it
+            report.console().print(f"[dim]MLflow: creating the store {redact(new[0])} (its first runs)[/]")
+        handoff.start_projector(self.ledger_dir, wait_for_stores=bool(new))
 
         report.console().print(f"[dim]MLflow: {len(self.handed)} run(s) being written in the background "
                                f"(log {handoff.folder(self.ledger_dir) / handoff.LOG}); `repro sync` finishes "

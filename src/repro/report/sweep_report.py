@@ -47,6 +47,17 @@ def publish(records: list[dict], console, comp: comparison.Comparison | None = N
     return out
 
 
+def announce(records: list[dict], console) -> Path | None:
+    """The end of a multirun whose report the MLflow projector writes (tracking/projector.py),
+    after the command returns: where it will be, said now."""
+    runs = [r for r in records if r.get("kind") == "run"]
+    if not runs:
+        return None
+    out = default_dir(runs, runs[0]["config"]["ledger"]["dir"])
+    console.print(f"report: {out / PAGE} (written in the background, with MLflow's projection)")
+    return out
+
+
 def swept_params(records: list[dict]) -> dict[str, str]:
     """The parent run's params: what the sweep varied, with its values in job order."""
     values = [varied.override_values(r) for r in sorted(records, key=lambda r: r["sweep"]["job"])]

@@ -72,14 +72,14 @@ def _cache_dir(config: Config, run_dir: Path) -> str:
 
 
 def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
-                on_event, place: dict | None = None, beside_start=None) -> launch.WorkerOutcome:
+                on_event, place: dict | None = None, beside_start=None, warm=None) -> launch.WorkerOutcome:
     spec = {"config": as_dict(config), "config_hash": chash, "out_dir": str(run_dir),
             "cache_dir": _cache_dir(config, run_dir), "rendezvous": rdzv.as_dict()}
     spec_path = run_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
     place = place or {}
     return launch.run_worker(spec_path, run_dir / "worker.log", place.get("python") or config.framework.python,
-                             env, config.run.timeout_s, on_event, place.get("src"), beside_start)
+                             env, config.run.timeout_s, on_event, place.get("src"), beside_start, warm)
 
 
 def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
@@ -146,12 +146,20 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
     try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
         held.release()  # raises the KeyboardInterrupt that came meanwhile, if one did
         reserved = spool.reserve(ledger.root, started["id"], config.run.steps)
-        run_dir = make_run_dir()
         place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
-        env_hash = envs_runs.record_hash(ledger.root, (place or {}).get("python") or config.framework.python)
+        python = (place or {}).get("python") or config.framework.python
+        env_hash = envs_runs.record_hash(ledger.root, python)
+        warm = session.take_warm(python, env, (place or {}).get("src"))  # started while the last job ended
+        run_dir = warm.run_dir if warm else make_run_dir()
         session.display.job_started(job, name, config.run.steps)
-        outcome = _run_worker(config, chash, rdzv, run_dir, env, lambda ev: session.display.event(job, ev), place,
-                              lambda: session.prepare_tracking(config))  # while the worker starts
+
+        def on_event(ev: dict) -> None:
+            session.display.event(job, ev)
+            if ev["event"] == "measure_end" and not config.run.profile:  # profiled steps come after it
+                session.warm_next()
+
+        outcome = _run_worker(config, chash, rdzv, run_dir, env, on_event, place,
+                              lambda: session.prepare_tracking(config), warm)  # while the worker starts
     except KeyboardInterrupt:
         outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
     except OSError as e:

@@ -63,24 +63,48 @@ def resolve_python(python: str | None) -> str | None:
     return python
 
 
-def worker_command(python: str | None, spec_path: Path) -> list[str]:
+WARM = "--warm"  # instead of a spec path: the worker imports, then reads its spec path from stdin
+
+
+def worker_command(python: str | None, spec_path: Path | str) -> list[str]:
     return [resolve_python(python) or sys.executable, "-m", "repro.runner.worker", str(spec_path)]
 
 
-def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[str, str],
-               timeout_s: float, on_event: Callable[[dict], None], src: Path | None = None,
-               beside_start: Callable[[], None] | None = None) -> WorkerOutcome:
-    """Run the worker to its end. `src`: the folder repro's worker is imported from (default: this
-    repro's; a replay's restored worktree). `beside_start`: the parent's own work (MLflow's import,
-    its store), done while the worker starts, imports its framework and builds; the worker's
-    measured steps wait until it has returned (runner/events.py: Gate), so nothing runs beside them."""
+@dataclass
+class Warm:
+    """A worker interpreter started ahead of its job (`warm_start`): Python started, repro's
+    worker imported, waiting for its spec path on stdin; nothing of the job has run."""
+
+    proc: subprocess.Popen
+    read_fd: int
+    gate_write: int
+    run_dir: Path
+    key: tuple  # (python, env, src): what it was started with
+
+    def discard(self) -> None:
+        """Not needed after all: ended (EOF on its stdin ends a waiting worker), its folder removed."""
+        import shutil
+
+        _kill_group(self.proc.pid)
+        self.proc.stdin.close()
+        self.proc.wait()
+        for fd in (self.read_fd, self.gate_write):
+            os.close(fd)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def warm_key(python: str | None, env: dict[str, str], src: Path | None) -> tuple:
+    return resolve_python(python), tuple(sorted(env.items())), str(src or "")
+
+
+def _spawn(command: list[str], log_path: Path, env: dict[str, str], src: Path | None):
+    """The worker process with its event and gate pipes: (proc, read_fd, gate_write), or the
+    failed outcome where its interpreter could not be started."""
     read_fd, write_fd = os.pipe()
     gate_read, gate_write = os.pipe()
     full_env = {**os.environ, **env, EVENTS_FD_ENV: str(write_fd), GATE_FD_ENV: str(gate_read),
                 PARENT_PID_ENV: str(os.getpid())}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src or paths.src_dir()), os.environ.get("PYTHONPATH")]))
-    start = time.perf_counter()
-    command = worker_command(python, spec_path)
     with open(log_path, "w") as log:
         try:
             proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log,
@@ -95,6 +119,40 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
                 "or point $REPRO_XLA_PYTHON or framework.python at an interpreter that has torch_xla"))
     os.close(write_fd)
     os.close(gate_read)
+    return proc, read_fd, gate_write
+
+
+def warm_start(run_dir: Path, python: str | None, env: dict[str, str], src: Path | None = None) -> Warm | None:
+    """Start the next job's worker interpreter now (its env as that job will have it), to be
+    handed its spec by `run_worker(..., warm=)`; None where it could not be started."""
+    spawned = _spawn(worker_command(python, WARM), run_dir / "worker.log", env, src)
+    if isinstance(spawned, WorkerOutcome):
+        return None
+    return Warm(*spawned, run_dir=run_dir, key=warm_key(python, env, src))
+
+
+def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[str, str],
+               timeout_s: float, on_event: Callable[[dict], None], src: Path | None = None,
+               beside_start: Callable[[], None] | None = None, warm: Warm | None = None) -> WorkerOutcome:
+    """Run the worker to its end. `src`: the folder repro's worker is imported from (default: this
+    repro's; a replay's restored worktree). `beside_start`: the parent's own work (MLflow's import,
+    its store), done while the worker starts, imports its framework and builds; the worker's
+    measured steps wait until it has returned (runner/events.py: Gate), so nothing runs beside them.
+    `warm`: a worker started ahead for this job (`warm_start`, its log at `log_path`); it is
+    handed the spec path, and its wall time counts from then."""
+    start = time.perf_counter()
+    if warm is not None:
+        proc, read_fd, gate_write = warm.proc, warm.read_fd, warm.gate_write
+        try:
+            proc.stdin.write(f"{spec_path}\n".encode())
+            proc.stdin.flush()
+        except OSError:  # it ended while waiting: its log and exit code say why (below)
+            pass
+    else:
+        spawned = _spawn(worker_command(python, spec_path), log_path, env, src)
+        if isinstance(spawned, WorkerOutcome):
+            return spawned
+        proc, read_fd, gate_write = spawned
     timed_out = threading.Event()
 
     def on_timeout() -> None:

@@ -196,8 +196,23 @@ def run(spec: dict, events: EventWriter, gate: Gate) -> None:
     events.emit("result", **out["result"])
 
 
+def _spec_path() -> str:
+    """The spec path: the argument, or for a worker started ahead of its job (`--warm`, see
+    launch.warm_start) the line its parent writes on stdin once the job is due (read unbuffered:
+    the lifeline reads the same pipe for EOF afterwards); EOF first: the job never came."""
+    if sys.argv[1] != "--warm":
+        return sys.argv[1]
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(0, 1)
+        if not chunk:
+            exit_now(0)
+        line += chunk
+    return line.decode().strip()
+
+
 def main() -> None:
-    spec = json.loads(Path(sys.argv[1]).read_text())
+    spec = json.loads(Path(_spec_path()).read_text())
     lifeline.die_with_parent(spec["out_dir"])
     events = EventWriter.from_env()
     gate = Gate.from_env()

@@ -125,22 +125,54 @@ def busy(ledger_root: str | Path) -> bool:
         return not held
 
 
-def start_projector(ledger_root: str | Path) -> int:
+def machine_lock() -> Path:
+    """Held shared by every projector on this machine (whatever its ledger): a worker about to
+    begin its measured steps waits for all of them (`wait_for_projectors`)."""
+    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repro" / "projectors.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def wait_for_projectors() -> None:
+    """Return once no projector on this machine is at work (each holds `machine_lock` shared)."""
+    with open(machine_lock(), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def start_projector(ledger_root: str | Path, wait_for_stores: bool = False, timeout_s: float = 120) -> int:
     """The projector, detached (its own session: a Ctrl-C or the terminal closing does not reach
     it), its output appended to the pending folder's log; its pid. It is handed the ledger's lock
     already taken where it is free (the open lock file is inherited), so that from the moment
-    this returns a next command sees it busy; else it waits for the projector at work."""
+    this returns a next command sees it busy; else it waits for the projector at work.
+    `wait_for_stores`: return only once it has opened its stores (a new sqlite store is created
+    then: a client another process opens meanwhile would race its creation), or timed out."""
+    import select
+
     base = folder(ledger_root)
     base.mkdir(parents=True, exist_ok=True)
-    with open(base / LOCK, "a") as held, open(base / LOG, "ab") as log:
+    ready_read, ready_write = os.pipe() if wait_for_stores else (None, None)
+    with open(base / LOCK, "a") as held, open(machine_lock(), "a") as shared, open(base / LOG, "ab") as log:
         try:
             fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             pass  # the one at work holds it: the new one waits for it (projector.main)
+        fcntl.flock(shared, fcntl.LOCK_SH)
+        fds = (held.fileno(), shared.fileno(), *((ready_write,) if wait_for_stores else ()))
         proc = subprocess.Popen([sys.executable, "-m", "repro.tracking.projector", str(Path(ledger_root)),
-                                 str(held.fileno())], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, pass_fds=(held.fileno(),))
-    return proc.pid  # our copy of the lock file is closed: the lock is the projector's alone
+                                 str(held.fileno()), *((str(ready_write),) if wait_for_stores else ())],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, pass_fds=fds)
+    if wait_for_stores:  # a byte once open, or EOF if it ended first
+        os.close(ready_write)
+        select.select([ready_read], [], [], timeout_s)
+        os.close(ready_read)
+    return proc.pid  # our copies of the lock files are closed: the locks are the projector's alone
+
+
+def new_sqlite_store(uri: str) -> bool:
+    """Whether `uri` is a sqlite store whose database does not exist yet."""
+    return uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).exists()
 
 
 def unreachable(uri: str, timeout_s: float = 2.0) -> str | None:
@@ -173,10 +205,15 @@ def clear_failure(ledger_root: str | Path) -> None:
     (folder(ledger_root) / FAILED).unlink(missing_ok=True)
 
 
-def last_failure(ledger_root: str | Path) -> dict | None:
-    """The background projection's last failure, while entries wait and no projector is at work."""
+def recorded_failure(ledger_root: str | Path) -> dict | None:
+    """The last projection's failure as recorded (None: the last one succeeded)."""
     try:
-        failed = json.loads((folder(ledger_root) / FAILED).read_text())
+        return json.loads((folder(ledger_root) / FAILED).read_text())
     except (OSError, ValueError):
         return None
-    return failed if entries(ledger_root) and not busy(ledger_root) else None
+
+
+def last_failure(ledger_root: str | Path) -> dict | None:
+    """The background projection's last failure, while entries wait and no projector is at work."""
+    failed = recorded_failure(ledger_root)
+    return failed if failed and entries(ledger_root) and not busy(ledger_root) else None

@@ -76,13 +76,35 @@ def _close_sweep(tracker, ledger: Ledger, data: dict, records: list[dict], paren
     close_parent(tracker, run_id, records, data["status"])
 
 
-def drain(ledger_root: str | Path, say: bool = True) -> dict[str, int]:
-    """Project every pending entry; the caller holds `handoff.lock`. Per store, a failure stops
-    that store's entries (left for later) and is recorded (and said, with `say`); the others go on."""
+def write_reports(ledger: Ledger, pending: list[tuple[Path, dict]]) -> None:
+    """The report folders the sessions announced, before (and whatever becomes of) MLflow; a
+    report that fails is said once in the log and left to `repro report --sweep ID`."""
+    from repro.report import sweep_report
+
+    for entry, data in pending:
+        if data["kind"] != "sweep" or not data.get("write_report"):
+            continue
+        records = sorted(ledger.heads(kind="run", sweep=data["id"]), key=lambda r: r["sweep"]["job"])
+        try:
+            if records:
+                sweep_report.write(records, Path(data["report_dir"]))
+        except Exception as e:  # noqa: BLE001 - the records are in the ledger: the report can be rebuilt
+            print(f"repro projector: the report of sweep {data['id']} was not completed ({type(e).__name__}: {e}); "
+                  f"`repro report --sweep {data['id']}` rebuilds it from the ledger", file=sys.stderr)
+        data["write_report"] = False
+        handoff.add_sweep(ledger.root, data["id"], {k: v for k, v in data.items() if k not in ("kind", "id")})
+
+
+def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = None, opened=None) -> dict[str, int]:
+    """Write the announced reports, then project every pending entry; the caller holds
+    `handoff.lock`. Per store, a failure stops that store's entries (left for later) and is
+    recorded (and said, with `say`); the others go on. `opened()` is called once every store
+    is open (created, for a new one)."""
     from repro.tracking.mlflow_tracker import Tracker
 
-    ledger = Ledger(ledger_root)
+    ledger = ledger or Ledger(ledger_root)
     counts = {"pushed": 0, "sweeps": 0, "left": 0}
+    write_reports(ledger, handoff.entries(ledger_root))
     pending = handoff.entries(ledger_root)
     by_store: dict[tuple[str, str], list] = defaultdict(list)
     for entry, data in pending:
@@ -99,11 +121,21 @@ def drain(ledger_root: str | Path, say: bool = True) -> dict[str, int]:
                 handoff.done(entry)
                 continue
             by_store[_store(records[0])].append((entry, data, records))
+    trackers = {}
+    for key in by_store:
+        try:
+            trackers[key] = Tracker(*key)
+        except Exception as e:  # noqa: BLE001 - said below, with the store's entries
+            trackers[key] = e
+    if opened:
+        opened()
     failed = False
     for (uri, experiment), items in by_store.items():
         parents: dict[str, str] = {}
         try:
-            tracker = Tracker(uri, experiment)
+            tracker = trackers[(uri, experiment)]
+            if isinstance(tracker, Exception):
+                raise tracker
             runs = [i for i in items if i[1]["kind"] == "run"]
             counts["pushed"] += _project_runs(tracker, runs, parents)
             for entry, data, records in (i for i in items if i[1]["kind"] == "sweep"):
@@ -125,15 +157,22 @@ def drain(ledger_root: str | Path, say: bool = True) -> dict[str, int]:
 
 
 def main(argv: list[str]) -> int:
-    """`LEDGER [LOCK_FD]`: LOCK_FD is the ledger's lock file as the session opened it (and locked
-    it where it was free; taking it again through the same open file is immediate)."""
+    """`LEDGER [LOCK_FD [READY_FD]]`: LOCK_FD is the ledger's lock file as the session opened it
+    (and locked it where it was free; taking it again through the same open file is immediate);
+    READY_FD a pipe told once the stores are open (a session waiting for a new store's creation)."""
+    import os
+
     ledger_root = argv[0]
     start = time.time()
     if len(argv) > 1:
         import fcntl
 
+        def opened() -> None:
+            os.write(int(argv[2]), b"1")
+            os.close(int(argv[2]))
+
         fcntl.flock(int(argv[1]), fcntl.LOCK_EX)
-        counts = drain(ledger_root)
+        counts = drain(ledger_root, opened=opened if len(argv) > 2 else None)
     else:
         with handoff.lock(ledger_root):
             counts = drain(ledger_root)

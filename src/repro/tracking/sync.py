@@ -120,16 +120,17 @@ def _sync(ledger_dir: str, tracking_uri: str | None, experiment: str | None) -> 
     from repro.tracking import handoff, projector
     from repro.tracking.mlflow_tracker import Tracker
 
+    ledger = Ledger(ledger_dir)  # one reader: a damaged file is said once
     drained = {"pushed": 0, "sweeps": 0, "left": 0}
     if not tracking_uri and not experiment and handoff.entries(ledger_dir):
         # what a session handed over (worker logs, IR, a sweep's report) goes in as the projector writes it
-        drained = projector.drain(ledger_dir, say=False)
+        drained = projector.drain(ledger_dir, say=False, ledger=ledger)
         if drained["left"]:
-            failed = handoff.last_failure(ledger_dir) or {}
+            failed = handoff.recorded_failure(ledger_dir) or {}
             raise projector.ProjectionFailed(failed.get("error") or f"{drained['left']} pending entries could not be projected")
         print(f"repro sync: {drained['pushed']} run(s) and {drained['sweeps']} sweep(s) handed over by earlier "
               "commands put into MLflow")
-    heads, head_of = _heads(Ledger(ledger_dir))
+    heads, head_of = _heads(ledger)
     stores = defaultdict(list)
     for head in heads:
         tracking = head["config"]["tracking"]
