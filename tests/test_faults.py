@@ -240,6 +240,48 @@ def test_sigterm_right_after_started_ends_interrupted_and_closed(sandbox):
     assert not [p for p in psutil.process_iter(["cmdline"]) if str(sandbox.root) in " ".join(p.info["cmdline"] or [])]
 
 
+INTERRUPT_INSIDE_AN_IMPORT = """
+import json, os, signal, sys, time
+from pathlib import Path
+from repro.config import plan
+from repro.config.schema import as_dict
+from repro.runner import cluster, launch, lifeline, seeding
+
+signal.signal(signal.SIGTERM, lifeline.interrupt)  # as the CLI does
+out = Path(sys.argv[1])
+config = plan(["model=mlp", "framework=torch", "run.steps=1000000"]).jobs[0]
+spec = out / "spec.json"
+spec.write_text(json.dumps({"config": as_dict(config), "config_hash": "test", "out_dir": str(out),
+                            "cache_dir": str(out / "cache"), "rendezvous": cluster.resolve(config.cluster).as_dict()}))
+
+
+class Slow:  # SIGTERM while Python runs a class body's __set_name__, as an import does
+    def __set_name__(self, owner, name):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+
+
+def beside_start():
+    type("Owner", (), {"slow": Slow()})
+
+
+outcome = launch.run_worker(spec, out / "worker.log", None, seeding.worker_env(config), 300, lambda ev: None,
+                            beside_start=beside_start)
+print(json.dumps({"status": outcome.status, "reason": outcome.reason, "worker_ended": outcome.returncode is not None}))
+"""
+
+
+def test_sigterm_inside_an_import_beside_the_worker_start_interrupts(tmp_path):
+    """Python 3.11 wraps an interrupt raised in a class body's __set_name__ (an import under way
+    in the parent while the worker starts) in RuntimeError: the run still ends interrupted, its
+    worker killed, not failed with the sweep going on (CI's 300 s hang)."""
+    proc = subprocess.run([sys.executable, "-c", INTERRUPT_INSIDE_AN_IMPORT, str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    outcome = json.loads(proc.stdout.splitlines()[-1])
+    assert outcome == {"status": "interrupted", "reason": "interrupted (Ctrl-C)", "worker_ended": True}, outcome
+
+
 # -- refused before anything runs -----------------------------------------------------------------
 
 @pytest.mark.parametrize("override, message", [

@@ -318,9 +318,12 @@ def run_experiment(argv: list[str]) -> int:
         if plan is None:
             return EXIT_CONFIG_ERROR
     from repro.api import plan_session, run_jobs, runs_here
+    from repro.runner import lifeline
 
     sys.argv = [sys.argv[0]] + argv
-    signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends a sweep as Ctrl-C does: recorded, closed
+    lifeline.forget_interrupt()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # SIGTERM ends a sweep as Ctrl-C does: recorded, closed
+        signal.signal(sig, lifeline.interrupt)
     # Jobs that run here run from the plan's configs: Hydra composed each once (its own run would
     # compose every job a second time, ~2 s). Hydra's flags and other launchers go through Hydra.
     if plan is not None and runs_here(plan) and all(a in ("-m", "--multirun") for a in argv if a.startswith("-")):
@@ -346,10 +349,6 @@ def run_experiment(argv: list[str]) -> int:
             return EXIT_RUN_FAILED
         failed = sweep.session is not None and sweep.session.failed_any
     return EXIT_RUN_FAILED if failed else 0
-
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
 
 
 def dispatch(argv: list[str]) -> int:

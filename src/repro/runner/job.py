@@ -168,6 +168,8 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
         outcome = launch.WorkerOutcome("failed", None, reason=f"could not build the run's environment: {e}")
     except Exception as e:  # noqa: BLE001 - e.g. a worker killed halfway through its result line
         outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
+        if lifeline.interrupt_came():  # the interrupt, wrapped by Python on its way here (lifeline.interrupt)
+            outcome = launch.WorkerOutcome("interrupted", None, reason=f"interrupted (Ctrl-C or SIGTERM): {outcome.reason}")
     interrupted, ended = outcome.status == "interrupted", None
     try:
         _keep_profiles(ledger, outcome)

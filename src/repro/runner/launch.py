@@ -21,7 +21,7 @@ from typing import Callable
 
 from repro import paths
 from repro.runner.events import EVENTS_FD_ENV, GATE_FD_ENV, open_gate, read_events
-from repro.runner.lifeline import PARENT_PID_ENV
+from repro.runner.lifeline import PARENT_PID_ENV, interrupt_came
 
 LOG_TAIL_LINES = 40
 
@@ -172,6 +172,10 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
         try:
             if beside_start:
                 beside_start()
+        except Exception:
+            if interrupt_came():  # the interrupt, raised inside an import and wrapped by Python
+                raise KeyboardInterrupt from None
+            raise
         finally:
             open_gate(gate_write)
         with os.fdopen(read_fd) as stream:

@@ -65,6 +65,28 @@ def die_with_parent(run_dir: str) -> None:
     threading.Thread(target=watch_stdin, name="repro-lifeline", daemon=True).start()
 
 
+_interrupt_came = threading.Event()
+
+
+def interrupt(signum=None, frame=None) -> None:
+    """A command's SIGINT and SIGTERM handler: the interrupt is noted, then raised. The note
+    outlives the exception where Python does not pass it on: raised inside a class body that an
+    import is running, 3.11 wraps it in RuntimeError ("Error calling __set_name__"), which would
+    end the job as failed and let the sweep go on (`interrupt_came` then tells the truth)."""
+    _interrupt_came.set()
+    raise KeyboardInterrupt
+
+
+def interrupt_came() -> bool:
+    """Whether an interrupt reached this process since `forget_interrupt()`."""
+    return _interrupt_came.is_set()
+
+
+def forget_interrupt() -> None:
+    """A new session starts: an interrupt that ended an earlier one (same process) is not its own."""
+    _interrupt_came.clear()
+
+
 class HeldInterrupts:
     """SIGINT and SIGTERM noted, not acted on, until `release()` (main thread only)."""
 
@@ -81,4 +103,4 @@ class HeldInterrupts:
             signal.signal(sig, handler)
         self.saved = {}
         if self.came:
-            raise KeyboardInterrupt
+            interrupt()
