@@ -4,6 +4,9 @@ sweep's session through the sweep folder and record exactly what a local sweep r
 
 from __future__ import annotations
 
+import subprocess
+
+import psutil
 import pytest
 
 from repro.flat import flatten
@@ -11,6 +14,16 @@ from repro.flat import flatten
 ARGS = ("-m", "model=mlp", "framework=jax,torch", "run.steps=6", "run.warmup=2")
 # Values that differ between any two sweeps; the fields themselves must be the same.
 VOLATILE = ("environment.variables.",)  # which variables are set is the environment, not the record format
+
+
+def _launcher_workers_left(root) -> list[list[str]]:
+    """Processes of the launcher's (loky's, submitit's) still running in the sandbox."""
+    left = []
+    for p in psutil.process_iter(["cmdline", "cwd"]):
+        cmdline = " ".join(p.info["cmdline"] or [])
+        if p.info["cwd"] == str(root) and ("loky" in cmdline or "submitit" in cmdline):
+            left.append(p.info["cmdline"])
+    return left
 
 
 def _fields(record: dict) -> set[str]:
@@ -31,8 +44,16 @@ def local_sweep(tmp_path_factory):
                                       ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]],
                          ids=["submitit_local", "joblib"])
 def test_launcher_records_same_fields_as_local(sandbox, local_sweep, launcher):
-    proc = sandbox.run(*ARGS, *launcher, "tracking.experiment=launch")
+    # Output to files, not pipes: a launcher's worker left behind holding them would make the
+    # run wait for it (joblib's loky workers idle 300 s), not fail the check below.
+    out, err = sandbox.root / "stdout.txt", sandbox.root / "stderr.txt"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        returncode = subprocess.run(sandbox.repro_cmd(*ARGS, *launcher, "tracking.experiment=launch"), cwd=sandbox.root,
+                                    env=sandbox.env(), stdout=stdout, stderr=stderr, timeout=600).returncode
+    proc = subprocess.CompletedProcess([], returncode, out.read_text(), err.read_text())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not _launcher_workers_left(sandbox.root), "the launcher's workers outlived the command"
+    assert "leaked" not in proc.stderr, proc.stderr[-3000:]
     remote = {h["config"]["framework"]["name"]: h for h in sandbox.heads()}
     local = {h["config"]["framework"]["name"]: h for h in local_sweep.heads()}
     assert set(remote) == {"jax", "torch"} and all(h["status"] == "ok" for h in remote.values())

@@ -382,6 +382,20 @@ def main(argv: list[str] | None = None) -> None:
     fsynced, the run's temp folder removed, the MLflow projector in its own process). An
     exception or SystemExit ends the usual way."""
     code = dispatch(list(sys.argv[1:] if argv is None else argv))
+    if _end_joblib_workers():
+        sys.exit(code)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _end_joblib_workers() -> bool:
+    """hydra/launcher=joblib leaves loky's reusable worker processes waiting for more work (300 s
+    idle, holding the command's stdout and their framework's memory): they are ended here. True
+    where they were: the interpreter's teardown then releases loky's semaphores (`os._exit` would
+    leave them to its resource tracker, which warns of leaked semlocks)."""
+    executor = getattr(sys.modules.get("joblib.externals.loky.reusable_executor"), "_executor", None)
+    if executor is None:
+        return False
+    executor.shutdown(wait=True, kill_workers=True)
+    return True
