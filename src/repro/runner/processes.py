@@ -52,7 +52,10 @@ def _killed_peer(procs: dict, failed: int, results: dict) -> int | None:
     killed, its peers fail in their next collective (gloo: "Connection reset by peer"), often before
     the killed one's exit is noticed, and the run must name the one that was killed."""
     others = [j for j in procs if j != failed and j not in results]
-    wait([procs[j].sentinel for j in others], timeout=PEER_GRACE_S)
+    ended = wait([procs[j].sentinel for j in others], timeout=PEER_GRACE_S)
+    for j in others:  # its sentinel closes as it exits, a moment before it can be reaped: exitcode
+        if procs[j].sentinel in ended:  # would still be None (a loaded machine widens the moment)
+            procs[j].join(timeout=5)
     return next((j for j in others if (procs[j].exitcode or 0) < 0), None)
 
 
