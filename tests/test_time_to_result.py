@@ -139,15 +139,17 @@ def test_a_worker_started_ahead_runs_its_job_and_one_not_needed_ends(tmp_path):
     env = seeding.worker_env(config)
     run_dir = tmp_path / "ahead"
     run_dir.mkdir()
-    warm = launch.warm_start(run_dir, None, env)
+    warm = launch.warm_start(run_dir, None, env, backend="jax")
     spec = run_dir / "spec.json"
     spec.write_text(json.dumps({"config": as_dict(config), "config_hash": "test", "out_dir": str(run_dir),
                                 "cache_dir": str(tmp_path / "cache"), "rendezvous": rdzv.as_dict()}))
-    time.sleep(2)  # imported by now, waiting on its stdin
-    assert warm.proc.poll() is None and warm.key == launch.warm_key(None, env, None)
+    assert warm.proc.poll() is None and warm.key == launch.warm_key(None, env, None, "jax")
+    assert warm.key != launch.warm_key(None, env, None, "torch")  # another backend's job starts its own
     outcome = launch.run_worker(spec, run_dir / "worker.log", None, env, 300, lambda ev: None, warm=warm)
     assert outcome.status == "ok", outcome.reason + "\n".join(outcome.log_tail)
     assert len(outcome.events["result"]["series"]["loss"]) == config.run.steps
+    setup = outcome.events["result"]["results"]["setup"]
+    assert setup["imported_ahead"] is True and setup["import_s"] > 0.05, setup  # the import, timed while it waited
     spare = tmp_path / "spare"
     spare.mkdir()
     unused = launch.warm_start(spare, None, env)

@@ -8,6 +8,8 @@ on records built here.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
@@ -114,6 +116,30 @@ def test_machine_state_in_every_record(repeats):
             assert len(m["gpus_before"]) == len(m["gpus_after"]) == len(hardware.nvidia_gpus())
         else:
             assert m["gpus_before"] == m["gpus_after"] == []  # no nvidia-smi: skipped cleanly
+
+
+MEASURE_THE_WINDOW = """
+import json, os, sys
+from repro.runner import machine
+start = machine.before(int(sys.argv[1]))
+print(json.dumps(machine.after(start, 1)))
+"""
+
+
+def test_the_commands_own_processes_are_not_other_processes():
+    """The window that ends after the loop counts the repro parent's process tree as the
+    command's: a process the parent started (the next job's worker) is not "other"."""
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # a child of this test: its tree
+    try:
+        measured = subprocess.run([sys.executable, "-c", MEASURE_THE_WINDOW, str(os.getpid())],
+                                  capture_output=True, text=True, timeout=120)
+    finally:
+        burner.kill()
+        burner.wait()
+    assert measured.returncode == 0, measured.stderr[-2000:]
+    m = json.loads(measured.stdout)
+    assert m["window_s"] >= machine.MIN_WINDOW_S
+    assert m["command_cpu_share"] - m["own_cpu_share"] > 0.5, m  # the burner, counted as the command's
 
 
 def test_busy_run_named_and_quiet_pair_called_equal(box, repeats):

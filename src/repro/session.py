@@ -214,18 +214,19 @@ class Session:
         try:
             rdzv = cluster.resolve(config.cluster)
             env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
-            self._warm = launch.warm_start(make_run_dir(), config.framework.python, env)
+            self._warm = launch.warm_start(make_run_dir(), config.framework.python, env, backend=config.framework.backend)
         except Exception:  # noqa: BLE001 - an early start is an optimisation: the job starts its own
             self._warm = None
 
-    def take_warm(self, python: str | None, env: dict[str, str], src):
-        """The worker started ahead, if it was started for this job's interpreter, env and code."""
+    def take_warm(self, python: str | None, env: dict[str, str], src, backend: str):
+        """The worker started ahead, if it was started for this job's interpreter, env, code and
+        framework backend."""
         from repro.runner import launch
 
         warm, self._warm = self._warm, None
         if warm is None:
             return None
-        if warm.key == launch.warm_key(python, env, src) and warm.proc.poll() is None:
+        if warm.key == launch.warm_key(python, env, src, backend) and warm.proc.poll() is None:
             return warm
         warm.discard()
         return None

@@ -149,7 +149,7 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
         place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
         python = (place or {}).get("python") or config.framework.python
         env_hash = envs_runs.record_hash(ledger.root, python)
-        warm = session.take_warm(python, env, (place or {}).get("src"))  # started while the last job ended
+        warm = session.take_warm(python, env, (place or {}).get("src"), config.framework.backend)  # started while the last job ended
         run_dir = warm.run_dir if warm else make_run_dir()
         session.display.job_started(job, name, config.run.steps)
 

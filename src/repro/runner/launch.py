@@ -66,20 +66,21 @@ def resolve_python(python: str | None) -> str | None:
 WARM = "--warm"  # instead of a spec path: the worker imports, then reads its spec path from stdin
 
 
-def worker_command(python: str | None, spec_path: Path | str) -> list[str]:
-    return [resolve_python(python) or sys.executable, "-m", "repro.runner.worker", str(spec_path)]
+def worker_command(python: str | None, spec_path: Path | str, *extra: str) -> list[str]:
+    return [resolve_python(python) or sys.executable, "-m", "repro.runner.worker", str(spec_path), *extra]
 
 
 @dataclass
 class Warm:
     """A worker interpreter started ahead of its job (`warm_start`): Python started, repro's
-    worker imported, waiting for its spec path on stdin; nothing of the job has run."""
+    worker and the job's framework backend imported, waiting for its spec path on stdin;
+    nothing of the job has run."""
 
     proc: subprocess.Popen
     read_fd: int
     gate_write: int
     run_dir: Path
-    key: tuple  # (python, env, src): what it was started with
+    key: tuple  # (python, env, src, backend): what it was started with
 
     def discard(self) -> None:
         """Not needed after all: ended (EOF on its stdin ends a waiting worker), its folder removed."""
@@ -93,8 +94,8 @@ class Warm:
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
-def warm_key(python: str | None, env: dict[str, str], src: Path | None) -> tuple:
-    return resolve_python(python), tuple(sorted(env.items())), str(src or "")
+def warm_key(python: str | None, env: dict[str, str], src: Path | None, backend: str | None = None) -> tuple:
+    return resolve_python(python), tuple(sorted(env.items())), str(src or ""), backend or ""
 
 
 def _spawn(command: list[str], log_path: Path, env: dict[str, str], src: Path | None):
@@ -122,13 +123,16 @@ def _spawn(command: list[str], log_path: Path, env: dict[str, str], src: Path | 
     return proc, read_fd, gate_write
 
 
-def warm_start(run_dir: Path, python: str | None, env: dict[str, str], src: Path | None = None) -> Warm | None:
+def warm_start(run_dir: Path, python: str | None, env: dict[str, str], src: Path | None = None,
+               backend: str | None = None) -> Warm | None:
     """Start the next job's worker interpreter now (its env as that job will have it), to be
-    handed its spec by `run_worker(..., warm=)`; None where it could not be started."""
-    spawned = _spawn(worker_command(python, WARM), run_dir / "worker.log", env, src)
+    handed its spec by `run_worker(..., warm=)`; None where it could not be started. `backend`:
+    the framework backend it imports while it waits (the job's `setup.import_s` is that import's
+    time, outside the measured region either way)."""
+    spawned = _spawn(worker_command(python, WARM, *([backend] if backend else [])), run_dir / "worker.log", env, src)
     if isinstance(spawned, WorkerOutcome):
         return None
-    return Warm(*spawned, run_dir=run_dir, key=warm_key(python, env, src))
+    return Warm(*spawned, run_dir=run_dir, key=warm_key(python, env, src, backend))
 
 
 def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[str, str],

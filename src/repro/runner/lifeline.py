@@ -39,6 +39,14 @@ def is_gone(parent: dict | None) -> bool:
     return not parent_alive(parent["pid"], parent.get("create_time"))
 
 
+_parent_pid: int | None = None
+
+
+def parent_pid() -> int | None:
+    """In the worker: the repro parent's pid (None where it was not started by one)."""
+    return _parent_pid
+
+
 def die_with_parent(run_dir: str) -> None:
     """In the worker: end (and clean up) as soon as the parent process is gone."""
 
@@ -46,9 +54,11 @@ def die_with_parent(run_dir: str) -> None:
         shutil.rmtree(run_dir, ignore_errors=True)
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
+    global _parent_pid
     expected = os.environ.pop(PARENT_PID_ENV, None)
     if expected is None:  # not started by a repro parent (run by hand): nothing to follow
         return
+    _parent_pid = int(expected)
     signal.signal(signal.SIGTERM, die)
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -3,14 +3,17 @@
 The worker calls `before()` right before the first timed step and `after()` right after
 the last, never inside the timed region. Recorded (the record's top-level `machine`):
 load average (1/5/15 min) before and after, the share of CPU time other processes took
-during the loop (all CPU time the kernel counted minus this worker's process tree, in cores:
-1.0 = one whole core), host name, CPU frequency and governor where /sys shows them, and per
-NVIDIA GPU its utilisation, clocks and the compute processes that are not this run's
+during the loop (all CPU time the kernel counted minus this command's own processes, in
+cores: 1.0 = one whole core), host name, CPU frequency and governor where /sys shows them, and
+per NVIDIA GPU its utilisation, clocks and the compute processes that are not this run's
 (nvidia-smi; nothing on a machine without one).
 
 CPU time is counted in kernel ticks (10 ms): over a loop of a few milliseconds that is
-noise, so `after()` waits until at least MIN_WINDOW_S have passed since `before()` (the run
-is idle then; other processes are measured all the same).
+noise, so `after()` ends the window no earlier than MIN_WINDOW_S after `before()`. The worker
+fills what is left of it with its own work after the loop (results, hashes), and its repro
+parent with the end of the job (the next job's worker starting): "this command's own
+processes" are the parent's process tree where a repro parent started the worker (nothing
+of it runs beside the timed loop: runner/events.py Gate), else the worker's own tree.
 """
 
 from __future__ import annotations
@@ -99,19 +102,32 @@ def gpus() -> list[dict]:
     return devices
 
 
-def before() -> dict:
-    """A snapshot taken right before the first timed step."""
+def _ours(parent_pid: int | None) -> psutil.Process:
+    """The root of this command's processes: the repro parent, or this process."""
+    if parent_pid is not None:
+        try:
+            return psutil.Process(parent_pid)
+        except psutil.Error:  # gone: this process dies with it (runner/lifeline.py)
+            pass
+    return psutil.Process()
+
+
+def before(parent_pid: int | None = None) -> dict:
+    """A snapshot taken right before the first timed step. `parent_pid`: the repro parent that
+    started this worker (its tree's CPU time is this command's, not other processes')."""
     return {"load": list(os.getloadavg()), "gpus": gpus(), "busy_s": _busy_s(),
-            "own_s": _tree_s(psutil.Process()), "t": time.monotonic()}
+            "own_s": _tree_s(psutil.Process()), "ours_s": _tree_s(_ours(parent_pid)), "t": time.monotonic(),
+            "parent_pid": parent_pid}
 
 
 def after(start: dict, threads: int) -> dict:
     """The record's `machine`: what happened on this machine between `start` and now."""
     if (wait := MIN_WINDOW_S - (time.monotonic() - start["t"])) > 0:
         time.sleep(wait)
-    own_s, busy_s, now = _tree_s(psutil.Process()), _busy_s(), time.monotonic()
+    own_s, ours_s, busy_s, now = (_tree_s(psutil.Process()), _tree_s(_ours(start["parent_pid"])), _busy_s(),
+                                  time.monotonic())
     window = now - start["t"]
-    other = max(0.0, (busy_s - start["busy_s"]) - (own_s - start["own_s"]))
+    other = max(0.0, (busy_s - start["busy_s"]) - max(own_s - start["own_s"], ours_s - start["ours_s"]))
     return {
         "host": socket.gethostname(),
         "cores": os.cpu_count(),
@@ -121,6 +137,7 @@ def after(start: dict, threads: int) -> dict:
         "window_s": round(window, 3),
         "other_cpu_share": round(other / window, 3),
         "own_cpu_share": round((own_s - start["own_s"]) / window, 3),
+        "command_cpu_share": round(max(own_s - start["own_s"], ours_s - start["ours_s"]) / window, 3),
         "cpu_frequency": cpu_frequency(),
         "gpus_before": start["gpus"],
         "gpus_after": gpus(),

@@ -24,6 +24,7 @@ from repro.runner import envcapture, lifeline, machine, measure, seeding
 from repro.runner.events import EventWriter, Gate
 
 TRACEBACK_LINES = 30
+IMPORTED_AHEAD: dict[str, float] = {}  # a worker started ahead (--warm BACKEND): backend -> its import's seconds
 
 
 def _flops(config: Config, entry, dims: dict, median_s: float) -> dict:
@@ -51,6 +52,7 @@ def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
     t0 = time.perf_counter()
     backend = backends.load(config.framework.backend)
     t1 = time.perf_counter()
+    import_s = IMPORTED_AHEAD.get(config.framework.backend, t1 - t0)
     threads = seeding.resolve_threads(run_cfg.threads)
     if parallel(spec) == "torch":  # ranks on one host share its cores (oversubscribed OpenMP threads spin)
         threads = max(1, threads // local_processes(spec))
@@ -64,9 +66,10 @@ def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
     if gate:
         gate.wait()
     emit("measure_start", at=time.time())  # wall clock: comparable with the parent's
-    state = machine.before()  # the machine's state is read outside the timed region
+    # The machine's state is read outside the timed region; its window (machine.MIN_WINDOW_S at
+    # least) goes on while this process reads its results and the parent ends the job.
+    state = machine.before(lifeline.parent_pid() if gate else None)
     times, losses = measure.timed_loop(workload, run_cfg.steps, emit)
-    machine_state = machine.after(state, threads)
     emit("measure_end", at=time.time())
 
     results = measure.summarise(times, losses, run_cfg.warmup, run_cfg.batch_size)
@@ -74,7 +77,8 @@ def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
     results["init_params_sha256"] = workload.init_params_sha256()
     results["peak_memory"] = workload.peak_memory()
     results["compile"] = workload.compile_info()
-    results["setup"] = {"import_s": t1 - t0, "build_s": t2 - t1}
+    results["setup"] = {"import_s": import_s, "build_s": t2 - t1,
+                        "imported_ahead": config.framework.backend in IMPORTED_AHEAD}
     results["param_count"] = entry.param_count(dims)
     if sharding := workload.sharding_info():
         results["sharding"] = sharding
@@ -92,6 +96,7 @@ def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
         path.write_text(text)
         ir_files.append(str(path))
     effective = workload.effective()
+    machine_state = machine.after(state, threads)
     profile_files = []
     if run_cfg.profile:  # after everything above is read: the profiled steps change the state
         from repro import profile
@@ -197,11 +202,15 @@ def run(spec: dict, events: EventWriter, gate: Gate) -> None:
 
 
 def _spec_path() -> str:
-    """The spec path: the argument, or for a worker started ahead of its job (`--warm`, see
-    launch.warm_start) the line its parent writes on stdin once the job is due (read unbuffered:
+    """The spec path: the argument, or for a worker started ahead of its job (`--warm [BACKEND]`,
+    see launch.warm_start) the line its parent writes on stdin once the job is due (read unbuffered:
     the lifeline reads the same pipe for EOF afterwards); EOF first: the job never came."""
     if sys.argv[1] != "--warm":
         return sys.argv[1]
+    for name in sys.argv[2:]:  # the job's backend, imported while the last job ends
+        t0 = time.perf_counter()
+        backends.load(name)
+        IMPORTED_AHEAD[name] = time.perf_counter() - t0
     line = b""
     while not line.endswith(b"\n"):
         chunk = os.read(0, 1)
