@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from conftest import Sandbox
 from repro.config import plan
@@ -130,6 +131,14 @@ def test_parent_killed_while_projecting_loses_nothing(sandbox):
     assert seen["complete"] == [record["id"]] and seen["ledger_ids"] == [record["id"]], seen
 
 
+def _worker_spec(run_dir: Path, config: dict, rdzv) -> Path:
+    """The spec file a repro parent hands its worker, for `config` (a plain dict)."""
+    spec = run_dir / "spec.json"
+    spec.write_text(json.dumps({"config": config, "config_hash": "test", "out_dir": str(run_dir),
+                                "cache_dir": str(run_dir / "cache"), "rendezvous": rdzv.as_dict()}))
+    return spec
+
+
 def test_a_worker_started_ahead_runs_its_job_and_one_not_needed_ends(tmp_path):
     """launch.warm_start: the next job's interpreter, started with that job's env while the last
     job ends, waits for its spec; handed one, it runs the job as a fresh worker would. One that
@@ -140,9 +149,7 @@ def test_a_worker_started_ahead_runs_its_job_and_one_not_needed_ends(tmp_path):
     run_dir = tmp_path / "ahead"
     run_dir.mkdir()
     warm = launch.warm_start(run_dir, None, env, backend="jax")
-    spec = run_dir / "spec.json"
-    spec.write_text(json.dumps({"config": as_dict(config), "config_hash": "test", "out_dir": str(run_dir),
-                                "cache_dir": str(tmp_path / "cache"), "rendezvous": rdzv.as_dict()}))
+    spec = _worker_spec(run_dir, as_dict(config), rdzv)
     assert warm.proc.poll() is None and warm.key == launch.warm_key(None, env, None, "jax")
     assert warm.key != launch.warm_key(None, env, None, "torch")  # another backend's job starts its own
     outcome = launch.run_worker(spec, run_dir / "worker.log", None, env, 300, lambda ev: None, warm=warm)
@@ -155,3 +162,20 @@ def test_a_worker_started_ahead_runs_its_job_and_one_not_needed_ends(tmp_path):
     unused = launch.warm_start(spare, None, env)
     unused.discard()
     assert unused.proc.returncode is not None and not spare.exists()
+
+
+def test_a_backend_that_fails_to_import_ahead_fails_its_job_as_a_recorded_error(tmp_path):
+    """A worker started ahead whose backend import fails keeps waiting; its job's own import
+    raises the error again inside the worker's recorded-error path, as a cold start would."""
+    config = plan([*TINY]).jobs[0]
+    env = seeding.worker_env(config)
+    run_dir = tmp_path / "ahead"
+    run_dir.mkdir()
+    warm = launch.warm_start(run_dir, None, env, backend="no_such_backend")
+    spec_config = as_dict(config)
+    spec_config["framework"]["backend"] = "no_such_backend"
+    spec = _worker_spec(run_dir, spec_config, cluster.resolve(config.cluster))
+    outcome = launch.run_worker(spec, run_dir / "worker.log", None, env, 300, lambda ev: None, warm=warm)
+    assert outcome.status == "failed", outcome
+    error = outcome.events["error"]
+    assert error["type"] == "KeyError" and "unknown backend 'no_such_backend'" in error["message"], error

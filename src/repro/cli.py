@@ -394,6 +394,7 @@ def _end_joblib_workers() -> bool:
     idle, holding the command's stdout and their framework's memory): they are ended here. True
     where they were: the interpreter's teardown then releases loky's semaphores (`os._exit` would
     leave them to its resource tracker, which warns of leaked semlocks)."""
+    # loky's module global, not get_reusable_executor(): that would start an executor where none ran
     executor = getattr(sys.modules.get("joblib.externals.loky.reusable_executor"), "_executor", None)
     if executor is None:
         return False

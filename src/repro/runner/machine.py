@@ -127,7 +127,9 @@ def after(start: dict, threads: int) -> dict:
     own_s, ours_s, busy_s, now = (_tree_s(psutil.Process()), _tree_s(_ours(start["parent_pid"])), _busy_s(),
                                   time.monotonic())
     window = now - start["t"]
-    other = max(0.0, (busy_s - start["busy_s"]) - max(own_s - start["own_s"], ours_s - start["ours_s"]))
+    # The worker's reaped children count in its own tree, not in the parent's (live descendants only)
+    command_s = max(own_s - start["own_s"], ours_s - start["ours_s"])
+    other = max(0.0, (busy_s - start["busy_s"]) - command_s)
     return {
         "host": socket.gethostname(),
         "cores": os.cpu_count(),
@@ -137,7 +139,7 @@ def after(start: dict, threads: int) -> dict:
         "window_s": round(window, 3),
         "other_cpu_share": round(other / window, 3),
         "own_cpu_share": round((own_s - start["own_s"]) / window, 3),
-        "command_cpu_share": round(max(own_s - start["own_s"], ours_s - start["ours_s"]) / window, 3),
+        "command_cpu_share": round(command_s / window, 3),
         "cpu_frequency": cpu_frequency(),
         "gpus_before": start["gpus"],
         "gpus_after": gpus(),
