@@ -179,3 +179,29 @@ def test_a_backend_that_fails_to_import_ahead_fails_its_job_as_a_recorded_error(
     assert outcome.status == "failed", outcome
     error = outcome.events["error"]
     assert error["type"] == "KeyError" and "unknown backend 'no_such_backend'" in error["message"], error
+
+
+def test_an_eager_forward_run_imports_no_compiler_and_is_deterministic(tmp_path):
+    """Issue 23 item 3: torch.use_deterministic_algorithms imports torch._inductor (dynamo, sympy,
+    FSDP: ~1.4 s) for a setting only torch.compile reads. An eager run that builds no optimizer
+    (torch.optim's constructor imports dynamo itself) now imports none of it, and still runs
+    with deterministic algorithms on (read back into `effective`); a compiled run still sets
+    inductor's own switch."""
+    config = plan(["framework=torch", "model=mlp", "model.preset=tiny", "run.task=forward",
+                   "run.steps=4", "run.warmup=2"]).jobs[0]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    spec = _worker_spec(run_dir, as_dict(config), cluster.resolve(config.cluster))
+    env = {**seeding.worker_env(config), "PYTHONPROFILEIMPORTTIME": "1"}  # every import to the worker's log
+    outcome = launch.run_worker(spec, run_dir / "worker.log", None, env, 300, lambda ev: None)
+    assert outcome.status == "ok", outcome.reason + "\n".join(outcome.log_tail)
+    imported = [line.split("|")[-1].strip() for line in (run_dir / "worker.log").read_text().splitlines()
+                if line.startswith("import time:")]
+    assert "torch.nn" in imported and not [m for m in imported if m.startswith(("torch._dynamo", "torch._inductor"))]
+    assert outcome.events["result"]["effective"]["deterministic_algorithms"] is True
+    compiled = subprocess.run([sys.executable, "-c", "import torch, torch._inductor.config as c\n"
+                               "from repro.backends.torch_backend import deterministic_algorithms\n"
+                               "deterministic_algorithms(compiled=True)\n"
+                               "print(c.deterministic, torch.are_deterministic_algorithms_enabled())"],
+                              capture_output=True, text=True, timeout=120)
+    assert compiled.stdout.split() == ["True", "True"], compiled.stderr[-2000:]

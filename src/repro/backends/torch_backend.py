@@ -28,13 +28,25 @@ if TYPE_CHECKING:
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def deterministic_algorithms(compiled: bool) -> None:
+    """Deterministic kernels only. `torch.use_deterministic_algorithms(True)` also sets inductor's
+    `config.deterministic`, and for that imports torch._inductor, which pulls in dynamo, sympy and
+    FSDP: 1.4 s of a tiny eager MLP's 1.5 s build on the 2-core machine, for a setting only a
+    compiled run reads. An eager run sets the same process-wide flag through its other public
+    switch, `set_deterministic_debug_mode("error")` (both call `_C._set_deterministic_algorithms`)."""
+    if compiled:
+        torch.use_deterministic_algorithms(True)
+    else:
+        torch.set_deterministic_debug_mode("error")
+
+
 def configure(ctx: BuildContext) -> None:
     """Process-wide settings, applied before the model is built."""
     cfg = ctx.config
     torch.manual_seed(ctx.seeds["torch"])
     torch.set_num_threads(ctx.threads)
     if cfg.run.deterministic:
-        torch.use_deterministic_algorithms(True)
+        deterministic_algorithms(compiled=cfg.framework.compile)
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
     matmul = cfg.precision.matmul
