@@ -31,9 +31,10 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 def deterministic_algorithms(compiled: bool) -> None:
     """Deterministic kernels only. `torch.use_deterministic_algorithms(True)` also sets inductor's
     `config.deterministic`, and for that imports torch._inductor, which pulls in dynamo, sympy and
-    FSDP: 1.4 s of a tiny eager MLP's 1.5 s build on the 2-core machine, for a setting only a
-    compiled run reads. An eager run sets the same process-wide flag through its other public
-    switch, `set_deterministic_debug_mode("error")` (both call `_C._set_deterministic_algorithms`)."""
+    FSDP: 1.4 s on the 2-core machine, for a setting only a compiled run reads. An eager run sets
+    the same process-wide flag through its other public switch, `set_deterministic_debug_mode("error")`
+    (both call `_C._set_deterministic_algorithms`). A forward-only run then never imports dynamo; a
+    training run still does, from torch.optim's constructor (`torch._disable_dynamo`)."""
     if compiled:
         torch.use_deterministic_algorithms(True)
     else:
