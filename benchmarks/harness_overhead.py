@@ -197,7 +197,7 @@ def probe_main(folder: str) -> None:
         out[name] = clock() - t0
         return value
 
-    timed("import_config", lambda: __import__("repro.config.validate"))
+    timed("import_config", lambda: __import__("repro.preflight.checks"))
     from repro import paths
     from repro.config import plan
 

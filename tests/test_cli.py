@@ -17,7 +17,8 @@ import pytest
 import repro
 from conftest import Sandbox
 from repro import cli, paths
-from repro.config import config_hash, validate
+from repro.config import config_hash
+from repro import preflight
 
 REPO = paths.repo_root()
 BIN = Path(sys.executable).parent
@@ -123,9 +124,9 @@ def test_capture_ir_without_ir_is_refused_writing_nothing(tmp_path):
     assert "jax, torch_xla, torch_xla_compile" in proc.stderr and "run.capture_ir=false" in proc.stderr
     assert _files(tmp_path) == []
     with pytest.raises(repro.ConfigError, match="framework=torch_compile produces no IR"):
-        validate.plan(["framework=torch_compile", "run.capture_ir=true"])
+        preflight.plan(["framework=torch_compile", "run.capture_ir=true"])
     with pytest.raises(repro.ConfigError, match=r"progress.interval_s=0.0 must be > 0"):
-        validate.plan(["progress.interval_s=0"])
+        preflight.plan(["progress.interval_s=0"])
 
 
 def test_dry_run_lists_the_quickstart_jobs_and_writes_nothing(tmp_path):
@@ -133,7 +134,7 @@ def test_dry_run_lists_the_quickstart_jobs_and_writes_nothing(tmp_path):
     proc = subprocess.run(box.repro_cmd("+exp=quickstart", "--dry-run"), cwd=tmp_path, env=box.env(),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    plan = validate.plan(["+exp=quickstart", f"ledger.dir={box.ledger}"])
+    plan = preflight.plan(["+exp=quickstart", f"ledger.dir={box.ledger}"])
     lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
     assert len(lines) == len(plan.jobs) == 6
     assert proc.stdout.startswith("repro --dry-run: 6 job(s) planned, checked; nothing run or written")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from repro.config import ConfigError, plan
+from repro.config import ConfigError
+from repro.preflight import plan
 
 BAD = [
     (["framework=jaxx"], ["framework/jaxx", "jax", "torch", "torch_compile"]),

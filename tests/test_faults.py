@@ -243,7 +243,7 @@ def test_sigterm_right_after_started_ends_interrupted_and_closed(sandbox):
 INTERRUPT_INSIDE_AN_IMPORT = """
 import json, os, signal, sys, time
 from pathlib import Path
-from repro.config import plan
+from repro.preflight import plan
 from repro.config.schema import as_dict
 from repro.runner import cluster, launch, lifeline, seeding
 
@@ -294,7 +294,8 @@ def test_refused_by_the_cli_with_nothing_written(sandbox, override, message):
 
 
 def test_refused_places_and_names(tmp_path):
-    from repro.config import ConfigError, validate
+    from repro.config import ConfigError
+    from repro import preflight
 
     a_file = tmp_path / "a-file"
     a_file.write_text("")
@@ -306,7 +307,7 @@ def test_refused_places_and_names(tmp_path):
                  ("tracking.experiment=../../escaped", "not a plain name"), ("tracking.experiment=a/b", "not a plain name")]
         for override, message in cases:
             with pytest.raises(ConfigError, match=message):
-                validate.plan([*TINY, override])
+                preflight.plan([*TINY, override])
     assert list(tmp_path.iterdir()) == [a_file, read_only] or set(tmp_path.iterdir()) == {a_file, read_only}
 
 

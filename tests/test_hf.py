@@ -15,7 +15,8 @@ import pytest
 from flax import nnx
 
 from repro import models
-from repro.config import ConfigError, plan
+from repro.config import ConfigError
+from repro.preflight import plan
 from repro.config.spec import config_hash
 from repro.models.hf import CLASSES, flax_models
 

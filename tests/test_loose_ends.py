@@ -143,12 +143,13 @@ def test_recover_marks_a_lost_run_superseded_by_its_later_ok_run(tmp_path):
 def test_a_resumed_sweep_marks_the_lost_run_of_its_job_superseded(tmp_path):
     """The lost `started` record is the one a SIGKILLed parent leaves (a dead parent pid, the job's
     config hash); then `run.resume=true` runs that job for real."""
-    from repro.config import config_hash, validate
+    from repro.config import config_hash
+    from repro import preflight
     from repro.config.schema import as_dict
 
     sandbox = Sandbox(tmp_path)
     args = [*TINY, f"ledger.dir={sandbox.ledger}", "run.resume=true"]
-    chash = config_hash(as_dict(validate.plan(args).jobs[0]))
+    chash = config_hash(as_dict(preflight.plan(args).jobs[0]))
     ledger = Ledger(sandbox.ledger)
     lost = ledger.append({"kind": "run", "status": "started", "config_hash": chash, "parent": _dead_parent()})
     proc = sandbox.run(*TINY, "run.resume=true")

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from repro.backends.precision import jax_fp32_matmul, torch_fp32_matmul
-from repro.config import ConfigError, plan
+from repro.config import ConfigError
+from repro.preflight import plan
 
 POLICIES = ["fp32", "tf32", "bf16", "amp_bf16", "framework_default"]
 EXPECTED = {  # policy -> (jax matmul setting, torch matmul setting, param dtype, torch autocast)

@@ -23,7 +23,8 @@ import pytest
 
 from repro import backends, models
 from repro.backends.base import BuildContext
-from repro.config import ConfigError, config_hash, validate
+from repro.config import ConfigError, config_hash
+from repro import preflight
 from repro.config.schema import Config, as_dict, from_dict
 from repro.data import make_batches
 from repro.models import canonical
@@ -37,7 +38,7 @@ MEASURED_BOUNDS = {"resnet50": (5, 3e-3)}
 
 
 def resolved(*overrides: str) -> Config:
-    return validate.plan(["model.preset=tiny", "precision=fp32", "run.optimizer=sgd", "run.lr=0.001",
+    return preflight.plan(["model.preset=tiny", "precision=fp32", "run.optimizer=sgd", "run.lr=0.001",
                           *overrides]).jobs[0]
 
 

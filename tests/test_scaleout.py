@@ -10,7 +10,8 @@ import subprocess
 import pytest
 
 from conftest import free_port
-from repro.config import ConfigError, plan
+from repro.config import ConfigError
+from repro.preflight import plan
 from repro.config.schema import ClusterConfig
 from repro.runner import cluster
 

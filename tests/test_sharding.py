@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from repro.config import ConfigError, plan
+from repro.config import ConfigError
+from repro.preflight import plan
 
 LAYOUTS = ("none", "dp", "fsdp", "tp", "dp_tp")
 LOSS_RTOL = 1e-5  # reductions over shards run in another order than on one device

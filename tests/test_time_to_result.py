@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from conftest import Sandbox
-from repro.config import plan
+from repro.preflight import plan
 from repro.config.schema import as_dict
 from repro.runner import cluster, launch, seeding
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.config import ConfigError, config_hash, validate
+from repro.config import ConfigError, config_hash
+from repro import preflight
 from repro.config import spec
 from repro.config.schema import NON_SEMANTIC_KEYS, Config, as_dict, from_dict
 from repro.hashing import canonical_json
@@ -19,7 +20,7 @@ RUNS = [r for r in SHIPPED if "config" in r]
 
 
 def test_check_returns_a_typed_config():
-    (config,) = validate.plan(["model=vit", "run.steps=7"]).jobs
+    (config,) = preflight.plan(["model=vit", "run.steps=7"]).jobs
     assert isinstance(config, Config)
     assert (config.run.steps, config.model.name, config.model.impl, config.model.width) == (7, "vit", "native", 64)
     assert "mesh_by_framework" not in as_dict(config)["sharding"]  # read by check, not recorded
@@ -41,7 +42,7 @@ def test_shipped_config_round_trips_with_its_hash(record):
 
 
 def test_spec_json_bytes_round_trip():
-    for config in validate.plan(["+exp=sharding_cpu"]).jobs:
+    for config in preflight.plan(["+exp=sharding_cpu"]).jobs:
         d = as_dict(config)
         assert json.dumps(as_dict(from_dict(json.loads(json.dumps(d))))) == json.dumps(d)
 
@@ -55,7 +56,7 @@ def test_spec_json_bytes_round_trip():
 ])
 def test_a_bad_value_names_its_key_and_the_choices(args, message):
     with pytest.raises(ConfigError) as e:
-        validate.plan(args)
+        preflight.plan(args)
     assert str(e.value) == message
 
 
@@ -69,17 +70,17 @@ def test_a_bad_value_names_its_key_and_the_choices(args, message):
      "tracking.uri=sqlite:////tmp/m.db"],
 ])
 def test_a_sweeps_jobs_are_composed_as_hydra_composes_each(args):
-    """validate.plan composes once per set of group choices and applies value overrides to a
+    """preflight.plan composes once per set of group choices and applies value overrides to a
     copy (JobComposer); every job must equal Hydra's own full compose of its overrides."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     from repro import paths
 
-    planned = validate.plan(args)
+    planned = preflight.plan(args)
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
-        full = [as_dict(validate.check(compose("config", overrides=list(o)))) for o in planned.overrides]
+        full = [as_dict(preflight.check(compose("config", overrides=list(o)))) for o in planned.overrides]
     GlobalHydra.instance().clear()
     assert [as_dict(j) for j in planned.jobs] == full
     assert len({config_hash(c) for c in full}) == len(set(planned.overrides))
@@ -87,13 +88,13 @@ def test_a_sweeps_jobs_are_composed_as_hydra_composes_each(args):
 
 def test_a_misspelt_value_override_in_a_sweep_gets_hydras_message():
     with pytest.raises(ConfigError, match=r"run.stpes is not a config key: did you mean run.steps\?"):
-        validate.plan(["-m", "model=mlp", "run.seed=0,1", "run.stpes=3"])
+        preflight.plan(["-m", "model=mlp", "run.seed=0,1", "run.stpes=3"])
 
 
 PLAN_IN_A_FRESH_PROCESS = """
 import json, sys
-from repro.config import validate
-p = validate.plan(sys.argv[1:])
+from repro import preflight
+p = preflight.plan(sys.argv[1:])
 print(json.dumps({"hydra": "hydra" in sys.modules, "steps": [j.run.steps for j in p.jobs],
                   "ledgers": [j.ledger.dir for j in p.jobs], "overrides": p.overrides}))
 """

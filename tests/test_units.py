@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from repro.config import config_hash, plan
+from repro.config import config_hash
+from repro.preflight import plan
 from repro.runner import envcapture, gitinfo, measure, seeding
 
 

@@ -20,7 +20,8 @@ import pytest
 
 from conftest import Sandbox
 from repro import hardware, paths
-from repro.config import ConfigError, config_hash, plan
+from repro.config import ConfigError, config_hash
+from repro.preflight import plan
 from repro.ledger import Ledger
 from repro.report import audit, compare, comparison, stats
 from repro.runner import machine

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from repro.config import plan
+from repro.preflight import plan
 
 WORKLOADS = ("gemm", "ffn", "mha", "resnet50", "bert_base", "gpt2_small", "vit", "gpt_neo_1_3b", "llama3_8b")
 

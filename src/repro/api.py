@@ -7,7 +7,7 @@
 
 Keyword arguments are Hydra overrides (`group=option`, `dotted.key=value`; a list sweeps the
 key, as `a,b` does on the command line). The whole sweep is composed and checked first
-(`validate.plan`, as `repro` does): a bad config raises `ConfigError` naming the key and the
+(`preflight.plan`, as `repro` does): a bad config raises `ConfigError` naming the key and the
 fix, before anything runs or is written. Then each job runs through `run_job` in a fresh
 worker process, into the same ledger and MLflow store as `repro` would use.
 """
@@ -52,7 +52,7 @@ def run_jobs(plan, session) -> list[dict]:
     from repro.runner.job import run_job
     from repro.sweeper import repeat_of
 
-    jobs = list(zip(plan.jobs, plan.overrides))  # repeats included, interleaved (validate.plan)
+    jobs = list(zip(plan.jobs, plan.overrides))  # repeats included, interleaved (preflight.plan)
     repeats = plan.jobs[0].run.repeats
     try:
         for job, (config, overrides) in enumerate(jobs):
@@ -73,13 +73,13 @@ def run_plan(plan) -> list[dict]:
 def run(**overrides: Any) -> dict:
     """One run; returns its `finished` ledger record (status ok, failed, oom, killed...); with
     run.repeats=N it runs N times and returns the first repeat's record (all are in the ledger)."""
-    from repro.config import validate
+    from repro import preflight
 
     swept = [key for key, value in overrides.items() if isinstance(value, (list, tuple))]
     if swept:
         raise ConfigError(f"repro.run runs one job, but {', '.join(swept)} is a list (a sweep); "
                           "use repro.sweep(...) for several")
-    plan = validate.plan(_overrides(overrides))
+    plan = preflight.plan(_overrides(overrides))
     if plan.multirun or len(plan.jobs) != plan.jobs[0].run.repeats:  # e.g. an exp that sweeps
         raise ConfigError(f"repro.run runs one job, but {' '.join(_overrides(overrides))} plans "
                           f"{len(plan.jobs)} jobs (a sweep); use repro.sweep(...) for several")
@@ -88,10 +88,10 @@ def run(**overrides: Any) -> dict:
 
 def sweep(exp: str | None = None, **overrides: Any) -> list[dict]:
     """Every job of `+exp=EXP` (or of the swept overrides); returns their records in job order."""
-    from repro.config import validate
+    from repro import preflight
 
     args = ([f"+exp={exp}"] if exp else []) + _overrides(overrides)
-    return run_plan(validate.plan(["--multirun", *args]))
+    return run_plan(preflight.plan(["--multirun", *args]))
 
 
 def compare(*ids: str, sweep: str | None = None, experiment: str | None = None, ledger: str = "ledger",

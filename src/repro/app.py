@@ -12,7 +12,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from repro import paths
-from repro.config import validate
+from repro import preflight
 from repro.sweeper import repeat_of
 
 
@@ -21,7 +21,7 @@ def task(cfg: DictConfig) -> dict:
     from repro.session import HYDRA, Session
 
     hc = HydraConfig.get()
-    config = validate.check(cfg)
+    config = preflight.check(cfg)
     session = HYDRA.session
     multirun = str(hc.mode) == "RunMode.MULTIRUN"
     if session is None:

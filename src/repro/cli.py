@@ -271,11 +271,12 @@ def _plus_groups(words: str) -> str:
 # ---- experiments ---------------------------------------------------------------------------
 
 def _checked_plan(argv: list[str]):
-    """Every job of the command line composed and checked (validate.plan), or None having said why."""
-    from repro.config import ConfigError, validate
+    """Every job of the command line composed and checked (preflight.plan), or None having said why."""
+    from repro.config import ConfigError
+    from repro import preflight
 
     try:
-        return validate.plan(argv)
+        return preflight.plan(argv)
     except (ConfigError, FileNotFoundError) as e:
         _die(f"invalid config, nothing was run:\n  {e}")
         return None

@@ -12,7 +12,8 @@ import sys
 import yaml
 from omegaconf import OmegaConf
 
-from repro.config import ConfigError, validate
+from repro.config import ConfigError
+from repro import preflight
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,11 +23,11 @@ def main(argv: list[str] | None = None) -> int:
         params = yaml.safe_load(f)
     params.pop("hydra", None)
     try:
-        config = validate.check(OmegaConf.create(params))
+        config = preflight.check(OmegaConf.create(params))
         from repro import hardware
 
         hardware.check_all([config.hardware])
-        validate.check_data([config])
+        preflight.check_data([config])
     except ConfigError as e:
         print(f"repro: invalid config in {path}, nothing was run:\n  {e}", file=sys.stderr)
         return 2
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from repro.sweeper import interleave
 
     repeats = config.run.repeats
-    records = run_plan(validate.Plan(multirun=False, jobs=tuple(interleave((config,), repeats)),
+    records = run_plan(preflight.Plan(multirun=False, jobs=tuple(interleave((config,), repeats)),
                                      overrides=tuple(interleave(((f"dvc:{path}",),), repeats))))
     return 0 if all(r["status"] == "ok" for r in records) else 1
 

@@ -38,7 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 import importlib
 
 from repro import paths
-from repro.config import validate
+from repro import preflight
 from repro.config.schema import Config, as_dict
 from repro.runner.envcapture import redact
 from repro.tracking import failure_line
@@ -55,7 +55,7 @@ CLOSING_MODULES = ("repro.report.comparison", "repro.report.table", "repro.repor
 SESSION_FILE = "repro_session.json"
 
 class Session:
-    def __init__(self, primary: Config, multirun: bool, plan: validate.Plan | None = None,
+    def __init__(self, primary: Config, multirun: bool, plan: preflight.Plan | None = None,
                  shared: dict | None = None):
         """`plan`: the checked sweep (its job count and swept keys); `shared`: the identity of a
         session opened by another process (see `attach`)."""
@@ -93,12 +93,12 @@ class Session:
         _say_last_projection_failure(self.ledger_dir)
 
     @classmethod
-    def open(cls, config: DictConfig, multirun: bool, plan: validate.Plan | None = None) -> "Session":
+    def open(cls, config: DictConfig, multirun: bool, plan: preflight.Plan | None = None) -> "Session":
         """The session of a Hydra run or multirun, `plan` its checked jobs (None: checked here)."""
         if plan and plan.jobs:  # already checked; the config before sweep overrides may be no job at all
             primary = plan.jobs[0]
         else:
-            primary = validate.check(OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"]))
+            primary = preflight.check(OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"]))
         # A single run with run.repeats > 1 is a sweep of its repeats: an MLflow parent and children.
         session = cls(primary, multirun or primary.run.repeats > 1, plan)
         launcher = str(config.hydra.launcher.get("_target_", "")) if "hydra" in config else ""
@@ -384,7 +384,7 @@ class HydraSweep:
     """What crosses Hydra's boundary during one `hydra_main()`: the plan the caller checked (in)
     and the session the callback opens (out, with its records and failures once closed)."""
 
-    plan: validate.Plan | None = None
+    plan: preflight.Plan | None = None
     session: Session | None = None
 
     def close(self, interrupted: bool = False) -> list[dict]:
@@ -403,7 +403,7 @@ HYDRA = HydraSweep()
 
 
 @contextmanager
-def hydra_sweep(plan: validate.Plan | None) -> Iterator[HydraSweep]:
+def hydra_sweep(plan: preflight.Plan | None) -> Iterator[HydraSweep]:
     """`with hydra_sweep(plan) as sweep: hydra_main()`; then `sweep.session` is the closed session.
     The slot is emptied on the way out."""
     HYDRA.plan, HYDRA.session = plan, None

@@ -6,7 +6,7 @@ sweepers only from its plugin namespace; conf/hydra/sweeper/repeat.yaml, chosen 
 conf/config.yaml's defaults) keeps that order and runs the whole list `run.repeats` times,
 A B C, A B C, ..., so slow drift of the machine hits every config alike. A repeat is the
 same config: the job composes identically, and its repeat index follows from its job number
-(`repeat_of`). `validate.plan()` orders its preflight jobs with the same `interleave`.
+(`repeat_of`). `preflight.plan()` orders its preflight jobs with the same `interleave`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
-"""Config: the schema (dataclasses), checks before running, and a run's identity hash.
+"""Config: the schema (dataclasses) and a run's identity hash; the compose cache.
 
-Names load on first use: the worker imports `repro.config.schema` alone, and must not pay for
-OmegaConf and Hydra (`validate`), which only the parent uses.
+The checks that turn a composed config into a checked one live one floor up, in
+`repro.preflight`. Names load on first use: the worker imports `repro.config.schema` alone.
 """
 
 import importlib
 
-_NAMES = {"ConfigError": "schema", "config_hash": "spec", "semantic": "spec",
-          "Plan": "validate", "check": "validate", "plan": "validate"}
+_NAMES = {"ConfigError": "schema", "config_hash": "spec", "semantic": "spec"}
 
 __all__ = list(_NAMES)
 

@@ -6,7 +6,7 @@ depends only on the config files (conf/ and the installed Hydra plugins' configs
 command line and the versions of Hydra, OmegaConf and repro's composing code, so its output
 (each job's composed config, unresolved, and the launcher and mode the top-level config names)
 is kept under that key in `$XDG_CACHE_HOME/repro/compose/`. Interpolations (`${oc.env:...}`)
-are resolved afterwards, by `validate.check`, on every run, as are all checks that depend on
+are resolved afterwards, by `preflight.check`, on every run, as are all checks that depend on
 the machine. A cache entry that cannot be read is a miss; one that cannot be written is skipped.
 """
 
@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from repro import paths
 
 KEEP = 500  # entries; the oldest beyond it are removed when one is written
-FORMAT = 1  # bump when what validate._compose returns changes shape or meaning
+FORMAT = 1  # bump when what preflight.checks._compose returns changes shape or meaning
 PACKAGES = ("hydra-core", "omegaconf", "hydra-submitit-launcher", "hydra-joblib-launcher")
 
 
@@ -39,7 +39,7 @@ PLACEHOLDER = "repro-compose-placeholder-{}"
 
 
 def _placed(arg: str) -> tuple[str, str] | None:
-    """(key, value) of an override `validate.plan` may compose with a placeholder for its value."""
+    """(key, value) of an override `preflight.plan` may compose with a placeholder for its value."""
     found = PLACED.match(arg)
     if not found or found[2].lower() in NOT_A_STRING:
         return None

@@ -1,6 +1,6 @@
 """The structured schema of a run's config: one dataclass per config group.
 
-Migration note (typed config, issue 19): `validate.check()` returns a `Config`; read the live
+Migration note (typed config, issue 19): `preflight.check()` returns a `Config`; read the live
 config of a run by attribute: `config.run.steps`, `config.model.name`, `config.tracking.uri`.
 The dict for hashing, the ledger's `config` and `spec.json` is `as_dict(config)`, and a dict
 from spec.json or a record becomes a `Config` again with `from_dict(d)`. Ledger records and
@@ -8,7 +8,7 @@ from spec.json or a record becomes a `Config` again with `from_dict(d)`. Ledger 
 are its metadata (`choice(...)`, `positive(...)`, `non_negative(...)`), read by the checker.
 
 conf/ holds the yaml choices; these dataclasses type and check them. They are applied by
-`validate.check()` right after Hydra composes a job, not through a ConfigStore schema in
+`preflight.check()` right after Hydra composes a job, not through a ConfigStore schema in
 the defaults list, because DVC's Hydra integration (`dvc exp run -S ...`) composes conf/ in
 its own process, where our ConfigStore entries would not exist. Misspelt keys are already
 refused by Hydra's struct mode during composition; types and values are refused here.
@@ -44,7 +44,7 @@ class ConfigError(ValueError):
 
 
 def choice(default: str, allowed: tuple[str, ...]) -> Any:
-    """A field whose value must be one of `allowed` (`validate.check` refuses others, naming them)."""
+    """A field whose value must be one of `allowed` (`preflight.check` refuses others, naming them)."""
     return field(default=default, metadata={"choices": allowed})
 
 
@@ -86,7 +86,7 @@ class ShardingConfig:
     mesh: Dict[str, int] = field(default_factory=dict)
     # framework name -> layout -> mesh, replacing `mesh` for that framework's runs of that
     # layout (JAX's simulated CPU devices are cheap where torch's ranks are processes).
-    # Read by `validate.check` (which sets `mesh`), so no part of the run's record (`record: False`).
+    # Read by `preflight.check` (which sets `mesh`), so no part of the run's record (`record: False`).
     mesh_by_framework: Dict[str, Dict[str, Dict[str, int]]] = field(default_factory=dict, metadata={"record": False})
 
 

@@ -156,13 +156,13 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from repro.config import validate
+    from repro import preflight
 
     try:
         if args.tracking_uri:
-            validate.check_tracking_uri(args.tracking_uri)
+            preflight.check_tracking_uri(args.tracking_uri)
         if args.experiment:
-            validate.check_experiment_name(args.experiment)
+            preflight.check_experiment_name(args.experiment)
     except ConfigError as e:
         print(f"repro sync: {e}", file=sys.stderr)
         return 2
