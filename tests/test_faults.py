@@ -160,7 +160,7 @@ sys.exit("the projection ended before Ctrl-C came")
     # In a fresh process, as a user's next command would be: the run was cut short, and sync replaces it.
     check = subprocess.run([sys.executable, "-c", f"""
 from repro.tracking.mlflow_tracker import Tracker
-from repro.tracking.sync import sync_store
+from repro.tracking.drain import sync_store
 import json, sys
 record = json.load(open(sys.argv[1]))
 tracker = Tracker("{store}", "ctrl-c")

@@ -36,7 +36,9 @@ def _overrides(overrides: dict[str, Any]) -> list[str]:
 def runs_here(plan) -> bool:
     """The plan's jobs run in this process, one after the other (Hydra's BasicLauncher), so they
     can run from its composed configs (`run_plan`): no second compose by Hydra."""
-    return not plan.launcher or plan.launcher.endswith("BasicLauncher")
+    from repro.launchers import Launcher
+
+    return Launcher.of(plan.launcher).runs_here
 
 
 def plan_session(plan):
@@ -56,7 +58,7 @@ def run_jobs(plan, session) -> list[dict]:
     repeats = plan.jobs[0].run.repeats
     try:
         for job, (config, overrides) in enumerate(jobs):
-            session.upcoming = jobs[job + 1][0] if job + 1 < len(jobs) else None  # its worker starts early
+            session.warm.upcoming = jobs[job + 1][0] if job + 1 < len(jobs) else None  # its worker starts early
             extra = {"repeat": repeat_of(job, len(jobs), repeats, session.sweep_id)} if repeats > 1 else None
             run_job(config, session, job, list(overrides), extra=extra, name=session.run_name(config, overrides))
     except BaseException as e:  # what was recorded stays recorded; the MLflow parent run is ended
@@ -74,11 +76,13 @@ def run(**overrides: Any) -> dict:
     """One run; returns its `finished` ledger record (status ok, failed, oom, killed...); with
     run.repeats=N it runs N times and returns the first repeat's record (all are in the ledger)."""
     from repro import preflight
+    from repro.runner import snapshot
 
     swept = [key for key, value in overrides.items() if isinstance(value, (list, tuple))]
     if swept:
         raise ConfigError(f"repro.run runs one job, but {', '.join(swept)} is a list (a sweep); "
                           "use repro.sweep(...) for several")
+    snapshot.use(snapshot.take())  # the run's code and conf/ as they are now
     plan = preflight.plan(_overrides(overrides))
     if plan.multirun or len(plan.jobs) != plan.jobs[0].run.repeats:  # e.g. an exp that sweeps
         raise ConfigError(f"repro.run runs one job, but {' '.join(_overrides(overrides))} plans "
@@ -89,8 +93,10 @@ def run(**overrides: Any) -> dict:
 def sweep(exp: str | None = None, **overrides: Any) -> list[dict]:
     """Every job of `+exp=EXP` (or of the swept overrides); returns their records in job order."""
     from repro import preflight
+    from repro.runner import snapshot
 
     args = ([f"+exp={exp}"] if exp else []) + _overrides(overrides)
+    snapshot.use(snapshot.take())  # the sweep's code and conf/ as they are now, whatever is edited meanwhile
     return run_plan(preflight.plan(["--multirun", *args]))
 
 

@@ -18,7 +18,8 @@ from repro.sweeper import repeat_of
 
 def task(cfg: DictConfig) -> dict:
     from repro.runner.job import run_job
-    from repro.session import HYDRA, Session
+    from repro.hydra_slot import HYDRA
+    from repro.session import Session
 
     hc = HydraConfig.get()
     config = preflight.check(cfg)

@@ -311,10 +311,13 @@ def _interrupted(recorded: int) -> None:
 
 
 def run_experiment(argv: list[str]) -> int:
-    from repro.session import hydra_sweep
+    from repro.hydra_slot import hydra_sweep
+
+    from repro.runner import snapshot
 
     plan = None
     if not any(a.split("=")[0] in HYDRA_INFO_FLAGS for a in argv):
+        snapshot.use(snapshot.take())  # the sweep runs code and conf/ as they are now, whatever is edited meanwhile
         plan = _checked_plan(argv)
         if plan is None:
             return EXIT_CONFIG_ERROR

@@ -9,7 +9,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from repro.runner import hydra_dirs
-from repro.session import HYDRA, Session
+from repro.hydra_slot import HYDRA
+from repro.session import Session
 
 
 class SweepCallback(Callback):

@@ -20,7 +20,16 @@ def repo_root() -> Path:
     return root
 
 
-def conf_dir() -> Path:
+def _snapshot() -> Path | None:
+    """The sweep snapshot this process runs (runner/snapshot.py sets REPRO_SNAPSHOT), if any."""
+    root = os.environ.get("REPRO_SNAPSHOT")
+    return Path(root) if root else None
+
+
+def conf_dir(checkout: bool = False) -> Path:
+    """conf/: the running sweep's snapshot of it, or (`checkout`, or no snapshot) the checkout's."""
+    if not checkout and (snap := _snapshot()):
+        return snap / "conf"
     path = repo_root() / "conf"
     if not path.is_dir():
         raise FileNotFoundError(
@@ -30,7 +39,10 @@ def conf_dir() -> Path:
     return path
 
 
-def src_dir() -> Path:
+def src_dir(checkout: bool = False) -> Path:
+    """The folder repro is imported from: the running sweep's snapshot of it, or the checkout's."""
+    if not checkout and (snap := _snapshot()):
+        return snap / "src"
     return Path(__file__).resolve().parents[1]
 
 

@@ -151,6 +151,10 @@ class RunConfig:
 class TrackingConfig:
     uri: str = ""
     experiment: str = "repro"
+    # a run's measured steps wait at most this long for an MLflow projector at work on the machine
+    projector_wait_s: float = positive(30.0)
+    # a job run in a launcher's own process (submitit, SLURM) projects its run for at most this long
+    inline_drain_s: float = positive(120.0)
 
 
 @dataclass

@@ -149,14 +149,14 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
         place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
         python = (place or {}).get("python") or config.framework.python
         env_hash = envs_runs.record_hash(ledger.root, python)
-        warm = session.take_warm(python, env, (place or {}).get("src"), config.framework.backend)  # started while the last job ended
+        warm = session.warm.take(python, env, (place or {}).get("src"), config.framework.backend)  # started while the last job ended
         run_dir = warm.run_dir if warm else make_run_dir()
         session.display.job_started(job, name, config.run.steps)
 
         def on_event(ev: dict) -> None:
             session.display.event(job, ev)
             if ev["event"] == "measure_end" and not config.run.profile:  # profiled steps come after it
-                session.warm_next()
+                session.warm.start_next()
 
         outcome = _run_worker(config, chash, rdzv, run_dir, env, on_event, place,
                               lambda: session.prepare_tracking(config), warm)  # while the worker starts
@@ -182,6 +182,8 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
             record = _finished_record(base, started, outcome, config.tracking)
             if "environment" in record and env_hash:  # the whole environment, kept once in <ledger>/envs/
                 record["environment"]["env_hash"] = env_hash
+            if session.beside:  # its measured steps ran beside an MLflow projector (waited for, in vain)
+                record.setdefault("machine", {})["beside_projector"] = session.beside
             final, written = _append_finished(ledger, reserved, record, session, name)
         finally:
             if interrupted:
@@ -191,11 +193,10 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
         session.finished(final)
         if written and final["status"] == "ok" and config.run.resume:
             _supersede_lost(ledger, final)
-        if written and ended:  # SLURM kills what is left after KillWait: MLflow (seconds) waits for `repro sync`
-            session.pending += 1
-        elif written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
+        if written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
+            # SLURM kills what is left after KillWait: handed over, not drained (`repro sync` finishes it)
             session.project(final, outcome.events.get("result", {}).get("ir_files", []),
-                            run_dir / "worker.log" if run_dir else None)
+                            run_dir / "worker.log" if run_dir else None, drain=not ended)
     finally:
         if run_dir:
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -33,6 +34,10 @@ LOCK = ".lock"
 LOG = "projector.log"
 FAILED = "failed.json"  # the projector's last failure, shown by the next session and `repro sync`
 SWEEP_PREFIX = "sweep-"
+REJECTED = "rejected"  # malformed entries, set aside with their reason (never fatal to the others)
+REASON = "reason.txt"
+TOLD = ".told"  # in a rejected entry: a command has named it once
+KINDS = ("run", "sweep")
 
 
 def folder(ledger_root: str | Path) -> Path:
@@ -45,9 +50,11 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def add_run(ledger_root: str | Path, record_id: str, files: list[str] = (), worker_log: Path | None = None) -> Path:
+def add_run(ledger_root: str | Path, record_id: str, files: list[str] = (), worker_log: Path | None = None,
+            owner: dict | None = None) -> Path:
     """A finished run's entry: the files its MLflow run gets beside the record (copied, since the
-    run's temp folder is removed when the job ends)."""
+    run's temp folder is removed when the job ends); `owner`: its sweep's process, which its
+    sweep's parent run is tagged with (`repro sync` closes that parent once the process is gone)."""
     entry = folder(ledger_root) / record_id
     (entry / "ir").mkdir(parents=True, exist_ok=True)
     if worker_log and Path(worker_log).exists():
@@ -57,18 +64,19 @@ def add_run(ledger_root: str | Path, record_id: str, files: list[str] = (), work
         if Path(f).is_file():
             shutil.copyfile(f, entry / "ir" / Path(f).name)
             names.append(Path(f).name)
-    _write_json(entry / ENTRY, {"kind": "run", "id": record_id, "ir": names})
+    _write_json(entry / ENTRY, {"kind": "run", "id": record_id, "ir": names, **({"owner": owner} if owner else {})})
     return entry
 
 
-def add_tags(ledger_root: str | Path, record_id: str, tags: dict[str, str]) -> bool:
-    """Tags for a run not yet projected (a replay's verdict); False where its entry is gone."""
+def add_tags(ledger_root: str | Path, record_id: str, tags: dict[str, str]) -> None:
+    """Tags for a run's MLflow run, added after it was recorded (a replay's verdict): kept with
+    its entry, or, where that was projected already, in a new entry (the drain finds the run
+    complete in MLflow and adds the tags alone)."""
     entry = folder(ledger_root) / record_id
     if not (entry / ENTRY).exists():
-        return False
+        entry = add_run(ledger_root, record_id)
     old = json.loads((entry / TAGS).read_text()) if (entry / TAGS).exists() else {}
     _write_json(entry / TAGS, {**old, **tags})
-    return True
 
 
 def add_sweep(ledger_root: str | Path, sweep_id: str, info: dict) -> Path:
@@ -80,19 +88,85 @@ def add_sweep(ledger_root: str | Path, sweep_id: str, info: dict) -> Path:
     return entry
 
 
+def _malformed(data, tags) -> str | None:
+    """Why an entry's content cannot be projected (None: it can)."""
+    if not isinstance(data, dict):
+        return f"{ENTRY} holds a JSON {type(data).__name__}, not an object"
+    if data.get("kind") not in KINDS:
+        return f"{ENTRY} has kind {data.get('kind')!r}, not one of {', '.join(KINDS)}"
+    if not isinstance(data.get("id"), str) or not data["id"]:
+        return f"{ENTRY} names no id (a {data['kind']} entry needs the ledger id it projects)"
+    if data["kind"] == "run" and not all(isinstance(n, str) for n in data.get("ir") or []):
+        return f"{ENTRY}'s ir is not a list of file names"
+    if data["kind"] == "sweep" and not isinstance(data.get("status"), str):
+        return f"{ENTRY} of a sweep has no status"
+    if tags is not None and not (isinstance(tags, dict) and all(isinstance(v, str) for v in tags.values())):
+        return f"{TAGS} is not an object of string tags"
+    return None
+
+
+def reject(entry: Path, why: str) -> Path:
+    """Set a malformed entry aside, with its reason, under `rejected/` (kept, never projected)."""
+    to = entry.parent / REJECTED / f"{entry.name}-{int(time.time())}"
+    to.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(entry, to)
+    (to / REASON).write_text(why + "\n")
+    return to
+
+
 def entries(ledger_root: str | Path) -> list[tuple[Path, dict]]:
-    """The complete entries: runs first (a sweep's parent closes after its children), oldest first."""
+    """The complete entries: runs first (a sweep's parent closes after its children), oldest first.
+    An entry still being written (no entry.json yet) is left alone; a malformed one is set aside
+    (`reject`), so that it stops no other."""
     base = folder(ledger_root)
     found = []
     for entry in base.iterdir() if base.is_dir() else []:
+        if entry.name == REJECTED or not (entry / ENTRY).is_file():
+            continue
         try:
             data = json.loads((entry / ENTRY).read_text())
-            if (entry / TAGS).exists():
-                data["tags"] = json.loads((entry / TAGS).read_text())
-            found.append((entry.stat().st_mtime, data["kind"] != "run", entry, data))
-        except (OSError, ValueError, KeyError):
-            continue  # being written, or not an entry
+            tags = json.loads((entry / TAGS).read_text()) if (entry / TAGS).exists() else None
+            why = _malformed(data, tags)
+        except ValueError as e:  # written by rename, so never half-written: damaged
+            data, tags, why = None, None, f"not JSON: {e}"
+        except OSError:
+            continue  # gone meanwhile (another drain finished it)
+        if why:
+            try:
+                reject(entry, why)
+            except OSError:
+                pass  # another drain set it aside first
+            continue
+        if tags is not None:
+            data["tags"] = tags
+        found.append((entry.stat().st_mtime, data["kind"] != "run", entry, data))
     return [(entry, data) for _, _, entry, data in sorted(found, key=lambda t: (t[1], t[0]))]
+
+
+def rejected(ledger_root: str | Path, untold: bool = False) -> list[tuple[Path, str]]:
+    """The entries set aside, with their reasons (`untold`: only those no command has named yet)."""
+    base = folder(ledger_root) / REJECTED
+    found = []
+    for entry in sorted(base.iterdir()) if base.is_dir() else []:
+        if untold and (entry / TOLD).exists():
+            continue
+        try:
+            found.append((entry, (entry / REASON).read_text().strip()))
+        except OSError:
+            found.append((entry, "(no reason kept)"))
+    return found
+
+
+def rejected_line(ledger_root: str | Path, untold: bool = False) -> str | None:
+    """One line naming the entries set aside (marking them told), or None where there are none."""
+    found = rejected(ledger_root, untold)
+    if not found:
+        return None
+    for entry, _ in found:
+        (entry / TOLD).touch()
+    first, why = found[0]
+    return (f"{len(found)} malformed MLflow hand-over entr{'y was' if len(found) == 1 else 'ies were'} set aside in "
+            f"{first.parent} ({first.name}: {why}); the runs are in the ledger and `repro sync` puts them into MLflow")
 
 
 def done(entry: Path) -> None:
@@ -133,11 +207,74 @@ def machine_lock() -> Path:
     return path
 
 
-def wait_for_projectors() -> None:
-    """Return once no projector on this machine is at work (each holds `machine_lock` shared)."""
+def _registry() -> Path:
+    return machine_lock().parent / "projectors"
+
+
+@contextmanager
+def at_work(ledger_root: str | Path) -> Iterator[None]:
+    """A projector says who it is while it works (pid, ledger, since), for a waiting command to name."""
+    me = _registry() / f"{os.getpid()}.json"
+    me.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(me, {"pid": os.getpid(), "ledger": str(Path(ledger_root).resolve()), "since": time.time()})
+    try:
+        yield
+    finally:
+        me.unlink(missing_ok=True)
+
+
+def projectors_at_work() -> list[dict]:
+    """The projectors on this machine that said so and are still alive (a killed one leaves its file)."""
+    import psutil
+
+    found = []
+    for path in _registry().glob("*.json") if _registry().is_dir() else []:
+        try:
+            info = json.loads(path.read_text())
+            if psutil.Process(info["pid"]).create_time() <= info["since"] + 1:
+                found.append(info)
+                continue
+        except (OSError, ValueError, KeyError, psutil.Error):
+            pass
+        path.unlink(missing_ok=True)
+    return sorted(found, key=lambda i: i["since"])
+
+
+def wait_for_projectors(limit_s: float, say, tell_after_s: float = 2.0, poll_s: float = 0.1) -> dict | None:
+    """Wait, at most `limit_s`, until no projector on this machine is at work (each holds
+    `machine_lock` shared while it works); after `tell_after_s`, `say` which one and since when.
+    Returns None once none is at work, else the one still at work when the wait gave up (the
+    measured steps then run beside it, and the record says so). Polls a non-blocking lock: a
+    blocking flock cannot be given a time limit."""
+    start = time.monotonic()
+    told = False
     with open(machine_lock(), "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        fcntl.flock(f, fcntl.LOCK_UN)
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(f, fcntl.LOCK_UN)
+                return None
+            except BlockingIOError:
+                pass
+            waited = time.monotonic() - start
+            if waited >= tell_after_s and not told:
+                told = True
+                who = (projectors_at_work() or [{}])[0]
+                say(f"waiting for the MLflow projector {_who(who)} to finish before the measured steps "
+                    f"(at most {limit_s:g} s: tracking.projector_wait_s)")
+            if waited >= limit_s:
+                who = (projectors_at_work() or [{}])[0]
+                say(f"the MLflow projector {_who(who)} is still at work after {limit_s:g} s: the measured steps "
+                    "run beside it (the record says so)")
+                return {**who, "waited_s": round(waited, 1)}
+            time.sleep(poll_s)
+
+
+def _who(info: dict) -> str:
+    if not info:
+        return "(its pid is not known)"
+    return (f"pid {info['pid']} (ledger {info['ledger']}, at work since "
+            f"{time.strftime('%H:%M:%S', time.localtime(info['since']))})")
 
 
 def start_projector(ledger_root: str | Path, wait_for_stores: bool = False, timeout_s: float = 120) -> int:
@@ -168,6 +305,36 @@ def start_projector(ledger_root: str | Path, wait_for_stores: bool = False, time
         select.select([ready_read], [], [], timeout_s)
         os.close(ready_read)
     return proc.pid  # our copies of the lock files are closed: the locks are the projector's alone
+
+
+def drain_inline(ledger_root: str | Path, timeout_s: float, say) -> bool:
+    """The projector run here, to its end or at most `timeout_s` (then killed: what it did not
+    write waits for the next drain or `repro sync`), for a job whose process a launcher started
+    (submitit, SLURM), where no command outlives it to start one detached. True where it ended
+    with nothing left; never raises."""
+    base = folder(ledger_root)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        with open(base / LOG, "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "repro.tracking.projector", str(Path(ledger_root))],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            return proc.wait(timeout=timeout_s) == 0
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            say(f"MLflow: the projection of this job's run took over {timeout_s:g} s and was stopped; "
+                "`repro sync` finishes it (log: " + str(base / LOG) + ")")
+            return False
+    except OSError as e:
+        say(f"MLflow: this job's run could not be projected ({e}); `repro sync` puts it into MLflow")
+        return False
+
+
+def leftovers(ledger_root: str | Path) -> int:
+    """Entries an earlier command handed over that no projector is at work on (one was killed,
+    or its machine went down): the next projector, or `repro sync`, writes them."""
+    return 0 if busy(ledger_root) else len(entries(ledger_root))
 
 
 def new_sqlite_store(uri: str) -> bool:
@@ -217,3 +384,24 @@ def last_failure(ledger_root: str | Path) -> dict | None:
     """The background projection's last failure, while entries wait and no projector is at work."""
     failed = recorded_failure(ledger_root)
     return failed if failed and entries(ledger_root) and not busy(ledger_root) else None
+
+
+def news(ledger_root: str | Path) -> list[str]:
+    """What a new command says of the MLflow hand-over an earlier one left on this ledger: a
+    projection that failed, entries a projector that ended early (killed, its machine down) left
+    waiting, entries set aside as malformed (named once)."""
+    from repro.runner.envcapture import redact
+
+    lines = []
+    waiting = 0 if busy(ledger_root) else len(entries(ledger_root))
+    if waiting and (failed := recorded_failure(ledger_root)):
+        lines.append(f"MLflow at {redact(failed['uri'])} (experiment {failed['experiment']!r}) failed while the last "
+                     f"projection wrote to it: {failed['error']}. {failed['runs']} entries are only in the ledger; "
+                     "once the store works, `repro sync` puts them into MLflow")
+    elif waiting:
+        lines.append(f"{waiting} entr{'y' if waiting == 1 else 'ies'} an earlier command handed to MLflow "
+                     f"{'is' if waiting == 1 else 'are'} not there yet (its projector ended before writing them): "
+                     "this command's projector writes them, or `repro sync` now")
+    if line := rejected_line(ledger_root, untold=True):
+        lines.append(line)
+    return lines

@@ -17,8 +17,6 @@ from collections import defaultdict
 
 from repro.config import ConfigError
 from repro.ledger import Ledger, LedgerError
-from repro.ledger.state import state_of
-from repro.runner import lifeline
 from repro.runner.envcapture import redact
 from repro.tracking import failure_line
 
@@ -37,75 +35,6 @@ def _heads(ledger: Ledger) -> tuple[list[dict], dict[str, dict]]:
     return heads, head_of
 
 
-def _ended(record: dict) -> bool:
-    return record["status"] != "started"
-
-
-def _lost(record: dict) -> bool:
-    return state_of(record).name == "lost"
-
-
-def sync_store(tracker, heads: list[dict], head_of: dict[str, dict]) -> dict[str, int]:
-    """Put `heads` (runs of one store and experiment) into it; close what was left RUNNING."""
-    from repro.report.varied import run_name  # `repro sync` names a run as the sweep that made it did
-    from repro.tracking.project import COMPLETE_TAG, close_parent, project_run, sweep_parent
-
-    counts = {"pushed": 0, "replaced": 0, "closed": 0, "present": 0}
-    existing = {run.data.tags["repro.ledger_id"]: run for run in tracker.find_runs("repro.ledger_id")}
-    parents: dict[str, str] = {}
-    replaced = set()
-    for head in filter(_ended, heads):
-        run = existing.get(head["id"])
-        if run is not None and run.data.tags.get(COMPLETE_TAG) == "complete":
-            counts["present"] += 1
-            continue
-        if run is not None:  # cut short (Ctrl-C, a store that failed halfway): replaced whole
-            tracker.client.delete_run(run.info.run_id)
-            replaced.add(run.info.run_id)
-            counts["replaced"] += 1
-        sweep = head.get("sweep") or {}
-        parent = None
-        if sweep.get("multirun"):
-            if sweep["id"] not in parents:
-                parents[sweep["id"]] = sweep_parent(tracker, sweep, head.get("git") or {})
-            parent = parents[sweep["id"]]
-        project_run(tracker, head, run_name(head, sweep.get("swept") or []), parent)
-        counts["pushed"] += 1
-    for ledger_id, run in existing.items():  # left RUNNING: its chain has ended since, or was lost
-        head = head_of.get(ledger_id)
-        if run.info.status != "RUNNING" or head is None or run.info.run_id in replaced:
-            continue
-        if _ended(head) and head["id"] != ledger_id:
-            tracker.end(run.info.run_id, head["status"])
-        elif _lost(head):
-            tracker.end(run.info.run_id, "killed")
-        else:
-            continue
-        counts["closed"] += 1
-    by_sweep = defaultdict(list)
-    for head in heads:
-        by_sweep[(head.get("sweep") or {}).get("id")].append(head)
-    for run in tracker.find_runs("repro.sweep_id"):
-        runs = by_sweep.get(run.data.tags["repro.sweep_id"], [])
-        if run.info.status != "RUNNING" or "mlflow.parentRunId" in run.data.tags or not runs:
-            continue
-        owner = {k: _number(run.data.tags.get(f"repro.sweep_{k}")) for k in ("host", "pid", "create_time")}
-        if owner["host"] and not lifeline.is_gone(owner):
-            continue  # the sweep is still going
-        if not owner["host"] and not all(_ended(h) or _lost(h) for h in runs):
-            continue
-        close_parent(tracker, run.info.run_id, runs, "ok" if all(h["status"] == "ok" for h in runs) else "failed")
-        counts["closed"] += 1
-    return counts
-
-
-def _number(text: str | None):
-    try:
-        return float(text) if "." in text else int(text)
-    except (TypeError, ValueError):
-        return text
-
-
 def sync(ledger_dir: str, tracking_uri: str | None = None, experiment: str | None = None) -> dict[str, int]:
     """Under the ledger's projection lock (a background projector still at work finishes first)."""
     from repro.tracking import handoff
@@ -117,19 +46,20 @@ def sync(ledger_dir: str, tracking_uri: str | None = None, experiment: str | Non
 
 
 def _sync(ledger_dir: str, tracking_uri: str | None, experiment: str | None) -> dict[str, int]:
-    from repro.tracking import handoff, projector
-    from repro.tracking.mlflow_tracker import Tracker
+    from repro.tracking import drain, handoff
 
     ledger = Ledger(ledger_dir)  # one reader: a damaged file is said once
     drained = {"pushed": 0, "sweeps": 0, "left": 0}
     if not tracking_uri and not experiment and handoff.entries(ledger_dir):
         # what a session handed over (worker logs, IR, a sweep's report) goes in as the projector writes it
-        drained = projector.drain(ledger_dir, say=False, ledger=ledger)
+        drained = drain.drain(ledger_dir, say=False, ledger=ledger)
         if drained["left"]:
             failed = handoff.recorded_failure(ledger_dir) or {}
-            raise projector.ProjectionFailed(failed.get("error") or f"{drained['left']} pending entries could not be projected")
+            raise drain.ProjectionFailed(failed.get("error") or f"{drained['left']} pending entries could not be projected")
         print(f"repro sync: {drained['pushed']} run(s) and {drained['sweeps']} sweep(s) handed over by earlier "
               "commands put into MLflow")
+    if line := handoff.rejected_line(ledger_dir):
+        print(f"repro sync: {line}", file=sys.stderr)
     heads, head_of = _heads(ledger)
     stores = defaultdict(list)
     for head in heads:
@@ -137,7 +67,7 @@ def _sync(ledger_dir: str, tracking_uri: str | None, experiment: str | None) -> 
         stores[(tracking_uri or tracking["uri"], experiment or tracking["experiment"])].append(head)
     total = {"pushed": 0, "replaced": 0, "closed": 0, "present": 0}
     for (uri, name), runs in stores.items():
-        counts = sync_store(Tracker(uri, name), runs, head_of)
+        counts = drain.sync_store(drain.open_store(uri, name), runs, head_of)
         print(f"repro sync: {redact(uri)} experiment {name!r}: {counts['pushed']} run(s) put into MLflow "
               f"({counts['replaced']} replacing incomplete ones), {counts['closed']} closed (left RUNNING, or "
               f"a finished sweep's parent), {counts['present']} already there")
@@ -172,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"repro sync: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - a store that is down: one line, not a traceback
-        from repro.tracking.projector import ProjectionFailed
+        from repro.tracking.drain import ProjectionFailed
 
         line = str(e) if isinstance(e, ProjectionFailed) else failure_line(e)
         print(f"repro sync: MLflow failed: {line}; nothing is lost (the ledger holds every "

@@ -1,0 +1,232 @@
+"""The one code that writes MLflow: ledger records (and what was handed over with them) into a store.
+
+MLflow is a view of the ledger (DESIGN.md, "Ledger first"). Every run reaches it through
+`project_runs`, whoever calls:
+- `drain`: the pending entries sessions hand over (tracking/handoff.py), run by the detached
+  projector after a local command, inline (bounded) at the end of a submitit/SLURM job, and
+  first thing by `repro sync`;
+- `sync_store`: `repro sync`'s catch-up of runs the ledger holds and MLflow lacks.
+`open_store` is the only place a tracker is opened; a sweep's parent run is found or made by
+`project.sweep_parent` (through `_parent`) and closed by `close_sweep` (a closed sweep's entry)
+or `sync_store` (a sweep whose process is gone). A run already complete in MLflow is never
+written twice (the `repro.ledger_id` tag).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repro.ledger import Ledger
+from repro.ledger.state import state_of
+from repro.runner import lifeline
+from repro.runner.envcapture import redact
+from repro.tracking import failure_line, handoff
+
+
+class ProjectionFailed(Exception):
+    """Pending entries a store did not take; the message is the store's own error, one line."""
+
+
+def open_store(uri: str, experiment: str):
+    """A tracker on (uri, experiment): MLflow is imported here, and only here."""
+    from repro.tracking.mlflow_tracker import Tracker
+
+    return Tracker(uri, experiment)
+
+
+@dataclass
+class Item:
+    """One run to put into MLflow: its record, and what was handed over with it (if anything)."""
+
+    record: dict
+    entry: Path | None = None  # its pending entry, removed once MLflow has the run
+    ir: list[str] = field(default_factory=list)
+    log: Path | None = None
+    tags: dict = field(default_factory=dict)
+    owner: dict | None = None  # the sweep's process (lifeline.identity()): sync closes its parent once it is gone
+
+
+def _parent(tracker, item: Item, parents: dict) -> str | None:
+    sweep = item.record.get("sweep") or {}
+    if not sweep.get("multirun"):
+        return None
+    if sweep["id"] not in parents:
+        from repro.tracking.project import sweep_parent
+
+        parents[sweep["id"]] = sweep_parent(tracker, sweep, item.record.get("git") or {}, item.owner)
+    return parents[sweep["id"]]
+
+
+def project_runs(tracker, items: list[Item], parents: dict) -> dict[str, int]:
+    """Each item's run into the store under its sweep's parent: a complete one is left as it is
+    (only new tags are added), one cut short earlier is replaced whole; pending entries are
+    removed once done. Counts: pushed, replaced, present."""
+    from repro.report.varied import run_name  # a run is named as the sweep that made it named it
+    from repro.tracking.project import COMPLETE_TAG, project_run
+
+    counts = {"pushed": 0, "replaced": 0, "present": 0}
+    existing = {run.data.tags["repro.ledger_id"]: run for run in tracker.find_runs("repro.ledger_id")}
+    for item in items:
+        record = item.record
+        run = existing.get(record["id"])
+        if run is not None and run.data.tags.get(COMPLETE_TAG) == "complete":
+            counts["present"] += 1
+            run_id = run.info.run_id
+        else:
+            if run is not None:  # cut short (Ctrl-C, a store that failed halfway): replaced whole
+                tracker.client.delete_run(run.info.run_id)
+                counts["replaced"] += 1
+            sweep = record.get("sweep") or {}
+            run_id = project_run(tracker, record, run_name(record, sweep.get("swept") or []),
+                                 _parent(tracker, item, parents), item.ir, item.log)
+            counts["pushed"] += 1
+        if item.tags:
+            tracker.log(run_id, tags=item.tags)
+        if item.entry is not None:
+            handoff.done(item.entry)
+    return counts
+
+
+def close_sweep(tracker, ledger: Ledger, data: dict, records: list[dict], parents: dict) -> None:
+    """A closed sweep's parent run: its report, trajectory and end (the sweep entry's `status`)."""
+    from repro.ledger.command import sweep_command
+    from repro.report import comparison, sweep_report, trajectory
+    from repro.tracking.project import attach_report, close_parent
+
+    run_id = _parent(tracker, Item(records[0], owner=data.get("owner")), parents)
+    if data.get("trajectory"):
+        trajectory.log_parent(tracker, run_id, ledger.get(data["trajectory"]))
+    if data.get("report_dir") and Path(data["report_dir"]).is_dir():
+        attach_report(tracker, run_id, comparison.build(records), sweep_report.swept_params(records),
+                      sweep_command(records, places=False), records[0].get("git") or {}, Path(data["report_dir"]))
+    close_parent(tracker, run_id, records, data["status"])
+
+
+def write_reports(ledger: Ledger, pending: list[tuple[Path, dict]]) -> None:
+    """The report folders the sessions announced, before (and whatever becomes of) MLflow; a
+    report that fails is said once in the log and left to `repro report --sweep ID`."""
+    from repro.report import sweep_report
+
+    for entry, data in pending:
+        if data["kind"] != "sweep" or not data.get("write_report"):
+            continue
+        records = _sweep_records(ledger, data["id"])
+        try:
+            if records:
+                sweep_report.write(records, Path(data["report_dir"]))
+        except Exception as e:  # noqa: BLE001 - the records are in the ledger: the report can be rebuilt
+            print(f"repro projector: the report of sweep {data['id']} was not completed ({type(e).__name__}: {e}); "
+                  f"`repro report --sweep {data['id']}` rebuilds it from the ledger", file=sys.stderr)
+        data["write_report"] = False
+        handoff.add_sweep(ledger.root, data["id"], {k: v for k, v in data.items() if k not in ("kind", "id")})
+
+
+def _sweep_records(ledger: Ledger, sweep_id: str) -> list[dict]:
+    return sorted(ledger.heads(kind="run", sweep=sweep_id), key=lambda r: r["sweep"]["job"])
+
+
+def _store(record: dict) -> tuple[str, str]:
+    return record["config"]["tracking"]["uri"], record["config"]["tracking"]["experiment"]
+
+
+def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = None, opened=None) -> dict[str, int]:
+    """Write the announced reports, then project every pending entry; the caller holds
+    `handoff.lock`. Per store, a failure stops that store's entries (left for later) and is
+    recorded (and said, with `say`); the others go on. `opened()` is called once every store
+    is open (created, for a new one)."""
+    ledger = ledger or Ledger(ledger_root)
+    counts = {"pushed": 0, "sweeps": 0, "left": 0}
+    write_reports(ledger, handoff.entries(ledger_root))
+    by_store: dict[tuple[str, str], list] = defaultdict(list)
+    for entry, data in handoff.entries(ledger_root):
+        if data["kind"] == "run":
+            try:
+                record = ledger.get(data["id"])
+            except Exception:  # noqa: BLE001 - a record that is not there: nothing to project
+                handoff.done(entry)
+                continue
+            log = entry / "worker.log"
+            by_store[_store(record)].append(Item(record, entry, [str(entry / "ir" / n) for n in data.get("ir", [])],
+                                                 log if log.exists() else None, data.get("tags") or {},
+                                                 data.get("owner")))
+        elif records := _sweep_records(ledger, data["id"]):
+            by_store[_store(records[0])].append((entry, data, records))
+        else:
+            handoff.done(entry)
+    trackers = {}
+    for key in by_store:
+        try:
+            trackers[key] = open_store(*key)
+        except Exception as e:  # noqa: BLE001 - said below, with the store's entries
+            trackers[key] = e
+    if opened:
+        opened()
+    failed = False
+    for (uri, experiment), items in by_store.items():
+        parents: dict[str, str] = {}
+        try:
+            tracker = trackers[(uri, experiment)]
+            if isinstance(tracker, Exception):
+                raise tracker
+            counts["pushed"] += project_runs(tracker, [i for i in items if isinstance(i, Item)], parents)["pushed"]
+            for entry, data, records in (i for i in items if not isinstance(i, Item)):
+                close_sweep(tracker, ledger, data, records, parents)
+                handoff.done(entry)
+                counts["sweeps"] += 1
+        except Exception as e:  # noqa: BLE001 - whatever the store does, the runs are in the ledger
+            left = sum(1 for i in items if (i.entry if isinstance(i, Item) else i[0]).exists())
+            counts["left"] += left
+            failed = True
+            line = failure_line(e)
+            handoff.record_failure(ledger_root, uri, experiment, line, left)
+            if say:
+                print(f"repro projector: MLflow at {redact(uri)} (experiment {experiment!r}) failed: {line}; "
+                      f"{left} entries left for `repro sync`", file=sys.stderr)
+    if not failed:
+        handoff.clear_failure(ledger_root)
+    return counts
+
+
+def sync_store(tracker, heads: list[dict], head_of: dict[str, dict]) -> dict[str, int]:
+    """Put `heads` (runs of one store and experiment) into it; close what was left RUNNING: runs
+    whose ledger chain has ended or was lost, and sweep parents whose sweep process is gone."""
+    from repro.tracking.project import close_parent
+
+    ended = [h for h in heads if h["status"] != "started"]
+    counts = {**project_runs(tracker, [Item(h) for h in ended], {}), "closed": 0}
+    for ledger_id, run in {r.data.tags["repro.ledger_id"]: r for r in tracker.find_runs("repro.ledger_id")}.items():
+        head = head_of.get(ledger_id)
+        if run.info.status != "RUNNING" or head is None:
+            continue
+        if head["status"] != "started" and head["id"] != ledger_id:
+            tracker.end(run.info.run_id, head["status"])
+        elif state_of(head).name == "lost":
+            tracker.end(run.info.run_id, "killed")
+        else:
+            continue
+        counts["closed"] += 1
+    by_sweep = defaultdict(list)
+    for head in heads:
+        by_sweep[(head.get("sweep") or {}).get("id")].append(head)
+    for run in tracker.find_runs("repro.sweep_id"):
+        runs = by_sweep.get(run.data.tags["repro.sweep_id"], [])
+        if run.info.status != "RUNNING" or "mlflow.parentRunId" in run.data.tags or not runs:
+            continue
+        owner = {k: _number(run.data.tags.get(f"repro.sweep_{k}")) for k in ("host", "pid", "create_time")}
+        if owner["host"] and not lifeline.is_gone(owner):
+            continue  # the sweep is still going
+        if not owner["host"] and not all(h["status"] != "started" or state_of(h).name == "lost" for h in runs):
+            continue
+        close_parent(tracker, run.info.run_id, runs, "ok" if all(h["status"] == "ok" for h in runs) else "failed")
+        counts["closed"] += 1
+    return counts
+
+
+def _number(text: str | None):
+    try:
+        return float(text) if "." in text else int(text)
+    except (TypeError, ValueError):
+        return text

@@ -1,0 +1,109 @@
+"""What the MLflow hand-over meets from outside a run (issue 30): a projector stopped mid-work
+(SIGSTOP), one killed, and malformed entries in `<ledger>/.mlflow-pending/`. Nothing waits
+without a bound or a word, nothing recorded is lost, and one bad entry stops no other.
+
+Each test gives its commands a cache folder of their own (XDG_CACHE_HOME): the machine-wide
+projector lock lives there, and a stopped projector must not hold up other tests' runs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+from repro.tracking import handoff
+
+TINY = ("framework=jax", "model=mlp", "model.preset=tiny", "run.steps=6", "run.warmup=2")
+
+
+def _env(sandbox, tmp_path):
+    return sandbox.env(XDG_CACHE_HOME=str(tmp_path / "cache"))
+
+
+def _run(sandbox, tmp_path, *args):
+    return subprocess.run(sandbox.repro_cmd(*TINY, *args), cwd=sandbox.root, env=_env(sandbox, tmp_path),
+                          capture_output=True, text=True, timeout=600)
+
+
+def _projector(sandbox, timeout: float = 30) -> psutil.Process:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for p in psutil.process_iter(["cmdline"]):
+            cmd = p.info["cmdline"] or []
+            if "repro.tracking.projector" in " ".join(cmd) and str(sandbox.ledger) in cmd:
+                return p
+        time.sleep(0.05)
+    raise AssertionError("the command started no projector")
+
+
+def _sync(sandbox, tmp_path):
+    return subprocess.run([sys.executable, "-m", "repro", "sync", "--ledger", str(sandbox.ledger)], cwd=sandbox.root,
+                          env=_env(sandbox, tmp_path), capture_output=True, text=True, timeout=300)
+
+
+def test_a_stopped_projector_holds_the_next_run_at_most_its_bound_and_is_named(sandbox, tmp_path):
+    """SIGSTOP to a command's projector (it never finishes): the next command's measured steps
+    wait `tracking.projector_wait_s`, name the projector after 2 s, then run beside it, and its
+    record says so. On the old code the next command waited for ever."""
+    first = _run(sandbox, tmp_path, "tracking.experiment=stopped")
+    assert first.returncode == 0, first.stderr[-2000:]
+    stuck = _projector(sandbox)
+    stuck.send_signal(signal.SIGSTOP)
+    try:
+        start = time.time()
+        second = _run(sandbox, tmp_path, "tracking.experiment=stopped", "tracking.projector_wait_s=4")
+        took = time.time() - start
+        assert second.returncode == 0, second.stderr[-2000:]
+        assert f"waiting for the MLflow projector pid {stuck.pid} (ledger {sandbox.ledger.resolve()}" in second.stderr
+        assert f"the MLflow projector pid {stuck.pid}" in second.stderr and "still at work after 4 s" in second.stderr
+        assert took < 120, took
+        newest = max(sandbox.heads(), key=lambda r: r["created"])
+        beside = newest["machine"]["beside_projector"]
+        assert beside["pid"] == stuck.pid and beside["waited_s"] >= 4, beside
+    finally:
+        stuck.send_signal(signal.SIGCONT)
+    sandbox.projected()  # resumed, the projectors finish: both runs reach MLflow
+    assert sorted(r.data.tags["repro.ledger_id"] for r in sandbox.mlflow_runs("stopped")) == \
+        sorted(r["id"] for r in sandbox.heads())
+
+
+def test_malformed_entries_are_set_aside_named_once_and_the_rest_reach_mlflow(sandbox, tmp_path):
+    """A JSON list and a sweep entry without an id in the pending folder: set aside under
+    rejected/ with their reasons, named by the next command once and by `repro sync`; the runs
+    go on into MLflow. On the old code each crashed every projector of the ledger."""
+    pending = handoff.folder(sandbox.ledger)
+    for name, content in (("a-list", [1, 2]), ("sweep-noid", {"kind": "sweep", "status": "ok"})):
+        (pending / name).mkdir(parents=True)
+        (pending / name / handoff.ENTRY).write_text(json.dumps(content))
+    first = _run(sandbox, tmp_path, "tracking.experiment=malformed")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "2 malformed MLflow hand-over entries were set aside in" in first.stderr, first.stderr[-2000:]
+    reasons = {p.name.rsplit("-", 1)[0]: why for p, why in handoff.rejected(sandbox.ledger)}
+    assert reasons == {"a-list": "entry.json holds a JSON list, not an object",
+                       "sweep-noid": "entry.json names no id (a sweep entry needs the ledger id it projects)"}
+    second = _run(sandbox, tmp_path, "tracking.experiment=malformed")
+    assert second.returncode == 0 and "malformed" not in second.stderr  # named once
+    assert sorted(r.data.tags["repro.ledger_id"] for r in sandbox.mlflow_runs("malformed")) == \
+        sorted(r["id"] for r in sandbox.heads())
+    sync = _sync(sandbox, tmp_path)
+    assert sync.returncode == 0, sync.stderr[-2000:]
+    assert "2 malformed MLflow hand-over entries were set aside" in sync.stderr
+
+
+def test_a_killed_projectors_leftovers_are_announced_and_written_by_the_next_command(sandbox, tmp_path):
+    first = _run(sandbox, tmp_path, "tracking.experiment=leftovers")
+    assert first.returncode == 0, first.stderr[-2000:]
+    killed = _projector(sandbox)
+    killed.kill()
+    killed.wait(timeout=30)
+    assert len(handoff.entries(sandbox.ledger)) == 1
+    second = _run(sandbox, tmp_path, "tracking.experiment=leftovers")
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "1 entry an earlier command handed to MLflow is not there yet (its projector ended before writing " \
+           "them): this command's projector writes them, or `repro sync` now" in second.stderr, second.stderr[-2000:]
+    assert sorted(r.data.tags["repro.ledger_id"] for r in sandbox.mlflow_runs("leftovers")) == \
+        sorted(r["id"] for r in sandbox.heads())
