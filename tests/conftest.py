@@ -199,7 +199,8 @@ def sandbox(tmp_path: Path) -> Sandbox:
 # file, if a test uses one from a file that SHARED_FILES does not put in its scope.
 SHARED_FIXTURES = {"report_sweep": "report_sweep", "recorded": "report_sweep", "slurm": "slurm"}
 SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "report_sweep",
-                "test_data_replay.py": "report_sweep", "test_slurm.py": "slurm"}
+                "test_data_replay.py": "report_sweep", "test_slurm.py": "slurm",
+                "test_one_writer.py": "slurm"}
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -5,6 +5,7 @@ sweep's session through the sweep folder and record exactly what a local sweep r
 from __future__ import annotations
 
 import subprocess
+import time
 
 import psutil
 import pytest
@@ -52,7 +53,10 @@ def test_launcher_records_same_fields_as_local(sandbox, local_sweep, launcher):
                                     env=sandbox.env(), stdout=stdout, stderr=stderr, timeout=600).returncode
     proc = subprocess.CompletedProcess([], returncode, out.read_text(), err.read_text())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert not _launcher_workers_left(sandbox.root), "the launcher's workers outlived the command"
+    deadline = time.time() + 10  # loky's resource tracker ends once it reads the command's exit (EOF): a moment after
+    while _launcher_workers_left(sandbox.root) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not _launcher_workers_left(sandbox.root), "the launcher's workers outlived the command by 10 s"
     assert "leaked" not in proc.stderr, proc.stderr[-3000:]
     remote = {h["config"]["framework"]["name"]: h for h in sandbox.heads()}
     local = {h["config"]["framework"]["name"]: h for h in local_sweep.heads()}

@@ -1,0 +1,73 @@
+"""A sweep is one snapshot (issue 29 item 5, runner/snapshot.py): the code and conf/ its jobs run
+are fixed at its start. The sweep runs from a copy of the checkout (src/ and conf/ in a temp
+folder, so that the test can edit it), and the test breaks a model file and edits conf/ while
+the sweep's first job runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from repro import paths
+from repro.runner import snapshot
+
+BROKEN = 'raise RuntimeError("this model file was edited while the sweep ran")\n'
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    root = tmp_path / "checkout"
+    for part in ("src", "conf"):
+        shutil.copytree(paths.repo_root() / part, root / part,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return root
+
+
+def test_editing_the_checkout_during_a_sweep_changes_nothing_it_runs(checkout, tmp_path):
+    ledger = tmp_path / "ledger"
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "REPRO_SNAPSHOT")}
+    env.update(PYTHONPATH=str(checkout / "src"), XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONUNBUFFERED="1",
+               MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    sweep = subprocess.Popen([sys.executable, "-m", "repro", "-m", "framework=torch", "model=mlp", "model.preset=tiny",
+                              "run.steps=100", "run.warmup=2", "run.seed=0,1,2", f"ledger.dir={ledger}",
+                              "progress.mode=plain"], cwd=checkout, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    model_file = checkout / "src" / "repro" / "models" / "mlp" / "torch_model.py"
+    conf_file = checkout / "conf" / "model" / "mlp.yaml"
+    deadline = time.time() + 300
+    while time.time() < deadline and not any(ledger.rglob("*.json")):
+        time.sleep(0.1)  # the first job's `started` record: the sweep has begun
+    model_file.write_text(BROKEN + model_file.read_text())
+    conf_file.write_text(conf_file.read_text() + "\n# edited while the sweep ran\n")
+    out, err = sweep.communicate(timeout=600)
+    assert sweep.returncode == 0, out[-3000:] + err[-3000:]
+    from repro.ledger import Ledger
+
+    heads = [r for r in Ledger(ledger).heads() if r.get("kind") == "run"]
+    assert len(heads) == 3 and {h["status"] for h in heads} == {"ok"}, [(h["status"], h.get("error")) for h in heads]
+    codes = {(h["code"]["snapshot"], h["code"]["src_sha256"]) for h in heads}
+    assert len(codes) == 1, codes  # every job ran the one snapshot
+    assert "the checkout changed while this sweep ran (conf/model/mlp.yaml, src/repro/models/mlp/torch_model.py)" \
+           in err, err[-3000:]
+    (snap_id, _), = codes
+    snap = next((tmp_path / "cache" / "repro" / "snapshots").iterdir())
+    assert snap_id.startswith(snap.name) and BROKEN not in (snap / "src/repro/models/mlp/torch_model.py").read_text()
+
+
+def test_a_snapshot_is_content_addressed_and_reused(checkout, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("REPRO_ROOT", str(checkout))
+    monkeypatch.delenv("REPRO_SNAPSHOT", raising=False)
+    monkeypatch.setattr(paths, "src_dir", lambda **_: checkout / "src")
+    first, again = snapshot.take(), snapshot.take()
+    assert first == again and len(list((tmp_path / "cache" / "repro" / "snapshots").iterdir())) == 1
+    assert snapshot.changed(first) == []
+    (checkout / "conf" / "model" / "mlp.yaml").write_text("# changed\n")
+    assert snapshot.changed(first) == ["conf/model/mlp.yaml"]
+    assert snapshot.take().id != first.id
