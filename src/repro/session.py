@@ -6,8 +6,8 @@ MLflow's projector (tracking/handoff.py, the only way into MLflow whatever the l
 closes the sweep (repro/sweep_close.py). It holds no MLflow state and imports no MLflow.
 
 Jobs run in this process (`repro.api.run_jobs`, replay) or, under a launcher that starts other
-processes (submitit: local or SLURM; joblib), in those: `open` writes the session's identity
-into the sweep folder, each job `attach`es to it, and such a job drains its own run into MLflow
+processes (submitit: local or SLURM; joblib), in those: the Hydra callback writes the session's
+identity (SHARED) into the sweep folder, each job `attach`es to it, and such a job drains its own run into MLflow
 inline (bounded) as it ends, since no command outlives its process to start a projector.
 """
 
@@ -19,12 +19,11 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from repro import paths, preflight
+from repro import paths
 from repro.config.schema import Config, as_dict
-from repro.launchers import Launcher
 from repro.report import varied
 from repro.report.progress import Display
-from repro.runner import gitinfo, lifeline, scheduler, snapshot
+from repro.runner import gitinfo, lifeline, snapshot
 from repro.runner.warm import WarmStart
 from repro.tracking import handoff
 
@@ -35,8 +34,7 @@ SHARED = ("sweep_id", "jobs", "git", "code", "swept", "owner")  # what a job in 
 
 class Session:
     def __init__(self, primary: Config, multirun: bool, plan=None, shared: dict | None = None):
-        """`plan`: the checked sweep (its job count and swept keys); `shared`: the identity of a
-        session opened by another process (see `attach`)."""
+        """`plan`: the checked sweep (its jobs and swept keys); `shared`: a session opened elsewhere (`attach`)."""
         self.multirun, self.ledger_dir, self.experiment = multirun, primary.ledger.dir, primary.tracking.experiment
         self.drain_s = primary.tracking.inline_drain_s
         self.records: list[dict] = []
@@ -61,25 +59,7 @@ class Session:
                      **({"snapshot": self.snapshot.id} if self.snapshot else {})}
         self.display = Display(primary.progress.mode, self.jobs, primary.progress.interval_s)
         for line in handoff.news(self.ledger_dir):
-            print(f"repro: warning: {line}", file=sys.stderr)
-
-    @classmethod
-    def open(cls, config, multirun: bool, plan=None) -> "Session":
-        """The session of a Hydra run or multirun (`config`: Hydra's composed DictConfig), `plan`
-        its checked jobs (None: checked here)."""
-        from omegaconf import OmegaConf
-
-        primary = plan.jobs[0] if plan and plan.jobs else \
-            preflight.check(OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"]))
-        session = cls(primary, multirun or primary.run.repeats > 1, plan)
-        launcher = Launcher.of(str(config.hydra.launcher.get("_target_", "")) if "hydra" in config else "")
-        folder = Path(str(config.hydra.sweep.dir)) if multirun else None
-        if multirun and launcher is Launcher.SUBMITIT_SLURM:
-            scheduler.sacct_stand_in(folder)  # where accounting is off
-        if multirun and not launcher.runs_here and not _follower(primary):
-            folder.mkdir(parents=True, exist_ok=True)  # jobs launched in other processes attach through it
-            (folder / SESSION_FILE).write_text(json.dumps({k: getattr(session, k) for k in SHARED}))
-        return session
+            _say(f"warning: {line}")
 
     @classmethod
     def attach(cls, config: Config, sweep_dir: str) -> "Session":
@@ -96,7 +76,7 @@ class Session:
         return bool(self.failures) or any(r["status"] in NOT_OK for r in self.records)
 
     def failed(self, message: str) -> None:
-        print(f"repro: {message}", file=sys.stderr)
+        _say(message)
         self.failures.append(message)
 
     def prepare_tracking(self, config: Config) -> None:
@@ -106,8 +86,7 @@ class Session:
         from repro import sweep_close
 
         sweep_close.prepare()
-        self.beside = handoff.wait_for_projectors(config.tracking.projector_wait_s,
-                                                  lambda line: print(f"repro: {line}", file=sys.stderr))
+        self.beside = handoff.wait_for_projectors(config.tracking.projector_wait_s, _say)
 
     def run_name(self, config: Config | dict, overrides: list[str]) -> str:
         """The one name of a job's run (report/varied.py), passed down to `run_job` and to MLflow."""
@@ -124,10 +103,9 @@ class Session:
             self.failed(f"the run {record['id']} could not be handed to MLflow's projector ({e}); "
                         "`repro sync` puts it into MLflow")
             return
-        say = lambda line: print(f"repro: {line}", file=sys.stderr)  # noqa: E731
-        if self.attached and not (drain and handoff.drain_inline(self.ledger_dir, self.drain_s, say)):
+        if self.attached and not (drain and handoff.drain_inline(self.ledger_dir, self.drain_s, _say)):
             self.pending += 1
-            say(f"{self.pending} run(s) of this job not yet in MLflow: repro sync --ledger {self.ledger_dir}")
+            _say(f"{self.pending} run(s) of this job not yet in MLflow: repro sync --ledger {self.ledger_dir}")
 
     def tag(self, record: dict, tags: dict[str, str]) -> None:
         """Tags for a run's MLflow run, added after it was recorded (a replay's verdict)."""
@@ -154,12 +132,5 @@ class Session:
             return self.records
 
 
-def _follower(config: Config) -> bool:
-    """A node other than node 0 of a multi-node run: it records nothing, so it opens no MLflow run."""
-    from repro.config import ConfigError
-    from repro.runner import cluster
-
-    try:
-        return not cluster.resolve(config.cluster).leader
-    except ConfigError:  # cluster=slurm outside the allocation (the launching host): not a node
-        return False
+def _say(line: str) -> None:
+    print(f"repro: {line}", file=sys.stderr)

@@ -149,3 +149,12 @@ def check_layout(config: Config, nodes: int, jax_processes: int) -> None:
         raise ConfigError(f"sharding.mesh {sharding.mesh} spans {devices} devices, which {what} = {split} "
                           f"processes cannot share evenly ({devices} % {split} = {devices % split}); "
                           f"make the mesh a multiple of {split}")
+
+
+def is_follower(c: ClusterConfig) -> bool:
+    """A node other than node 0 of a multi-node run: it records nothing (node 0 records the run)."""
+
+    try:
+        return not resolve(c).leader
+    except ConfigError:  # cluster=slurm outside the allocation (the launching host): not a node
+        return False
