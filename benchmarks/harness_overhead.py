@@ -203,7 +203,8 @@ def probe_main(folder: str) -> None:
 
     config = plain(timed("plan_cold", lambda: plan(FIXED_JOB).jobs[0]))
     timed("plan_warm", lambda: plan(FIXED_JOB))
-    from repro.runner import envcapture, gitinfo
+    from repro import gitinfo
+    from repro.runner import envcapture
 
     timed("git_state", lambda: gitinfo.state(paths.repo_root(), Path(config["ledger"]["dir"])))
     if hasattr(gitinfo, "source_sha256"):  # the session's hash of repro's own source files

@@ -1,7 +1,15 @@
-"""One direction of imports (DESIGN.md "One direction"): data flows config → runner → ledger →
-report → tracking / CLI, and a module never imports one on a floor above its own, nor report
-and tracking each other (tracking is handed the rows and names it shows). Imports are read with
-`ast` from the source, so a lazy import inside a function counts too."""
+"""Layers that only look down (DESIGN.md, "Layers that only look down"): types on the ground
+floor, what measures above them, the run path above that, the preflight, reports and tracking
+above the run path, commands on top. A module never imports one on a floor above its own,
+except the named climbs in CLIMBS (at most four, each with its reason), and no import closes a
+circle, between modules or between rooms. Imports are read from the source with `ast`, so a
+lazy import inside a function counts too.
+
+A room is a package under repro (repro.runner) or a top-level module (repro.cli); a module that
+is a command (a CLI verb's module) is a room of its own on the top floor, whatever package
+holds it. `python tests/test_structure.py` prints the counts: rooms, floors, arrows, climbs,
+circles.
+"""
 
 from __future__ import annotations
 
@@ -12,21 +20,28 @@ import repro
 
 SRC = Path(repro.__file__).parent
 
-# Floors by import (who calls whom), lowest first. The runner writes records into the ledger and
-# validation checks layouts and clusters, so the ledger sits below the run path. report and tracking
-# share a floor: neither imports the other. Modules that are commands (a CLI verb, the session,
-# the Python API) sit on top, whatever package holds them.
 FLOORS = [
-    ("repro", "repro.hashing", "repro.flat", "repro.paths", "repro.console"),
-    ("repro.ledger",),
-    ("repro.config", "repro.backends", "repro.models", "repro.data", "repro.hardware", "repro.sweeper",
-     "repro.ir", "repro.runner", "repro.envs", "repro.profile"),
-    ("repro.report", "repro.tracking", "repro.profile.breakdown", "repro.profile.figure", "repro.preflight"),
-    ("repro.session", "repro.app", "repro.api", "repro.cli", "repro.__main__", "repro.replay", "repro.dvc_stage",
-     "repro.ledger.cli", "repro.models.cli", "repro.tracking.sync", "repro.tracking.projector", "repro.envs.cli",
-     "repro.hydra_callback"),
+    # 0 types and plumbing: what every floor may use
+    ("repro", "repro.hashing", "repro.flat", "repro.paths", "repro.console", "repro.launchers", "repro.gitinfo",
+     "repro.config", "repro.models"),
+    # 1 the record and what a run reads: the ledger, the machine, the data, the sweep's order
+    ("repro.ledger", "repro.hardware", "repro.data", "repro.sweeper", "repro.ir"),
+    # 2 what measures: the frameworks' backends and the profiler, the environments a run is built in
+    ("repro.backends", "repro.profile", "repro.envs"),
+    # 3 the run path: a job, its worker, its process and scheduler
+    ("repro.runner",),
+    # 4 what reads the run path: the preflight (checks a config against layouts, clusters, schedulers), reports
+    ("repro.preflight", "repro.report"),
+    # 5 MLflow, a view of the ledger (it renders report's comparison into the store)
+    ("repro.tracking",),
+    # 6 commands
+    ("repro.session", "repro.sweep_close", "repro.hydra_slot", "repro.hydra_callback", "repro.app", "repro.api",
+     "repro.cli", "repro.__main__", "repro.replay", "repro.dvc_stage", "repro.calibrate",
+     "repro.ledger.cli", "repro.models.cli", "repro.envs.cli", "repro.tracking.sync", "repro.tracking.projector"),
 ]
-SIBLINGS_APART = {("repro.report", "repro.tracking"), ("repro.tracking", "repro.report")}
+
+# Imports that climb a floor, each for a reason DESIGN.md gives; the list can only shrink.
+CLIMBS: dict[tuple[str, str], str] = {}
 
 
 def _module(path: Path) -> str:
@@ -34,42 +49,110 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _place(module: str) -> tuple[int, str]:
-    """(floor, the FLOORS entry that holds it: the longest prefix wins)."""
-    best = max(((i, p) for i, ps in enumerate(FLOORS) for p in ps if module == p or module.startswith(p + ".")),
+def room_of(module: str) -> tuple[int, str]:
+    """(floor, room): the longest FLOORS entry that holds the module."""
+    return max(((i, p) for i, ps in enumerate(FLOORS) for p in ps if module == p or module.startswith(p + ".")),
                key=lambda ip: len(ip[1]))
-    return best
 
 
-def _imports(source: str) -> set[str]:
+def imports(source: str, modules: set[str]) -> set[str]:
+    """The repro modules `source` imports: `from pkg import sub` (a submodule) imports the
+    submodule, `from pkg import name` the package."""
     out = set()
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "repro":
-            out |= {node.module} if node.module != "repro" else {f"repro.{a.name}" for a in node.names}
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "repro" and not node.level:
+            subs = {f"{node.module}.{a.name}" for a in node.names} & modules
+            out |= subs or {node.module}
+            if len(subs) < len(node.names) and subs:
+                out.add(node.module)
         elif isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.split(".")[0] == "repro"}
     return {m for m in out if m != "repro.__version__"}
 
 
-def upward_imports(sources: dict[str, str]) -> list[str]:
-    """Every import in `sources` ({module: its source}) that goes up a floor or across to a sibling kept apart."""
-    found = []
-    for me, source in sorted(sources.items()):
-        floor, entry = _place(me)
-        for target in sorted(_imports(source)):
-            their_floor, their_entry = _place(target)
-            if their_floor > floor or (their_floor == floor and (entry, their_entry) in SIBLINGS_APART):
-                found.append(f"{me} (floor {floor}) imports {target} (floor {their_floor})")
+def graph(sources: dict[str, str]) -> dict[str, set[str]]:
+    modules = set(sources)
+    return {me: {t for t in imports(src, modules) if t != me} for me, src in sources.items()}
+
+
+def climbs(edges: dict[str, set[str]]) -> dict[tuple[str, str], int]:
+    """Every import that goes up a floor: (importer, imported) -> how many floors up."""
+    return {(me, t): room_of(t)[0] - room_of(me)[0] for me, ts in edges.items() for t in ts
+            if room_of(t)[0] > room_of(me)[0]}
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while (w := stack.pop()) != v:
+                on.discard(w)
+                comp.append(w)
+            on.discard(v)
+            if comp:
+                found.append(sorted([v, *comp]))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
     return found
 
 
-def test_no_lower_floor_imports_a_higher_one():
-    assert upward_imports({_module(p): p.read_text() for p in SRC.rglob("*.py")}) == []
+def rooms(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The room graph: room -> the rooms it imports."""
+    out: dict[str, set[str]] = {room_of(m)[1]: set() for m in edges}
+    for me, ts in edges.items():
+        out[room_of(me)[1]] |= {room_of(t)[1] for t in ts if room_of(t)[1] != room_of(me)[1]}
+    return out
 
 
-def test_the_check_sees_an_upward_import():
-    assert upward_imports({"repro.ledger.probe": "from repro.report import comparison\n",
-                           "repro.tracking.probe": "def f():\n    from repro.report.varied import run_name\n",
-                           "repro.report.probe": "import repro.ledger\nfrom repro.flat import flatten\n"}) == [
-        "repro.ledger.probe (floor 1) imports repro.report (floor 3)",
-        "repro.tracking.probe (floor 3) imports repro.report.varied (floor 3)"]
+def source_graph() -> dict[str, set[str]]:
+    return graph({_module(p): p.read_text() for p in SRC.rglob("*.py")})
+
+
+def test_no_import_climbs_but_the_named_ones():
+    found = climbs(source_graph())
+    assert sorted(found) == sorted(CLIMBS), "\n".join(f"{a} (floor {room_of(a)[0]}) imports {b} (floor {room_of(b)[0]})"
+                                                    for a, b in sorted(set(found) - set(CLIMBS)))
+    assert len(CLIMBS) <= 4 and all(CLIMBS.values())
+
+
+def test_no_import_circle_between_modules_or_rooms():
+    edges = source_graph()
+    assert circles(edges) == []
+    assert circles(rooms(edges)) == []
+
+
+def test_every_module_has_a_floor():
+    assert all(room_of(m) for m in source_graph())
+
+
+def test_the_checks_see_a_climb_and_a_circle():
+    sources = {"repro.ledger.probe": "from repro.report import comparison\n",
+               "repro.report.comparison": "def f():\n    from repro.ledger import probe\n",
+               "repro.flat": "import repro.hashing\n", "repro.hashing": "from repro import flat\n"}
+    edges = graph(sources)
+    assert climbs(edges) == {("repro.ledger.probe", "repro.report.comparison"): 3}
+    assert sorted(circles(edges)) == [["repro.flat", "repro.hashing"], ["repro.ledger.probe", "repro.report.comparison"]]
+
+
+if __name__ == "__main__":
+    edges = source_graph()
+    room_edges = rooms(edges)
+    print(f"modules {len(edges)}, rooms {len(room_edges)}, floors {len(FLOORS)}, "
+          f"room arrows {sum(map(len, room_edges.values()))}, module arrows {sum(map(len, edges.values()))}")
+    print(f"climbs {len(climbs(edges))}:", *(f"  {a} -> {b}" for a, b in sorted(climbs(edges))), sep="\n")
+    print(f"circles {len(circles(edges))} between modules, {len(circles(room_edges))} between rooms:",
+          *(f"  {' <-> '.join(c)}" for c in circles(edges) + circles(room_edges)), sep="\n")

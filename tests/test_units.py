@@ -6,7 +6,8 @@ import subprocess
 
 from repro.config import config_hash
 from repro.preflight import plan
-from repro.runner import envcapture, gitinfo, measure, seeding
+from repro import gitinfo
+from repro.runner import envcapture, measure, seeding
 
 
 def test_config_hash_ignores_output_places_but_not_results_keys():

@@ -58,3 +58,10 @@ def default_reports_dir(ledger_dir: str | os.PathLike) -> Path:
     """Where sweeps' reports go unless `--out` says otherwise: `reports/` beside the ledger they
     come from (<repo>/reports for the repo's ledger; git ignores it)."""
     return Path(ledger_dir).resolve().parent / "reports"
+
+
+def interpreter(python: str | None) -> str | None:
+    """A config's interpreter (framework.python): conf/ gives it relative to the checkout (.venv-xla)."""
+    if python and os.sep in python and not os.path.isabs(python):
+        return str(repo_root() / python)
+    return python

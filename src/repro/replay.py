@@ -169,7 +169,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
     ledger = Ledger(ledger_dir)
     originals = originals_for(ledger, ids, experiment)
     if as_recorded:  # refuse before anything runs: every record must be restorable
-        from repro.runner import gitinfo
+        from repro import gitinfo
 
         today = gitinfo.state(paths.repo_root(), ledger.root)
         for original in originals:

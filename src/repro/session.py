@@ -23,7 +23,8 @@ from repro import paths
 from repro.config.schema import Config, as_dict
 from repro.report import varied
 from repro.report.progress import Display
-from repro.runner import gitinfo, lifeline, snapshot
+from repro import gitinfo
+from repro.runner import lifeline, snapshot
 from repro.runner.warm import WarmStart
 from repro.tracking import handoff
 

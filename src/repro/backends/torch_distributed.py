@@ -46,7 +46,7 @@ def launch(spec: dict, rank_main, local_ranks: int) -> dict[int, dict]:
     try:
         return elastic_launch(config, rank_main)(spec)
     except dist.DistStoreError as e:  # the rendezvous: a node that never came
-        from repro.runner.cluster import JOIN_HINT
+        from repro.config.schema import JOIN_HINT
 
         raise RuntimeError(f"{e} (rendezvous at {rdzv['host']}:{rdzv['port']}, cluster.join_timeout_s="
                            f"{rdzv['join_timeout_s']:g}: {JOIN_HINT})") from None

@@ -90,6 +90,10 @@ class ShardingConfig:
     mesh_by_framework: Dict[str, Dict[str, Dict[str, int]]] = field(default_factory=dict, metadata={"record": False})
 
 
+# Said when a node of a multi-node run cannot join (the worker and the torch launcher say it too).
+JOIN_HINT = "is every node started, with the same cluster.coordinator?"
+
+
 @dataclass
 class ClusterConfig:
     """Where the processes of one run live: this host (local) or several (nodes > 1)."""

@@ -40,7 +40,7 @@ def check(record: dict, ledger_root: Path, git_today: dict) -> str:
 
 
 def restore(record: dict, ledger_root: Path, git_today: dict, allow_substitutes: bool, log=print) -> Restored:
-    from repro.runner import gitinfo
+    from repro import gitinfo
 
     text = check(record, ledger_root, git_today)
     git = record["git"]

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from repro.envs import cache, lock, venvs
-from repro.runner.launch import resolve_python
+from repro.paths import interpreter as resolve_python
 
 
 def record_hash(ledger_root: Path, python: str | None) -> str | None:

@@ -20,7 +20,6 @@ from repro.config.schema import ClusterConfig, Config, ConfigError
 
 SLURM_VARS = ("SLURM_NNODES", "SLURM_NODEID", "SLURM_JOB_NODELIST")
 # Said wherever a run gives up waiting for its peers.
-JOIN_HINT = "is every node started, with the same cluster.coordinator?"
 
 
 @dataclass(frozen=True)

@@ -57,10 +57,7 @@ def _status(events: dict, returncode: int | None, timed_out: bool) -> tuple[str,
     return "failed", f"worker exited with code {returncode} without a result"
 
 
-def resolve_python(python: str | None) -> str | None:
-    if python and os.sep in python and not os.path.isabs(python):
-        return str(paths.repo_root() / python)  # conf/ gives it relative to the checkout (.venv-xla)
-    return python
+resolve_python = paths.interpreter  # a config's interpreter, relative to the checkout where conf/ says so
 
 
 WARM = "--warm"  # instead of a spec path: the worker imports, then reads its spec path from stdin

@@ -176,7 +176,7 @@ def _launch(spec: dict) -> dict[int, dict]:
         return torch_distributed.launch(spec, torch_rank_main, local_processes(spec))
     from repro.backends.jax_distributed import process_id
     from repro.runner import processes
-    from repro.runner.cluster import JOIN_HINT
+    from repro.config.schema import JOIN_HINT
 
     rdzv = spec["rendezvous"]
     total = rdzv["nodes"] * rdzv["jax_processes"]
