@@ -82,12 +82,12 @@ def run(**overrides: Any) -> dict:
     if swept:
         raise ConfigError(f"repro.run runs one job, but {', '.join(swept)} is a list (a sweep); "
                           "use repro.sweep(...) for several")
-    snapshot.use(snapshot.take())  # the run's code and conf/ as they are now
-    plan = preflight.plan(_overrides(overrides))
-    if plan.multirun or len(plan.jobs) != plan.jobs[0].run.repeats:  # e.g. an exp that sweeps
-        raise ConfigError(f"repro.run runs one job, but {' '.join(_overrides(overrides))} plans "
-                          f"{len(plan.jobs)} jobs (a sweep); use repro.sweep(...) for several")
-    return run_plan(plan)[0]
+    with snapshot.running(snapshot.take()):  # the run's code and conf/ as they are now
+        plan = preflight.plan(_overrides(overrides))
+        if plan.multirun or len(plan.jobs) != plan.jobs[0].run.repeats:  # e.g. an exp that sweeps
+            raise ConfigError(f"repro.run runs one job, but {' '.join(_overrides(overrides))} plans "
+                              f"{len(plan.jobs)} jobs (a sweep); use repro.sweep(...) for several")
+        return run_plan(plan)[0]
 
 
 def sweep(exp: str | None = None, **overrides: Any) -> list[dict]:
@@ -96,8 +96,8 @@ def sweep(exp: str | None = None, **overrides: Any) -> list[dict]:
     from repro.runner import snapshot
 
     args = ([f"+exp={exp}"] if exp else []) + _overrides(overrides)
-    snapshot.use(snapshot.take())  # the sweep's code and conf/ as they are now, whatever is edited meanwhile
-    return run_plan(preflight.plan(["--multirun", *args]))
+    with snapshot.running(snapshot.take()):  # the sweep's code and conf/ as they are now, whatever is edited meanwhile
+        return run_plan(preflight.plan(["--multirun", *args]))
 
 
 def compare(*ids: str, sweep: str | None = None, experiment: str | None = None, ledger: str = "ledger",

@@ -71,6 +71,12 @@ def data_now(config: Config) -> dict:
         return {"error": str(e)}
 
 
+def _source(code: dict) -> dict:
+    """What names a run's code for a replay: its source hash (not the sweep snapshot's id, which
+    also covers conf/, and a replay takes its config from the record)."""
+    return {k: v for k, v in code.items() if k != "snapshot"}
+
+
 def differences_before(record: dict, config: Config, git_now: dict, code_now: dict,
                        locks: tuple[str | None, str | None] = (None, None)) -> dict[str, list]:
     """`locks`: the recorded whole environment and the one the replay runs in (both, or neither: the 12-package summary)."""
@@ -79,8 +85,8 @@ def differences_before(record: dict, config: Config, git_now: dict, code_now: di
     return {name: rows for name, rows in {
         "environment": diff(environment_then(record, then_lock), environment_now(config, now_lock)),
         "code": diff({"git": {k: record.get("git", {}).get(k) for k in ("commit", "dirty", "diff_sha256")},
-                      **(record.get("code") or {})},
-                     {"git": {k: git_now.get(k) for k in ("commit", "dirty", "diff_sha256")}, **code_now}),
+                      **_source(record.get("code") or {})},
+                     {"git": {k: git_now.get(k) for k in ("commit", "dirty", "diff_sha256")}, **_source(code_now)}),
         "data": diff(then_data, data_now(config)),
         # A SLURM run replays here, not through its scheduler: where it ran is listed as a difference.
         "scheduler": diff(scheduler.where(record.get("scheduler")), scheduler.where(scheduler.block())),

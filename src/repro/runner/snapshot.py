@@ -8,6 +8,7 @@ every process it starts at it: `REPRO_SNAPSHOT` (read by `paths.src_dir()` and
 launcher's job processes too), `PYTHONPATH`, and the `__path__` of repro's packages already
 imported (the parent's own later imports come from it). Editing the checkout while a sweep runs
 then changes nothing the sweep runs; `changed(snap)` at the close names what moved meanwhile.
+`running(snap)` does the same for one block and then restores the process (the Python API).
 
 Why a copy and not a git stash-commit in a worktree: the snapshot must hold uncommitted and
 untracked changes as they are (a dirty run ran exactly them), must work outside git (a wheel,
@@ -24,8 +25,10 @@ import os
 import shutil
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from repro import paths
 
@@ -105,6 +108,29 @@ def use(snap: Snapshot) -> None:
     for name, module in list(sys.modules.items()):
         if (name == "repro" or name.startswith("repro.")) and hasattr(module, "__path__"):
             module.__path__[:] = [_moved(p, olds, new) for p in module.__path__]
+
+
+@contextmanager
+def running(snap: Snapshot) -> Iterator[Snapshot]:
+    """`use(snap)` for the duration of a block, then this process as it was: a sweep started from
+    Python (`repro.run`, `repro.sweep`) leaves no snapshot behind for the caller's later work."""
+    packages = {name: list(m.__path__) for name, m in sys.modules.items()
+                if (name == "repro" or name.startswith("repro.")) and hasattr(m, "__path__")}
+    saved_env = {k: os.environ.get(k) for k in (ENV, "PYTHONPATH")}
+    saved_path = list(sys.path)
+    use(snap)
+    try:
+        yield snap
+    finally:
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        sys.path[:] = saved_path
+        for name, path in packages.items():
+            if name in sys.modules:
+                sys.modules[name].__path__[:] = path
 
 
 def _moved(path: str, olds: list[str], new: str) -> str:

@@ -211,12 +211,17 @@ def _registry() -> Path:
     return machine_lock().parent / "projectors"
 
 
+def _register(pid: int, ledger_root: str | Path) -> Path:
+    me = _registry() / f"{pid}.json"
+    me.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(me, {"pid": pid, "ledger": str(Path(ledger_root).resolve()), "since": time.time()})
+    return me
+
+
 @contextmanager
 def at_work(ledger_root: str | Path) -> Iterator[None]:
     """A projector says who it is while it works (pid, ledger, since), for a waiting command to name."""
-    me = _registry() / f"{os.getpid()}.json"
-    me.parent.mkdir(parents=True, exist_ok=True)
-    _write_json(me, {"pid": os.getpid(), "ledger": str(Path(ledger_root).resolve()), "since": time.time()})
+    me = _register(os.getpid(), ledger_root)
     try:
         yield
     finally:
@@ -300,6 +305,10 @@ def start_projector(ledger_root: str | Path, wait_for_stores: bool = False, time
                                  str(held.fileno()), *((str(ready_write),) if wait_for_stores else ())],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, pass_fds=fds)
+    try:  # named from now on, for a command that waits for it (the projector itself says so again)
+        _register(proc.pid, ledger_root)
+    except OSError:
+        pass
     if wait_for_stores:  # a byte once open, or EOF if it ended first
         os.close(ready_write)
         select.select([ready_read], [], [], timeout_s)
