@@ -103,5 +103,22 @@ def register_entry_points(args: Sequence[str] = ()) -> None:
     store = ConfigStore.instance()
     for name, (value, _) in _entry_points().items():
         if name not in models.MODEL_NAMES and not any((f / "model" / f"{name}.yaml").is_file() for f in folders):
-            store.store(group="model", name=name, node={"name": name, models.TARGET_KEY: value.replace(":", ".")})
+            store.store(group="model", name=name, node=_node(name, value.replace(":", ".")))
+
+
+def _node(name: str, target: str) -> dict:
+    """An entry point's config, as a zoo yaml reads: its preset and every dimension (null: the
+    preset's), so `model.preset=...` and `model.width=...` override it without a `+`. The class is
+    imported (its module, no framework); one that does not load is left to the preflight to name."""
+    from repro import models
+
+    node = {"name": name, models.TARGET_KEY: target}
+    try:
+        entry = models.load(target)
+    except models.ModelLoadError:
+        return node
+    node["preset"] = entry.resolve_preset(None)
+    for dims in entry.presets.values():
+        node.update({k: None for k in dims})
+    return node
 
