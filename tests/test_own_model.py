@@ -209,3 +209,23 @@ def test_a_broken_workload_stops_in_the_preflight(case, tmp_path):
         assert piece in message, (piece, message)
     assert not ledger.exists() and not (tmp_path / "m.db").exists()
     print(f"\n{case}: {message.strip()}")
+
+
+def test_config_dir_reaches_the_compose_and_its_cache_key(tmp_path, monkeypatch):
+    """`--config-dir DIR` becomes one absolute hydra.searchpath entry (the same key from any cwd),
+    and the compose cache's key changes with the folder's yaml."""
+    from repro.config import compose_cache
+    from repro.preflight import search
+
+    (tmp_path / "conf" / "model").mkdir(parents=True)
+    yaml = tmp_path / "conf" / "model" / "mine.yaml"
+    yaml.write_text("_target_: mine.Model\n")
+    monkeypatch.chdir(tmp_path)
+    args = search.normalise(["--config-dir", "conf", "model=mine", "hydra.searchpath=[pkg://other.conf]"])
+    assert args == ["model=mine", f"hydra.searchpath=[file://{tmp_path / 'conf'},pkg://other.conf]"]
+    assert search.normalise(["-cd=conf"]) == search.normalise([f"--config-dir={tmp_path / 'conf'}"])
+    before = compose_cache.key(args, search.fingerprint(args))
+    yaml.write_text("_target_: mine.Other\n")
+    assert compose_cache.key(args, search.fingerprint(args)) != before
+    with pytest.raises(ValueError, match="no such folder"):
+        search.normalise(["--config-dir", "nowhere"])
