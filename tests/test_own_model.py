@@ -148,6 +148,14 @@ def test_found_by_entry_point_and_listed_with_its_source(outside):
     assert outside.records()[-1]["config"]["model"]["_target_"] == "own_model.ResConvNet"
 
 
+def test_layouts_and_backends_it_does_not_declare_are_refused(outside):
+    for args, says in ((["framework=torch_xla"], "does not say it runs under PyTorch/XLA"),
+                       (["framework=jax", "sharding=fsdp"], "declares no fsdp partitioning")):
+        out = outside.repro(*args, "model=resconv", f"ledger.dir={outside.work / 'refused'}")
+        assert out.returncode == 2 and says in out.stderr and "own_model.py" in out.stderr, out.stderr
+        assert not (outside.work / "refused").exists()
+
+
 def test_replay_names_a_changed_source_and_as_recorded_restores_it(outside):
     original = next(r for r in outside.records() if r["config"]["framework"]["name"] == "jax")
     module = outside.pkg / "own_model.py"

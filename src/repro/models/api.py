@@ -31,7 +31,9 @@ flax. Everything else is optional:
   that differ, repeated shapes whose outputs disagree after a copy), the preflight refuses,
   naming the tensors;
 - `partitioning = {"fsdp": True, "tp": True}`: the layouts beyond data parallel it supports
-  (`sharding=dp` always works; JAX shards by its generic rules, torch by FSDP2).
+  (`sharding=dp` always works; JAX shards by its generic rules, torch by FSDP2);
+- `torch_xla = True`: the torch module runs under PyTorch/XLA too (its own interpreter,
+  `.venv-xla`, must have your package installed); without it `framework=torch_xla` is refused.
 
 The zoo's models (`repro.models.base.ModelEntry`) answer the same methods.
 """
@@ -61,6 +63,7 @@ class Model:
     description: str = ""
     batch_sizes: Mapping[str, int] = {}  # suggested run.batch_size per preset (else 32)
     partitioning: Mapping[str, bool] = {}  # {"fsdp": True, "tp": True}: layouts beyond dp
+    torch_xla: bool = False  # True: the torch module also runs under PyTorch/XLA (installed in .venv-xla too)
     source = "package"  # set by the registry: "zoo", "entry point NAME (dist)", "_target_ X"
 
     # ---- required --------------------------------------------------------------------------

@@ -80,6 +80,7 @@ class ModelEntry:
     # The workload protocol (`repro.models.api`), answered from the folder's modules.
     source = "zoo"
     partitioning = {"fsdp": True, "tp": True}
+    torch_xla = True
 
     def flops_known(self) -> bool:
         return True

@@ -49,6 +49,10 @@ def check(cfg: schema.Config) -> None:
             raise ConfigError(f"sharding={cfg.sharding.name}: model={cfg.model.name} ({entry.file}) declares no "
                               f"{need} partitioning (partitioning = {{'{need}': True}} on the class, once its "
                               "layers split that way); sharding=dp works for every model")
+    if cfg.framework.backend == "torch_xla" and not getattr(entry, "torch_xla", False):
+        raise ConfigError(f"framework={cfg.framework.name}: model={cfg.model.name} ({entry.file}) does not say it "
+                          "runs under PyTorch/XLA (torch_xla = True on the class, with your package installed in "
+                          "the PyTorch/XLA interpreter); use framework=torch or torch_compile")
     dims = schema.dims(cfg.model)
     if problem := proved(target, dims, entry.file):
         raise ConfigError(f"model={cfg.model.name}: {entry.file}: {problem}")
