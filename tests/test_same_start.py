@@ -25,6 +25,7 @@ from repro import backends, models
 from repro.backends.base import BuildContext
 from repro.config import ConfigError, config_hash
 from repro import preflight
+from repro.config import schema
 from repro.config.schema import Config, as_dict, from_dict
 from repro.data import make_batches
 from repro.models import canonical
@@ -45,7 +46,7 @@ def resolved(*overrides: str) -> Config:
 def workload(config: Config, tmp_path):
     """The workload exactly as runner/worker.py builds it."""
     entry = models.get(config.model.name)
-    dims = models.dims_of(config.model)
+    dims = schema.dims(config.model)
     seeds = seeding.derive(config.run.seed)
     batches, _, _ = make_batches(config, entry, dims, seeds["data"])
     ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches, threads=1,

@@ -7,6 +7,8 @@ repeat it is; a single run (no -m) runs its N repeats here, one after the other.
 
 from __future__ import annotations
 
+import sys
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
@@ -45,4 +47,7 @@ def task(cfg: DictConfig) -> dict:
 
 
 def hydra_main() -> None:
+    from repro.preflight import search
+
+    search.register_entry_points(sys.argv[1:])  # `model=NAME` of installed packages' `repro.models` entry points
     hydra.main(config_path=str(paths.conf_dir()), config_name="config", version_base="1.3")(task)()

@@ -374,6 +374,12 @@ def dispatch(argv: list[str]) -> int:
     if any(a in HELP_FLAGS for a in argv):
         print(help_text())
         return 0
+    try:  # --config-dir DIR: Hydra's flag, as one hydra.searchpath override (preflight/search.py)
+        from repro.preflight import search
+
+        argv = search.normalise(argv)
+    except ValueError as e:
+        return _die(f"invalid config, nothing was run:\n  {e}")
     if DRY_RUN in argv:
         return dry_run([a for a in argv if a != DRY_RUN])
     return run_experiment(argv)

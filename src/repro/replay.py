@@ -25,7 +25,7 @@ from repro.envs import cache as envcache, lock
 from repro.envs.venvs import EnvError
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.diff import diff
-from repro.runner import envcapture, scheduler, seeding
+from repro.runner import envcapture, scheduler, seeding, workload_source
 
 LOSS_RTOL = 1e-4  # "close": every step's loss within this relative difference
 TIMING_TOLERANCE = 0.25  # timings "agree" when new/old is within 1 ± this
@@ -180,6 +180,8 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
         today = gitinfo.state(paths.repo_root(), ledger.root)
         for original in originals:
             restore.check(original, ledger.root, today)
+            if why := workload_source.refusal(original):  # a model of your package: its source too
+                raise EnvError(why)
     console = report.console()
     verdicts = []
     uri = tracking_uri or paths.default_tracking_uri()
@@ -205,11 +207,14 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
                 restored = restore.restore(original, ledger.root, session.git, allow_substitutes, log=console.print)
                 git_now, code_now, now_lock, place = restored.git, restored.code, restored.lock_text, restored.place
                 extra.update(git=restored.git, code=restored.code)
+                place, workload = workload_source.restore(original, place, log=console.print)
+                extra.update(workload)
             else:
                 restored, git_now, code_now, place = None, session.git, session.code, None
                 now_lock = (lock.of_interpreter(resolve_python(config.framework.python), envcache.locks())
                             if then_lock else None)
             before = differences_before(original, config, git_now, code_now, (then_lock, now_lock))
+            before.update({} if as_recorded else workload_source.differences(original))  # your model's source
             _print_differences(console, original, before)
             parts = provenance(before, restored.info if restored else None)
             result = run_job(config, session, job, ["replay", original["id"]], extra=extra,

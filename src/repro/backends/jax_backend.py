@@ -19,13 +19,17 @@ from flax import nnx
 
 from repro.backends import jax_sharding, precision
 from repro.backends.base import BuildContext, memory_limit_bytes
-from repro.models import canonical, hf, state_flax
+from repro.models import canonical, hf
 
 MATMUL = {"highest": "highest", "high": "tensorfloat32", "medium": "bfloat16"}
 LOSS_SCALE = 2.0**12  # fp16_amp: a static loss scale (fp16 gradients underflow without one)
 
 
-def _loss_fn(task: str):
+def _loss_fn(entry):
+    """The workload's own `jax_loss` where it has one, else its task's."""
+    if own := getattr(entry, "jax_loss", None):
+        return own
+    task = entry.task
     if task == "classify":
         return lambda out, y: optax.softmax_cross_entropy_with_integer_labels(out.astype(jnp.float32), y).mean()
     if task == "lm":
@@ -57,7 +61,7 @@ def _initial_model(ctx: BuildContext, build_model, dtype, param_dtype) -> nnx.Mo
 
     if canonical.init_mode(ctx.config) == "shared":
         model = nnx.eval_shape(build)
-        return state_flax.write(model, canonical.draw(state_flax.shapes(model), ctx.config.run.seed))
+        return ctx.entry.load_flax_state(model, canonical.draw(ctx.entry.flax_shapes(model), ctx.config.run.seed))
     # Built under one jit: eager Flax init compiles every parameter shape on its own
     # (about 1 s each on a small CPU); one traced init compiles once.
     return nnx.jit(build)()
@@ -73,7 +77,7 @@ class JaxWorkload:
         build = hf.build_fn(ctx.entry, cfg.model.impl, "flax")  # model.impl
         model = _initial_model(ctx, build, dtype, param_dtype)
         # In the canonical layout of the native models (transformers' classes name theirs otherwise).
-        self.init_sha256 = canonical.sha256(state_flax.read(model)) if hf.is_native(cfg) else None
+        self.init_sha256 = canonical.sha256(ctx.entry.flax_state(model)) if hf.is_native(cfg) else None
         self.graphdef, params, rest = nnx.split(model, nnx.Param, ...)
         self.tx = _optimizer(cfg.run)
         self.loss_scale = LOSS_SCALE if cfg.precision.loss_scaling else 1.0
@@ -110,7 +114,7 @@ class JaxWorkload:
     def _train_step(self, state, x, y):
         params, rest, opt_state = state
         model = nnx.merge(self.graphdef, params, rest)
-        loss_of = _loss_fn(self.ctx.entry.task)
+        loss_of = _loss_fn(self.ctx.entry)
 
         def loss_fn(m):
             loss = loss_of(m(x), y)
@@ -126,7 +130,7 @@ class JaxWorkload:
     def _forward_step(self, state, x, y):
         params, rest, _ = state
         out = nnx.merge(self.graphdef, params, rest)(x)
-        return state, _loss_fn(self.ctx.entry.task)(out, y)
+        return state, _loss_fn(self.ctx.entry)(out, y)
 
     def step(self, i: int):
         x, y = self.batches[i % len(self.batches)]
@@ -172,6 +176,11 @@ class JaxWorkload:
             self._compile_info.update({"recompiles_possible": False,
                                        "optimizer_state_at_compile": len(jax.tree_util.tree_leaves(self.state[2]))})
         return self._compile_info
+
+    def measured_flops(self) -> tuple[float, str] | None:
+        """FLOPs of the compiled step as XLA's cost analysis counts them (a workload with no formula)."""
+        flops = self.compile_info().get("xla_flops")
+        return (flops, "xla_cost_analysis") if flops else None
 
     def evaluate(self, x, y) -> float:
         params, rest, _ = self.state

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from repro.backends import precision, torch_distributed
 from repro.backends.base import BuildContext, memory_limit_bytes
-from repro.models import canonical, hf, state_torch
+from repro.models import canonical, hf
 
 if TYPE_CHECKING:
     from repro.config.schema import Config
@@ -77,8 +77,12 @@ def cap_memory(cfg: Config) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (vm + limit, resource.RLIM_INFINITY))
 
 
-def _loss(task: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Labels arrive int64 (converted once, off the clock); fp32 outputs are used as they are."""
+def _loss(entry, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Labels arrive int64 (converted once, off the clock); fp32 outputs are used as they are.
+    The workload's own `torch_loss` where it has one, else its task's."""
+    if own := getattr(entry, "torch_loss", None):
+        return own(out, y)
+    task = entry.task
     out = out if out.dtype == torch.float32 else out.float()
     if task == "lm":
         return F.cross_entropy(out.flatten(0, -2), y.flatten())
@@ -92,7 +96,7 @@ def _initial_model(ctx: BuildContext, build_model) -> torch.nn.Module:
     before any cast, move or sharding, with the canonical NumPy draw every framework loads."""
     model = build_model(ctx.dims)
     if canonical.init_mode(ctx.config) == "shared":
-        state_torch.write(model, canonical.draw(state_torch.shapes(model), ctx.config.run.seed))
+        ctx.entry.load_torch_state(model, canonical.draw(ctx.entry.torch_shapes(model), ctx.config.run.seed))
     return model
 
 
@@ -106,7 +110,7 @@ class TorchWorkload:
         build = hf.build_fn(ctx.entry, cfg.model.impl, "torch")  # model.impl
         self.model = _initial_model(ctx, build).to(self.device, dtype=DTYPES[cfg.precision.param_dtype])
         # In the canonical layout of the native models (transformers' classes name theirs otherwise).
-        self.init_sha256 = canonical.sha256(state_torch.read(self.model)) if hf.is_native(cfg) else None
+        self.init_sha256 = canonical.sha256(ctx.entry.torch_state(self.model)) if hf.is_native(cfg) else None
         self.model.train(cfg.run.task == "train")
         self.base_model = self.model  # the unwrapped module (DDP wraps it; FSDP2/TP change it in place)
         self.distributed = cfg.sharding.name != "none" and dist.is_available() and dist.is_initialized()
@@ -149,13 +153,12 @@ class TorchWorkload:
 
     def step(self, i: int):
         x, y = self.batches[i % len(self.batches)]
-        task = self.ctx.entry.task
         with self._autocast():
             if not self.train:
                 with torch.no_grad():
-                    return _loss(task, self.forward(x), y)
+                    return _loss(self.ctx.entry, self.forward(x), y)
             self.opt.zero_grad(set_to_none=True)
-            loss = _loss(task, self.forward(x), y)
+            loss = _loss(self.ctx.entry, self.forward(x), y)
         if self.scaler is None:
             loss.backward()
             self.opt.step()
@@ -164,6 +167,28 @@ class TorchWorkload:
             self.scaler.step(self.opt)
             self.scaler.update()
         return loss
+
+    def measured_flops(self) -> tuple[float, str] | None:
+        """FLOPs of one step of the eager module under `FlopCounterMode` (a workload with no formula),
+        after the timed loop; its buffers (BatchNorm statistics) and gradients are put back."""
+        if self.distributed:
+            return None
+        from torch.utils.flop_counter import FlopCounterMode
+
+        x, y = self.batches[0]
+        buffers = {k: v.clone() for k, v in self.base_model.named_buffers()}
+        with FlopCounterMode(display=False) as counter, self._autocast():
+            if self.train:
+                _loss(self.ctx.entry, self.base_model(x), y).backward()
+            else:
+                with torch.no_grad():
+                    _loss(self.ctx.entry, self.base_model(x), y)
+        if self.opt is not None:
+            self.opt.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for k, v in self.base_model.named_buffers():
+                v.copy_(buffers[k])
+        return float(counter.get_total_flops()), "torch_flop_counter"
 
     def sync(self, out) -> None:
         if self.device.type == "cuda":

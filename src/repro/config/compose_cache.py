@@ -87,10 +87,11 @@ def put_back(composed: Composed, values: dict[str, tuple[str, str]]) -> Composed
     return composed
 
 
-def key(args: Sequence[str]) -> str:
+def key(args: Sequence[str], extra: bytes = b"") -> str:
+    """`extra`: what else decides the compose (the searched config folders' files, entry-point models)."""
     from importlib import metadata
 
-    h = hashlib.sha256(json.dumps([FORMAT, list(args), sys.prefix]).encode())
+    h = hashlib.sha256(json.dumps([FORMAT, list(args), sys.prefix]).encode() + extra)
     for name in PACKAGES:
         try:
             h.update(f"{name}=={metadata.version(name)}".encode())
@@ -103,9 +104,9 @@ def key(args: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def load(args: Sequence[str]) -> tuple[str, Composed | None]:
+def load(args: Sequence[str], extra: bytes = b"") -> tuple[str, Composed | None]:
     """The cache key of `args` and what it holds (None: not there, or unreadable)."""
-    k = key(args)
+    k = key(args, extra)
     try:
         data = json.loads((folder() / f"{k}.json").read_text())
         configs = []

@@ -215,36 +215,43 @@ NON_SEMANTIC_KEYS = (
 # The mesh axes each layout needs (axis names: data, model).
 SHARDING_AXES = {"none": (), "dp": ("data",), "fsdp": ("data",), "tp": ("model",), "dp_tp": ("data", "model")}
 
-MODEL_KEYS = ("name", "preset", "impl")  # every model's; the rest of `model.*` are its dimensions
+MODEL_KEYS = ("name", "preset", "impl", "_target_")  # every model's; the rest of `model.*` are its dimensions
 
 
 def model_schema(entry) -> type:
-    """A dataclass for `model.*` of one model: its name, preset, implementation and every dimension.
+    """A dataclass for `model.*` of one model: its name, preset, implementation and every dimension
+    (plus `_target_`, the class, for a model outside the zoo: `repro.models.api`).
 
     Dimensions default to None, meaning "take it from the preset"; their types come from
-    the presets, so `model.width=abc` is refused as not an int.
+    the presets, so `model.width=abc` is refused as not an int. `entry` is any object with the
+    protocol's `name`, `presets` and `resolve_preset` (this module imports no model).
     """
     types: dict[str, type] = {}
     for dims in entry.presets.values():
         for key, value in dims.items():
             types.setdefault(key, type(value))
     fields = [("name", str, dataclasses.field(default=entry.name)),
-              ("preset", str, dataclasses.field(default=entry.default_preset)),
+              ("preset", str, dataclasses.field(default=entry.resolve_preset(None))),
               ("impl", str, choice("native", MODEL_IMPLS))]
+    if target := getattr(entry, "target", None):  # recorded, so the worker and a replay find the class
+        fields.append(("_target_", str, dataclasses.field(default=target)))
     fields += [(k, Optional[t], dataclasses.field(default=None)) for k, t in types.items()]
-    return dataclasses.make_dataclass(f"{entry.name.title()}ModelConfig", fields)
+    return dataclasses.make_dataclass(f"{entry.name.title().replace('-', '_')}ModelConfig", fields)
 
 
 @functools.lru_cache(maxsize=None)
-def model_type(name: str) -> type:
-    """`model_schema` of the registered model `name`, made once per process."""
-    from repro import models
+def _recorded_model_type(keys: tuple[str, ...]) -> type:
+    return dataclasses.make_dataclass("RecordedModelConfig", [(k, Any, dataclasses.field(default=None)) for k in keys])
 
-    return model_schema(models.get(name))
+
+def model_from_dict(d: dict):
+    """The `model` group of a canonical dict (spec.json, a record) as a dataclass of its own keys: its
+    values were typed and checked by the preflight that made the dict, so no model is imported here."""
+    return _recorded_model_type(tuple(d))(**d)
 
 
 def dims(model) -> dict:
-    """A typed `model` group's dimensions: every field but its name, preset and impl."""
+    """A typed `model` group's dimensions: every field but its name, preset, impl and class."""
     return {f.name: getattr(model, f.name) for f in dataclasses.fields(model) if f.name not in MODEL_KEYS}
 
 
@@ -278,8 +285,7 @@ def from_dict(d: dict) -> Config:
     construction, no OmegaConf (the worker rebuilds its config with it). Keys a dict lacks (a
     record older than the key) take the schema's default."""
     groups = {name: _group_type(name)(**d[name]) for name in _GROUPS if name != "model" and name in d}
-    model = d["model"]
-    return Config(model=model_type(model["name"])(**model), **groups)
+    return Config(model=model_from_dict(d["model"]), **groups)
 
 
 def _group_type(name: str) -> type:

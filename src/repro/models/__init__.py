@@ -1,7 +1,15 @@
-"""The model zoo: one folder per model, each the same function in Flax NNX and PyTorch."""
+"""The model zoo, and the models of your own packages, behind one protocol (`repro.models.api`).
+
+A model is found three ways: the zoo's folders (`MODEL_NAMES`), a Hydra yaml whose `_target_`
+names a `Model` subclass (`repro --config-dir ./myconf model=mymodel`), or the entry-point group
+`repro.models` of an installed distribution. Importing an entry imports only NumPy (and the
+package's own module), never a framework. This package imports nothing of repro.config: a model's
+dims come in as arguments.
+"""
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 from repro.models.base import ModelEntry
@@ -11,23 +19,101 @@ MODEL_NAMES = (
     "mlp", "vit", "gemm", "ffn", "mha", "resnet50", "gpt2_small", "gpt_neo_1_3b",
     "bert_base", "llama3_8b",
 )
+ENTRY_POINT_GROUP = "repro.models"
+TARGET_KEY = "_target_"  # the model group's key naming a class: Hydra's own convention
 
 
-def get(name: str) -> ModelEntry:
-    if name not in MODEL_NAMES:
-        raise KeyError(f"unknown model {name!r}; valid models: {', '.join(MODEL_NAMES)}")
-    return importlib.import_module(f"repro.models.{name}").ENTRY
+class ModelLoadError(ValueError):
+    """A workload outside the zoo that cannot be loaded: the message names the file and the piece."""
 
 
-def dims_of(model_cfg) -> dict:
-    """A resolved, typed `model` group's dimensions: everything but its name, preset and impl."""
-    from repro.config.schema import dims
+def entry_points() -> dict[str, tuple[str, str]]:
+    """name -> ("module:Class", "distribution version") of every `repro.models` entry point."""
+    from importlib import metadata
 
-    return dims(model_cfg)
+    out = {}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist else "?"
+        out.setdefault(ep.name, (ep.value, dist))
+    return out
+
+
+def target_of(name: str) -> str | None:
+    """The `_target_` an entry-point model's config carries (None: a zoo model or unknown)."""
+    if name in MODEL_NAMES:
+        return None
+    found = entry_points().get(name)
+    return found[0].replace(":", ".") if found else None
+
+
+def get(name: str, target: str | None = None):
+    """The model `name`: a zoo entry, or (with `target`, or an entry point of that name) a `Model`."""
+    if target:
+        return load(target)
+    if name in MODEL_NAMES:
+        return importlib.import_module(f"repro.models.{name}").ENTRY
+    if found := target_of(name):
+        return load(found, f"entry point {name} ({entry_points()[name][1]})")
+    raise KeyError(f"unknown model {name!r}; valid models: {', '.join(MODEL_NAMES + tuple(entry_points()))} "
+                   f"(or a model/{name}.yaml of your own with _target_: yourpackage.YourModel, "
+                   f"found with --config-dir)")
+
+
+def entry_of(model_cfg):
+    """The model a typed `model` group names (its `_target_` where it has one)."""
+    return get(model_cfg.name, getattr(model_cfg, TARGET_KEY, None))
+
+
+@functools.lru_cache(maxsize=None)
+def load(target: str, source: str | None = None):
+    """The `Model` instance `target` ("package.module.Class" or "package.module:Class") names."""
+    from repro.models import api
+
+    module_name, _, cls_name = target.replace(":", ".").rpartition(".")
+    if not module_name:
+        raise ModelLoadError(f"_target_: {target!r} is not a dotted path 'package.module.Class'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # noqa: BLE001 - whatever the user's module raises, named with its file
+        where = _file_of(e) or module_name
+        raise ModelLoadError(f"_target_: {target}: importing {module_name} failed in {where}: "
+                             f"{type(e).__name__}: {e}") from None
+    cls = getattr(module, cls_name, None)
+    where = getattr(module, "__file__", module_name)
+    if cls is None:
+        raise ModelLoadError(f"_target_: {target}: {where} defines no {cls_name!r}")
+    model = cls() if isinstance(cls, type) else cls
+    missing = [a for a in api.REQUIRED_ATTRIBUTES if not getattr(model, a, None)]
+    missing += [f"{m}()" for m in api.REQUIRED_METHODS
+                if not callable(getattr(model, m, None)) or getattr(type(model), m, None) is getattr(api.Model, m)]
+    if missing:
+        raise ModelLoadError(f"_target_: {target}: {cls_name} in {where} lacks {', '.join(missing)} "
+                             "(the workload protocol: repro.models.api.Model)")
+    if getattr(model, "task", "classify") not in api.TASKS:
+        raise ModelLoadError(f"_target_: {target}: {cls_name}.task={model.task!r} in {where}; choose one of "
+                             f"{', '.join(api.TASKS)} (or define jax_loss and torch_loss)")
+    model.source = source or f"_target_ {target}"
+    model.target = target.replace(":", ".")
+    model.file = where
+    return model
+
+
+def _file_of(e: BaseException) -> str | None:
+    """The user's file where an import failed: the innermost frame outside importlib."""
+    tb, where = e.__traceback__, None
+    while tb is not None:
+        fname = tb.tb_frame.f_code.co_filename
+        if "importlib" not in fname and not fname.startswith("<"):
+            where = f"{fname}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    if isinstance(e, SyntaxError) and e.filename:
+        where = f"{e.filename}:{e.lineno}"
+    return where
 
 
 def all_entries() -> list[ModelEntry]:
     return [get(n) for n in MODEL_NAMES]
 
 
-__all__ = ["ModelEntry", "MODEL_NAMES", "get", "all_entries", "dims_of"]
+__all__ = ["ModelEntry", "MODEL_NAMES", "ENTRY_POINT_GROUP", "ModelLoadError", "get", "entry_of", "load",
+           "entry_points", "target_of", "all_entries"]

@@ -1,6 +1,7 @@
 """What a model is to repro: one spec, two implementations of the same function.
 
-A model lives in one folder (`repro/models/<name>/`):
+The zoo's models answer the workload protocol of `repro.models.api` (the one a model in your
+own package implements as a `Model` subclass); a zoo model lives in one folder (`repro/models/<name>/`):
 - `__init__.py` defines `ENTRY`, a `ModelEntry` (presets, task, batch maker, analytic sizes);
 - `flax_model.py` has `build(dims: dict, rngs: nnx.Rngs) -> nnx.Module`;
 - `torch_model.py` has `build(dims: dict) -> torch.nn.Module`;
@@ -75,6 +76,55 @@ class ModelEntry:
 
     def train_flops(self, dims: Mapping[str, Any], batch_size: int) -> float:
         return 3.0 * batch_size * self.flops_per_example(dims)
+
+    # The workload protocol (`repro.models.api`), answered from the folder's modules.
+    source = "zoo"
+    partitioning = {"fsdp": True, "tp": True}
+    torch_xla = True
+
+    def flops_known(self) -> bool:
+        return True
+
+    def build_flax(self, dims, rngs, *, dtype=None, param_dtype=None):
+        import importlib
+
+        kw = {} if param_dtype is None else {"param_dtype": param_dtype}
+        return importlib.import_module(self.flax_module).build(dims, rngs, dtype=dtype, **kw)
+
+    def build_torch(self, dims):
+        import importlib
+
+        return importlib.import_module(self.torch_module).build(dims)
+
+    def flax_state(self, fmodel):
+        from repro.models import state_flax
+
+        return state_flax.read(fmodel)
+
+    def flax_shapes(self, fmodel):
+        from repro.models import state_flax
+
+        return state_flax.shapes(fmodel)
+
+    def load_flax_state(self, fmodel, state):
+        from repro.models import state_flax
+
+        return state_flax.write(fmodel, state)
+
+    def torch_state(self, tmodel):
+        from repro.models import state_torch
+
+        return state_torch.read(tmodel)
+
+    def torch_shapes(self, tmodel):
+        from repro.models import state_torch
+
+        return state_torch.shapes(tmodel)
+
+    def load_torch_state(self, tmodel, state):
+        from repro.models import state_torch
+
+        return state_torch.write(tmodel, state)
 
 
 def random_classification(

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Iterable, Mapping, TYPE_CHECKING
+from typing import Iterable, Mapping
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from repro.config.schema import Config
 
 OTHER_STD = 0.02  # learned tokens and positions (ViT's cls/pos): the usual BERT/ViT scale
 
 
-def init_mode(config: Config) -> str:
+def init_mode(config) -> str:
     """run.init of a config; records made before run.init existed ran `native`."""
     return config.run.init
 

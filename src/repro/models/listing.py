@@ -1,12 +1,15 @@
-"""The zoo as a table: every model and preset with its analytic size and forward FLOPs.
+"""Every model as a table: the zoo's and your packages', each preset with its size, FLOPs and source.
 
-Framework-free (entries only); `repro models [--json]` prints it."""
+Framework-free (entries only; a package's model module is imported, never a framework);
+`repro models [--json] [--config-dir DIR]` prints it. A model of your own without `param_count` /
+`flops_per_example` shows none: each run records what its framework counted."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
-from repro.models import all_entries
+from repro.models import TARGET_KEY, ModelLoadError, all_entries, entry_points, load
 
 # Published parameter counts, for the presets that reproduce a published model.
 PUBLISHED_PARAMS = {
@@ -19,14 +22,42 @@ PUBLISHED_PARAMS = {
 }
 
 
-def model_table() -> list[dict[str, Any]]:
+def found(config_dirs: Sequence[str | Path] = ()) -> list[tuple[str, Any, str]]:
+    """(name, entry or the error that stops it loading, where it comes from) of every model: the
+    zoo, the `repro.models` entry points and the `model/*.yaml` with a `_target_` in `config_dirs`."""
+    import yaml
+
+    out: list[tuple[str, Any, str]] = [(e.name, e, "zoo") for e in all_entries()]
+    for name, (value, dist) in sorted(entry_points().items()):
+        out.append((name, _load(value, f"entry point {name} ({dist})"), f"entry point {value} ({dist})"))
+    for folder in config_dirs:
+        for path in sorted((Path(folder) / "model").glob("*.yaml")):
+            target = (yaml.safe_load(path.read_text()) or {}).get(TARGET_KEY)
+            if target:
+                out.append((path.stem, _load(target, str(path)), f"{path} ({TARGET_KEY}: {target})"))
+    return out
+
+
+def _load(target: str, source: str):
+    try:
+        return load(target, source)
+    except ModelLoadError as e:
+        return e
+
+
+def model_table(config_dirs: Sequence[str | Path] = ()) -> list[dict[str, Any]]:
     rows = []
-    for entry in all_entries():
+    for name, entry, source in found(config_dirs):
+        if isinstance(entry, Exception):
+            rows.append(dict(model=name, preset="", params=None, flops_per_example=None, task="", source=source,
+                             description=f"cannot load: {entry}"))
+            continue
         for preset in entry.presets:
             dims = entry.dims(preset)
-            row = dict(model=entry.name, preset=preset, params=int(entry.param_count(dims)),
-                       flops_per_example=float(entry.flops_per_example(dims)), task=entry.task,
-                       description=entry.description)
+            params, flops = entry.param_count(dims), entry.flops_per_example(dims)
+            row = dict(model=name, preset=preset, params=None if params is None else int(params),
+                       flops_per_example=None if flops is None else float(flops), task=entry.task,
+                       description=entry.description, source=source)
             if (entry.name, preset) in PUBLISHED_PARAMS:
                 row["published_params"] = PUBLISHED_PARAMS[entry.name, preset]
             rows.append(row)

@@ -104,3 +104,71 @@ def write(fmodel: nnx.Module, state: Mapping[str, np.ndarray], mapping: list[Pai
             raise ValueError(f"{p.torch} -> {'/'.join(map(str, p.flax))}: shape {a.shape} != {var.shape}")
         var.set_value(jnp.asarray(a, dtype=var.dtype))
     return fmodel
+
+
+# ---- the default converter of a workload outside the zoo (repro.models.api.Model) ------------
+# Its flax and torch twins need not share attribute names: tensors pair by torch-layout shape and
+# kind in declaration order (`api.canonical_key`). nnx's own state is sorted by name, so the
+# declaration order is read from the modules' attributes (`vars`, insertion order).
+
+def _kind(leaf: str, ndim: int) -> str:
+    if leaf == "kernel":
+        return {2: "linear", 3: "conv1d", 4: "conv"}.get(ndim, "copy")
+    return "copy"
+
+
+def ordered(fmodel: nnx.Module) -> list[tuple[str, str, nnx.Variable]]:
+    """(canonical key, flax path, variable) of every Param and BatchStat in declaration order."""
+    from repro.models.api import canonical_key
+
+    out, seen = [], {}
+
+    def walk(obj, prefix: str) -> None:
+        items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) \
+            else ((k, v) for k, v in vars(obj).items() if not str(k).startswith("_"))
+        for name, value in items:
+            path = f"{prefix}{name}"
+            if isinstance(value, (nnx.Param, nnx.BatchStat)):
+                kind = _kind(str(name), len(value.shape))
+                shape = _torch_shape(tuple(value.shape), kind) if kind != "conv1d" else tuple(value.shape)[::-1]
+                out.append((canonical_key(shape, _TORCH_LEAF.get(str(name), str(name)), seen), path, value))
+            elif isinstance(value, (nnx.Module, dict, list, tuple)):
+                walk(value, path + "/")
+
+    walk(fmodel, "")
+    return out
+
+
+def _conv1d_to_torch(a: np.ndarray) -> np.ndarray:
+    return a.transpose(2, 1, 0)  # (W, I, O) -> (O, I, W)
+
+
+def _layout_to_torch(a: np.ndarray, name: str) -> np.ndarray:
+    kind = _kind(name.rsplit("/", 1)[-1], a.ndim)
+    return _conv1d_to_torch(a) if kind == "conv1d" else to_torch_layout(a, kind)
+
+
+def _layout_to_flax(a: np.ndarray, name: str) -> np.ndarray:
+    kind = _kind(name.rsplit("/", 1)[-1], a.ndim)
+    return a.transpose(2, 1, 0) if kind == "conv1d" else to_flax_layout(a, kind)
+
+
+def shapes_ordered(fmodel: nnx.Module) -> dict[str, tuple]:
+    return {k: tuple(int(n) for n in k.split("#", 1)[0].split("x")) if not k.startswith("scalar") else ()
+            for k, _, _ in ordered(fmodel)}
+
+
+def read_ordered(fmodel: nnx.Module) -> dict[str, np.ndarray]:
+    return {k: np.ascontiguousarray(_layout_to_torch(np.asarray(v[...], dtype=np.float32), path))
+            for k, path, v in ordered(fmodel)}
+
+
+def write_ordered(fmodel: nnx.Module, state: Mapping[str, np.ndarray]) -> nnx.Module:
+    entries = ordered(fmodel)
+    check_keys([k for k, _, _ in entries], state)
+    for k, path, var in entries:
+        a = _layout_to_flax(np.asarray(state[k]), path)
+        if a.shape != var.shape:
+            raise ValueError(f"{k} -> {path}: shape {a.shape} != {var.shape}")
+        var.set_value(jnp.asarray(a, dtype=var.dtype))
+    return fmodel

@@ -41,3 +41,29 @@ def write(tmodel: torch.nn.Module, state: Mapping[str, np.ndarray]) -> torch.nn.
                 raise ValueError(f"{key}: shape {tuple(a.shape)} != {tuple(dst[key].shape)}")
             dst[key].copy_(torch.from_numpy(np.array(a)))  # np.array: a writable, contiguous copy
     return tmodel
+
+
+# ---- the default converter of a workload outside the zoo (repro.models.api.Model) ------------
+
+def ordered(tmodel: torch.nn.Module) -> list[tuple[str, str]]:
+    """(canonical key, state_dict key) of every parameter and buffer in declaration order."""
+    from repro.models.api import canonical_key
+
+    seen: dict = {}
+    return [(canonical_key(tuple(v.shape), k.rsplit(".", 1)[-1], seen), k) for k, v in _state(tmodel).items()]
+
+
+def shapes_ordered(tmodel: torch.nn.Module) -> dict[str, tuple]:
+    state = _state(tmodel)
+    return {c: tuple(state[k].shape) for c, k in ordered(tmodel)}
+
+
+def read_ordered(tmodel: torch.nn.Module) -> dict[str, np.ndarray]:
+    state = read(tmodel)
+    return {c: state[k] for c, k in ordered(tmodel)}
+
+
+def write_ordered(tmodel: torch.nn.Module, state: Mapping[str, np.ndarray]) -> torch.nn.Module:
+    names = dict(ordered(tmodel))
+    check_keys(list(names), state)
+    return write(tmodel, {names[c]: a for c, a in state.items()})

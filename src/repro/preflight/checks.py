@@ -22,6 +22,7 @@ from repro.config import schema
 from repro.backends.layouts import mesh_size
 from repro.config.schema import ConfigError
 from repro.models import hf
+from repro.preflight import search, workload
 
 
 DEFAULT_BATCH = 32
@@ -33,14 +34,28 @@ SHARDED_BACKENDS = ("jax", "torch", "torch_xla")
 IR_BACKENDS = ("jax", "torch_xla")
 
 
+_MODEL_TYPES: dict[int, tuple[Any, type]] = {}
+
+
+def model_type(entry) -> type:
+    """`schema.model_schema` of one model, made once per process (keyed by the entry itself: the zoo's
+    are module globals, a package's are cached by `models.load`)."""
+    if id(entry) not in _MODEL_TYPES:
+        _MODEL_TYPES[id(entry)] = (entry, schema.model_schema(entry))
+    return _MODEL_TYPES[id(entry)][1]
+
+
 def _apply_schema(cfg: DictConfig) -> schema.Config:
-    name = cfg.model.get("name") if isinstance(cfg.get("model"), DictConfig) else None
+    node = cfg.get("model") if isinstance(cfg.get("model"), DictConfig) else {}
+    target = node.get(models.TARGET_KEY)
     try:
-        entry = models.get(str(name))
+        entry = models.get(str(node.get("name")), target)
     except KeyError as e:
         raise ConfigError(f"model.name: {e.args[0]}") from None
+    except models.ModelLoadError as e:
+        raise ConfigError(f"model: {e}") from None
     typed = OmegaConf.structured(schema.Config)
-    typed.model = OmegaConf.structured(schema.model_type(entry.name))
+    typed.model = OmegaConf.structured(model_type(entry))
     try:
         merged = OmegaConf.merge(typed, cfg)
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
@@ -143,8 +158,8 @@ def _check_cluster(cfg: schema.Config) -> None:
 
 
 def _resolve_model(cfg: schema.Config) -> None:
-    entry = models.get(cfg.model.name)
-    given = models.dims_of(cfg.model)
+    entry = models.entry_of(cfg.model)
+    given = schema.dims(cfg.model)
     try:
         dims = entry.dims(cfg.model.preset, **given)
     except KeyError as e:
@@ -152,7 +167,8 @@ def _resolve_model(cfg: schema.Config) -> None:
     for key, value in dims.items():
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
             raise ConfigError(f"model.{key}={value!r} must be > 0 (model {entry.name})")
-    cfg.model = schema.model_type(entry.name)(name=entry.name, preset=cfg.model.preset, impl=cfg.model.impl, **dims)
+    target = {models.TARGET_KEY: entry.target} if getattr(entry, "target", None) else {}
+    cfg.model = model_type(entry)(name=cfg.model.name, preset=cfg.model.preset, impl=cfg.model.impl, **target, **dims)
     if cfg.run.batch_size is None:
         suggested = entry.extra.get("batch_size", {})
         cfg.run.batch_size = suggested.get(entry.resolve_preset(cfg.model.preset), DEFAULT_BATCH)
@@ -207,6 +223,7 @@ def check(cfg: DictConfig) -> schema.Config:
     _resolve_model(resolved)
     _check_sharding(resolved)
     _check_cluster(resolved)
+    workload.check(resolved)  # a model of your own package: builds, agrees and converts (preflight/workload.py)
     if resolved.model.impl == "hf" and (reason := hf.refusal(resolved)):
         raise ConfigError(reason)
     resolved.tracking.uri = resolved.tracking.uri or paths.default_tracking_uri()
@@ -331,6 +348,7 @@ def _compose(args: Sequence[str]):
         parsed = parser.parse_overrides(overrides)
         plain = [o.input_line for o in parsed if not o.is_sweep_override()]
         GlobalHydra.instance().clear()
+        search.register_entry_points(overrides)
         with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
             top = compose("config", overrides=plain, return_hydra_config=True)
             multirun = multirun_flag or str(top.hydra.mode) == "RunMode.MULTIRUN"
@@ -363,8 +381,9 @@ def plan(args: Sequence[str]) -> Plan:
     from repro.config import compose_cache
     from repro.sweeper import interleave
 
+    args = search.normalise(args)  # --config-dir DIR -> hydra.searchpath (abs): one key for any cwd
     keyed, placed = compose_cache.with_placeholders(args)
-    cache_key, composed = compose_cache.load(keyed)
+    cache_key, composed = compose_cache.load(keyed, search.fingerprint(keyed))
     if composed is None:
         composed = _compose(keyed)
         compose_cache.store(cache_key, composed)

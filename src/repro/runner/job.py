@@ -30,7 +30,7 @@ from repro.ledger.schema import SCHEMA_VERSION
 from repro.ledger.store import now_iso, record_id
 from repro.envs import runs as envs_runs
 from repro.envs.venvs import EnvError
-from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, spool
+from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, spool, workload_source
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
@@ -131,6 +131,7 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
         "sweep": session.sweep_info(job),
         "git": session.git,
         "code": session.code,
+        **workload_source.block(config.model),  # a model outside repro: its package, version, sha256, git
         "cluster": rdzv.as_dict(),
         "scheduler": scheduler.block(),  # provenance, outside `config` and its hash
         **(extra or {}),

@@ -18,23 +18,14 @@ from pathlib import Path
 from repro import backends, models
 from repro.backends.base import BuildContext, is_oom, requested_bytes
 from repro.backends.layouts import process_count
+from repro.config import schema
 from repro.config.schema import Config, from_dict
 from repro.data import make_batches
-from repro.runner import envcapture, lifeline, machine, measure, seeding
+from repro.runner import envcapture, flops, lifeline, machine, measure, seeding
 from repro.runner.events import EventWriter, Gate
 
 TRACEBACK_LINES = 30
 IMPORTED_AHEAD: dict[str, float] = {}  # a worker started ahead (--warm BACKEND): backend -> its import's seconds
-
-
-def _flops(config: Config, entry, dims: dict, median_s: float) -> dict:
-    batch = config.run.batch_size
-    per_step = entry.train_flops(dims, batch) if config.run.task == "train" else batch * entry.flops_per_example(dims)
-    out = {"flops_per_step": per_step, "achieved_tflops": per_step / median_s / 1e12}
-    peak = config.hardware.peak_tflops.get(config.precision.name)
-    if peak:
-        out["mfu"] = out["achieved_tflops"] / peak
-    return out
 
 
 def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
@@ -45,8 +36,8 @@ def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
     run_cfg = config.run
     seeds = seeding.derive(run_cfg.seed)
     seeding.seed_python_numpy(seeds)
-    entry = models.get(config.model.name)
-    dims = models.dims_of(config.model)
+    entry = models.entry_of(config.model)
+    dims = schema.dims(config.model)
     batches, eval_set, data_record = make_batches(config, entry, dims, seeds["data"])
 
     t0 = time.perf_counter()
@@ -79,12 +70,12 @@ def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
     results["compile"] = workload.compile_info()
     results["setup"] = {"import_s": import_s, "build_s": t2 - t1,
                         "imported_ahead": config.framework.backend in IMPORTED_AHEAD}
-    results["param_count"] = entry.param_count(dims)
+    results["param_count"] = entry.param_count(dims) or workload.effective().get("param_count")
     if sharding := workload.sharding_info():
         results["sharding"] = sharding
     if eval_set is not None:
         results["test_accuracy"] = workload.evaluate(*eval_set)
-    results.update(_flops(config, entry, dims, results["steady_median_s"]))
+    results.update(flops.per_step(config, entry, dims, workload, results["steady_median_s"]))
     ir_texts = workload.ir()
     if ir_texts:
         from repro.ir import histograms  # only where IR was captured: it imports the ledger and report

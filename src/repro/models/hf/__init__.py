@@ -16,10 +16,8 @@ import importlib
 import os
 import sys
 from types import ModuleType
-from typing import Callable, TYPE_CHECKING
+from typing import Callable
 
-if TYPE_CHECKING:
-    from repro.config.schema import Config
 
 # zoo model -> (transformers PyTorch class, transformers Flax class)
 CLASSES = {
@@ -52,12 +50,12 @@ def transformers_for(family: str) -> ModuleType:
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
-def is_native(cfg: Config) -> bool:
+def is_native(cfg) -> bool:
     """Whether the run's model is repro's own implementation (model.impl=native, the default)."""
     return cfg.model.impl == "native"
 
 
-def refusal(cfg: Config) -> str | None:
+def refusal(cfg) -> str | None:
     """Why this resolved config cannot run with model.impl=hf (None when it can)."""
     model, fw, precision = cfg.model.name, cfg.framework, cfg.precision
     if model not in CLASSES:
@@ -79,7 +77,7 @@ def refusal(cfg: Config) -> str | None:
 def build_fn(entry, impl: str, family: str) -> Callable:
     """The `build` function of one implementation: family "flax" or "torch", with the signature
     of the native `flax_model.build` / `torch_model.build` of that model."""
-    if impl == "native":
-        return importlib.import_module(entry.flax_module if family == "flax" else entry.torch_module).build
+    if impl == "native":  # the workload protocol's builders (repro.models.api)
+        return entry.build_flax if family == "flax" else entry.build_torch
     module = importlib.import_module(f"repro.models.hf.{family}_models")
     return lambda dims, *args, **kwargs: module.build(entry, dims, *args, **kwargs)
