@@ -25,7 +25,8 @@ from repro.envs import cache as envcache, lock
 from repro.envs.venvs import EnvError
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.diff import diff
-from repro.runner import envcapture, scheduler, seeding, workload_source
+from repro.envs import workload_source
+from repro.runner import envcapture, scheduler, seeding
 
 LOSS_RTOL = 1e-4  # "close": every step's loss within this relative difference
 TIMING_TOLERANCE = 0.25  # timings "agree" when new/old is within 1 ± this

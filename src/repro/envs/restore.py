@@ -50,7 +50,7 @@ def restore(record: dict, ledger_root: Path, git_today: dict, allow_substitutes:
         root = worktrees.restore(paths.repo_root(), git["commit"])
         where = f"worktree {root}"
     src = root / "src"
-    from repro.runner import workload_source  # a model of your package restored from git, as repro is
+    from repro.envs import workload_source  # a model of your package restored from git, as repro is
 
     venv, meta = venvs.ensure(workload_source.lock_without(text, record), allow_substitutes, log=log)
     log(f"  restored: code {git['commit'][:12]} ({where}); packages {meta['env_hash'][:12]} "

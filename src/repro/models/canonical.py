@@ -80,3 +80,13 @@ def sha256(state: Mapping[str, np.ndarray]) -> str:
         h.update(f"{key}:float32:{a.shape}".encode())
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+def canonical_key(shape: tuple, leaf: str, seen: dict) -> str:
+    """The default converter's key of one tensor: its torch-layout shape, its kind and its rank
+    among the tensors of that shape and kind in declaration order (`16x3x3x3#1.weight`). Both
+    frameworks compute it alone; `canonical.rule` reads the kind from the part after the dot."""
+    sig = ("x".join(map(str, shape)) or "scalar", leaf)
+    k = seen.get(sig, 0)
+    seen[sig] = k + 1
+    return f"{sig[0]}#{k}.{leaf}"

@@ -108,7 +108,7 @@ def write(fmodel: nnx.Module, state: Mapping[str, np.ndarray], mapping: list[Pai
 
 # ---- the default converter of a workload outside the zoo (repro.models.api.Model) ------------
 # Its flax and torch twins need not share attribute names: tensors pair by torch-layout shape and
-# kind in declaration order (`api.canonical_key`). nnx's own state is sorted by name, so the
+# kind in declaration order (`canonical.canonical_key`). nnx's own state is sorted by name, so the
 # declaration order is read from the modules' attributes (`vars`, insertion order).
 
 def _kind(leaf: str, ndim: int) -> str:
@@ -119,7 +119,7 @@ def _kind(leaf: str, ndim: int) -> str:
 
 def ordered(fmodel: nnx.Module) -> list[tuple[str, str, nnx.Variable]]:
     """(canonical key, flax path, variable) of every Param and BatchStat in declaration order."""
-    from repro.models.api import canonical_key
+    from repro.models.canonical import canonical_key
 
     out, seen = [], {}
 

@@ -47,7 +47,7 @@ def write(tmodel: torch.nn.Module, state: Mapping[str, np.ndarray]) -> torch.nn.
 
 def ordered(tmodel: torch.nn.Module) -> list[tuple[str, str]]:
     """(canonical key, state_dict key) of every parameter and buffer in declaration order."""
-    from repro.models.api import canonical_key
+    from repro.models.canonical import canonical_key
 
     seen: dict = {}
     return [(canonical_key(tuple(v.shape), k.rsplit(".", 1)[-1], seen), k) for k, v in _state(tmodel).items()]

@@ -61,7 +61,7 @@ def check(cfg: schema.Config) -> None:
 def _cache_file(target: str, dims: dict) -> Path | None:
     from importlib import metadata
 
-    from repro.runner import workload_source
+    from repro.envs import workload_source
 
     source = workload_source.describe(target)
     if "sha256" not in source:

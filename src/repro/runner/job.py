@@ -30,7 +30,8 @@ from repro.ledger.schema import SCHEMA_VERSION
 from repro.ledger.store import now_iso, record_id
 from repro.envs import runs as envs_runs
 from repro.envs.venvs import EnvError
-from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, spool, workload_source
+from repro.envs import workload_source
+from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, spool
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
