@@ -27,10 +27,10 @@ RUN = ("run.steps=6", "run.warmup=2", "run.batch_size=8")
 def make_venv(path: Path, *pins: str) -> str:
     """A venv with this interpreter's versions of what the worker needs, plus `pins`."""
     uv = [sys.executable, "-m", "uv"]
-    subprocess.run([*uv, "venv", "-q", "--python", sys._base_executable, str(path)], check=True)
+    subprocess.run([*uv, "venv", "-q", "--python", sys._base_executable, str(path)], check=True, env=venvs.uv_env())
     wanted = {n: f"{n}=={metadata.version(n)}" for n in WORKER_NEEDS} | {p.split("==")[0]: p for p in pins}
     subprocess.run([*uv, "pip", "install", "-q", "--python", str(path / "bin" / "python"), *wanted.values(),
-                    *venvs.sources()], check=True)
+                    *venvs.sources()], check=True, env=venvs.uv_env())
     return str(path / "bin" / "python")
 
 
@@ -99,7 +99,7 @@ def test_one_package_older_rebuilt_from_the_record(tmp_path):
     python = make_venv(tmp_path / "venv", "numpy==2.4.5")  # a patch release older than this venv's
     original = co.record(python)
     subprocess.run([sys.executable, "-m", "uv", "pip", "install", "-q", "--python", python, "numpy==2.4.6",
-                    *venvs.sources()], check=True)  # today's environment: one package newer
+                    *venvs.sources()], check=True, env=venvs.uv_env())  # today's environment: one package newer
 
     plain, plain_s = co.replay(original["id"])
     assert "packages.numpy: '2.4.5' → '2.4.6'" in plain.stdout, plain.stdout + plain.stderr
@@ -143,7 +143,33 @@ def test_lock_pins_and_refusals(tmp_path, monkeypatch):
     gone = lock.render([{"name": "optax", "version": "0.0.7", "source": "index"}], lock.parse(text)["python"])
     gone = gone.replace("3.11.7", __import__("platform").python_version())
     with pytest.raises(venvs.EnvError, match=r"optax==0.0.7.*--allow-substitutes"):
-        venvs.ensure(gone)
+        venvs.ensure(gone, allow_substitutes=False)  # a replay: the flag exists there
+    with pytest.raises(venvs.EnvError, match=r"optax==0.0.7.*pip index versions") as plain:
+        venvs.ensure(gone)  # a run's env.packages: no such flag, so no hint to use it
+    assert "--allow-substitutes" not in str(plain.value)
     venv, meta = venvs.ensure(gone, allow_substitutes=True, log=lambda _: None)
     assert meta["substitutes"] == {"optax==0.0.7": "optax==0.0.6"}
     assert lock.versions(lock.of_interpreter(venvs.python_of(venv), tmp_path / "locks"))["optax"] == "0.0.6"
+
+
+def test_an_edited_lock_is_refused_by_verify_show_and_replay(tmp_path):
+    """Issue 30: a lock in <ledger>/envs/ edited after it was written (another optax) was verified,
+    shown and restored as if it were the recorded one."""
+    co = Checkout(tmp_path)
+    original = co.record(sys.executable)
+    env_hash = original["environment"]["env_hash"]
+    path = co.ledger / "envs" / f"{env_hash}.txt"
+    text = path.read_text()
+    assert "\noptax==" in text
+    path.write_text(text.replace(f"\noptax=={metadata.version('optax')}", "\noptax==0.2.7"))
+
+    verify = co.repro("ledger", "verify", "--ledger", str(co.ledger))
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    assert str(path) in verify.stderr and original["id"] in verify.stderr and "changed after it was written" in verify.stderr
+    show = co.repro("env", "show", env_hash[:12], "--ledger", str(co.ledger))
+    assert show.returncode == 1 and str(path) in show.stderr and "optax==0.2.7" not in show.stdout, show.stdout + show.stderr
+    runs = len(co.records("run"))
+    exact, _ = co.replay(original["id"], "--as-recorded")
+    assert exact.returncode != 0 and str(path) in exact.stdout + exact.stderr, exact.stdout + exact.stderr
+    assert "packages restored" not in exact.stdout and len(co.records("run")) == runs  # nothing ran
+    assert not (tmp_path / "cache" / "venvs").exists()  # nothing was built from it

@@ -55,7 +55,11 @@ def cmd_show(args) -> int:
               "`repro env list` names the cached ones, a run record's environment.env_hash the recorded ones",
               file=sys.stderr)
         return 2
-    text = found[0].read_text() if found else (venv / "lock.txt").read_text()
+    try:
+        text = lock.checked(found[0]) if found else (venv / "lock.txt").read_text()
+    except lock.EditedLock as e:
+        print(f"repro env show: {e}", file=sys.stderr)
+        return 1
     print(f"environment {lock.env_hash(text)}  ({len(lock.parse(text)['requirements'])} distributions)")
     if venv:
         print(f"venv {venv} ({_mib(cache.size(venv))}): {venvs.info(venv)}")
