@@ -91,6 +91,10 @@ def test_code_changed_later_replays_exact_as_recorded(tmp_path):
     assert verdict["parts"] == {"code": "restored", "packages": "restored", "data": "same", "hardware": "same"}
     assert rerun["git"]["commit"] == verdict["as_recorded"]["commit"] == original["git"]["commit"]
     assert rerun["environment"]["env_hash"] == verdict["as_recorded"]["env_hash"] == env_hash
+    # the sources uv was handed are pip's (issue 30: in a fresh login shell only pip's config names the CA bundle)
+    sources = verdict["as_recorded"]["sources"]
+    assert sources["index"] and "package sources (pip's configuration, handed to uv)" in exact.stdout
+    assert sources.get("cert") == venvs.pipconf.read().cert
     print(f"\nplain replay {plain_s:.1f} s, --as-recorded {exact_s:.1f} s (cold worktree and venv)")
 
 

@@ -22,6 +22,7 @@ from repro.config import schema
 from repro.backends.layouts import mesh_size
 from repro.config.schema import ConfigError
 from repro.models import hf
+from repro.preflight.packages import check as check_packages
 
 
 DEFAULT_BATCH = 32
@@ -390,6 +391,7 @@ def plan(args: Sequence[str]) -> Plan:
     if "SlurmLauncher" in launcher and (warning := scheduler.shared_store_warning([j.tracking.uri for j in jobs])):
         print(f"repro: {warning}", file=sys.stderr)
     hardware.check_all([j.hardware for j in jobs])
+    check_packages(jobs)  # env.packages: syntax, what a pin may replace, served here (preflight/packages.py)
     check_data(jobs)
     for ledger_dir in sorted({j.ledger.dir for j in jobs}):
         check_ledger_dir(ledger_dir)
