@@ -119,7 +119,7 @@ def test_one_package_older_rebuilt_from_the_record(tmp_path):
     assert built["env_hash"][:16] in listing.stdout and "worktree" in listing.stdout, listing.stdout
     print(f"\nplain replay {plain_s:.1f} s; --as-recorded cold {cold_s:.1f} s (venv {built['build_s']:.1f} s), "
           f"cached {warm_s:.1f} s\n{listing.stdout}")
-    pruned = co.repro("env", "prune")
+    pruned = co.repro("env", "prune", "--all")
     assert pruned.returncode == 0 and "pruned 2 entries" in pruned.stdout, pruned.stdout + pruned.stderr
     assert not list((tmp_path / "cache" / "venvs").glob("*/bin"))
 

@@ -109,7 +109,9 @@ def ensure(text: str, allow_substitutes: bool | None = None, log=print) -> tuple
     an unserved version is not told to use one."""
     digest = lock.env_hash(text)
     venv = path_of(digest)
+    cache.hold(venv)  # in use by this process until it exits: `repro env prune` keeps it
     with _locked(venv):
+        cache.touch(venv)
         if (have := info(venv)) and (not have["substitutes"] or allow_substitutes):
             return venv, {**have, "reused": True}
         parsed = lock.parse(text)
@@ -159,4 +161,5 @@ def ensure(text: str, allow_substitutes: bool | None = None, log=print) -> tuple
                 "packages": len(requirements), "sources": pipconf.describe(pipconf.read())}
         (venv / "lock.txt").write_text(text)
         (venv / MARKER).write_text(json.dumps(meta, indent=1))
+        cache.touch(venv)
         return venv, {**meta, "reused": False}
