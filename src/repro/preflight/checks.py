@@ -23,6 +23,7 @@ from repro.backends.layouts import mesh_size
 from repro.config.schema import ConfigError
 from repro.models import hf
 from repro.preflight.packages import check as check_packages
+from repro.preflight.xla_hardware import check as check_xla_hardware
 
 
 DEFAULT_BATCH = 32
@@ -208,6 +209,7 @@ def check(cfg: DictConfig) -> schema.Config:
     _resolve_model(resolved)
     _check_sharding(resolved)
     _check_cluster(resolved)
+    check_xla_hardware(resolved)  # PyTorch/XLA only on CPU and TPU profiles (preflight/xla_hardware.py)
     if resolved.model.impl == "hf" and (reason := hf.refusal(resolved)):
         raise ConfigError(reason)
     resolved.tracking.uri = resolved.tracking.uri or paths.default_tracking_uri()
