@@ -129,6 +129,6 @@ def check_locks(records: list[dict], where: dict[str, Path]) -> list[Problem]:
         if actual != lock.stem:
             out.append(Problem(lock, f"environment lock changed after it was written: its content hashes to "
                                      f"{actual[:12]}, its name says {lock.stem[:12]}; used by record(s) "
-                                     f"{', '.join(sorted(ids))}. Restore it from git (`git checkout -- {lock.name}` "
+                                     f"{', '.join(sorted(ids))}. Restore it from git (`git checkout -- envs/{lock.name}` "
                                      "in the ledger) or from the ledger it was recorded in"))
     return out
