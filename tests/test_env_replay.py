@@ -177,3 +177,42 @@ def test_an_edited_lock_is_refused_by_verify_show_and_replay(tmp_path):
     assert exact.returncode != 0 and str(path) in exact.stdout + exact.stderr, exact.stdout + exact.stderr
     assert "packages restored" not in exact.stdout and len(co.records("run")) == runs  # nothing ran
     assert not (tmp_path / "cache" / "venvs").exists()  # nothing was built from it
+
+
+def test_pip_settings_are_handed_to_uv_in_its_own_terms():
+    from repro.envs import pipconf
+
+    s = pipconf.parse("global.index-url='https://mirror.example/simple'\n"
+                      "global.trusted-host='mirror.example other.example'\n"
+                      "global.cert='/etc/ssl/company.pem'\n"
+                      ":env:.cert='/etc/ssl/certs/ca-certificates.crt'\n"  # PIP_CERT wins over the file
+                      "install.proxy='http://proxy.example:3128'\n"
+                      ":env:.default-timeout='60'\n"
+                      "global.client-cert='/etc/ssl/me.pem'\n")
+    args = pipconf.uv_args(s)
+    assert args[args.index("--index-url") + 1] == "https://mirror.example/simple"
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--allow-insecure-host"] == ["mirror.example", "other.example"]
+    env = pipconf.uv_env(s, {})
+    assert env == {"SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt", "SSL_CLIENT_CERT": "/etc/ssl/me.pem",
+                   "HTTPS_PROXY": "http://proxy.example:3128", "HTTP_PROXY": "http://proxy.example:3128",
+                   "UV_HTTP_TIMEOUT": "60"}
+    assert pipconf.describe(s)["from"]["cert"] == "PIP_CERT"
+
+
+def test_an_index_uv_cannot_reach_is_named_in_one_line_with_what_pip_would_use(tmp_path):
+    """pip's certificate set to a bundle that trusts nothing: uv's TLS handshake with the index fails,
+    and the refusal names the index and pip's settings in one line (not uv's multi-line error)."""
+    bogus = tmp_path / "nothing.pem"
+    bogus.write_text("")
+    env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_DIR", "SSL_CERT_FILE")}  # only pip's bundle
+    env |= {"PIP_CERT": str(bogus), "REPRO_ENV_CACHE": str(tmp_path / "cache"),
+           "UV_CACHE_DIR": str(tmp_path / "uv"), "PIP_FIND_LINKS": "", "PIP_EXTRA_INDEX_URL": ""}
+    text = lock.render([{"name": "leftpad", "version": "0.0.7", "source": "index"}],
+                       __import__("platform").python_version())
+    out = subprocess.run([sys.executable, "-c", "import sys; from repro.envs import venvs\n"
+                          "try:\n    venvs.ensure(sys.stdin.read())\n"
+                          "except venvs.EnvError as e:\n    print(e)"], input=text, env=env, capture_output=True,
+                         text=True, timeout=300)
+    line = out.stdout.strip()
+    assert "\n" not in line and line.startswith("uv could not reach https://pypi.org/simple/"), out.stdout + out.stderr
+    assert f"certificate bundle {bogus}" in line and "index https://pypi.org/simple" in line
