@@ -8,7 +8,8 @@ PY := $(VENV)/bin/python
 # torch first: on this machine kind `torch==2.13.0` is a CPU build that lies on disk; a bare
 # `torch` would pull a multi-GB CUDA build. Override TORCH on a GPU box (TORCH="torch").
 TORCH ?= torch==2.13.0
-# CI sets CONSTRAINTS=-c .ci/constraints.txt (exact pins); a user's install uses pyproject ranges.
+# CI passes CONSTRAINTS="-c .ci/constraints.txt" (exact pins) on the command line, in a clean shell (.ci/run);
+# a user's install uses pyproject ranges.
 CONSTRAINTS ?=
 STAMP := $(VENV)/.installed
 

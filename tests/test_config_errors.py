@@ -47,7 +47,7 @@ def test_quickstart_plan_is_six_jobs():
 
 def test_vit_l4_is_the_published_setup():
     jobs = plan(["+exp=vit_l4", "hardware=cpu"]).jobs
-    frameworks = ["jax", "torch", "torch_compile", "torch_xla", "torch_xla_compile"]
+    frameworks = ["jax", "torch", "torch_compile"]  # PyTorch/XLA left out: no CUDA wheels (conf/exp/vit_l4.yaml)
     # transformers' ViT classes (what the study ran) and ours beside them
     assert [(j.framework.name, j.model.impl) for j in jobs] == [(f, i) for f in frameworks
                                                                             for i in ("hf", "native")] * 3  # 3 repeats, interleaved

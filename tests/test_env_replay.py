@@ -27,10 +27,10 @@ RUN = ("run.steps=6", "run.warmup=2", "run.batch_size=8")
 def make_venv(path: Path, *pins: str) -> str:
     """A venv with this interpreter's versions of what the worker needs, plus `pins`."""
     uv = [sys.executable, "-m", "uv"]
-    subprocess.run([*uv, "venv", "-q", "--python", sys._base_executable, str(path)], check=True)
+    subprocess.run([*uv, "venv", "-q", "--python", sys._base_executable, str(path)], check=True, env=venvs.uv_env())
     wanted = {n: f"{n}=={metadata.version(n)}" for n in WORKER_NEEDS} | {p.split("==")[0]: p for p in pins}
     subprocess.run([*uv, "pip", "install", "-q", "--python", str(path / "bin" / "python"), *wanted.values(),
-                    *venvs.sources()], check=True)
+                    *venvs.sources()], check=True, env=venvs.uv_env())
     return str(path / "bin" / "python")
 
 
@@ -91,6 +91,10 @@ def test_code_changed_later_replays_exact_as_recorded(tmp_path):
     assert verdict["parts"] == {"code": "restored", "packages": "restored", "data": "same", "hardware": "same"}
     assert rerun["git"]["commit"] == verdict["as_recorded"]["commit"] == original["git"]["commit"]
     assert rerun["environment"]["env_hash"] == verdict["as_recorded"]["env_hash"] == env_hash
+    # the sources uv was handed are pip's (issue 30: in a fresh login shell only pip's config names the CA bundle)
+    sources = verdict["as_recorded"]["sources"]
+    assert sources["index"] and "package sources (pip's configuration, handed to uv)" in exact.stdout
+    assert sources.get("cert") == venvs.pipconf.read().cert
     print(f"\nplain replay {plain_s:.1f} s, --as-recorded {exact_s:.1f} s (cold worktree and venv)")
 
 
@@ -99,7 +103,7 @@ def test_one_package_older_rebuilt_from_the_record(tmp_path):
     python = make_venv(tmp_path / "venv", "numpy==2.4.5")  # a patch release older than this venv's
     original = co.record(python)
     subprocess.run([sys.executable, "-m", "uv", "pip", "install", "-q", "--python", python, "numpy==2.4.6",
-                    *venvs.sources()], check=True)  # today's environment: one package newer
+                    *venvs.sources()], check=True, env=venvs.uv_env())  # today's environment: one package newer
 
     plain, plain_s = co.replay(original["id"])
     assert "packages.numpy: '2.4.5' → '2.4.6'" in plain.stdout, plain.stdout + plain.stderr
@@ -115,7 +119,7 @@ def test_one_package_older_rebuilt_from_the_record(tmp_path):
     assert built["env_hash"][:16] in listing.stdout and "worktree" in listing.stdout, listing.stdout
     print(f"\nplain replay {plain_s:.1f} s; --as-recorded cold {cold_s:.1f} s (venv {built['build_s']:.1f} s), "
           f"cached {warm_s:.1f} s\n{listing.stdout}")
-    pruned = co.repro("env", "prune")
+    pruned = co.repro("env", "prune", "--all")
     assert pruned.returncode == 0 and "pruned 2 entries" in pruned.stdout, pruned.stdout + pruned.stderr
     assert not list((tmp_path / "cache" / "venvs").glob("*/bin"))
 
@@ -143,7 +147,72 @@ def test_lock_pins_and_refusals(tmp_path, monkeypatch):
     gone = lock.render([{"name": "optax", "version": "0.0.7", "source": "index"}], lock.parse(text)["python"])
     gone = gone.replace("3.11.7", __import__("platform").python_version())
     with pytest.raises(venvs.EnvError, match=r"optax==0.0.7.*--allow-substitutes"):
-        venvs.ensure(gone)
+        venvs.ensure(gone, allow_substitutes=False)  # a replay: the flag exists there
+    with pytest.raises(venvs.EnvError, match=r"optax==0.0.7.*pip index versions") as plain:
+        venvs.ensure(gone)  # a run's env.packages: no such flag, so no hint to use it
+    assert "--allow-substitutes" not in str(plain.value)
     venv, meta = venvs.ensure(gone, allow_substitutes=True, log=lambda _: None)
     assert meta["substitutes"] == {"optax==0.0.7": "optax==0.0.6"}
     assert lock.versions(lock.of_interpreter(venvs.python_of(venv), tmp_path / "locks"))["optax"] == "0.0.6"
+
+
+def test_an_edited_lock_is_refused_by_verify_show_and_replay(tmp_path):
+    """Issue 30: a lock in <ledger>/envs/ edited after it was written (another optax) was verified,
+    shown and restored as if it were the recorded one."""
+    co = Checkout(tmp_path)
+    original = co.record(sys.executable)
+    env_hash = original["environment"]["env_hash"]
+    path = co.ledger / "envs" / f"{env_hash}.txt"
+    text = path.read_text()
+    assert "\noptax==" in text
+    path.write_text(text.replace(f"\noptax=={metadata.version('optax')}", "\noptax==0.2.7"))
+
+    verify = co.repro("ledger", "verify", "--ledger", str(co.ledger))
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    assert str(path) in verify.stderr and original["id"] in verify.stderr and "changed after it was written" in verify.stderr
+    show = co.repro("env", "show", env_hash[:12], "--ledger", str(co.ledger))
+    assert show.returncode == 1 and str(path) in show.stderr and "optax==0.2.7" not in show.stdout, show.stdout + show.stderr
+    runs = len(co.records("run"))
+    exact, _ = co.replay(original["id"], "--as-recorded")
+    assert exact.returncode != 0 and str(path) in exact.stdout + exact.stderr, exact.stdout + exact.stderr
+    assert "packages restored" not in exact.stdout and len(co.records("run")) == runs  # nothing ran
+    assert not (tmp_path / "cache" / "venvs").exists()  # nothing was built from it
+
+
+def test_pip_settings_are_handed_to_uv_in_its_own_terms():
+    from repro.envs import pipconf
+
+    s = pipconf.parse("global.index-url='https://mirror.example/simple'\n"
+                      "global.trusted-host='mirror.example other.example'\n"
+                      "global.cert='/etc/ssl/company.pem'\n"
+                      ":env:.cert='/etc/ssl/certs/ca-certificates.crt'\n"  # PIP_CERT wins over the file
+                      "install.proxy='http://proxy.example:3128'\n"
+                      ":env:.default-timeout='60'\n"
+                      "global.client-cert='/etc/ssl/me.pem'\n")
+    args = pipconf.uv_args(s)
+    assert args[args.index("--index-url") + 1] == "https://mirror.example/simple"
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--allow-insecure-host"] == ["mirror.example", "other.example"]
+    env = pipconf.uv_env(s, {})
+    assert env == {"SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt", "SSL_CLIENT_CERT": "/etc/ssl/me.pem",
+                   "HTTPS_PROXY": "http://proxy.example:3128", "HTTP_PROXY": "http://proxy.example:3128",
+                   "UV_HTTP_TIMEOUT": "60"}
+    assert pipconf.describe(s)["from"]["cert"] == "PIP_CERT"
+
+
+def test_an_index_uv_cannot_reach_is_named_in_one_line_with_what_pip_would_use(tmp_path):
+    """pip's certificate set to a bundle that trusts nothing: uv's TLS handshake with the index fails,
+    and the refusal names the index and pip's settings in one line (not uv's multi-line error)."""
+    bogus = tmp_path / "nothing.pem"
+    bogus.write_text("")
+    env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_DIR", "SSL_CERT_FILE")}  # only pip's bundle
+    env |= {"PIP_CERT": str(bogus), "REPRO_ENV_CACHE": str(tmp_path / "cache"),
+           "UV_CACHE_DIR": str(tmp_path / "uv"), "PIP_FIND_LINKS": "", "PIP_EXTRA_INDEX_URL": ""}
+    text = lock.render([{"name": "leftpad", "version": "0.0.7", "source": "index"}],
+                       __import__("platform").python_version())
+    out = subprocess.run([sys.executable, "-c", "import sys; from repro.envs import venvs\n"
+                          "try:\n    venvs.ensure(sys.stdin.read())\n"
+                          "except venvs.EnvError as e:\n    print(e)"], input=text, env=env, capture_output=True,
+                         text=True, timeout=300)
+    line = out.stdout.strip()
+    assert "\n" not in line and line.startswith("uv could not reach https://pypi.org/simple/"), out.stdout + out.stderr
+    assert f"certificate bundle {bogus}" in line and "index https://pypi.org/simple" in line

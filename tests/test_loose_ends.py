@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 import psutil
@@ -360,6 +361,40 @@ def test_the_quick_start_block_runs_as_written_in_a_fresh_clone_and_shell(tmp_pa
     bare = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], "bash", "-c", "repro --help"],
                           cwd=clone, capture_output=True, text=True, timeout=60)
     assert bare.returncode == 127 and "command not found" in bare.stderr
+    _replay_as_recorded_in_the_fresh_shell(clone, env, tmp_path)
+
+
+def _replay_as_recorded_in_the_fresh_shell(clone: Path, env: dict, tmp_path: Path) -> None:
+    """Issue 30: one `repro replay ID --as-recorded` for real in that fresh shell (no SSL_CERT_FILE, no
+    PIP_* variables, a HOME with no uv cache): uv must reach the package index with what pip's own
+    configuration names (its certificate bundle). The run it replays uses a small venv (what a JAX MLP
+    worker imports), so the rebuild downloads tens of MB, not the whole stack. PYTHONPATH makes the
+    clone's code the code that runs (the shared venv's editable install points at the main checkout)."""
+    from repro.envs import venvs
+
+    small = tmp_path / "small"
+    uv = [sys.executable, "-m", "uv"]
+    subprocess.run([*uv, "venv", "-q", "--python", sys._base_executable, str(small)], check=True, env=venvs.uv_env())
+    needs = ("jax", "jaxlib", "flax", "numpy", "omegaconf", "psutil", "rich")
+    subprocess.run([*uv, "pip", "install", "-q", "--python", str(small / "bin/python"),
+                    *(f"{n}=={metadata.version(n)}" for n in needs), *venvs.sources()], check=True, env=venvs.uv_env())
+    shell = [f"{k}={v}" for k, v in env.items()] + ["LANG=C.UTF-8", f"PYTHONPATH={clone / 'src'}"]
+    ledger = tmp_path / "ledger"
+
+    def fresh(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["env", "-i", *shell, "bash", "-lc", command], cwd=clone, capture_output=True,
+                              text=True, timeout=600)
+
+    ran = fresh(f".venv/bin/repro model=mlp framework=jax run.steps=6 run.warmup=2 run.batch_size=8 "
+                f"framework.python={small / 'bin/python'} ledger.dir={ledger} progress.mode=plain")
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    (recorded,) = Ledger(ledger).heads(kind="run", status="ok")
+    rid = recorded["id"]
+    replay = fresh(f".venv/bin/repro replay {rid} --as-recorded --ledger {ledger} --progress none")
+    assert replay.returncode == 0 and "verdict: exact" in replay.stdout, replay.stdout[-3000:] + replay.stderr[-3000:]
+    assert "package sources (pip's configuration, handed to uv)" in replay.stdout, replay.stdout
+    print("\n" + "\n".join(line for line in replay.stdout.splitlines() if "restored" in line or "sources" in line
+                             or "verdict" in line))
 
 
 def test_ctrl_c_between_jobs_counts_what_was_recorded_and_names_repro_sync(tmp_path):

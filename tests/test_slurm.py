@@ -4,6 +4,8 @@ happens when SLURM ends a job (scancel, time limit, requeue), and a run over two
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -187,9 +189,46 @@ def test_requeued_job_runs_again_as_its_next_attempt_and_resumes(slurm, sandbox,
                   key=lambda r: r["created"])
     seen = [(r["config"]["framework"]["name"], r["status"], r["scheduler"]["attempt"]) for r in runs]
     assert seen == [("jax", "ok", 1), ("torch", "killed", 1), ("torch", "ok", 2)], seen
-    assert runs[1]["error"]["reason"].startswith(f"requeued by SLURM (preempted or scontrol requeue); it runs again "
+    assert runs[1]["error"]["reason"].startswith(f"requeued by SLURM (scontrol requeue); it runs again "
                                                  f"as attempt 2; SLURM job {job_id}")
     assert len(_started(sandbox, "jax")) == 1  # jax ran once
     out = (sandbox.root / "job.out").read_text()
     assert "resume: jax" in out and "skipped, already recorded ok" in out
     assert (sandbox.root / "rc").read_text().split() == ["130", "0"]  # attempt 1 ended by SLURM, attempt 2 ok
+
+
+def test_a_node_that_dies_under_a_run_is_recorded_as_a_node_failure(slurm, sandbox, timeout_job):
+    """Issue 30: n2's slurmd killed under a running job, the node then marked DOWN as slurmctld does once
+    it stops answering (after SlurmdTimeout; done here at once), SLURM requeues the job; the run's parent
+    ends (SIGTERM, as the node's end brings). Recorded as a node failure, not a scancel or a requeue."""
+    cmd = " ".join(sandbox.repro_cmd("framework=torch", "model=mlp", "run.steps=300000", "run.warmup=2",
+                                     "tracking.experiment=slurm_node_fail"))
+    pid_file = sandbox.root / "repro.pid"
+    job_id = subprocess.run(["sbatch", "--parsable", "-p", "both", "-w", "n2", "-o", str(sandbox.root / "job.out"),
+                             f"--chdir={sandbox.root}", "--wrap", f"{cmd} & echo $! > {pid_file}; wait $!"],
+                            capture_output=True, text=True, env=sandbox.env(), check=True).stdout.strip()
+    try:
+        _wait_for("torch's started record", lambda: _started(sandbox, "torch"), timeout=180)
+        time.sleep(2)  # into its timed loop
+        slurmd = slurm.procs["slurmd-n2"]
+        slurmd.kill()
+        slurmd.wait(timeout=30)
+        subprocess.run(["scontrol", "update", "NodeName=n2", "State=DOWN", "Reason=slurmd-killed"], check=True,
+                       env=slurm.env())
+        slurm.wait_state(job_id, {"PENDING", "NODE_FAIL"}, timeout=60)  # requeued (or failed) by slurmctld
+        os.kill(int(pid_file.read_text()), signal.SIGTERM)
+        (head,) = _wait_for("the run's end", lambda: [h for h in sandbox.heads() if h["status"] != "started"],
+                            timeout=120)
+    finally:
+        subprocess.run(["scancel", job_id], env=slurm.env())
+        slurm._start("slurmd-n2", ["slurmd", "-D", "-N", "n2", "-f", str(slurm.conf)])
+        subprocess.run(["scontrol", "update", "NodeName=n2", "State=RESUME"], env=slurm.env())
+    assert head["status"] == "killed", head.get("error")
+    reason = head["error"]["reason"]
+    assert reason.startswith("ended by SLURM: node failure (node n2 DOWN"), reason
+    assert "slurmd-killed" in reason and f"SLURM job {job_id}" in reason
+    assert "cancelled" not in reason and "scancel" not in reason
+    assert head["scheduler"]["node"] == "n2"
+    _wait_for("n2 back", lambda: subprocess.run(["sinfo", "-h", "-n", "n2", "-o", "%t"], capture_output=True,
+                                                text=True, env=slurm.env()).stdout.strip() == "idle", timeout=90)
+    print(f"\nrecorded: {head['status']}: {reason}")

@@ -59,12 +59,24 @@ def _import_torch_xla(platform: str):
     return torch_xla, xm, xr
 
 
+def check_device(profile_name: str, profile_platform: str, device_type: str) -> None:
+    """Refuse a run whose XLA device is not the kind its hardware profile names: an XLA runtime that
+    came up on the CPU under a GPU or TPU profile (a PJRT_DEVICE=CPU in the environment, no TPU here)
+    would otherwise be recorded as a run on that hardware."""
+    got = PLATFORMS.get(device_type, device_type.lower())
+    if got != profile_platform:
+        raise RuntimeError(f"torch_xla's device is {device_type} (xr.device_type()) but hardware={profile_name} "
+                           f"names a {profile_platform.upper()} (PJRT_DEVICE={os.environ.get('PJRT_DEVICE')}): "
+                           f"run with hardware=cpu to measure on the CPU, or where XLA sees a {profile_platform.upper()}")
+
+
 class TorchXLAWorkload(TorchWorkload):
     def __init__(self, ctx: BuildContext):
         cfg = ctx.config
         t0 = time.perf_counter()
         self.torch_xla, self.xm, self.xr = _import_torch_xla(cfg.hardware.platform)
         self.import_s = time.perf_counter() - t0
+        check_device(cfg.hardware.name, cfg.hardware.platform, self.xr.device_type())
         self.cache_dir = self._init_cache(ctx)  # before the runtime starts (first device use)
         self.layout = cfg.sharding.name
         if self.layout != "none":  # SPMD: one virtual device over the mesh's (before any XLA tensor)

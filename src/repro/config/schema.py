@@ -177,6 +177,8 @@ class EnvConfig:
     # pins that replace versions of the worker's environment, e.g. [optax==0.2.7]: the job runs
     # in a cached venv built with uv (repro.envs); [] runs in the worker's interpreter as it is
     packages: list[str] = field(default_factory=list)
+    # a pin may name a distribution the worker's environment lacks only with allow_new=true (the preflight refuses it else)
+    allow_new: bool = False
 
 
 @dataclass
@@ -204,6 +206,7 @@ NON_SEMANTIC_KEYS = (
     "run.resume",  # whether to skip, not what runs
     "run.repeats",  # repeats are the same config: each one hashes as its config
     "framework.python",
+    "env.allow_new",  # a permission the preflight reads, not what runs
     "hardware.check",
     "cluster.name",  # how the hosts were found, not what ran
     "cluster.node_rank",

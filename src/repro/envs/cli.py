@@ -10,7 +10,7 @@ from repro.envs import cache, lock, venvs, worktrees
 
 
 def _mib(n: int) -> str:
-    return f"{n / 2**20:,.0f} MiB"
+    return f"{n / 2**20:,.1f} MiB" if n < 10 * 2**20 else f"{n / 2**20:,.0f} MiB"
 
 
 def entries() -> list[dict]:
@@ -26,8 +26,17 @@ def entries() -> list[dict]:
         if path.is_dir():
             out.append({"kind": "worktree", "path": path, "name": path.name, "note": "code of commit " + path.name})
     for e in out:
-        e["bytes"], e["used"] = cache.size(e["path"]), e["path"].stat().st_mtime
+        e["usage"], e["used"] = cache.usage(e["path"]), cache.last_used(e["path"])
     return out
+
+
+def _sizes(e: dict) -> str:
+    return f"{_mib(e['usage'].own):>10} own  {_mib(e['usage'].shared):>10} shared"
+
+
+def _ago(t: float) -> str:
+    days = (time.time() - t) / 86400
+    return f"used {days:.1f} d ago" if days >= 1 else f"used {days * 24:.1f} h ago"
 
 
 def cmd_list(args) -> int:
@@ -36,10 +45,18 @@ def cmd_list(args) -> int:
         print(f"no cached environments under {cache.root()}")
         return 0
     for e in rows:
-        print(f"{e['kind']:8}  {e['name']:16}  {_mib(e['bytes']):>10}  {e['note']}")
-    uv_cache = Path.home() / ".cache" / "uv"
-    print(f"{len(rows)} entries, {_mib(sum(e['bytes'] for e in rows))} under {cache.root()} "
-          f"(venvs hard-link from uv's cache{', ' + _mib(cache.size(uv_cache)) + ' at ' + str(uv_cache) if args.sizes else ''})")
+        print(f"{e['kind']:8}  {e['name']:16}  {_sizes(e)}  {_ago(e['used'])}  {e['note']}")
+    own = sum(e["usage"].own for e in rows)
+    inodes = frozenset().union(*(e["usage"].inodes for e in rows))
+    uv_cache = cache.uv_cache_dir()
+    uv_part = ""
+    if args.sizes and uv_cache:
+        uv_part = f"; uv's cache {uv_cache}: {_mib(cache.size(uv_cache))}"
+    elif uv_cache:
+        uv_part = f"; uv's cache: {uv_cache} (--sizes measures it)"
+    print(f"{len(rows)} entries under {cache.root()}: {_mib(own)} their own (what `repro env prune --all` frees), "
+          f"{len(inodes):,} files in all; \"shared\" is hard-linked from uv's cache or another venv, freed only "
+          f"with it{uv_part}")
     return 0
 
 
@@ -55,24 +72,45 @@ def cmd_show(args) -> int:
               "`repro env list` names the cached ones, a run record's environment.env_hash the recorded ones",
               file=sys.stderr)
         return 2
-    text = found[0].read_text() if found else (venv / "lock.txt").read_text()
+    try:
+        text = lock.checked(found[0]) if found else (venv / "lock.txt").read_text()
+    except lock.EditedLock as e:
+        print(f"repro env show: {e}", file=sys.stderr)
+        return 1
     print(f"environment {lock.env_hash(text)}  ({len(lock.parse(text)['requirements'])} distributions)")
     if venv:
-        print(f"venv {venv} ({_mib(cache.size(venv))}): {venvs.info(venv)}")
+        use = cache.usage(venv)
+        print(f"venv {venv} ({_mib(use.own)} own, {_mib(use.shared)} shared with uv's cache): {venvs.info(venv)}")
     sys.stdout.write(text)
     return 0
 
 
 def cmd_prune(args) -> int:
-    cutoff = time.time() - args.older_than * 86400
-    freed, gone = 0, 0
-    for e in entries():
-        if e["used"] <= cutoff:
-            freed += e["bytes"]
-            gone += 1
+    """Remove entries unused for --older-than days (or --all); with neither, list what --all would remove."""
+    rows = entries()
+    if args.older_than is None and not args.all:
+        for e in rows:
+            print(f"would remove {e['kind']} {e['name']} ({_mib(e['usage'].own)} own, {_ago(e['used'])})")
+        print(f"{len(rows)} entries, {_mib(sum(e['usage'].own for e in rows))} would be freed; nothing removed: "
+              "`repro env prune --all` removes them, `--older-than DAYS` those unused for that long")
+        return 0
+    cutoff = time.time() - (args.older_than or 0) * 86400
+    freed, gone, kept = 0, 0, 0
+    for e in rows:
+        if e["used"] > cutoff:
+            continue
+        with cache.removable(e["path"]) as free:
+            if not free:
+                kept += 1
+                print(f"kept {e['kind']} {e['name']}: in use by a running replay or sweep")
+                continue
+            now = cache.usage(e["path"]).own  # measured under the lock: what removing it frees now
             (worktrees.remove if e["kind"] == "worktree" else cache.remove)(e["path"])
-            print(f"removed {e['kind']} {e['name']} ({_mib(e['bytes'])})")
-    print(f"pruned {gone} entries, {_mib(freed)} freed (uv's own cache: `python -m uv cache prune`)")
+        freed += now
+        gone += 1
+        print(f"removed {e['kind']} {e['name']} ({_mib(now)} freed)")
+    print(f"pruned {gone} entries, {_mib(freed)} freed" + (f", {kept} in use kept" if kept else "")
+          + " (uv's own cache: `python -m uv cache prune`)")
     return 0
 
 
@@ -85,7 +123,9 @@ def add_parser(sub, common) -> None:
     show = verbs.add_parser("show", parents=[common], help="an environment's lock (from the ledger's envs/ or the cache)")
     show.add_argument("hash", help="an environment hash or a prefix of it")
     show.set_defaults(func=cmd_show)
-    prune = verbs.add_parser("prune", parents=[common], help="remove cached venvs and worktrees (rebuilt when next needed)")
-    prune.add_argument("--older-than", type=float, default=0.0, metavar="DAYS",
-                       help="only those unused for this many days (default 0: all)")
+    prune = verbs.add_parser("prune", parents=[common], help="remove cached venvs and worktrees not in use (rebuilt when next needed); "
+                                                 "without --all or --older-than: list what it would remove")
+    prune.add_argument("--older-than", type=float, default=None, metavar="DAYS",
+                       help="remove those unused for this many days (by last use)")
+    prune.add_argument("--all", action="store_true", help="remove every entry not in use")
     prune.set_defaults(func=cmd_prune)

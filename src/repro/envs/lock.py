@@ -168,9 +168,27 @@ def store(ledger_root: Path, text: str) -> str:
     return digest
 
 
-def load(ledger_root: Path, digest: str) -> str | None:
+class EditedLock(ValueError):
+    """A lock whose content does not hash to the name it is kept under: it was changed after it was written."""
+
+
+def checked(path: Path) -> str:
+    """The text of the lock at `path`, or EditedLock naming the file when its content is not its name's hash."""
+    text = path.read_text()
+    if (actual := env_hash(text)) != path.stem:
+        raise EditedLock(f"environment lock {path} was changed after it was written: its content hashes to "
+                         f"{actual[:12]}, its name says {path.stem[:12]} (`repro ledger verify` names the records "
+                         "using it); restore it from git or from the ledger it was recorded in")
+    return text
+
+
+def load(ledger_root: Path, digest: str, check: bool = False) -> str | None:
+    """The lock `digest` of a ledger (None: not there). `check`: EditedLock when its content does not
+    match its name (what rebuilds an environment from it must be sure it is the recorded one)."""
     path = Path(ledger_root) / "envs" / f"{digest}.txt"
-    return path.read_text() if path.is_file() else None
+    if not path.is_file():
+        return None
+    return checked(path) if check else path.read_text()
 
 
 if __name__ == "__main__":  # `python -I lock.py`: the lock of the interpreter running it

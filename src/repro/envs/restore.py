@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro import paths
-from repro.envs import lock, venvs, worktrees
+from repro.envs import lock, pipconf, venvs, worktrees
 from repro.envs.venvs import EnvError
 
 
@@ -32,7 +32,10 @@ def check(record: dict, ledger_root: Path, git_today: dict) -> str:
     if not digest:
         raise EnvError(f"record {record['id']} names no whole environment (it predates environment.env_hash, "
                        "ledger schema 2, or its worker never started): replay it without --as-recorded")
-    text = lock.load(ledger_root, digest)
+    try:
+        text = lock.load(ledger_root, digest, check=True)
+    except lock.EditedLock as e:
+        raise EnvError(f"record {record['id']}: {e}") from None
     if text is None:
         raise EnvError(f"record {record['id']}'s environment {digest[:12]} is not in {Path(ledger_root) / 'envs'}: "
                        f"copy envs/{digest}.txt from the ledger it was recorded in")
@@ -52,10 +55,12 @@ def restore(record: dict, ledger_root: Path, git_today: dict, allow_substitutes:
     src = root / "src"
     from repro.envs import workload_source  # a model of your package restored from git, as repro is
 
-    venv, meta = venvs.ensure(workload_source.lock_without(text, record), allow_substitutes, log=log)
+    venv, meta = venvs.ensure(workload_source.lock_without(text, record), bool(allow_substitutes), log=log)
     log(f"  restored: code {git['commit'][:12]} ({where}); packages {meta['env_hash'][:12]} "
         + ("(cached venv)" if meta["reused"] else f"(venv built in {meta['build_s']:.1f} s)")
         + (f", substitutes {meta['substitutes']}" if meta["substitutes"] else ""))
+    if src_of := meta.get("sources"):
+        log("  package sources (pip's configuration, handed to uv): " + pipconf.one_line(src_of))
     restored_git = {k: git.get(k) for k in ("commit", "dirty", "diff_sha256", "changed")}
     now_text = lock.with_pins(text, list(meta["substitutes"].values())) if meta["substitutes"] else text
     return Restored(
@@ -64,5 +69,6 @@ def restore(record: dict, ledger_root: Path, git_today: dict, allow_substitutes:
         code={"src_sha256": gitinfo.source_sha256(src / "repro")},
         lock_text=now_text,
         info={"commit": git["commit"], "env_hash": meta["env_hash"], "worktree": str(root), "venv": str(venv),
-              "substitutes": meta["substitutes"], "venv_reused": meta["reused"], "build_s": meta["build_s"]},
+              "substitutes": meta["substitutes"], "venv_reused": meta["reused"], "build_s": meta["build_s"],
+              "sources": meta.get("sources")},
     )

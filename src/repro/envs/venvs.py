@@ -1,8 +1,9 @@
 """A venv with exactly a lock's versions, built with uv, cached by the lock's hash and reused.
 
 uv does not read pip's configuration; this machine's pip finds large wheels (torch's CPU
-build) in local folders (`find-links`, file:// indexes). `sources()` hands uv the same
-places, so a rebuild takes them from disk instead of downloading a multi-GB CUDA build.
+build) in local folders (`find-links`, file:// indexes) and trusts a certificate bundle its
+config names. `sources()` and `uv_env()` hand uv the same places and settings (envs.pipconf),
+so a rebuild takes wheels from disk and reaches the index wherever pip does.
 uv is used (not `python -m venv` + pip) because it installs an exact list in seconds,
 hard-linking from its cache.
 
@@ -24,7 +25,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from repro.envs import cache, lock
+from repro.envs import cache, lock, pipconf
 
 MARKER = "repro-env.json"  # written last: a venv without it is half-built and is built again
 MAX_SUBSTITUTES = 8
@@ -39,23 +40,13 @@ def uv() -> list[str]:
 
 
 def sources() -> list[str]:
-    """uv options for the package sources pip is configured with here (find-links, indexes)."""
-    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
-    values: dict[str, list[str]] = {}
-    for line in out.splitlines():
-        if m := re.match(r"^[^.]*\.([\w-]+)='(.*)'$", line):
-            values.setdefault(m.group(1), []).extend(m.group(2).split())
-    values.setdefault("find-links", []).extend(os.environ.get("PIP_FIND_LINKS", "").split())
-    args: list[str] = []
-    for link in dict.fromkeys(values.get("find-links", [])):
-        if Path(link.removeprefix("file://")).exists():
-            args += ["--find-links", link]
-    for key, flag in (("index-url", "--index-url"), ("extra-index-url", "--extra-index-url")):
-        for url in dict.fromkeys(values.get(key, [])):
-            if not url.startswith("file://") or Path(url.removeprefix("file://")).is_dir():
-                args += [flag, url]  # pip skips a missing local index with a warning; uv would fail
-    # pip takes the best version across all indexes; uv's default stops at the first index that has the name
-    return args + ["--index-strategy", "unsafe-best-match"]
+    """uv options for the package sources pip is configured with here (envs.pipconf)."""
+    return pipconf.uv_args(pipconf.read())
+
+
+def uv_env() -> dict:
+    """The environment uv runs in: this process's plus pip's certificate, proxy and timeout (envs.pipconf)."""
+    return pipconf.uv_env(pipconf.read())
 
 
 def path_of(digest: str) -> Path:
@@ -111,11 +102,16 @@ def nearest(requirement: str) -> str | None:
     return f"{name}=={pick}" if pick else None
 
 
-def ensure(text: str, allow_substitutes: bool = False, log=print) -> tuple[Path, dict]:
-    """The venv of lock `text` (built once, then reused) and its info: hash, substitutes, build time."""
+def ensure(text: str, allow_substitutes: bool | None = None, log=print) -> tuple[Path, dict]:
+    """The venv of lock `text` (built once, then reused) and its info: hash, substitutes, build time, sources.
+
+    `allow_substitutes` None: the caller has no --allow-substitutes flag (a run's env.packages), so
+    an unserved version is not told to use one."""
     digest = lock.env_hash(text)
     venv = path_of(digest)
+    cache.hold(venv)  # in use by this process until it exits: `repro env prune` keeps it
     with _locked(venv):
+        cache.touch(venv)
         if (have := info(venv)) and (not have["substitutes"] or allow_substitutes):
             return venv, {**have, "reused": True}
         parsed = lock.parse(text)
@@ -125,7 +121,7 @@ def ensure(text: str, allow_substitutes: bool = False, log=print) -> tuple[Path,
                            + " (installed from a folder; install them from an index or a wheel to record them exactly)")
         cache.remove(venv)
         start = time.perf_counter()
-        env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+        env = {**uv_env(), "UV_PYTHON_DOWNLOADS": "never"}
         made = subprocess.run([*uv(), "venv", "-q", "--python", _interpreter(parsed["python"]), str(venv)],
                               capture_output=True, text=True, env=env)
         if made.returncode:
@@ -141,11 +137,15 @@ def ensure(text: str, allow_substitutes: bool = False, log=print) -> tuple[Path,
             if done.returncode == 0:
                 break
             missing = _unserved(done.stderr)
+            if why := pipconf.unreachable(done.stderr, pipconf.read()):
+                raise EnvError(why)
             if not missing:
                 raise EnvError(f"uv could not build the recorded environment: {done.stderr.strip()[-800:]}")
             if not allow_substitutes:
                 raise EnvError(f"cannot be installed here: {', '.join(missing)} (no index or wheel folder serves it): "
-                               "replay with --allow-substitutes to take the nearest version, marked so")
+                               + ("replay with --allow-substitutes to take the nearest version, marked so"
+                                  if allow_substitutes is False else
+                                  "pin a version the index serves (`pip index versions NAME` lists them)"))
             for req in missing:
                 sub = nearest(req)
                 if not sub or sub == req:
@@ -158,7 +158,8 @@ def ensure(text: str, allow_substitutes: bool = False, log=print) -> tuple[Path,
             raise EnvError(f"gave up after {MAX_SUBSTITUTES} substitutions: {substitutes}")
         meta = {"env_hash": digest, "python": parsed["python"], "substitutes": substitutes,
                 "built": time.strftime("%Y-%m-%dT%H:%M:%S"), "build_s": round(time.perf_counter() - start, 2),
-                "packages": len(requirements)}
+                "packages": len(requirements), "sources": pipconf.describe(pipconf.read())}
         (venv / "lock.txt").write_text(text)
         (venv / MARKER).write_text(json.dumps(meta, indent=1))
+        cache.touch(venv)
         return venv, {**meta, "reused": False}

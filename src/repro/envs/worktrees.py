@@ -39,7 +39,9 @@ def path_of(commit: str) -> Path:
 def restore(repo: Path, commit: str) -> Path:
     """A worktree of `repo` at `commit` (made once under the cache folder)."""
     path = path_of(commit)
+    cache.hold(path)  # in use by this process until it exits: `repro env prune` keeps it
     if path.is_dir() and _git(path, "rev-parse", "HEAD").stdout.strip() == commit:
+        cache.touch(path)
         return path
     if _git(repo, "cat-file", "-e", f"{commit}^{{commit}}").returncode:
         raise EnvError(f"commit {commit[:12]} is not in the checkout at {repo}: `git fetch` the branch that has it, "
@@ -50,6 +52,7 @@ def restore(repo: Path, commit: str) -> Path:
     made = _git(repo, "worktree", "add", "--detach", str(path), commit)
     if made.returncode:
         raise EnvError(f"git could not make a worktree of {commit[:12]} at {path}: {made.stderr.strip()}")
+    cache.touch(path)
     return path
 
 

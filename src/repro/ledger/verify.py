@@ -8,6 +8,7 @@ is split over forked processes, one per usable core: 10,000 records must verify 
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import threading
@@ -51,7 +52,10 @@ def check_file(path: Path) -> tuple[dict | None, list[str]]:
         problems.append(f"content hash is {expected}, record says {record['id']}: it was changed after it was written")
     elif path.stem != expected:
         problems.append(f"file name does not match the record id {expected}")
-    return {k: record[k] for k in KEPT if k in record}, problems
+    kept = {k: record[k] for k in KEPT if k in record}
+    if env_hash := (record.get("environment") or {}).get("env_hash"):
+        kept["env_hash"] = env_hash
+    return kept, problems
 
 
 def _check_files(paths: list[Path]) -> list[tuple[dict | None, list[str]]]:
@@ -88,6 +92,7 @@ def verify(paths: list[Path]) -> Verification:
             continue
         first[record["id"]] = path
         records.append(record)
+    out.problems += check_locks(records, first)
     superseded = {r.get("prev") for r in records}
     for record in records:
         path = first[record["id"]]
@@ -103,4 +108,27 @@ def verify(paths: list[Path]) -> Verification:
             out.warnings.append(Problem(path, f"{state}: its parent process is gone and the run never ended; "
                                               "`repro ledger recover` appends its results if they were spooled, "
                                               "else run it again (run.resume=true skips the runs recorded ok)"))
+    return out
+
+
+def check_locks(records: list[dict], where: dict[str, Path]) -> list[Problem]:
+    """Each environment lock a record names (`<ledger>/envs/<sha256>.txt`) hashed: a lock whose content
+    is not the hash in its name was edited, and every record naming it would replay something else.
+    A lock that is missing is not a problem here (a replay says what to copy)."""
+    users: dict[Path, list[str]] = {}
+    for record in records:
+        if digest := record.get("env_hash"):
+            lock = where[record["id"]].parent.parent / "envs" / f"{digest}.txt"
+            users.setdefault(lock, []).append(record["id"])
+    out = []
+    for lock, ids in sorted(users.items()):
+        try:
+            actual = hashlib.sha256(lock.read_bytes()).hexdigest()
+        except OSError:
+            continue
+        if actual != lock.stem:
+            out.append(Problem(lock, f"environment lock changed after it was written: its content hashes to "
+                                     f"{actual[:12]}, its name says {lock.stem[:12]}; used by record(s) "
+                                     f"{', '.join(sorted(ids))}. Restore it from git (`git checkout -- envs/{lock.name}` "
+                                     "in the ledger) or from the ledger it was recorded in"))
     return out

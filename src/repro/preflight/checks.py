@@ -23,6 +23,8 @@ from repro.backends.layouts import mesh_size
 from repro.config.schema import ConfigError
 from repro.models import hf
 from repro.preflight import search, workload
+from repro.preflight.packages import check as check_packages
+from repro.preflight.xla_hardware import check as check_xla_hardware
 
 
 DEFAULT_BATCH = 32
@@ -224,6 +226,7 @@ def check(cfg: DictConfig) -> schema.Config:
     _check_sharding(resolved)
     _check_cluster(resolved)
     workload.check(resolved)  # a model of your own package: builds, agrees and converts (preflight/workload.py)
+    check_xla_hardware(resolved)  # PyTorch/XLA only on CPU and TPU profiles (preflight/xla_hardware.py)
     if resolved.model.impl == "hf" and (reason := hf.refusal(resolved)):
         raise ConfigError(reason)
     resolved.tracking.uri = resolved.tracking.uri or paths.default_tracking_uri()
@@ -409,6 +412,7 @@ def plan(args: Sequence[str]) -> Plan:
     if "SlurmLauncher" in launcher and (warning := scheduler.shared_store_warning([j.tracking.uri for j in jobs])):
         print(f"repro: {warning}", file=sys.stderr)
     hardware.check_all([j.hardware for j in jobs])
+    check_packages(jobs)  # env.packages: syntax, what a pin may replace, served here (preflight/packages.py)
     check_data(jobs)
     for ledger_dir in sorted({j.ledger.dir for j in jobs}):
         check_ledger_dir(ledger_dir)

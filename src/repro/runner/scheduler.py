@@ -46,16 +46,23 @@ RESOURCES = {
 }
 # How SLURM ended a job -> (status, what happened). While a job's processes are being killed,
 # `scontrol show job` says JobState=COMPLETING whatever the cause (this build has no --json), so
-# the cause is read from what it does show: Restarts went up (requeue), RunTime reached TimeLimit.
+# the cause is read from what it does show: the job's Reason (NodeDown, TimeLimit, Preempted...),
+# Restarts going up (a requeue), RunTime reaching TimeLimit, and the state of the node the run was
+# on (`scontrol show node`: DOWN, FAIL or not responding `*` is a node failure, also when SLURM
+# requeued the job because of it, and when a controller that has not yet noticed still says RUNNING);
+# where accounting is on, sacct's final state.
 ENDED_BY_SLURM = {
-    "requeued": ("killed", "requeued by SLURM (preempted or scontrol requeue); it runs again as attempt {next}"),
+    "requeued": ("killed", "requeued by SLURM (scontrol requeue); it runs again as attempt {next}"),
+    "preempted": ("killed", "preempted by SLURM ({why}){requeue}"),
     "timeout": ("timeout", "ended by SLURM: the job's time limit ({TimeLimit}) was reached"),
     "cancelled": ("killed", "cancelled by SLURM (scancel)"),
-    "node_fail": ("killed", "ended by SLURM: a node of the job failed"),
+    "node_fail": ("killed", "ended by SLURM: node failure ({why}){requeue}"),
 }
 ENDING_STATES = {"COMPLETING": None, "CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout",
-                 "NODE_FAIL": "node_fail", "PREEMPTED": "requeued", "REQUEUED": "requeued",
-                 "REQUEUE_HOLD": "requeued", "PENDING": None}
+                 "NODE_FAIL": "node_fail", "PREEMPTED": "preempted", "REQUEUED": "requeued",
+                 "REQUEUE_HOLD": "requeued", "REQUEUE_FED": "requeued", "PENDING": None}
+NODE_REASONS = ("NodeDown", "NodeFail", "Node_fail", "NODE_FAIL")
+NODE_DOWN_STATES = ("DOWN", "FAIL", "NOT_RESPONDING")  # `scontrol show node` State= parts (DOWN*, IDLE+FAIL...)
 
 
 def _seconds(slurm_time: str) -> float | None:
@@ -70,16 +77,38 @@ def _seconds(slurm_time: str) -> float | None:
     return (int(days or 0) * 24 + parts[0]) * 3600 + parts[1] * 60 + parts[2]
 
 
-def _cause(info: dict[str, str], attempt: int) -> str | None:
-    state = info.get("JobState", "")
-    if state not in ENDING_STATES:
-        return None  # RUNNING: SLURM did not end it (the run failed by itself)
+def _node_down(node: dict[str, str]) -> str | None:
+    """'node n1 DOWN*: slurmd-killed' when the node is down, failed or not responding; None when it is up."""
+    state = node.get("State", "")
+    if not state or not (state.endswith("*") or any(part in state for part in NODE_DOWN_STATES)):
+        return None
+    reason = node.get("Reason", "")
+    return f"node {node.get('NodeName', '?')} {state}" + (f": {reason}" if reason and reason != "(null)" else "")
+
+
+def _cause(info: dict[str, str], attempt: int, node: dict[str, str] | None = None,
+           final: str | None = None) -> tuple[str, str] | None:
+    """(cause, what SLURM says of it) for a job SLURM ended; None while it runs on a live node.
+    `node`: `scontrol show node` of the node the run was on; `final`: sacct's state where accounting is on."""
+    state, reason = info.get("JobState", ""), info.get("Reason", "")
+    down = _node_down(node or {})
+    if final and state in ("COMPLETING", "", "RUNNING"):
+        state = final.split()[0]  # sacct: 'CANCELLED by 0', 'NODE_FAIL', 'PREEMPTED', 'TIMEOUT'
+    if state == "NODE_FAIL" or reason in NODE_REASONS:
+        return "node_fail", down or f"{state} {reason}".strip()
+    if state == "PREEMPTED" or "Preempt" in reason:
+        return "preempted", reason if reason not in ("", "None") else state
+    if state not in ENDING_STATES and not down:
+        return None  # RUNNING on a live node: SLURM did not end it (the run failed by itself)
     if int(info.get("Restarts", "0") or 0) >= attempt:
-        return "requeued"
+        return ("node_fail", down) if down else ("requeued", "")
+    if down:
+        return "node_fail", down
     run, limit = _seconds(info.get("RunTime", "")), _seconds(info.get("TimeLimit", ""))
-    if run is not None and limit and run >= limit:
-        return "timeout"
-    return ENDING_STATES[state] or ("cancelled" if state == "COMPLETING" else None)
+    if reason == "TimeLimit" or (run is not None and limit and run >= limit):
+        return "timeout", ""
+    cause = ENDING_STATES.get(state) or ("cancelled" if state == "COMPLETING" else None)
+    return (cause, "") if cause else None
 
 
 def job_ref(sched: Mapping[str, str]) -> str:
@@ -90,23 +119,28 @@ def job_ref(sched: Mapping[str, str]) -> str:
     return sched["job_id"]
 
 
-def job_info(job_id: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """`scontrol -o show job ID` as a dict ({} where scontrol is missing or fails)."""
+def _scontrol(args: list[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """`scontrol -o ARGS` (one line of Key=Value) as a dict ({} where scontrol is missing or fails)."""
     if not shutil.which("scontrol"):
         return {}
     try:
-        out = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True,
+        out = subprocess.run(["scontrol", "-o", *args], capture_output=True, text=True,
                              timeout=SCONTROL_TIMEOUT_S, env=dict(environ))
     except (OSError, subprocess.TimeoutExpired):
         return {}
     if out.returncode != 0:
         return {}
     fields = {}
-    for item in out.stdout.split():  # `-o`: one line of Key=Value (values hold no spaces but Command's)
+    for item in out.stdout.split():  # values hold no spaces but Command's and Reason's (their first word is kept)
         key, sep, value = item.partition("=")
         if sep and key not in fields:
             fields[key] = value
     return fields
+
+
+def job_info(job_id: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """`scontrol -o show job ID` as a dict ({} where scontrol is missing or fails)."""
+    return _scontrol(["show", "job", job_id], environ)
 
 
 def _gpus(tres: str) -> str | None:
@@ -149,17 +183,41 @@ def block(environ: Mapping[str, str] = os.environ) -> dict:
     return out
 
 
+def node_info(node: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """`scontrol -o show node NODE` as a dict ({} where it fails)."""
+    return _scontrol(["show", "node", node], environ)
+
+
+def final_state(job: str, environ: Mapping[str, str] = os.environ) -> str | None:
+    """sacct's state of `job` where SLURM accounting is on (None where it is off or sacct is repro's stand-in)."""
+    real = shutil.which("sacct", path=environ.get("PATH"))
+    if not real or "repro-sacct" in real:
+        return None
+    try:
+        out = subprocess.run([real, "-n", "-X", "-P", "-j", job, "-o", "State"], capture_output=True, text=True,
+                             timeout=SCONTROL_TIMEOUT_S, env=dict(environ))
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    return lines[-1] if out.returncode == 0 and lines else None
+
+
 def ended_by_scheduler(sched: dict, environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
-    """(status, reason) when the scheduler itself ended this job (scancel, time limit, requeue, node
-    failure); None when it did not (the job still runs, or the run is not under a scheduler)."""
+    """(status, reason) when the scheduler itself ended this job (scancel, time limit, preemption, requeue,
+    node failure); None when it did not (the job still runs, or the run is not under a scheduler)."""
     if sched.get("name") != "slurm" or "job_id" not in sched:
         return None
     info = job_info(job_ref(sched), environ)
-    cause = _cause(info, sched.get("attempt", 1))
-    if cause is None:
+    node = node_info(sched["node"], environ) if sched.get("node") else {}
+    found = _cause(info, sched.get("attempt", 1), node, final_state(job_ref(sched), environ))
+    if found is None:
         return None
+    cause, why = found
     status, what = ENDED_BY_SLURM[cause]
-    reason = what.format(TimeLimit=info.get("TimeLimit", "?"), next=sched.get("attempt", 1) + 1)
+    requeued = int(info.get("Restarts", "0") or 0) >= sched.get("attempt", 1)
+    next_attempt = sched.get("attempt", 1) + 1
+    reason = what.format(TimeLimit=info.get("TimeLimit", "?"), next=next_attempt, why=why,
+                         requeue=f"; requeued, it runs again as attempt {next_attempt}" if requeued else "")
     return status, f"{reason}; SLURM job {job_ref(sched)}"
 
 
