@@ -64,3 +64,19 @@ def test_an_xla_device_that_is_not_the_profiles_ends_the_run_failed_naming_both(
     assert len(ended) == 1 and ended[0]["status"] == "failed", out.stdout + out.stderr
     error = json.dumps(ended[0].get("error") or ended[0])
     assert "CPU" in error and "tpu_v6e" in error and "TPU" in error, error[:2000]
+
+
+def test_the_close_of_vit_l4_on_a_gpu_says_torch_xla_is_left_out():
+    """What the closing output prints (sweep_close): the planned jobs of `+exp=vit_l4` as records."""
+    from repro.config.schema import as_dict
+    from repro.preflight import xla_hardware
+
+    def records(*args):
+        return [{"config": as_dict(c), "sweep": {"experiment": "vit_l4"}} for c in plan(["+exp=vit_l4", *args]).jobs]
+
+    line = xla_hardware.left_out(records("hardware=h100", "hardware.check=false"))
+    assert line.startswith("PyTorch/XLA (torch_xla, torch_xla_compile), which the published vit_l4 study ran, is left "
+                           "out on h100: PyTorch/XLA deprecated its CUDA backend in 2.8") and "#9533" in line
+    assert xla_hardware.left_out(records("hardware=cpu")) is None
+    with_xla = records("hardware=cpu", "framework=jax,torch_xla")
+    assert xla_hardware.left_out(with_xla) is None

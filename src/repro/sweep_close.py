@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from repro.ledger import Ledger
+from repro.preflight import xla_hardware
 from repro.runner import snapshot
 from repro.runner.envcapture import redact
 from repro.tracking import handoff
@@ -45,6 +46,8 @@ def close(session, interrupted: bool) -> list[dict]:
     try:
         session.records = records = sweep_records(session)
         print_comparison(report.console(), comparison.build(records))
+        if line := xla_hardware.left_out(records):
+            report.console().print(line, markup=False, highlight=False)
         if session.multirun:  # the loss drift between frameworks, stored with the sweep
             sweep_record = trajectory.store(Ledger(session.ledger_dir), {
                 "id": session.sweep_id, "experiment": session.experiment, "jobs": session.jobs}, records)

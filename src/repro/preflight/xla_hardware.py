@@ -24,3 +24,18 @@ def check(cfg: Config) -> None:
         raise ConfigError(f"framework={cfg.framework.name} on hardware={cfg.hardware.name} "
                           f"(platform {cfg.hardware.platform}): {WHY}. Run it with hardware=cpu or a TPU profile "
                           f"(hardware=tpu_v6e), or compare jax, torch and torch_compile on {cfg.hardware.name}")
+
+
+def left_out(records: list[dict]) -> str | None:
+    """The line a sweep's close prints where the study it reproduces ran PyTorch/XLA but this
+    sweep's hardware cannot (conf/exp/vit_l4.yaml on an NVIDIA profile); None elsewhere."""
+    from repro.report.published import PUBLISHED
+
+    experiment = ((records[0].get("sweep") or {}).get("experiment") if records else None)
+    platforms = {r["config"]["hardware"].get("platform") for r in records}
+    if experiment not in PUBLISHED or not platforms or platforms & set(RUNS_ON) or \
+            any(r["config"]["framework"]["backend"] in XLA_BACKENDS for r in records):
+        return None
+    names = ", ".join(sorted({r["config"]["hardware"]["name"] for r in records}))
+    return (f"PyTorch/XLA (torch_xla, torch_xla_compile), which the published {experiment} study ran, is left out "
+            f"on {names}: {WHY}")
