@@ -22,7 +22,7 @@ FLOORS = [
     ("repro.config", "repro.backends", "repro.models", "repro.data", "repro.hardware", "repro.sweeper",
      "repro.ir", "repro.runner", "repro.envs", "repro.profile"),
     ("repro.report", "repro.tracking", "repro.profile.breakdown", "repro.profile.figure", "repro.preflight"),
-    ("repro.session", "repro.app", "repro.api", "repro.cli", "repro.__main__", "repro.replay", "repro.dvc_stage",
+    ("repro.session", "repro.app", "repro.api", "repro.repeats", "repro.calibrate", "repro.cli", "repro.__main__", "repro.replay", "repro.dvc_stage",
      "repro.ledger.cli", "repro.models.cli", "repro.tracking.sync", "repro.tracking.projector", "repro.envs.cli",
      "repro.hydra_callback"),
 ]
