@@ -267,23 +267,24 @@ def _p_tost(d: float, se: float, df: float, band: float) -> float:
     return max(t_sf((d + margin) / se, df), t_sf((margin - d) / se, df))
 
 
-def _more(d: float, se: float, n: int, band: float, alpha: float) -> int | None:
-    """About how many more repeats per side would decide, if the noise and the gap stay as seen:
-    the smaller of the sample sizes at which the faster test and the equivalence test would pass
-    (normal approximation)."""
-    from statistics import NormalDist
-
-    z = NormalDist().inv_cdf
-    s2 = se * se * n  # per-run variance of the difference, ~ 2 sigma^2
-    need = []
-    if d:
-        need.append(s2 * (z(1 - alpha / 2) / d) ** 2)
-    margin = math.log1p(band) - abs(d)
-    if margin > 0:
-        need.append(s2 * (z(1 - alpha) / margin) ** 2)
-    if not need:
-        return None
-    return max(1, math.ceil(min(need)) - n)
+def _more(d: float, se: float, df: float, n: int, band: float, alpha: float) -> int | None:
+    """About how many more repeats per side would decide at this look's level, if the gap and the
+    per-run noise stay as seen: the standard error shrinks as 1/sqrt(runs) and Welch's degrees of
+    freedom grow with the runs; the first count at which the faster test or the equivalence
+    test would pass (searched by doubling, then halving). None: not within MORE_CAP."""
+    def decides(m: int) -> bool:
+        se_m, df_m = se * math.sqrt(n / m), df * (m - 1) / (n - 1)
+        return _p_two_sided(d, se_m, df_m) <= alpha or _p_tost(d, se_m, df_m, band) <= alpha
+    hi = n + 1
+    while not decides(hi):
+        if hi > MORE_CAP + n:
+            return None
+        hi = n + 2 * (hi - n)
+    lo = n  # does not decide (else there would be no "cannot tell")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if decides(mid) else (mid, hi)
+    return hi - n
 
 
 def judge(a: Side, b: Side, band: float = BAND, alpha: float = ALPHA, what: str = "",
@@ -303,7 +304,7 @@ def judge(a: Side, b: Side, band: float = BAND, alpha: float = ALPHA, what: str 
     elif _p_tost(d, se, df, band) <= alpha:
         outcome, more = EQUIVALENT, None
     else:
-        outcome, more = UNDECIDED, _more(d, se, min(len(la), len(lb)), band, alpha)
+        outcome, more = UNDECIDED, _more(d, se, df, min(len(la), len(lb)), band, alpha)
     return Verdict(outcome, ratio=math.exp(d), p=p, more=more, d=d, se=se, df=df, **base)
 
 
