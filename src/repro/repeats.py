@@ -46,6 +46,7 @@ def run_auto(plan, session) -> list[dict]:
     v = plan.jobs[0].verdict
     auto = {"max": v.max_repeats, "band": v.band, "budget_s": v.budget_s}
     start, job, rounds, reason = time.monotonic(), 0, 0, ""
+    session.display.jobs = len(configs) * v.max_repeats  # progress tags "[3/20]": at most that many jobs
     try:
         while True:
             sequence = _order(configs, rounds)
