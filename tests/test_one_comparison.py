@@ -25,7 +25,7 @@ from repro.tracking import content
 
 STEPS = ("model=mlp", "run.steps=6", "run.warmup=2")
 FIELDS = {"run": "name", "repeats": "repeats", "steady median (ms)": "median", "95 % CI (ms)": "ci", "× best": "x_best"}
-VERDICT = re.compile(r"( is \d+\.\d\d× faster than | are within noise on )")
+VERDICT = re.compile(r"( is \d+\.\d\d× faster than | are equivalent within |: cannot tell yet: |: single sample, no verdict )")
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@
     record = repro.run(framework="jax", model="mlp", **{"run.steps": 10})
     records = repro.sweep("quickstart")
     repro.compare(experiment="quickstart")     # its comparison: one row per config (a DataFrame)
+    repro.verdict([[...], ...], [[...], ...])  # two configs' runs (step times, s): faster, equivalent, or not yet
     repro.Ledger("ledger").heads()
 
 Importing `repro` is cheap on purpose (no framework, no MLflow, not even Hydra): the names
@@ -18,6 +19,7 @@ _EXPORTS = {
     "run": "repro.api",
     "sweep": "repro.api",
     "compare": "repro.api",
+    "verdict": "repro.report.verdict",  # repro.verdict(a_runs, b_runs, band=0.02): the views' Verdict
     "Ledger": "repro.ledger",
     "LedgerError": "repro.ledger",
     "ConfigError": "repro.config",

@@ -45,7 +45,7 @@ def plan_session(plan):
     """The session of a checked plan whose jobs run in this process."""
     from repro.session import Session
 
-    return Session(plan.jobs[0], plan.multirun or plan.jobs[0].run.repeats > 1, plan)
+    return Session(plan.jobs[0], plan.multirun or len(plan.jobs) > 1, plan)
 
 
 def run_jobs(plan, session) -> list[dict]:
@@ -54,8 +54,12 @@ def run_jobs(plan, session) -> list[dict]:
     from repro.runner.job import run_job
     from repro.sweeper import repeat_of
 
-    jobs = list(zip(plan.jobs, plan.overrides))  # repeats included, interleaved (preflight.plan)
     repeats = plan.jobs[0].run.repeats
+    if repeats == "auto":  # rounds until every pair is decided (repro/repeats.py)
+        from repro.repeats import run_auto
+
+        return run_auto(plan, session)
+    jobs = list(zip(plan.jobs, plan.overrides))  # repeats included, interleaved (preflight.plan)
     try:
         for job, (config, overrides) in enumerate(jobs):
             session.warm.upcoming = jobs[job + 1][0] if job + 1 < len(jobs) else None  # its worker starts early

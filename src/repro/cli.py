@@ -30,6 +30,7 @@ SUBCOMMAND_MODULES = (
     "repro.tracking.sync",
     "repro.report.sweep_report",
     "repro.envs.cli",
+    "repro.calibrate",
 )
 RUN_WORD = "run"  # `repro run [OVERRIDES]`: the explicit word for a run (bare `repro` prints help)
 DRY_RUN = "--dry-run"

@@ -7,6 +7,8 @@ conf/config.yaml's defaults) keeps that order and runs the whole list `run.repea
 A B C, A B C, ..., so slow drift of the machine hits every config alike. A repeat is the
 same config: the job composes identically, and its repeat index follows from its job number
 (`repeat_of`). `preflight.plan()` orders its preflight jobs with the same `interleave`.
+`run.repeats=auto` is not a count: its plan lists each config once, and repro/repeats.py runs
+the rounds (A B, B A, ...) until the verdicts are decided.
 """
 
 from __future__ import annotations

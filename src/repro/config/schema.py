@@ -145,10 +145,21 @@ class RunConfig:
     timeout_s: float = positive(3600.0)
     memory_limit_gb: Optional[float] = None  # a cap the run must fit in, else it ends "oom"
     resume: bool = False  # skip a job already recorded ok with this config hash on this environment
-    repeats: int = positive(1)  # fresh workers per config, interleaved across the sweep's configs (A B, A B, ...)
+    # fresh workers per config, interleaved across the sweep's configs (A B, A B, ...); "auto": rounds
+    # until every pair is decided (repro/repeats.py, verdict.*); checked by preflight/verdict.py
+    repeats: Any = 1
     # native: each framework's own initialisers and RNG | shared: drawn once in NumPy from the
     # seed and loaded into every framework (bit-identical start; repro.models.canonical)
     init: str = choice("native", INIT_MODES)
+
+
+@dataclass
+class VerdictConfig:
+    """How the verdict engine (report/verdict.py) decides; checked by preflight/verdict.py."""
+
+    band: float = 0.02  # "equivalent" means within ±band (a fraction: 0.02 is ±2 %)
+    max_repeats: int = 10  # run.repeats=auto: at most this many rounds
+    budget_s: Optional[float] = None  # run.repeats=auto: no new round once this much wall time is spent
 
 
 @dataclass
@@ -191,6 +202,7 @@ class Config:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     data: DataConfig = field(default_factory=DataConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    verdict: VerdictConfig = field(default_factory=VerdictConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
     progress: ProgressConfig = field(default_factory=ProgressConfig)
@@ -205,6 +217,7 @@ NON_SEMANTIC_KEYS = (
     "run.timeout_s",
     "run.resume",  # whether to skip, not what runs
     "run.repeats",  # repeats are the same config: each one hashes as its config
+    "verdict",  # how runs are judged, not what runs
     "framework.python",
     "env.allow_new",  # a permission the preflight reads, not what runs
     "hardware.check",

@@ -48,6 +48,11 @@ SCHEMA: dict = {
         "scheduler": {"type": "object", "required": ["name"], "properties": {
             "name": {"type": "string", "minLength": 1}, "job_id": {"type": "string"},
             "attempt": {"type": "integer", "minimum": 1}, "resources": _OBJECT}},
+        # kind "calibration" (repro calibrate): the host and its floor {repeats: gap}; kind "repeats"
+        # (run.repeats=auto): the rounds a sweep took and why it stopped
+        "host": {"type": "string"},
+        "floor": _OBJECT,
+        "rounds": {"type": "integer", "minimum": 0},
         "results": {"type": "object", "properties": {
             "step_time_s": {"type": "array", "items": {"type": "number"}}}},
         "environment": {"type": "object", "properties": {"env_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}},

@@ -22,7 +22,7 @@ from repro.config import schema
 from repro.backends.layouts import mesh_size
 from repro.config.schema import ConfigError
 from repro.models import hf
-from repro.preflight import search, workload
+from repro.preflight import search, verdict, workload
 from repro.preflight.packages import check as check_packages
 from repro.preflight.xla_hardware import check as check_xla_hardware
 
@@ -399,7 +399,7 @@ def plan(args: Sequence[str]) -> Plan:
             where = f" (in job {' '.join(job)})" if len(job_overrides) > 1 else ""
             raise ConfigError(f"{e}{where}") from None
     # The order the jobs will run in: RepeatSweeper's (or, for one run, app.task's loop).
-    repeats = jobs[0].run.repeats if jobs else 1
+    repeats = verdict.check_plan(jobs, multirun, launcher)  # run.repeats (a count or auto), verdict.*
     jobs, job_overrides = interleave(jobs, repeats), interleave(job_overrides, repeats)
 
     from repro import hardware

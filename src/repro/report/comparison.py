@@ -10,7 +10,8 @@ p10/p90, TFLOP/s, MFU, peak memory), the steady median with its 95 % bootstrap C
 (report/stats.py); samples/s is the batch over that median. A table is one model at one
 preset; "× best" ranks its rows by one rule, stated in its `by`: samples/s when the batch sizes
 differ, else the steady median. Each table carries its verdicts (one per pair of rows that
-differ only in the framework) and its fairness audit (report/audit.py).
+differ only in the framework, decided by the verdict engine, report/verdict.py) and its
+fairness audit (report/audit.py).
 
 `Row.cells()` turns the numbers into the strings a person reads, once: the terminal table,
 report.md, results.csv, the MLflow parent's description and `repro compare` all print them.
@@ -21,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 
-from repro.report import stats, trajectory, varied
+from repro.report import floor, stats, trajectory, varied, verdict
 from repro.report.audit import Audit, audit, busy
 
 IN_TITLE = ("model", "model.preset")  # a table is one model at one preset
@@ -128,7 +129,7 @@ class Table:
     title: str  # what every row shares (`mlp/tiny · batch 64 · fp32 · cpu · train step`)
     by: str  # what "× best" ranks by: BY_THROUGHPUT or BY_MEDIAN
     rows: list[Row]
-    verdicts: list[stats.Verdict]
+    verdicts: list[verdict.Verdict]  # report/verdict.py: each one's `text` is the sentence every view prints
     audit: Audit
 
     @property
@@ -229,7 +230,7 @@ def _ranked(rows: list[Row], by: str) -> list[Row]:
 
 
 def _interleaved(a: Row, b: Row) -> bool:
-    """Both configs' repeats ran in one sweep (RepeatSweeper interleaves them)."""
+    """Both configs' repeats ran in one sweep (RepeatSweeper and run.repeats=auto interleave them)."""
     both = a.records + b.records
     return len({(r.get("sweep") or {}).get("id") for r in both}) == 1 and \
         all((r.get("repeat") or {}).get("count", 1) > 1 for r in both)
@@ -240,9 +241,29 @@ def _interleaved(a: Row, b: Row) -> bool:
 COMPARED = ("framework", "env.packages")
 
 
-def _verdicts(model: str, rows: list[Row], keys: list[str]) -> list[stats.Verdict]:
-    """One verdict per pair of rows that differ only in the framework, or only in the pinned package versions."""
-    out = []
+def _side(name: str, row: Row) -> verdict.Side:
+    """A row's ok runs as the verdict engine reads them: steady medians in the order they ran
+    (round by round: a repeat's index, then its job number)."""
+    ok = sorted(row.ok, key=lambda r: ((r.get("repeat") or {}).get("index", 0), (r.get("sweep") or {}).get("job", 0)))
+    return verdict.Side(name, tuple(stats.steady_medians(ok)), sum(busy(r) is not None for r in ok))
+
+
+def verdict_plan(records: list[dict]) -> verdict.Plan:
+    """How these records' pairs are decided: their own `verdict` config (band, max_repeats) and
+    whether they ran with run.repeats=auto (looks after every round); records from before the
+    `verdict` config take its defaults."""
+    node = next((r["config"].get("verdict") for r in records if r["config"].get("verdict")), None) or {}
+    auto = [r["repeat"]["auto"] for r in records if (r.get("repeat") or {}).get("auto")]
+    return verdict.Plan(band=node.get("band", verdict.BAND), sequential=bool(auto),
+                        max_repeats=auto[0]["max"] if auto else node.get("max_repeats", verdict.MAX_REPEATS))
+
+
+def _verdicts(model: str, rows: list[Row], keys: list[str]) -> list[verdict.Verdict]:
+    """The verdicts of one table: a pair per two rows that differ only in the framework, or only in
+    the pinned package versions; decided together (Holm over the table's pairs; looks spent over
+    rounds for run.repeats=auto) by report/verdict.py. A record written before the `verdict`
+    config existed gets its verdict recomputed, and the sentence says so."""
+    pairs, interleaved = [], []
     for key in COMPARED:
         others = [k for k in keys if k != key and k not in IN_TITLE]
         for a, b in combinations([r for r in rows if r.median_s], 2):
@@ -251,7 +272,16 @@ def _verdicts(model: str, rows: list[Row], keys: list[str]) -> list[stats.Verdic
             if rest_a != rest_b or name_a == name_b:
                 continue
             what = model + (f" · {rest_a}" if rest_a else "")
-            out.append(stats.compare(name_a, a.ok, name_b, b.ok, what, interleaved=_interleaved(a, b)))
+            pairs.append((_side(name_a, a), _side(name_b, b), what, a.ok + b.ok))
+            interleaved.append(_interleaved(a, b))
+    if not pairs:
+        return []
+    records = [r for *_, runs in pairs for r in runs]
+    plan = verdict_plan(records)
+    out = []
+    for v, (*_, runs), inter in zip(verdict.decide_family([p[:3] for p in pairs], plan), pairs, interleaved):
+        out.append(replace(v, interleaved=inter, floor=floor.below(v, runs),
+                           recomputed=not any("verdict" in r["config"] for r in runs)))
     return out
 
 

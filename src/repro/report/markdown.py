@@ -19,7 +19,8 @@ from repro.report.comparison import CELLS, Comparison, Table
 SPLIT = {"ci": ("ci_low_ms", "ci_high_ms"), "p10_p90": ("p10_ms", "p90_ms")}  # "a–b" cells, two CSV columns
 CSV_NAMES = {"name": "run", "first": "first_step_ms", "second": "second_step_ms", "median": "steady_median_ms",
              "ledger": "ledger_ids"}
-COLUMNS = ("model", "x_best_by", *(n for key, _ in CELLS for n in SPLIT.get(key, (CSV_NAMES.get(key, key),))))
+COLUMNS = ("model", "x_best_by", *(n for key, _ in CELLS for n in SPLIT.get(key, (CSV_NAMES.get(key, key),))),
+           "verdicts")  # the sentences of the row's table (report/verdict.py), " | " between them
 
 
 def rows(comparison: Comparison) -> list[dict[str, str]]:
@@ -32,7 +33,8 @@ def rows(comparison: Comparison) -> list[dict[str, str]]:
             for key, cell in row.cells().items():
                 ends = cell.split("–") if key in SPLIT and cell.count("–") == 1 else ["", ""]
                 line.update(zip(SPLIT[key], ends) if key in SPLIT else [(CSV_NAMES.get(key, key), cell)])
-            out.append({k: "" if v == "-" else v for k, v in line.items()})
+            out.append({**{k: "" if v == "-" else v for k, v in line.items()},
+                        "verdicts": " | ".join(v.text for v in table.verdicts)})
     return out
 
 

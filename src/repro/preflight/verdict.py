@@ -1,0 +1,64 @@
+"""Checks of how runs are repeated and judged: `run.repeats` (a count or "auto") and `verdict.*`.
+
+Called from checks.plan() with one line (`repeats = verdict.check_plan(...)`: the repeat count the
+plan interleaves, 1 for auto, whose rounds repro/repeats.py runs), and by `repro calibrate`
+(`check_calibrate`). Each refusal is one line naming the key and the fix.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from repro.config import schema
+from repro.config.schema import ConfigError
+
+AUTO = "auto"
+
+
+def check_values(cfg: schema.Config) -> None:
+    """One job's `run.repeats` and `verdict.*`."""
+    repeats, v = cfg.run.repeats, cfg.verdict
+    if repeats != AUTO and (isinstance(repeats, bool) or not isinstance(repeats, int)):
+        raise ConfigError(f"run.repeats={repeats!r} must be a whole number of repeats (run.repeats=3) or "
+                          "run.repeats=auto (until every pair is decided)")
+    if repeats != AUTO and repeats < 1:
+        raise ConfigError(f"run.repeats={repeats!r} must be > 0 (or auto)")
+    if not 0 < v.band < 1:
+        raise ConfigError(f"verdict.band={v.band!r} must be between 0 and 1 (a fraction: verdict.band=0.02 "
+                          "calls two configs equivalent within ±2 %)")
+    if isinstance(v.max_repeats, bool) or v.max_repeats < 2:
+        raise ConfigError(f"verdict.max_repeats={v.max_repeats!r} must be at least 2 (a verdict needs two runs "
+                          "per side); e.g. verdict.max_repeats=10")
+    if v.budget_s is not None and not v.budget_s > 0:
+        raise ConfigError(f"verdict.budget_s={v.budget_s!r} must be > 0 seconds (or null: no budget)")
+
+
+def check_plan(jobs: Sequence[schema.Config], multirun: bool, launcher: str) -> int:
+    """Every job's values, then the sweep's: run.repeats=auto needs two configs to compare and jobs
+    that run in this process. Returns how many times the plan lists each config (1 for auto)."""
+    for job in jobs:
+        check_values(job)
+    if not jobs:
+        return 1
+    repeats = jobs[0].run.repeats
+    if repeats != AUTO:
+        return repeats
+    if len(jobs) < 2:
+        raise ConfigError("run.repeats=auto on a single config has nothing to compare (it would run once): "
+                          "sweep what you compare (-m framework=jax,torch) or give a count (run.repeats=3)")
+    if launcher and not launcher.endswith("BasicLauncher"):
+        raise ConfigError(f"run.repeats=auto decides each round from this process, but hydra/launcher runs jobs "
+                          f"elsewhere ({launcher.rsplit('.', 1)[-1]}); give a count (run.repeats=5)")
+    return 1
+
+
+def check_calibrate(multirun: bool, overrides: Sequence[str], jobs: Sequence[schema.Config] | None = None) -> None:
+    """`repro calibrate` runs one config against itself: a sweep (a,b, -m, an exp that sweeps) is
+    refused, and so is run.repeats (calibrate sets its own)."""
+    swept = [o for o in overrides if "," in o.split("=", 1)[-1] and not o.split("=", 1)[-1].startswith("[")]
+    if multirun or swept or (jobs is not None and len(jobs) != 1):
+        what = ", ".join(swept) or ("-m" if multirun and jobs is None else "the exp's sweep")
+        raise ConfigError(f"repro calibrate runs one config against itself, but {what} asks for several; "
+                          "give one value per key (e.g. repro calibrate framework=jax model=mlp)")
+    if any(o.split("=", 1)[0].lstrip("+~") == "run.repeats" for o in overrides):
+        raise ConfigError("run.repeats: repro calibrate sets its own repeats (--trials, --repeats); leave run.repeats out")

@@ -1,0 +1,51 @@
+"""This host's noise floor, as `repro calibrate` stored it: a verdict below it says so.
+
+A calibration record (kind "calibration", one per `repro calibrate`) holds a host's run-to-run
+noise and the smallest gap the verdict engine resolves at 3, 5 and 10 repeats
+(`verdict.resolvable_gap`). A "faster" verdict whose gap is smaller than the floor at its
+repeats (the newest calibration of the host its runs ran on, in the ledger they were recorded
+in) carries that floor, and its sentence says so: such a gap is inside what identical configs
+show on this machine, however the interval came out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from repro.ledger import Ledger
+
+KIND = "calibration"
+
+
+def newest(ledger_dir: str | Path, host: str) -> dict | None:
+    """The newest calibration record of `host` in a ledger (None: never calibrated there)."""
+    if not Path(ledger_dir).is_dir():
+        return None
+    found = [r for r in Ledger(ledger_dir).heads(kind=KIND) if r.get("host") == host]
+    return max(found, key=lambda r: r["created"]) if found else None
+
+
+def at(record: dict, repeats: int) -> tuple[int, float]:
+    """(calibrated repeats, gap) of a calibration's floor for a verdict on `repeats` per side: the
+    largest calibrated count not above it (else the smallest calibrated)."""
+    floors = sorted((int(n), gap) for n, gap in record["floor"].items())
+    fit = [f for f in floors if f[0] <= repeats]
+    return fit[-1] if fit else floors[0]
+
+
+def below(v, runs: list[dict]) -> tuple[int, float] | None:
+    """The host floor a "faster" verdict falls below (None: above it, not faster, or no calibration)."""
+    from repro.report import verdict
+
+    if v.outcome != verdict.FASTER:
+        return None
+    hosts = {(r.get("machine") or {}).get("host") for r in runs} - {None}
+    dirs = {(r.get("config") or {}).get("ledger", {}).get("dir") for r in runs} - {None, ""}
+    if len(hosts) != 1:
+        return None
+    host = next(iter(hosts))
+    for ledger_dir in sorted(dirs):
+        if (record := newest(ledger_dir, host)) is not None:
+            n, gap = at(record, min(v.n_a, v.n_b))
+            return (n, gap) if v.speedup - 1 < gap else None
+    return None
