@@ -122,13 +122,31 @@ def test_public_verdict_is_lazy_and_checks_its_input():
     (["verdict.band=0"], "verdict.band=0.0 must be between 0 and 1"),
     (["verdict.band=1"], "verdict.band=1.0 must be between 0 and 1"),
     (["verdict.max_repeats=1", "-m", "framework=jax,torch"], "verdict.max_repeats=1 must be at least 2"),
-    (["run.repeats=auto"], "run.repeats=auto on a single config has nothing to compare"),
     (["run.repeats=often"], "run.repeats='often' must be a whole number of repeats"),
     (["run.repeats=0"], "run.repeats=0 must be > 0"),
 ])
 def test_preflight_refuses_bad_verdict_settings(args, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         plan(args)
+
+
+def test_auto_on_a_single_config_runs_once_and_says_so(tmp_path):
+    import subprocess
+    import sys
+
+    from repro.api import SINGLE_AUTO
+
+    assert len(plan(["run.repeats=auto"]).jobs) == 1
+    proc = subprocess.run([sys.executable, "-m", "repro", "framework=jax", "model=mlp", "model.preset=tiny", "run.steps=6",
+                           "run.warmup=2", "run.repeats=auto", f"ledger.dir={tmp_path / 'ledger'}", "progress.mode=plain",
+                           f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert " ".join(SINGLE_AUTO.split()) in " ".join(proc.stdout.split())
+    from repro.ledger import Ledger
+
+    runs = [r for r in Ledger(tmp_path / "ledger").heads() if r.get("kind") == "run"]
+    assert [r["status"] for r in runs] == ["ok"] and "repeat" not in runs[0]
 
 
 def test_auto_plans_each_config_once():

@@ -41,6 +41,10 @@ def runs_here(plan) -> bool:
     return Launcher.of(plan.launcher).runs_here
 
 
+SINGLE_AUTO = ("run.repeats=auto: a single config has nothing to compare, so it runs once; sweep what you "
+               "compare (-m framework=jax,torch run.repeats=auto) for a verdict")
+
+
 def plan_session(plan):
     """The session of a checked plan whose jobs run in this process."""
     from repro.session import Session
@@ -55,10 +59,15 @@ def run_jobs(plan, session) -> list[dict]:
     from repro.sweeper import repeat_of
 
     repeats = plan.jobs[0].run.repeats
-    if repeats == "auto":  # rounds until every pair is decided (repro/repeats.py)
+    if repeats == "auto" and len(plan.jobs) > 1:  # rounds until every pair is decided (repro/repeats.py)
         from repro.repeats import run_auto
 
         return run_auto(plan, session)
+    if repeats == "auto":
+        from repro.console import console
+
+        console().print(SINGLE_AUTO, markup=False, highlight=False)
+        repeats = 1
     jobs = list(zip(plan.jobs, plan.overrides))  # repeats included, interleaved (preflight.plan)
     try:
         for job, (config, overrides) in enumerate(jobs):

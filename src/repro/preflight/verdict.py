@@ -34,8 +34,8 @@ def check_values(cfg: schema.Config) -> None:
 
 
 def check_plan(jobs: Sequence[schema.Config], multirun: bool, launcher: str) -> int:
-    """Every job's values, then the sweep's: run.repeats=auto needs two configs to compare and jobs
-    that run in this process. Returns how many times the plan lists each config (1 for auto)."""
+    """Every job's values, then the sweep's: run.repeats=auto needs jobs that run in this process
+    (on a single config it runs once). Returns how many times the plan lists each config (1 for auto)."""
     for job in jobs:
         check_values(job)
     if not jobs:
@@ -44,8 +44,7 @@ def check_plan(jobs: Sequence[schema.Config], multirun: bool, launcher: str) -> 
     if repeats != AUTO:
         return repeats
     if len(jobs) < 2:
-        raise ConfigError("run.repeats=auto on a single config has nothing to compare (it would run once): "
-                          "sweep what you compare (-m framework=jax,torch) or give a count (run.repeats=3)")
+        return 1  # nothing to compare: it runs once, and says so (api.run_jobs)
     if launcher and not launcher.endswith("BasicLauncher"):
         raise ConfigError(f"run.repeats=auto decides each round from this process, but hydra/launcher runs jobs "
                           f"elsewhere ({launcher.rsplit('.', 1)[-1]}); give a count (run.repeats=5)")
