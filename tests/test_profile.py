@@ -199,7 +199,7 @@ def test_profiled_sweep_end_to_end_and_the_second_step(sandbox):
         "profile")] for fw in ("jax", "torch")}
     assert artifacts["torch"] == ["profile/torch_trace.json.gz"]
     assert sorted(artifacts["jax"]) == ["profile/jax.xplane.pb", "profile/jax_perfetto_trace.json.gz"]
-    report = next(sandbox.root.glob("reports/*/report.md"))
+    report = next(sandbox.ledger.glob(".reports/*/report.md"))
     text = report.read_text()
     assert "## Where the time goes" in text and (report.parent / "where_time_goes.png").exists()
     assert "recompiled (" in text and "exp_avg" in text and "no recompilation: the compiled executable" in text

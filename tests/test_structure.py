@@ -21,7 +21,7 @@ FLOORS = [
     ("repro.ledger",),
     ("repro.config", "repro.backends", "repro.models", "repro.data", "repro.hardware", "repro.sweeper",
      "repro.ir", "repro.runner", "repro.envs", "repro.profile"),
-    ("repro.report", "repro.tracking", "repro.profile.breakdown", "repro.profile.figure", "repro.preflight"),
+    ("repro.report", "repro.tracking", "repro.preflight"),  # profile/ measures (floor 2), report/ renders it
     ("repro.session", "repro.app", "repro.api", "repro.cli", "repro.__main__", "repro.replay", "repro.dvc_stage",
      "repro.ledger.cli", "repro.models.cli", "repro.tracking.sync", "repro.tracking.projector", "repro.envs.cli",
      "repro.hydra_callback"),

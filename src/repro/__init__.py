@@ -4,7 +4,8 @@
     record = repro.run(framework="jax", model="mlp", **{"run.steps": 10})
     records = repro.sweep("quickstart")
     repro.compare(experiment="quickstart")     # its comparison: one row per config (a DataFrame)
-    repro.Ledger("ledger").heads()
+    repro.report(experiment="quickstart")      # its report, written now: the path of report.md
+    repro.Ledger().heads()                     # the repo's ledger/ (the CLI's), or Ledger(DIR)
 
 Importing `repro` is cheap on purpose (no framework, no MLflow, not even Hydra): the names
 below are imported on first use, the worker process imports only its own framework, and the
@@ -18,6 +19,7 @@ _EXPORTS = {
     "run": "repro.api",
     "sweep": "repro.api",
     "compare": "repro.api",
+    "report": "repro.api",
     "Ledger": "repro.ledger",
     "LedgerError": "repro.ledger",
     "ConfigError": "repro.config",

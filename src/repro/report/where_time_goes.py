@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from repro.profile.categories import CATEGORIES, HOST
-from repro.report.markdown import _md_table
+from repro.report.md import md_table
 
 TOLERANCE = 0.10  # the profiled step against the timed steady median: the profiler's overhead allowed
 DIFFERING_OPS = 3
@@ -214,7 +214,7 @@ def _where(found: list[Group]) -> list[str]:
                                             for s in g.sides]])
         body.append(["IR (run.capture_ir)", *[ir_counts(s.record) for s in g.sides]])
         body.append(["profiler", *[s.profile["profiler"] for s in g.sides]])
-        lines += _md_table(header, body) + [""]
+        lines += md_table(header, body) + [""]
         if g.differing:
             lines += ["Ops whose time differs most (ms per step × ops per step):", ""]
             body = []
@@ -223,7 +223,7 @@ def _where(found: list[Group]) -> list[str]:
                 body.append([f"{a} vs {b}", f"`{d['op']}`", d["category"],
                              f"{d[a]['ms']:.3g} ms × {d[a]['count']:g}", f"{d[b]['ms']:.3g} ms × {d[b]['count']:g}",
                              f"{d['difference_ms']:+.3g} ms"])
-            lines += _md_table(["pair", "op", "category", "first", "second", "difference"], body) + [""]
+            lines += md_table(["pair", "op", "category", "first", "second", "difference"], body) + [""]
             lines += [f"- {reading(g.sides[0], other)}" for other in g.sides[1:]] + [""]
     return lines
 
@@ -243,7 +243,7 @@ def _first_steps(found: list[Group]) -> list[str]:
         body = [[f["framework"], _ms(f["first_s"]), _ms(f["trace_lower_s"]), _ms(f["compile_s"]),
                  _ms(f.get("first_execution_s")), _ms(f["second_s"]), _ms(f["steady_s"]), f["second"]]
                 for f in g.first_steps]
-        lines += [f"### {g.name}", ""] + _md_table(["framework", "first", "trace/lower", "compile",
+        lines += [f"### {g.name}", ""] + md_table(["framework", "first", "trace/lower", "compile",
                                                     "first execution", "second", "steady", "second step"], body)
         lines += [""]
     return lines
