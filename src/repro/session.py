@@ -294,7 +294,8 @@ class Session:
         try:
             self.records = self._sweep_records()
             comp = comparison.build(self.records)  # once: the table, the report and the MLflow parent show it
-            print_comparison(report.console(), comp)
+            print_comparison(report.console(), comp, hint=f"every column: repro compare --sweep {self.sweep_id} --wide"
+                             if self.multirun else "")
             if self.multirun:  # the loss drift between frameworks, stored with the sweep
                 sweep_record = trajectory.store(Ledger(self.ledger_dir), {"id": self.sweep_id, "experiment": self.experiment,
                                                                           "jobs": self.jobs}, self.records)

@@ -19,6 +19,7 @@ from rich.table import Table as RichTable
 from repro.console import UNBOUNDED_WIDTH
 from repro.report.audit import print_audit, print_machine_summary
 from repro.report.comparison import Comparison, Table
+from repro.report.where_time_goes import headline
 
 LEFT = ("name", "status", "ledger", "loss_sha256", "trajectory")
 WRAPS = ("name", "status", "trajectory", "ledger")  # text cells that may wrap at their words; numbers never
@@ -100,6 +101,9 @@ def print_comparison(console: Console, comparison: Comparison, wide: bool = Fals
         for verdict in table.verdicts:
             out.print(f"[bold]{verdict.text}[/]")
         print_audit(out, table.audit, table.records)
+        for row in table.rows:  # profiled runs: their top categories and where their traces are
+            if row.ok and (line := headline(row.ok[0], row.name)):
+                out.print(line, markup=False, highlight=False)
     print_machine_summary(out, comparison)
     if hint and not wide and any(len(t.columns) > len(_columns(t, False)) for t in comparison.tables):
         out.print(f"[dim]{hint}[/]")
