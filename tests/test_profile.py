@@ -64,6 +64,12 @@ def _check_sums(summary: dict) -> None:
     assert sum(cats.values()) == pytest.approx(summary["step_ms"], rel=1e-6)
     assert all(v >= 0 for v in cats.values())
     assert summary["steps"] == capture.STEPS and len(summary["step_ms_each"]) == capture.STEPS
+    # the ops are the median step's, as the categories: per category, its ops add up to it (to 5 µs: each op rounded to 0.1 µs)
+    assert summary["ops_of"] == "median step" and len(summary["ops"]) < 60  # every op kept at these sizes
+    for cat in categories.CATEGORIES:
+        if cat != categories.HOST:
+            ops = sum(v["ms"] for v in summary["ops"].values() if v["category"] == cat)
+            assert ops == pytest.approx(cats[cat], abs=5e-3), cat
 
 
 def _chrome_trace(path: str) -> list[dict]:

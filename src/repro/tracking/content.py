@@ -36,6 +36,10 @@ NOT_METRICS = ("loss_sha256", "params_sha256", "ir_ops", "loss", "step_time_s", 
 
 
 def _param(v: Any) -> str:
+    """A param's text; None (a setting that does not apply to this run) reads "n/a" as an absent
+    one does, so the compare view draws one value, not "None" beside "n/a"."""
+    if v is None:
+        return NOT_APPLICABLE
     return json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else str(v)
 
 
