@@ -80,8 +80,9 @@ def run(args) -> int:
         print(f"repro compare: {', '.join(not_runs)} are not run records", file=sys.stderr)
         return 2
     built = comparison.build(records)
-    print_comparison(console(), built, wide=args.wide, hint="every column: add --wide")
-    _time_goes(console(), built, args.wide)
+    wide = getattr(args, "wide", False)  # (a caller's Namespace may predate --wide)
+    print_comparison(console(), built, wide=wide, hint="every column: add --wide")
+    _time_goes(console(), built, wide)
     return 0
 
 
