@@ -181,4 +181,4 @@ def test_a_sweep_with_runs_that_did_not_end_ok_still_reports(report_sweep, tmp_p
     assert {p.name for p in files} == FILES
     table = {r["run"]: r for r in csv.DictReader((tmp_path / "results.csv").open())}
     assert table["torch"]["status"].startswith("oom") and table["torch"]["steady_median_ms"] == ""  # (⚠ busy: a busy machine)
-    assert f"| torch | {table['torch']['status']} | 0 | - |" in (tmp_path / "report.md").read_text()
+    assert f"| torch | {table['torch']['status']} | 0 | — |" in (tmp_path / "report.md").read_text()  # what it lacks: —

@@ -209,7 +209,8 @@ def machine_summary(records: list[dict], name: Callable[[dict], str]) -> str:
 def print_machine_summary(console, comparison) -> None:
     """The machine line under a comparison (report/comparison.py's), once for all its tables."""
     several = len(comparison.tables) > 1  # then a run is named with its model ("torch · vit")
-    names = {r["id"]: row.name + (f" · {row.model.split('/')[0]}" if several else "")
+    names = {r["id"]: row.name + (f" · {m}" if several and (m := row.model.split('/')[0]) not in row.name.split(" · ")
+                                  else "")
              for row in comparison.rows for r in row.records}
     line = machine_summary([r for row in comparison.rows for r in row.records], lambda r: names[r["id"]])
     if line:
