@@ -46,3 +46,30 @@ def test_a_two_process_jax_run_prints_progress(sandbox):
     steps = [ln for ln in proc.stdout.splitlines() if "  step " in ln]
     assert steps[0].startswith("[1/1]   step 1/6 (compile)") and steps[-1].startswith("[1/1]   step 6/6")
     assert len({ln.split("step ")[1].split()[0] for ln in steps}) == len(steps)  # one line per step: rank 0's only
+
+
+def _fails(spec: dict, index: int, joined) -> None:
+    """Process 1 fails first; process 0 a moment later (however slowly either started)."""
+    import time
+    from pathlib import Path
+
+    joined()
+    mark = Path(spec["mark"])
+    if index == 1:
+        mark.touch()
+    else:
+        deadline = time.monotonic() + 120
+        while not mark.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+    raise ValueError(f"rank {index} cannot go on")
+
+
+def test_every_failing_process_is_named(tmp_path):
+    from repro.runner import processes
+
+    with pytest.raises(processes.ProcessFailed) as failed:
+        processes.launch(_fails, {"mark": str(tmp_path / "first")}, 2, lambda i: f"process {i}")
+    message = str(failed.value)
+    assert "rank 0 cannot go on" in message and "rank 1 cannot go on" in message, message
+    assert "process 0" in message and "process 1" in message
