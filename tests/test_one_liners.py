@@ -33,3 +33,10 @@ def test_the_warmup_error_suggests_the_fix():
 
 def test_the_default_ledger_is_the_clis():
     assert Ledger().root == paths.default_ledger_dir()
+
+
+def test_what_a_person_compares_by_sorts_first_in_mlflow():
+    records = compare.newest_sweep(Ledger(paths.repo_root() / "ledger"), "quickstart")
+    keys = sorted(content.params(records[0]))  # MLflow's compare view sorts param keys so
+    assert keys[:4] == ["Batch size", "Framework", "Model", "Precision"]
+    assert content.params(records[0])["Framework"] == records[0]["config"]["framework"]["name"]

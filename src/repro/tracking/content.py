@@ -43,10 +43,20 @@ def _param(v: Any) -> str:
     return json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else str(v)
 
 
+# What a person compares runs by, first in MLflow's views: they sort param keys by code point
+# (the compare page, its box and contour plots), where a capital letter comes before every
+# lower-case key; the same values stay under their own keys (framework.name, ...) too.
+FIRST = (("Framework", "framework.name"), ("Model", "model.name"), ("Precision", "precision.name"),
+         ("Batch size", "run.batch_size"))
+
+
 def params(record: dict) -> dict[str, str]:
-    """The keys that define the run (those of its config hash: no tracking, ledger, progress
-    or local cluster keys) and every `effective.*` setting, "n/a" where it does not apply."""
-    out = {k: _param(v) for k, v in flatten(semantic(record["config"])).items()}
+    """What a person compares by (FIRST), the keys that define the run (those of its config hash:
+    no tracking, ledger, progress or local cluster keys) and every `effective.*` setting, "n/a"
+    where it does not apply."""
+    flat = flatten(semantic(record["config"]))
+    out = {name: _param(flat.get(key)) for name, key in FIRST}
+    out.update({k: _param(v) for k, v in flat.items()})
     eff = record.get("effective")
     if eff is not None:
         out.update({f"effective.{k}": _param(eff[k]) if k in eff else NOT_APPLICABLE for k in EFFECTIVE_KEYS})
