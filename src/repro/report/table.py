@@ -78,10 +78,10 @@ def fitted(table: Table, width: int, wide: bool = False) -> RichTable | None:
 
 def print_blocks(console: Console, table: Table, wide: bool = False) -> None:
     """One block per run: its name, then `header: cell` lines (the width holds no grid)."""
-    console.print(f"[bold]{table.header}[/]", markup=True)
+    console.print(table.header, style="bold", markup=False)
     for row in table.rows:
         cells = row.cells()
-        console.print(f"[bold]{cells['name']}[/]")
+        console.print(cells["name"], style="bold", markup=False)
         for key, header in _columns(table, wide):
             if key != "name":
                 console.print(f"  {header}: {cells[key]}", markup=False, highlight=False)
