@@ -40,3 +40,13 @@ def test_what_a_person_compares_by_sorts_first_in_mlflow():
     keys = sorted(content.params(records[0]))  # MLflow's compare view sorts param keys so
     assert keys[:4] == ["Batch size", "Framework", "Model", "Precision"]
     assert content.params(records[0])["Framework"] == records[0]["config"]["framework"]["name"]
+
+
+def test_the_api_writes_a_report_in_the_foreground(tmp_path):
+    import repro
+
+    page = repro.write_report(experiment="quickstart", ledger=str(paths.repo_root() / "ledger"), out=str(tmp_path / "r"))
+    assert page == tmp_path / "r" / "report.md" and page.read_text().startswith("# quickstart: sweep ")
+    from repro import report  # the package, not an API name that shadows it
+
+    assert hasattr(report, "__path__")

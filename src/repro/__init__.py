@@ -4,7 +4,7 @@
     record = repro.run(framework="jax", model="mlp", **{"run.steps": 10})
     records = repro.sweep("quickstart")
     repro.compare(experiment="quickstart")     # its comparison: one row per config (a DataFrame)
-    repro.report(experiment="quickstart")      # its report, written now: the path of report.md
+    repro.write_report(experiment="quickstart")  # its report, written now: the path of report.md
     repro.Ledger().heads()                     # the repo's ledger/ (the CLI's), or Ledger(DIR)
 
 Importing `repro` is cheap on purpose (no framework, no MLflow, not even Hydra): the names
@@ -19,7 +19,7 @@ _EXPORTS = {
     "run": "repro.api",
     "sweep": "repro.api",
     "compare": "repro.api",
-    "report": "repro.api",
+    "write_report": "repro.api",  # not "report": that is the repro.report package
     "Ledger": "repro.ledger",
     "LedgerError": "repro.ledger",
     "ConfigError": "repro.config",

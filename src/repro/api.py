@@ -121,7 +121,7 @@ def compare(*ids: str, sweep: str | None = None, experiment: str | None = None, 
                          for t in comp.tables for row in t.rows])
 
 
-def report(sweep: str | None = None, experiment: str | None = None, ledger: str | None = None,
+def write_report(sweep: str | None = None, experiment: str | None = None, ledger: str | None = None,
            out: str | None = None):
     """Write a sweep's report (report.md, results.csv, plots) now, in this process, as `repro
     report` does; returns report.md's path. Give `sweep=` (an id or a unique prefix) or
@@ -133,7 +133,7 @@ def report(sweep: str | None = None, experiment: str | None = None, ledger: str 
     from repro.report.compare import newest_sweep, sweep_runs
 
     if sum(map(bool, (sweep, experiment))) != 1:
-        raise ValueError("repro.report: give sweep=ID or experiment=NAME (one of them)")
+        raise ValueError("repro.write_report: give sweep=ID or experiment=NAME (one of them)")
     store = Ledger(ledger)
     records = sweep_runs(store, sweep) if sweep else newest_sweep(store, experiment)
     folder = Path(out) if out else sweep_report.default_dir(records, store.root)
