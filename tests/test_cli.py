@@ -136,8 +136,8 @@ def test_dry_run_lists_the_quickstart_jobs_and_writes_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr
     plan = preflight.plan(["+exp=quickstart", f"ledger.dir={box.ledger}"])
     lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
-    assert len(lines) == len(plan.jobs) == 6
-    assert proc.stdout.startswith("repro --dry-run: 6 job(s) planned, checked; nothing run or written")
+    assert len(lines) == len(plan.jobs) == 12  # 4 configs × 3 repeats
+    assert proc.stdout.startswith("repro --dry-run: 12 job(s) planned, checked; nothing run or written")
     for line, config in zip(lines, plan.jobs):
         assert f"model={config.model.name} framework={config.framework.name} " in line
         assert f"config {config_hash(config)[:12]}" in line
@@ -236,7 +236,7 @@ def test_python_api_runs_sweeps_and_reads_the_ledger(box, cli_run, tmp_path, mon
         repro.run(framework="jaxx", **common)
     with pytest.raises(repro.ConfigError, match="repro.sweep"):
         repro.run(framework=["jax", "torch"], **common)
-    with pytest.raises(repro.ConfigError, match="plans 6 jobs"):  # an exp that sweeps is not one run
+    with pytest.raises(repro.ConfigError, match="plans 12 jobs"):  # an exp that sweeps is not one run
         repro.run(**{"+exp": "quickstart"}, **common)
     assert len(repro.Ledger(ledger).heads(kind="run")) == 3  # refused configs wrote nothing
     again = repro.run(framework="jax", model="mlp", **{**common, "run.repeats": 2})

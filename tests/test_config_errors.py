@@ -38,11 +38,11 @@ def test_cli_exit_2_and_nothing_written(sandbox, args):
     assert not (sandbox.root / "outputs").exists() and not (sandbox.root / "multirun").exists()
 
 
-def test_quickstart_plan_is_six_jobs():
+def test_quickstart_plan_is_four_configs_three_times():
     p = plan(["+exp=quickstart"])
-    assert p.multirun
+    assert p.multirun and len(p.jobs) == 12  # interleaved repeats: a verdict with an interval
     combos = {(j.model.name, j.framework.name) for j in p.jobs}
-    assert combos == {(m, f) for m in ("mlp", "vit") for f in ("jax", "torch", "torch_compile")}
+    assert combos == {(m, f) for m in ("mlp", "vit") for f in ("jax", "torch")}
 
 
 def test_vit_l4_is_the_published_setup():

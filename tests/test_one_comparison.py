@@ -42,19 +42,26 @@ def sweeps(tmp_path_factory) -> tuple[Sandbox, dict[str, str]]:
 
 
 def _rich(text: str) -> dict:
-    """Tables ({header: [row dicts]}) and verdict lines from rich's output."""
-    tables, verdicts, title, keys = {}, [], "", None
+    """Tables ({header: [row dicts]}) and verdict lines from the terminal's output
+    (report/table.py: a title, the header, a rule broken where the columns part, the rows)."""
+    tables, verdicts = {}, []
     lines = text.splitlines()
+    rules = [i for i, line in enumerate(lines) if "─" in line and set(line.strip()) <= {"─", " "}]
     for i, line in enumerate(lines):
-        if line.startswith("┏"):
-            title = lines[i - 1].strip()
-        elif line.startswith("┃"):
-            keys = [c.strip() for c in line.strip("┃").split("┃")]
-            tables[title] = []
-        elif line.startswith("│") and keys:
-            tables[title].append(dict(zip(keys, (c.strip() for c in line.strip("│").split("│")))))
-        elif VERDICT.search(line):
+        if VERDICT.search(line):
             verdicts.append(line.strip())
+    for r in rules:
+        title_at = max(i for i in range(r) if "× best by" in lines[i])
+        spans = [m.span() for m in re.finditer("─+", lines[r])]
+        cut = lambda line, a, b: line[a:b].strip()  # noqa: E731
+        keys = [" ".join(filter(None, (cut(h, a, b) for h in lines[title_at + 1:r]))) for a, b in spans]
+        rows = []
+        for line in lines[r + 1:]:
+            gaps = [line[b:a2] for (_, b), (a2, _) in zip(spans, spans[1:])]
+            if not line.strip() or any(g.strip() for g in gaps):
+                break
+            rows.append(dict(zip(keys, (cut(line, a, b) for a, b in spans))))
+        tables[lines[title_at].strip()] = rows
     return {"tables": tables, "verdicts": verdicts}
 
 
@@ -85,15 +92,17 @@ def _csv(path) -> dict:
     """results.csv back into the tables' shape: one table per model, × best's rule in each row."""
     tables: dict[str, list] = {}
     for r in csv.DictReader(path.open()):
-        ci = f"{r['ci_low_ms']}–{r['ci_high_ms']}" if r["ci_low_ms"] else "single sample" if r["steady_median_ms"] else "-"
+        ci = f"{r['ci_low_ms']}–{r['ci_high_ms']}" if r["ci_low_ms"] else "single sample" if r["steady_median_ms"] else "—"
         tables.setdefault((r["model"], r["x_best_by"]), []).append(
-            {"run": r["run"], "repeats": r["repeats"], "steady median (ms)": r["steady_median_ms"] or "-",
-             "95 % CI (ms)": ci, "× best": r["x_best"] or "-"})
+            {"run": r["run"], "repeats": r["repeats"], "steady median (ms)": r["steady_median_ms"] or "—",
+             "95 % CI (ms)": ci, "× best": r["x_best"] or "—"})
     return tables
 
 
-def _cells(tables: dict) -> list[list[dict]]:
-    return [[{FIELDS[k]: row[k] for k in FIELDS} for row in rows] for rows in tables.values()]
+def _cells(tables: dict, shown: set | None = None) -> list[list[dict]]:
+    """The FIELDS of each row; `shown`: only these columns (the terminal's default omits repeats)."""
+    return [[{FIELDS[k]: row[k] for k in FIELDS if shown is None or k in shown} for row in rows]
+            for rows in tables.values()]
 
 
 def _check_views(records: list[dict], terminal: list[str], mlflow_note: str, tmp_path) -> comparison.Comparison:
@@ -106,7 +115,9 @@ def _check_views(records: list[dict], terminal: list[str], mlflow_note: str, tmp
     assert first["tables"] and all(first["tables"].values())
     for name, view in views.items():
         assert list(view["tables"]) == list(first["tables"]), name  # headers: model, what they share, × best's rule
-        assert _cells(view["tables"]) == _cells(first["tables"]), name
+        shown = {k for rows in view["tables"].values() for row in rows for k in row}
+        assert _cells(view["tables"], shown) == _cells(first["tables"], shown), name
+        assert {"run", "steady median (ms)", "95 % CI (ms)", "× best"} <= shown, name
         assert view["verdicts"] == first["verdicts"], name
     from_csv = _csv(tmp_path / "results.csv")
     assert [f"× best by {by}" for _, by in from_csv] == [h.rsplit(" · ", 1)[1] for h in first["tables"]]

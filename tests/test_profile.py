@@ -64,6 +64,12 @@ def _check_sums(summary: dict) -> None:
     assert sum(cats.values()) == pytest.approx(summary["step_ms"], rel=1e-6)
     assert all(v >= 0 for v in cats.values())
     assert summary["steps"] == capture.STEPS and len(summary["step_ms_each"]) == capture.STEPS
+    # the ops are the median step's, as the categories: per category, its ops add up to it (to 5 µs: each op rounded to 0.1 µs)
+    assert summary["ops_of"] == "median step" and len(summary["ops"]) < 60  # every op kept at these sizes
+    for cat in categories.CATEGORIES:
+        if cat != categories.HOST:
+            ops = sum(v["ms"] for v in summary["ops"].values() if v["category"] == cat)
+            assert ops == pytest.approx(cats[cat], abs=5e-3), cat
 
 
 def _chrome_trace(path: str) -> list[dict]:
@@ -199,7 +205,7 @@ def test_profiled_sweep_end_to_end_and_the_second_step(sandbox):
         "profile")] for fw in ("jax", "torch")}
     assert artifacts["torch"] == ["profile/torch_trace.json.gz"]
     assert sorted(artifacts["jax"]) == ["profile/jax.xplane.pb", "profile/jax_perfetto_trace.json.gz"]
-    report = next(sandbox.root.glob("reports/*/report.md"))
+    report = next(sandbox.ledger.glob(".reports/*/report.md"))
     text = report.read_text()
     assert "## Where the time goes" in text and (report.parent / "where_time_goes.png").exists()
     assert "recompiled (" in text and "exp_avg" in text and "no recompilation: the compiled executable" in text
@@ -229,3 +235,32 @@ def test_torch_profile_on_a_gpu_counts_device_kernels(tmp_path):
     summary = reduce.reduce(info["trace"], info["family"])
     _check_sums(summary)
     assert summary["categories_ms"][MATMUL] > 0 and summary["categories_ms"][OPTIMIZER] > 0
+
+
+def test_a_profiled_run_prints_its_top_categories_and_traces(tmp_path):
+    """The close of one profiled run: its median profiled step, its top categories, its traces' paths."""
+    import copy
+    import io
+
+    from rich.console import Console
+
+    from repro import paths
+    from repro.ledger import Ledger
+    from repro.report import comparison, compare
+    from repro.report.table import print_comparison
+
+    record = copy.deepcopy(compare.newest_sweep(Ledger(paths.repo_root() / "ledger"), "quickstart")[0])
+    trace = tmp_path / "t.json.gz"
+    trace.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    from repro.profile import sha256_file
+
+    entry = {"name": trace.name, "sha256": sha256_file(trace)}
+    store.keep(tmp_path / "ledger", [str(trace)], [entry])
+    record["config"]["ledger"]["dir"] = str(tmp_path / "ledger")
+    record["results"]["profile"] = {"step_ms": 10.0, "files": [entry], "categories_ms": {
+        MATMUL: 6.0, ELEMENTWISE: 3.0, HOST: 1.0}}
+    out = io.StringIO()
+    print_comparison(Console(file=out, width=200), comparison.build([record]))
+    line = out.getvalue().split("profile of ", 1)[1].split("machine: ")[0].replace("\n", "")  # wrapped at the width
+    assert f"median profiled step 10 ms: {MATMUL} 6 ms (60%), {ELEMENTWISE} 3 ms (30%)" in line
+    assert str(store.path_of(tmp_path / "ledger", entry)) in line

@@ -24,13 +24,13 @@ FILES = {"report.md", "results.csv", *PLOTS}
 
 def _report_dir(proc) -> Path:
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("report: "))
-    return Path(line.removeprefix("report: ")).parent
+    return Path(line.removeprefix("report: ").split(" (")[0]).parent
 
 
 def test_sweep_writes_its_report_and_the_ledger_alone_rebuilds_it(report_sweep, tmp_path):
     box, proc = report_sweep
     folder = _report_dir(proc)
-    assert folder.parent == box.root / "reports"  # beside the sweep's ledger
+    assert folder.parent == box.ledger / ".reports"  # inside the sweep's ledger, never shared between ledgers
     assert {p.name for p in folder.iterdir()} == FILES
     sweep_id = box.heads()[0]["sweep"]["id"]
     assert folder.name == sweep_id
@@ -184,4 +184,4 @@ def test_a_sweep_with_runs_that_did_not_end_ok_still_reports(report_sweep, tmp_p
     assert {p.name for p in files} == FILES
     table = {r["run"]: r for r in csv.DictReader((tmp_path / "results.csv").open())}
     assert table["torch"]["status"].startswith("oom") and table["torch"]["steady_median_ms"] == ""  # (⚠ busy: a busy machine)
-    assert f"| torch | {table['torch']['status']} | 0 | - |" in (tmp_path / "report.md").read_text()
+    assert f"| torch | {table['torch']['status']} | 0 | — |" in (tmp_path / "report.md").read_text()  # what it lacks: —

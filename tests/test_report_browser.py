@@ -99,7 +99,7 @@ def test_parent_artifacts_hold_the_report(ui, browse, tmp_path):
     listed = {f["path"] for f in _api(url, f"artifacts/list?run_id={run_id}")["files"]}
     assert set(PLOTS) | {"report.md", "results.csv"} == listed
     png = urllib.request.urlopen(f"{url}/get-artifact?path=steady_time.png&run_uuid={run_id}", timeout=30).read()
-    report_dir = box.root / "reports" / box.heads()[0]["sweep"]["id"]
+    report_dir = box.ledger / ".reports" / box.heads()[0]["sweep"]["id"]
     assert png == (report_dir / "steady_time.png").read_bytes()
 
     async def look(page):

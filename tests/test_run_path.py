@@ -31,14 +31,14 @@ def test_quickstart_parent_children_records_table(quickstart):
     runs = box.mlflow_runs("quickstart")
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert len(parents) == 1 and len(children) == 6
+    assert len(parents) == 1 and len(children) == 12  # {jax, torch} × {mlp, vit} × 3 repeats
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     assert all(c.info.status == "FINISHED" for c in children)
     heads = box.heads()
-    assert len(heads) == 6 and all(h["status"] == "ok" for h in heads)
+    assert len(heads) == 12 and all(h["status"] == "ok" for h in heads)
     assert {c.data.tags["repro.ledger_id"] for c in children} == {h["id"] for h in heads}
     runs = [r for r in box.records() if r["kind"] == "run"]
-    assert len(runs) == 12  # a "started" and a "finished" record per job
+    assert len(runs) == 24  # a "started" and a "finished" record per job
     (sweep,) = [r for r in box.records() if r["kind"] == "sweep"]  # run.init=shared: frameworks agree
     assert {a["model"] for a in sweep["trajectory"]} == {"mlp/tiny", "vit/tiny"}
     assert all(a["same_init"] and a["first_step_over"] is None for a in sweep["trajectory"]), sweep

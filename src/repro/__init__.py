@@ -5,7 +5,8 @@
     records = repro.sweep("quickstart")
     repro.compare(experiment="quickstart")     # its comparison: one row per config (a DataFrame)
     repro.verdict([[...], ...], [[...], ...])  # two configs' runs (step times, s): faster, equivalent, or not yet
-    repro.Ledger("ledger").heads()
+    repro.write_report(experiment="quickstart")  # its report, written now: the path of report.md
+    repro.Ledger().heads()                     # the repo's ledger/ (the CLI's), or Ledger(DIR)
 
 Importing `repro` is cheap on purpose (no framework, no MLflow, not even Hydra): the names
 below are imported on first use, the worker process imports only its own framework, and the
@@ -20,6 +21,7 @@ _EXPORTS = {
     "sweep": "repro.api",
     "compare": "repro.api",
     "verdict": "repro.report.verdict",  # repro.verdict(a_runs, b_runs, band=0.02): the views' Verdict
+    "write_report": "repro.api",  # not "report": that is the repro.report package
     "Ledger": "repro.ledger",
     "LedgerError": "repro.ledger",
     "ConfigError": "repro.config",

@@ -113,11 +113,12 @@ def sweep(exp: str | None = None, **overrides: Any) -> list[dict]:
         return run_plan(preflight.plan(["--multirun", *args]))
 
 
-def compare(*ids: str, sweep: str | None = None, experiment: str | None = None, ledger: str = "ledger",
+def compare(*ids: str, sweep: str | None = None, experiment: str | None = None, ledger: str | None = None,
             frame: bool = True):
     """The comparison `repro compare` prints, as data: one row per config (report/comparison.py),
     a pandas DataFrame (numbers in seconds, `x_best` ranked by the `by` column's rule), or with
-    `frame=False` the list of `Row` dataclasses. Give run ids, `sweep=` or `experiment=`."""
+    `frame=False` the list of `Row` dataclasses. Give run ids, `sweep=` or `experiment=`;
+    `ledger`: its folder (default: the repo's ledger/, as the CLI)."""
     from dataclasses import asdict, fields
 
     from repro.ledger import Ledger
@@ -137,3 +138,23 @@ def compare(*ids: str, sweep: str | None = None, experiment: str | None = None, 
     numbers = [f.name for f in fields(comparison.Row) if f.name != "records"]
     return pd.DataFrame([{"by": t.by, **{k: asdict(row)[k] for k in numbers}, "ids": row.ids}
                          for t in comp.tables for row in t.rows])
+
+
+def write_report(sweep: str | None = None, experiment: str | None = None, ledger: str | None = None,
+           out: str | None = None):
+    """Write a sweep's report (report.md, results.csv, plots) now, in this process, as `repro
+    report` does; returns report.md's path. Give `sweep=` (an id or a unique prefix) or
+    `experiment=` (its newest sweep); `out`: the folder (default: `<ledger>/.reports/<sweep id>`)."""
+    from pathlib import Path
+
+    from repro.ledger import Ledger
+    from repro.report import sweep_report
+    from repro.report.compare import newest_sweep, sweep_runs
+
+    if sum(map(bool, (sweep, experiment))) != 1:
+        raise ValueError("repro.write_report: give sweep=ID or experiment=NAME (one of them)")
+    store = Ledger(ledger)
+    records = sweep_runs(store, sweep) if sweep else newest_sweep(store, experiment)
+    folder = Path(out) if out else sweep_report.default_dir(records, store.root)
+    sweep_report.write(records, folder)
+    return folder / sweep_report.PAGE

@@ -55,9 +55,10 @@ def default_tracking_uri() -> str:
 
 
 def default_reports_dir(ledger_dir: str | os.PathLike) -> Path:
-    """Where sweeps' reports go unless `--out` says otherwise: `reports/` beside the ledger they
-    come from (<repo>/reports for the repo's ledger; git ignores it)."""
-    return Path(ledger_dir).resolve().parent / "reports"
+    """Where sweeps' reports go unless `--out` says otherwise: `.reports/` inside the ledger they
+    come from (a dot-folder: never a record; git ignores it), so two ledgers in one folder never
+    share (nor overwrite) each other's reports."""
+    return Path(ledger_dir).resolve() / ".reports"
 
 
 def interpreter(python: str | None) -> str | None:

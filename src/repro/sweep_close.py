@@ -45,7 +45,8 @@ def close(session, interrupted: bool) -> list[dict]:
     status, sweep_record, report_dir = "interrupted" if interrupted else "failed", None, None
     try:
         session.records = records = sweep_records(session)
-        print_comparison(report.console(), comparison.build(records))
+        print_comparison(report.console(), comparison.build(records),
+                         hint=f"every column: repro compare --sweep {session.sweep_id} --wide" if session.multirun else "")
         if line := xla_hardware.left_out(records):
             report.console().print(line, markup=False, highlight=False)
         if session.multirun:  # the loss drift between frameworks, stored with the sweep

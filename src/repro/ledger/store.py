@@ -50,7 +50,12 @@ class Recovery:
 
 
 class Ledger:
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike | None = None):
+        """`root`: the ledger's folder; None: the repo's `ledger/`, the CLI's default (`--ledger`)."""
+        if root is None:
+            from repro import paths
+
+            root = paths.default_ledger_dir()
         self.root = Path(root)
         self.spool_dir = self.root / SPOOL
         self._index = Index(self.root)

@@ -83,7 +83,9 @@ def _check_values(cfg: schema.Config) -> None:
     if not 2 <= run.warmup < run.steps:
         raise ConfigError(
             f"run.warmup={run.warmup} must be at least 2 (the first and second steps are "
-            f"measured apart) and below run.steps={run.steps}, leaving steady-state steps"
+            f"measured apart) and below run.steps={run.steps}, leaving steady-state steps: "
+            + (f"set run.warmup={max(2, run.steps - 1)} or fewer, or run.steps={run.warmup + 1} or more"
+               if run.steps > 2 else f"set run.steps={max(run.warmup, 2) + 1} or more")
         )
     for key in ("batch_size", "memory_limit_gb"):
         if getattr(run, key) is not None and not getattr(run, key) > 0:

@@ -6,7 +6,7 @@ side-by-side comparison of runs.
 - categories: the one table mapping every framework's op names to categories
 - hlo: what each XLA instruction holds (from the compiled HLO text)
 - reduce: a trace → per-step ms by category and the top ops
-- breakdown: runs side by side ("where the time goes"), the first step split
+- (the side-by-side view, "where the time goes", is rendered by repro.report.where_time_goes)
 - store: trace files kept in the ledger's folder by their hash
 """
 

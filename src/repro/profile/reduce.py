@@ -91,10 +91,20 @@ def _shape(family: str, e: dict, hlo: dict) -> str:
     return " ".join(str(d).replace(" ", "") for d in dims if d) if dims else ""
 
 
+def _named(ops: list[tuple[tuple[str, str], dict]]) -> dict[str, dict]:
+    """{op name: its ms and count}; a name found in two categories keeps both, the second named
+    with its category."""
+    out: dict[str, dict] = {}
+    for (name, category), v in ops:
+        out[name if name not in out else f"{name} ({category})"] = {
+            **v, "ms": round(v["ms"], 4), "count": round(v["count"], 2)}
+    return out
+
+
 def reduce(path: str | Path, family: str, hlo: dict | None = None) -> dict:
     """{"steps", "step_ms" (the median profiled step's wall time), "step_ms_each",
-    "categories_ms" (that step's, summing to step_ms), "top_ops" and "ops" (per step, over all
-    profiled steps)} of one trace.
+    "categories_ms" (that step's, summing to step_ms), "top_ops" and "ops" (that same step's: a
+    category's ops add up to its time)} of one trace.
     `family`: "torch" or "xla"; `hlo`: repro.profile.hlo.instructions() of the module XLA ran."""
     hlo = hlo or {}
     events = [e for e in load(path) if e.get("ph") == "X" and "dur" in e and "ts" in e]
@@ -105,12 +115,13 @@ def reduce(path: str | Path, family: str, hlo: dict | None = None) -> dict:
         if not str(e.get("name", "")).startswith(STEP_PREFIX):
             by_thread[(e.get("pid"), e.get("tid"))].append(e)
     timed = [item for thread in by_thread.values() for item in _self_times(thread)]
-    cats_each, ops = [], defaultdict(lambda: {"ms": 0.0, "count": 0, "category": None, "shape": ""})
+    cats_each, ops_each = [], []
     for w0, w1 in windows:
         in_window = [(e, self_t, parents) for e, self_t, parents in timed
                      if w0 <= float(e["ts"]) < w1 and _is_op(family, e, device)
                      or (w0 <= float(e["ts"]) < w1 and family == "torch" and OPTIMIZER_SCOPES.match(e["name"]))]
         cats = dict.fromkeys(CATEGORIES, 0.0)
+        ops: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0])
         spans = []
         for e, self_t, parents in in_window:
             name = e["name"]
@@ -120,26 +131,27 @@ def reduce(path: str | Path, family: str, hlo: dict | None = None) -> dict:
             category = categorize(family, name, inside=set(info.get("inside") or ()), optimizer=optimizer)
             cats[category] += self_t
             spans.append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
-            if not OPTIMIZER_SCOPES.match(name):
-                op = ops[(op_key(name), _shape(family, e, hlo), category)]
-                op["ms"] += self_t / 1e3
-                op["count"] += 1
+            op = ops[(op_key(name), _shape(family, e, hlo), category)]  # an optimizer scope's own time too
+            op[0] += self_t
+            op[1] += 1
         busy = sum(cats.values())
         running = _union(spans)
-        if busy > running > 0:  # ops on several threads at once: their share of the running time
-            cats = {k: v * running / busy for k, v in cats.items()}
+        scale = running / busy if busy > running > 0 else 1.0  # ops on several threads at once: their share
+        cats = {k: v * scale for k, v in cats.items()}
         cats[HOST] = max(0.0, (w1 - w0) - sum(cats.values()))
         cats_each.append({k: v / 1e3 for k, v in cats.items()})
+        ops_each.append({k: (ms * scale / 1e3, count) for k, (ms, count) in ops.items()})
     n = len(windows)
     step_each = [(w1 - w0) / 1e3 for w0, w1 in windows]
-    # The median step stands for them all (the first profiled step can carry the profiler's start).
+    # The median step stands for them all (the first profiled step can carry the profiler's start):
+    # its categories and its ops, so that a category's ops add up to the category.
     median = sorted(range(n), key=lambda k: step_each[k])[n // 2]
-    rows = [{"op": key, "shape": shape, "category": cat, "ms": v["ms"] / n, "count": v["count"] / n}
-            for (key, shape, cat), v in ops.items()]
+    rows = [{"op": key, "shape": shape, "category": cat, "ms": ms, "count": count}
+            for (key, shape, cat), (ms, count) in ops_each[median].items()]
     rows.sort(key=lambda r: -r["ms"])
-    by_key: dict[str, dict] = {}
-    for r in rows:  # per op name, all shapes together: what two frameworks are compared by
-        k = by_key.setdefault(r["op"], {"ms": 0.0, "count": 0.0, "category": r["category"]})
+    by_key: dict[tuple, dict] = {}
+    for r in rows:  # per op name and category, all shapes together
+        k = by_key.setdefault((r["op"], r["category"]), {"ms": 0.0, "count": 0.0, "category": r["category"]})
         k["ms"] += r["ms"]
         k["count"] += r["count"]
     return {
@@ -150,6 +162,6 @@ def reduce(path: str | Path, family: str, hlo: dict | None = None) -> dict:
         "top_ops": [{**r, "ms": round(r["ms"], 4), "count": round(r["count"], 2)} for r in rows[:TOP_OPS]],
         "categories_ops": {c: round(sum(r["count"] for r in rows if r["category"] == c), 2) for c in CATEGORIES
                            if c != HOST},  # ops (kernels, thunks) per step
-        "ops": {k: {**v, "ms": round(v["ms"], 4), "count": round(v["count"], 2)}
-                for k, v in sorted(by_key.items(), key=lambda kv: -kv[1]["ms"])[:60]},
+        "ops": _named(sorted(by_key.items(), key=lambda kv: -kv[1]["ms"])[:60]),
+        "ops_of": "median step",  # ops and categories of the same step (older records: ops averaged over all)
     }

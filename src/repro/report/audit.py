@@ -101,11 +101,11 @@ def busy(record: dict) -> str | None:
     if not m:
         return None
     reasons = []
-    if m.get("other_cpu_share", 0) > BUSY_CPU_SHARE:
+    if (m.get("other_cpu_share") or 0) > BUSY_CPU_SHARE:
         reasons.append(f"other processes took {m['other_cpu_share']:.2f} of a core during the timed loop "
                        f"(bound {BUSY_CPU_SHARE})")
     threads = m.get("threads") or 1
-    if m.get("load_before") and m["load_before"][0] > threads + BUSY_LOAD_MARGIN:
+    if m.get("load_before") and (m["load_before"][0] or 0) > threads + BUSY_LOAD_MARGIN:
         reasons.append(f"load {m['load_before'][0]:.2f} before the loop with {threads} thread(s)")
     return "; ".join(reasons) or None
 
@@ -116,13 +116,18 @@ def spread(record: dict) -> float | None:
     return p90 / p10 if p10 and p90 else None
 
 
+def _load(v) -> str:
+    return "—" if v is None else f"{v:.2f}"
+
+
 def _machine_warnings(records: list[dict], name: Callable[[dict], str]) -> list[str]:
     out = []
     for r in records:
         if why := busy(r):
             m = r["machine"]
-            out.append(f"busy machine during {name(r)}: {why} (1-min load {m['load_before'][0]:.2f} before, "
-                       f"{m['load_after'][0]:.2f} after; host {m.get('host')})")
+            before, after = ((m.get(k) or [None])[0] for k in ("load_before", "load_after"))
+            out.append(f"busy machine during {name(r)}: {why} (1-min load {_load(before)} before, "
+                       f"{_load(after)} after; host {m.get('host') or '—'})")
         if (s := spread(r)) and s > WIDE_SPREAD:
             out.append(f"wide spread in {name(r)}: steady p90/p10 = {s:.2f} (bound {WIDE_SPREAD})")
     return out
@@ -159,7 +164,8 @@ def _varied_words(swept: list[str]) -> str:
 
 def print_audit(console, found: Audit, records: list[dict]) -> None:
     """An audit (`audit(records)`), printed: what was varied, loud warnings for what else differs,
-    then the machine (busy runs, wide spreads) apart, so that a fair config on a noisy machine says both."""
+    the machine apart (print_machine_summary: one line for the whole comparison; each run's detail
+    in report.md), so that a fair config on a noisy machine says both."""
     ok = [r for r in records if r.get("status") == "ok"]
     if found.varied:
         console.print(f"varied on purpose: {', '.join(found.swept)} "
@@ -172,10 +178,40 @@ def print_audit(console, found: Audit, records: list[dict]) -> None:
     elif len(ok) > 1:
         console.print(f"[green]fairness audit: {_varied_words(found.swept)}[/] "
                       f"({', '.join(label for label, _, _ in CHECKS)} all equal)")
-    for line in found.machine:
-        console.print(f"[bold red]MACHINE: {line}[/]")
-    unknown = sum("machine" not in r for r in ok)
+
+
+def machine_summary(records: list[dict], name: Callable[[dict], str]) -> str:
+    """One line for a whole sweep's machine (the per-run detail is report.md's): how many ok runs
+    ran beside other processes' work or a high load, the worst, and how many spread widely."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    if not ok:
+        return ""
+    unknown = sum(not r.get("machine") for r in ok)
+    shared = [r for r in ok if ((r.get("machine") or {}).get("other_cpu_share") or 0) > BUSY_CPU_SHARE]
+    loaded = [r for r in ok if busy(r) and r not in shared]
+    wide = [r for r in ok if (spread(r) or 0) > WIDE_SPREAD]
+    parts = []
+    if shared:
+        worst = max(shared, key=lambda r: r["machine"]["other_cpu_share"])
+        parts.append(f"{len(shared)} of {len(ok)} runs ran while other processes used > {BUSY_CPU_SHARE} of a core "
+                     f"(worst: {name(worst)}, {worst['machine']['other_cpu_share']:.1f} cores)")
+    if loaded:
+        parts.append(f"{len(loaded)} of {len(ok)} started with a 1-min load above their threads + {BUSY_LOAD_MARGIN:g}")
+    if wide:
+        parts.append(f"{len(wide)} of {len(ok)} spread widely (steady p90/p10 > {WIDE_SPREAD})")
     if unknown:
-        console.print(f"machine state not recorded for {unknown} run(s) (records older than its capture)")
-    elif len(ok) > 1 and not found.machine:
-        console.print("[green]machine: no busy run, no wide spread[/]")
+        parts.append(f"state not recorded for {unknown} run(s) (records older than its capture)")
+    if not parts:
+        return f"machine: quiet during all {len(ok)} runs (no busy run, no wide spread)"
+    return "machine: " + "; ".join(parts) + "; details in the report"
+
+
+def print_machine_summary(console, comparison) -> None:
+    """The machine line under a comparison (report/comparison.py's), once for all its tables."""
+    several = len(comparison.tables) > 1  # then a run is named with its model ("torch · vit")
+    names = {r["id"]: row.name + (f" · {m}" if several and (m := row.model.split('/')[0]) not in row.name.split(" · ")
+                                  else "")
+             for row in comparison.rows for r in row.records}
+    line = machine_summary([r for row in comparison.rows for r in row.records], lambda r: names[r["id"]])
+    if line:
+        console.print(escape(line), style="bold red" if "details" in line else "green")

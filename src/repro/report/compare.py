@@ -4,6 +4,7 @@ table, its verdicts, its audit; the blocks a sweep closes with).
     repro compare A B                   these runs (ids or unique prefixes)
     repro compare --sweep 20261123T...  every run of one sweep (a unique prefix of its id is enough)
     repro compare --experiment NAME     every run of that experiment's newest sweep
+    ... --wide                          every column (report.md and results.csv hold them all too)
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def add_parser(sub, common) -> None:
     p.add_argument("ids", nargs="*", help="ledger ids (or unique prefixes) of runs")
     p.add_argument("--sweep", help="every run of this sweep (its id, or a unique prefix)")
     p.add_argument("--experiment", help="every run of this experiment's newest sweep")
+    p.add_argument("--wide", action="store_true",
+                   help="every column (default: the columns a person decides on, fitted to the terminal)")
     p.set_defaults(func=run)
 
 
@@ -77,19 +80,20 @@ def run(args) -> int:
         print(f"repro compare: {', '.join(not_runs)} are not run records", file=sys.stderr)
         return 2
     built = comparison.build(records)
-    print_comparison(console(), built)
-    _time_goes(console(), built)
+    wide = getattr(args, "wide", False)  # (a caller's Namespace may predate --wide)
+    print_comparison(console(), built, wide=wide, hint="every column: add --wide")
+    _time_goes(console(), built, wide)
     return 0
 
 
-def _time_goes(out, built) -> None:
-    """The report's "Where the time goes" (profiled runs) and "First step" sections, rendered."""
-    from rich.markdown import Markdown
+def _time_goes(out, built, wide: bool) -> None:
+    """The report's "Where the time goes" (profiled runs) and "First step" sections: the markdown
+    itself, in a pipe or a log, or in a terminal with --wide (their tables are as wide as their
+    cells); a terminal's default view names where they are instead (a squeezed grid would cut them)."""
+    from repro.report import where_time_goes
 
-    from repro.profile import breakdown
-
-    lines = breakdown.markdown(built)
-    if lines and out.is_terminal:
-        out.print(Markdown("\n".join(lines)))
-    elif lines:  # pipes and logs: the markdown itself (rich pads headings to the unbounded width)
-        out.print("\n".join(lines), markup=False, highlight=False)
+    lines = where_time_goes.markdown(built)
+    if lines and out.is_terminal and not wide:
+        out.print("[dim]first step split (and where the time goes, for profiled runs): report.md, or add --wide[/]")
+    elif lines:
+        out.print("\n".join(lines), markup=False, highlight=False, crop=False, soft_wrap=True)

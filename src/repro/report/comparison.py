@@ -27,17 +27,18 @@ from repro.report.audit import Audit, audit, busy
 
 IN_TITLE = ("model", "model.preset")  # a table is one model at one preset
 BY_THROUGHPUT, BY_MEDIAN = "samples/s", "steady median"
+MISSING = "—"  # a number or field a record lacks (not ok, an older schema, no GPU): never an error
 
 
 def _num(v: float | None, digits: int = 5) -> str:
     """Plain digits (no exponent, no thousands separator), so every view and the CSV read alike."""
     if v is None:
-        return "-"
+        return MISSING
     return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:.0f}"
 
 
 def _ms(s: float | None) -> str:
-    return "-" if s is None else _num(s * 1e3)
+    return MISSING if s is None else _num(s * 1e3)
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,11 @@ class Row:
 
     @property
     def ids(self) -> list[str]:
-        return [r["id"] for r in self.records]
+        return [r.get("id", MISSING) for r in self.records]
 
     @property
     def status(self) -> str:
-        statuses = [r["status"] for r in self.records]
+        statuses = [r.get("status") or "unknown" for r in self.records]
         kinds = dict.fromkeys(statuses)
         text = statuses[0] if len(kinds) == 1 else ", ".join(f"{s} {statuses.count(s)}/{len(statuses)}" for s in kinds)
         return text + ("" if not self.busy else " ⚠ busy" if self.busy == len(statuses) else
@@ -94,21 +95,21 @@ class Row:
 
     def cells(self) -> dict[str, str]:
         """Every column as a person reads it (CELLS names them): computed here, printed everywhere."""
-        ci = f"{_ms(self.ci_s[0])}–{_ms(self.ci_s[1])}" if self.ci_s else "single sample" if self.median_s else "-"
+        ci = f"{_ms(self.ci_s[0])}–{_ms(self.ci_s[1])}" if self.ci_s else "single sample" if self.median_s else MISSING
         return {
             "name": self.name, "status": self.status, "repeats": str(self.n), "first": _ms(self.first_s),
             "second": _ms(self.second_s), "median": _ms(self.median_s), "ci": ci,
-            "p10_p90": f"{_ms(self.p10_s)}–{_ms(self.p90_s)}" if self.median_s else "-",
-            "x_best": "-" if self.x_best is None else f"{self.x_best:.2f}",
-            "samples_per_s": "-" if self.samples_per_s is None else f"{self.samples_per_s:.0f}",
-            "tflops": "-" if self.tflops is None else _num(self.tflops, 3),
-            "mfu": "-" if self.mfu is None else f"{self.mfu:.1%}",
-            "peak_mib": "-" if self.peak_bytes is None else _num(self.peak_bytes / 2**20, 4),
-            "param_mib": "-" if self.param_bytes_per_device is None else _num(self.param_bytes_per_device / 2**20, 4),
-            "final_loss": "-" if self.final_loss is None else f"{self.final_loss:.5f}",
-            "trajectory": self.trajectory or "-",
-            "test_acc": "-" if self.test_accuracy is None else f"{self.test_accuracy:.3f}",
-            "loss_sha256": self.loss_sha256[:12] or "-", "ledger": " ".join(self.ids),
+            "p10_p90": f"{_ms(self.p10_s)}–{_ms(self.p90_s)}" if self.median_s else MISSING,
+            "x_best": MISSING if self.x_best is None else f"{self.x_best:.2f}",
+            "samples_per_s": MISSING if self.samples_per_s is None else f"{self.samples_per_s:.0f}",
+            "tflops": MISSING if self.tflops is None else _num(self.tflops, 3),
+            "mfu": MISSING if self.mfu is None else f"{self.mfu:.1%}",
+            "peak_mib": MISSING if self.peak_bytes is None else _num(self.peak_bytes / 2**20, 4),
+            "param_mib": MISSING if self.param_bytes_per_device is None else _num(self.param_bytes_per_device / 2**20, 4),
+            "final_loss": MISSING if self.final_loss is None else f"{self.final_loss:.5f}",
+            "trajectory": self.trajectory or MISSING,
+            "test_acc": MISSING if self.test_accuracy is None else f"{self.test_accuracy:.3f}",
+            "loss_sha256": self.loss_sha256[:12] or MISSING, "ledger": " ".join(self.ids),
         }
 
 

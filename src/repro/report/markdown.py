@@ -14,7 +14,8 @@ from repro.ledger.command import sweep_command
 from repro.report import published
 from repro.runner import scheduler
 from repro.report.audit import CHECKS
-from repro.report.comparison import CELLS, Comparison, Table
+from repro.report.md import md_table
+from repro.report.comparison import CELLS, MISSING, Comparison, Table
 
 SPLIT = {"ci": ("ci_low_ms", "ci_high_ms"), "p10_p90": ("p10_ms", "p90_ms")}  # "a–b" cells, two CSV columns
 CSV_NAMES = {"name": "run", "first": "first_step_ms", "second": "second_step_ms", "median": "steady_median_ms",
@@ -24,7 +25,7 @@ COLUMNS = ("model", "x_best_by", *(n for key, _ in CELLS for n in SPLIT.get(key,
 
 
 def rows(comparison: Comparison) -> list[dict[str, str]]:
-    """One row per config, as the CSV holds it: the cells every view prints ("" for "-"), the
+    """One row per config, as the CSV holds it: the cells every view prints ("" for "—", a field the record lacks), the
     intervals split into their two ends."""
     out = []
     for table in comparison.tables:
@@ -33,7 +34,7 @@ def rows(comparison: Comparison) -> list[dict[str, str]]:
             for key, cell in row.cells().items():
                 ends = cell.split("–") if key in SPLIT and cell.count("–") == 1 else ["", ""]
                 line.update(zip(SPLIT[key], ends) if key in SPLIT else [(CSV_NAMES.get(key, key), cell)])
-            out.append({**{k: "" if v == "-" else v for k, v in line.items()},
+            out.append({**{k: "" if v == MISSING else v for k, v in line.items()},
                         "verdicts": " | ".join(v.text for v in table.verdicts)})
     return out
 
@@ -46,16 +47,10 @@ def to_csv(table: list[dict[str, str]]) -> str:
     return buf.getvalue()
 
 
-def _md_table(header: list[str], body: list[list[str]]) -> list[str]:
-    clean = lambda cell: str(cell).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            + ["| " + " | ".join(clean(c) for c in row) + " |" for row in body])
-
-
 def results_table(table: Table) -> list[str]:
     """One model's rows, the columns and cells of the terminal's table."""
     lines = [f"**{table.header}**", ""]
-    lines += _md_table([h for _, h in table.columns], [[row.cells()[k] for k, _ in table.columns] for row in table.rows])
+    lines += md_table([h for _, h in table.columns], [[row.cells()[k] for k, _ in table.columns] for row in table.rows])
     kinds = sorted({row.spread[2] for row in table.rows if row.spread})
     return lines + ["", f"Spread: {'; '.join(kinds)}." if kinds else "No run ended ok."]
 
@@ -89,7 +84,7 @@ def audit_lines(comparison: Comparison) -> list[str]:
 def _shown(v) -> str:
     """A machine value as a person reads it: no `None`, no `[]`, lists as their items."""
     if v is None or v == "":
-        return "not recorded"
+        return MISSING
     if isinstance(v, (list, tuple)):
         return " ".join(_shown(x) for x in v) if v else "none"
     if isinstance(v, float):
@@ -109,7 +104,7 @@ def _machine(record: dict) -> dict[str, str]:
     facts.update({k: machine[k] for k in sorted(machine)  # its cores and threads: where the env's disagree
                   if k not in ("cores", "threads") or str(machine[k]) != str(facts["cores" if k == "cores" else
                                                                                      "threads (REPRO_THREADS)"])})
-    facts["GPUs"] = [g["name"] for g in env.get("gpus", [])]
+    facts["GPUs"] = [g.get("name") for g in env.get("gpus") or []]
     facts["scheduler"] = scheduler.describe(record.get("scheduler"))  # local, or SLURM's job, nodes, log
     return {k: _shown(v) for k, v in facts.items()}
 
@@ -119,24 +114,24 @@ def machine_lines(comparison: Comparison) -> list[str]:
     records = [r for row in comparison.rows for r in row.records]
     facts = {r["id"]: _machine(r) for r in records}
     keys = list(dict.fromkeys(k for f in facts.values() for k in f))
-    same = [k for k in keys if len({f.get(k, "not recorded") for f in facts.values()}) == 1]
+    same = [k for k in keys if len({f.get(k, MISSING) for f in facts.values()}) == 1]
     differs = [k for k in keys if k not in same]
     names = {r["id"]: f"{row.name} ({r['id'][:8]})" for row in comparison.rows for r in row.records}
     first = next(iter(facts.values()), {})
-    lines = ["Every run:", ""] + [f"- {k}: {first[k]}" for k in same if k != "ISA"]  # the ISA in full below
+    lines = ["Every run:", ""] + [f"- {k}: {first.get(k, MISSING)}" for k in same if k != "ISA"]  # the ISA in full below
     isas = sorted({" ".join((r.get("environment") or {}).get("cpu", {}).get("isa") or []) for r in records} - {""})
     lines += [f"- ISA extensions{f' (set {i + 1})' if len(isas) > 1 else ''}: {isa}" for i, isa in enumerate(isas)]
     if differs:
         lines += ["", "What differs between the runs:", ""]
-        lines += _md_table(["run", *differs], [[names[i], *(f.get(k, "not recorded") for k in differs)]
+        lines += md_table(["run", *differs], [[names[i], *(f.get(k, MISSING) for k in differs)]
                                               for i, f in facts.items()])
     return lines
 
 
 def _time_goes(comparison: Comparison) -> list[str]:
-    from repro.profile import breakdown  # "where the time goes" (profiled runs) and "first step"
+    from repro.report import where_time_goes  # "where the time goes" (profiled runs) and "first step"
 
-    return breakdown.markdown(comparison)
+    return where_time_goes.markdown(comparison)
 
 
 def page(records: list[dict], comparison: Comparison, plot_files: list[str], table_file: str) -> str:

@@ -31,8 +31,8 @@ def write(records: list[dict], out: Path, comp: comparison.Comparison | None = N
 
 
 def publish(records: list[dict], console, comp: comparison.Comparison | None = None) -> Path | None:
-    """The end of a multirun: write its report (from the records alone) and print where. The
-    records are in the ledger already: a report that fails is a warning, never a lost sweep."""
+    """The end of a multirun: write its report (from the records alone) and print where, once it
+    exists. The records are in the ledger already: a report that fails is a warning, never a lost sweep."""
     runs = [r for r in records if r.get("kind") == "run"]
     if not runs:
         return None
@@ -54,7 +54,7 @@ def announce(records: list[dict], console) -> Path | None:
     if not runs:
         return None
     out = default_dir(runs, runs[0]["config"]["ledger"]["dir"])
-    console.print(f"report: {out / PAGE} (written in the background, with MLflow's projection)")
+    console.print(f"report: {out / PAGE} (being written in the background; ready when the projector ends)")
     return out
 
 
@@ -70,7 +70,7 @@ def add_parser(sub, common) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--sweep", help="a sweep id (or a unique prefix of one)")
     which.add_argument("--experiment", help="the newest recorded sweep of this experiment")
-    p.add_argument("--out", help="the folder to write (default: reports/<sweep id> beside the ledger)")
+    p.add_argument("--out", help="the folder to write (default: <ledger>/.reports/<sweep id>)")
     p.set_defaults(func=run)
 
 
@@ -82,6 +82,11 @@ def run(args) -> int:
         print(f"repro report: {e}", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else default_dir(records, args.ledger)
-    files = write(records, out)
+    try:
+        files = write(records, out)  # in the foreground: the path printed below exists
+    except OSError as e:
+        print(f"repro report: cannot write {out} ({e.strerror or e}); name another folder with --out DIR",
+              file=sys.stderr)
+        return 2
     print(f"report: {out / PAGE} ({len(records)} runs of sweep {records[0]['sweep']['id']}, {len(files)} files)")
     return 0

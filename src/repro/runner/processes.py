@@ -59,6 +59,26 @@ def _killed_peer(procs: dict, failed: int, results: dict) -> int | None:
     return next((j for j in others if (procs[j].exitcode or 0) < 0), None)
 
 
+def _also(procs: dict, conns: dict, results: dict, named: set[int], name: Callable[[int], str]) -> str:
+    """The other processes' failures, each named: those whose error has arrived, and those that
+    ended by a signal or a non-zero exit (given PEER_GRACE_S to say so), besides those `named`."""
+    others = [j for j in procs if j not in results and j not in named]
+    wait([procs[j].sentinel for j in others], timeout=PEER_GRACE_S)
+    said = []
+    for j in others:
+        if conns[j].poll():
+            try:
+                kind, value, _ = conns[j].recv()
+            except EOFError:
+                kind, value = "died", None
+            if kind == "error":
+                said.append(f"{name(j)} failed: {value}")
+                continue
+        if procs[j].exitcode not in (None, 0):
+            said.append(f"{name(j)} {_exit_reason(procs[j].exitcode)}")
+    return f"; also: {'; '.join(said)}" if said else ""
+
+
 def launch(fn: Callable[[dict, int, Callable[[], None]], Any], spec: dict, count: int, name: Callable[[int], str],
            not_joined: str = "") -> dict[int, Any]:
     """Run `fn(spec, i, joined)` for i in range(count), each in its own process; {i: its return value}.
@@ -98,12 +118,13 @@ def launch(fn: Callable[[dict, int, Callable[[], None]], Any], spec: dict, count
                         if (k := _killed_peer(procs, i, results)) is not None:  # the cause, not its echo
                             raise ProcessFailed(f"{name(k)} {_exit_reason(procs[k].exitcode)}"
                                                 f"{_when(k, joined, not_joined)}, the run was stopped "
-                                                f"({name(i)} then failed: {value})", tail)
+                                                f"({name(i)} then failed: {value})"
+                                                + _also(procs, conns, results, {i, k}, name), tail)
                         raise ProcessFailed(f"{name(i)} failed{_when(i, joined, not_joined)}, the run was stopped: "
-                                            f"{value}", tail)
+                                            f"{value}" + _also(procs, conns, results, {i}, name), tail)
                 procs[i].join(timeout=5)
                 raise ProcessFailed(f"{name(i)} {_exit_reason(procs[i].exitcode)}{_when(i, joined, not_joined)}, "
-                                    "the run was stopped")
+                                    "the run was stopped" + _also(procs, conns, results, {i}, name))
     finally:
         for p in procs.values():
             if p.is_alive():

@@ -21,7 +21,7 @@ from repro.backends.layouts import process_count
 from repro.config import schema
 from repro.config.schema import Config, from_dict
 from repro.data import make_batches
-from repro.runner import envcapture, flops, lifeline, machine, measure, seeding
+from repro.runner import envcapture, flops, lifeline, machine, measure, rank_progress, seeding
 from repro.runner.events import EventWriter, Gate
 
 TRACEBACK_LINES = 30
@@ -125,10 +125,6 @@ def _rank_summary(rank: int, out: dict, node: int) -> dict:
             "peak_memory": res["peak_memory"]}
 
 
-def _quiet(*args, **kwargs) -> None:  # ranks other than the worker itself stream no events
-    pass
-
-
 def torch_rank_main(spec: dict) -> dict:
     """One rank of a sharded torch run (started by torch's elastic launcher)."""
     import torch.distributed as dist
@@ -137,7 +133,7 @@ def torch_rank_main(spec: dict) -> dict:
 
     torch_distributed.init(from_dict(spec["config"]))
     try:
-        out = execute(spec, _quiet)
+        out = execute(spec, rank_progress.emitter(spec, dist.get_rank() == 0))
         ranks = [None] * dist.get_world_size()  # every node's ranks, so that rank 0 records them all
         dist.all_gather_object(ranks, _rank_summary(dist.get_rank(), out, spec["rendezvous"]["node_rank"]))
         out["result"]["results"]["ranks"] = ranks
@@ -152,7 +148,7 @@ def jax_process_main(spec: dict, local_index: int, joined) -> dict:
 
     jax_distributed.init(from_dict(spec["config"]), spec["rendezvous"], local_index)
     joined()
-    out = execute(spec, _quiet)
+    out = execute(spec, rank_progress.emitter(spec, jax_distributed.process_id(spec["rendezvous"], local_index) == 0))
     summary = _rank_summary(jax_distributed.process_id(spec["rendezvous"], local_index), out,
                             spec["rendezvous"]["node_rank"])
     out["result"]["results"]["ranks"] = jax_distributed.allgather_json(summary)
@@ -183,7 +179,14 @@ def run(spec: dict, events: EventWriter, gate: Gate) -> None:
         out = execute(spec, events.emit, gate)
     else:
         gate.wait()  # ranks measure in their own processes: the parent's work is done before they start
-        ranks = _launch(spec)
+        relay = rank_progress.Relay(spec["out_dir"], events.emit) if spec["rendezvous"]["node_rank"] == 0 else None
+        if relay:  # global rank 0 runs on node 0: its step lines reach the parent's progress
+            spec = {**spec, rank_progress.KEY: relay.start()}
+        try:
+            ranks = _launch(spec)
+        finally:
+            if relay:
+                relay.stop()
         if 0 not in ranks:  # a node other than node 0: its ranks ran; node 0 records the run
             events.emit("result", follower=True, ranks=sorted(ranks))
             return

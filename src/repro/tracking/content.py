@@ -36,13 +36,27 @@ NOT_METRICS = ("loss_sha256", "params_sha256", "ir_ops", "loss", "step_time_s", 
 
 
 def _param(v: Any) -> str:
+    """A param's text; None (a setting that does not apply to this run) reads "n/a" as an absent
+    one does, so the compare view draws one value, not "None" beside "n/a"."""
+    if v is None:
+        return NOT_APPLICABLE
     return json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else str(v)
 
 
+# What a person compares runs by, first in MLflow's views: they sort param keys by code point
+# (the compare page, its box and contour plots), where a capital letter comes before every
+# lower-case key; the same values stay under their own keys (framework.name, ...) too.
+FIRST = (("Framework", "framework.name"), ("Model", "model.name"), ("Precision", "precision.name"),
+         ("Batch size", "run.batch_size"))
+
+
 def params(record: dict) -> dict[str, str]:
-    """The keys that define the run (those of its config hash: no tracking, ledger, progress
-    or local cluster keys) and every `effective.*` setting, "n/a" where it does not apply."""
-    out = {k: _param(v) for k, v in flatten(semantic(record["config"])).items()}
+    """What a person compares by (FIRST), the keys that define the run (those of its config hash:
+    no tracking, ledger, progress or local cluster keys) and every `effective.*` setting, "n/a"
+    where it does not apply."""
+    flat = flatten(semantic(record["config"]))
+    out = {name: _param(flat.get(key)) for name, key in FIRST}
+    out.update({k: _param(v) for k, v in flat.items()})
     eff = record.get("effective")
     if eff is not None:
         out.update({f"effective.{k}": _param(eff[k]) if k in eff else NOT_APPLICABLE for k in EFFECTIVE_KEYS})

@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from repro.profile.categories import CATEGORIES, HOST
-from repro.report.markdown import _md_table
+from repro.report.md import md_table
 
 TOLERANCE = 0.10  # the profiled step against the timed steady median: the profiler's overhead allowed
-DIFFERING_OPS = 3
+DIFFERING_CATEGORIES = 3
+TOP_OPS_PER_CATEGORY = 2
 
 
 @dataclass
@@ -53,22 +54,30 @@ class Side:
 class Group:
     name: str
     sides: list[Side]
-    differing: list[dict] = field(default_factory=list)  # per other framework: the ops that differ most
+    differing: list[dict] = field(default_factory=list)  # the categories that differ most, each side's own top ops
     first_steps: list[dict] = field(default_factory=list)
     counters_only: list[Side] = field(default_factory=list)  # profiled without a per-op trace (torch_xla)
 
 
-def _op_differences(ref: Side, other: Side, n: int = DIFFERING_OPS) -> list[dict]:
-    a, b = ref.profile.get("ops") or {}, other.profile.get("ops") or {}
+def _top_ops(side: Side, category: str, n: int = TOP_OPS_PER_CATEGORY) -> list[tuple[str, dict]]:
+    """This framework's own heaviest ops of one category (their names are its own: never matched
+    by name against another framework's)."""
+    ops = [(op, v) for op, v in (side.profile.get("ops") or {}).items() if v.get("category") == category]
+    return sorted(ops, key=lambda kv: -kv[1]["ms"])[:n]
+
+
+def category_differences(sides: list[Side], n: int = DIFFERING_CATEGORIES) -> list[dict]:
+    """The categories whose time differs most across the frameworks (of the median profiled step),
+    each with every framework's ms and its own top ops in it."""
     rows = []
-    for op in set(a) | set(b):
-        x, y = a.get(op, {}), b.get(op, {})
-        rows.append({"op": op, "category": x.get("category") or y.get("category"),
-                     ref.framework: {"ms": x.get("ms", 0.0), "count": x.get("count", 0)},
-                     other.framework: {"ms": y.get("ms", 0.0), "count": y.get("count", 0)},
-                     "difference_ms": y.get("ms", 0.0) - x.get("ms", 0.0)})
-    rows.sort(key=lambda r: (-abs(r["difference_ms"]), r["op"]))
-    return [{"against": (ref.framework, other.framework), **r} for r in rows[:n]]
+    for cat in CATEGORIES:
+        if cat == HOST:
+            continue
+        ms = [s.profile["categories_ms"].get(cat, 0.0) for s in sides]
+        rows.append({"category": cat, "spread_ms": max(ms) - min(ms),
+                     "sides": [{"framework": s.framework, "ms": m, "top": _top_ops(s, cat)} for s, m in zip(sides, ms)]})
+    rows.sort(key=lambda r: (-r["spread_ms"], r["category"]))
+    return [r for r in rows[:n] if r["spread_ms"] > 0]
 
 
 def reading(ref: Side, other: Side) -> str:
@@ -140,8 +149,8 @@ def groups(comparison) -> list[Group]:
         g = Group(table.title, sides, first_steps=firsts,
                   counters_only=[Side(name(row), r, r["results"]["profile"]) for row in table.rows for r in row.ok[:1]
                                  if (r["results"].get("profile") or {}).get("categories_ms", 0) is None])
-        for other in sides[1:]:
-            g.differing += _op_differences(sides[0], other)
+        if len(sides) > 1:
+            g.differing = category_differences(sides)
         out.append(g)
     return out
 
@@ -157,6 +166,32 @@ def ir_counts(record: dict) -> str:
         return "—"
     top = sorted(hist[key].items(), key=lambda kv: -kv[1])[:4]
     return f"{sum(hist[key].values())} StableHLO ops (" + ", ".join(f"{k} {v}" for k, v in top) + ")"
+
+
+def ops_sum(side: Side) -> str:
+    """The ops the record keeps, summed, against the categories they fall in (host gaps aside):
+    equal to the millisecond when both read the same (median) step and every op was kept."""
+    p = side.profile
+    if p.get("ops_of") != "median step":
+        return "— (older record: its ops averaged over the profiled steps)"
+    ops = sum(v["ms"] for v in (p.get("ops") or {}).values())
+    cats = sum(ms for c, ms in (p.get("categories_ms") or {}).items() if c != HOST)
+    return f"{ops:.3f} ms of {cats:.3f} ms in ops"
+
+
+def headline(record: dict, name: str) -> str:
+    """One profiled run in a line: its median profiled step, its top categories, where its traces are."""
+    from repro.profile import store
+
+    p = (record.get("results") or {}).get("profile") or {}
+    cats = p.get("categories_ms")
+    if not p or not p.get("step_ms"):
+        return ""
+    top = sorted(((c, ms) for c, ms in (cats or {}).items()), key=lambda kv: -kv[1])[:3]
+    parts = ", ".join(f"{c} {ms:.3g} ms ({ms / p['step_ms']:.0%})" for c, ms in top) or "no per-op trace"
+    traces = store.paths(record)
+    where = ", ".join(str(t) for t in traces) if traces else "results.profile.files (MLflow's profile/ artifacts)"
+    return f"profile of {name}: median profiled step {p['step_ms']:.3g} ms: {parts}; traces: {where}"
 
 
 def _opt_ms(v) -> str:
@@ -181,7 +216,8 @@ def markdown(comparison) -> list[str]:
 def _where(found: list[Group]) -> list[str]:
     lines = ["## Where the time goes", "",
              "Each framework's step, profiled after its timed loop (`run.profile=true`) by its own profiler, "
-             "in one vocabulary (repro/profile/categories.py): ms per step and share. The profiled step is "
+             "in one vocabulary (repro/profile/categories.py): ms and share of the median profiled step (every "
+             "table and plot here reads that one step). The profiled step is "
              f"checked against the timed steady median (within ±{TOLERANCE:.0%}, after taking off the profiler's "
              "own overhead, measured against as many unprofiled steps run just before). Traces: each "
              "record's `results.profile.files`, in the ledger's `.profiles/` and the MLflow run's `profile/` "
@@ -206,6 +242,7 @@ def _where(found: list[Group]) -> list[str]:
                 row.append(f"{ms:.3g} ms ({ms / s.profile['step_ms']:.0%})")
             body.append(row)
         body.append(["**profiled step**", *[f"{s.profile['step_ms']:.3g} ms" for s in g.sides]])
+        body.append(["its ops, summed (the per-op table)", *[ops_sum(s) for s in g.sides]])
         body.append(["timed steady median", *[f"{s.timed_ms:.3g} ms" for s in g.sides]])
         body.append(["unprofiled, just before", *[_opt_ms(s.profile.get("unprofiled_ms")) for s in g.sides]])
         body.append(["profiler overhead (measured)", *[_pct(s.profiler_overhead) for s in g.sides]])
@@ -214,16 +251,15 @@ def _where(found: list[Group]) -> list[str]:
                                             for s in g.sides]])
         body.append(["IR (run.capture_ir)", *[ir_counts(s.record) for s in g.sides]])
         body.append(["profiler", *[s.profile["profiler"] for s in g.sides]])
-        lines += _md_table(header, body) + [""]
+        lines += md_table(header, body) + [""]
         if g.differing:
-            lines += ["Ops whose time differs most (ms per step × ops per step):", ""]
-            body = []
-            for d in g.differing:
-                a, b = d["against"]
-                body.append([f"{a} vs {b}", f"`{d['op']}`", d["category"],
-                             f"{d[a]['ms']:.3g} ms × {d[a]['count']:g}", f"{d[b]['ms']:.3g} ms × {d[b]['count']:g}",
-                             f"{d['difference_ms']:+.3g} ms"])
-            lines += _md_table(["pair", "op", "category", "first", "second", "difference"], body) + [""]
+            lines += ["The categories whose time differs most, each framework's own heaviest ops in it "
+                      "(ms in the median profiled step × calls; op names are each framework's own, "
+                      "compared through their category):", ""]
+            body = [[d["category"], *(f"{x['ms']:.3g} ms: " + (", ".join(f"`{op}` {v['ms']:.3g} ms × {v['count']:g}"
+                                                                       for op, v in x["top"]) or "—")
+                                      for x in d["sides"])] for d in g.differing]
+            lines += md_table(["category", *[s.framework for s in g.sides]], body) + [""]
             lines += [f"- {reading(g.sides[0], other)}" for other in g.sides[1:]] + [""]
     return lines
 
@@ -243,7 +279,7 @@ def _first_steps(found: list[Group]) -> list[str]:
         body = [[f["framework"], _ms(f["first_s"]), _ms(f["trace_lower_s"]), _ms(f["compile_s"]),
                  _ms(f.get("first_execution_s")), _ms(f["second_s"]), _ms(f["steady_s"]), f["second"]]
                 for f in g.first_steps]
-        lines += [f"### {g.name}", ""] + _md_table(["framework", "first", "trace/lower", "compile",
+        lines += [f"### {g.name}", ""] + md_table(["framework", "first", "trace/lower", "compile",
                                                     "first execution", "second", "steady", "second step"], body)
         lines += [""]
     return lines
