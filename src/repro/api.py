@@ -36,7 +36,7 @@ def _overrides(overrides: dict[str, Any]) -> list[str]:
 def runs_here(plan) -> bool:
     """The plan's jobs run in this process, one after the other (Hydra's BasicLauncher), so they
     can run from its composed configs (`run_plan`): no second compose by Hydra."""
-    return not plan.launcher or plan.launcher.endswith("BasicLauncher")
+    return plan.launcher.in_process
 
 
 def plan_session(plan):
