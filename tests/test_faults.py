@@ -244,15 +244,14 @@ INTERRUPT_INSIDE_AN_IMPORT = """
 import json, os, signal, sys, time
 from pathlib import Path
 from repro.preflight import plan
-from repro.config.schema import as_dict
+from repro.config.workerspec import WorkerSpec
 from repro.runner import cluster, launch, lifeline, seeding
 
 signal.signal(signal.SIGTERM, lifeline.interrupt)  # as the CLI does
 out = Path(sys.argv[1])
 config = plan(["model=mlp", "framework=torch", "run.steps=1000000"]).jobs[0]
 spec = out / "spec.json"
-spec.write_text(json.dumps({"config": as_dict(config), "config_hash": "test", "out_dir": str(out),
-                            "cache_dir": str(out / "cache"), "rendezvous": cluster.resolve(config.cluster).as_dict()}))
+WorkerSpec(config, "test", str(out), str(out / "cache"), cluster.resolve(config.cluster)).write(spec)
 
 
 class Slow:  # SIGTERM while Python runs a class body's __set_name__, as an import does

@@ -75,3 +75,45 @@ def test_launcher_records_same_fields_as_local(sandbox, local_sweep, launcher):
     assert len(parents) == 1 and len(children) == 2
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     assert "mlp/tiny · batch 32" in proc.stdout  # the closing table, read back from the ledger
+
+
+def _hydra_launchers() -> dict[str, str]:
+    """Every `hydra/launcher=` choice Hydra knows here (its own and its installed plugins') -> its _target_."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from repro import paths
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
+            names = GlobalHydra.instance().config_loader().get_group_options("hydra/launcher")
+            return {name: str(compose("config", overrides=[f"hydra/launcher={name}"],
+                                      return_hydra_config=True).hydra.launcher._target_) for name in names}
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def test_the_launcher_kind_parses_every_launcher_hydra_knows():
+    from repro.config.launcher import Launcher
+
+    known = _hydra_launchers()
+    assert {"basic", "joblib", "submitit_local", "submitit_slurm"} <= set(known), known
+    for choice, target in known.items():
+        kind = Launcher.parse(target)
+        assert kind.choice == choice, (choice, target, kind)
+    assert Launcher.parse("") is Launcher.BASIC and Launcher.BASIC.in_process
+    assert [k for k in Launcher if k.slurm] == [Launcher.SUBMITIT_SLURM]
+    assert [k for k in Launcher if k.in_process] == [Launcher.BASIC]
+
+
+def test_an_unknown_launcher_is_refused_by_the_preflight_by_name():
+    from repro import preflight
+    from repro.config import ConfigError
+
+    assert preflight.plan(["-m", "model=mlp", "hydra/launcher=joblib"]).launcher.choice == "joblib"
+    with pytest.raises(ConfigError) as err:
+        preflight.plan(["model=mlp", "hydra.launcher._target_=my_plugins.RayLauncher"])
+    assert str(err.value) == ("hydra.launcher._target_='my_plugins.RayLauncher' is a launcher repro does not "
+                              "know; choose hydra/launcher=basic, joblib, submitit_local, submitit_slurm (a new "
+                              "one is added in src/repro/config/launcher.py)")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import multiprocessing as mp
 
 import pytest
@@ -20,7 +22,7 @@ def _rank(spec: dict, rank: int) -> None:
 def test_only_rank_0_steps_pass_the_relay(tmp_path):
     seen = []
     relay = rank_progress.Relay(str(tmp_path), lambda kind, **p: seen.append((kind, p)))
-    spec = {rank_progress.KEY: relay.start()}
+    spec = SimpleNamespace(progress_fifo=relay.start())  # the one field of WorkerSpec the emitter reads
     procs = [mp.get_context("spawn").Process(target=_rank, args=(spec, r)) for r in (1, 0)]
     for p in procs:
         p.start()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from conftest import Sandbox
 from repro.preflight import plan
-from repro.config.schema import as_dict
+from repro.config.workerspec import WorkerSpec
 from repro.runner import cluster, launch, seeding
 
 TINY = ("framework=jax", "model=mlp", "model.preset=tiny", "run.steps=6", "run.warmup=2")
@@ -50,9 +50,7 @@ def test_measured_steps_wait_for_the_parents_work(tmp_path):
     """The worker's measured steps begin only once the parent's work beside its start has ended."""
     config = plan([*TINY]).jobs[0]
     rdzv = cluster.resolve(config.cluster)
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"config": as_dict(config), "config_hash": "test", "out_dir": str(tmp_path),
-                                "cache_dir": str(tmp_path / "cache"), "rendezvous": rdzv.as_dict()}))
+    spec = _worker_spec(tmp_path, config, rdzv)
     done = []
 
     def beside_start() -> None:  # longer than the worker's start: its steps must wait for it
@@ -131,12 +129,9 @@ def test_parent_killed_while_projecting_loses_nothing(sandbox):
     assert seen["complete"] == [record["id"]] and seen["ledger_ids"] == [record["id"]], seen
 
 
-def _worker_spec(run_dir: Path, config: dict, rdzv) -> Path:
-    """The spec file a repro parent hands its worker, for `config` (a plain dict)."""
-    spec = run_dir / "spec.json"
-    spec.write_text(json.dumps({"config": config, "config_hash": "test", "out_dir": str(run_dir),
-                                "cache_dir": str(run_dir / "cache"), "rendezvous": rdzv.as_dict()}))
-    return spec
+def _worker_spec(run_dir: Path, config, rdzv) -> Path:
+    """The spec file a repro parent hands its worker (its one writer, WorkerSpec), for `config`."""
+    return WorkerSpec(config, "test", str(run_dir), str(run_dir / "cache"), rdzv).write(run_dir / "spec.json")
 
 
 def test_a_worker_started_ahead_runs_its_job_and_one_not_needed_ends(tmp_path):
@@ -149,7 +144,7 @@ def test_a_worker_started_ahead_runs_its_job_and_one_not_needed_ends(tmp_path):
     run_dir = tmp_path / "ahead"
     run_dir.mkdir()
     warm = launch.warm_start(run_dir, None, env, backend="jax")
-    spec = _worker_spec(run_dir, as_dict(config), rdzv)
+    spec = _worker_spec(run_dir, config, rdzv)
     assert warm.proc.poll() is None and warm.key == launch.warm_key(None, env, None, "jax")
     assert warm.key != launch.warm_key(None, env, None, "torch")  # another backend's job starts its own
     outcome = launch.run_worker(spec, run_dir / "worker.log", None, env, 300, lambda ev: None, warm=warm)
@@ -172,9 +167,8 @@ def test_a_backend_that_fails_to_import_ahead_fails_its_job_as_a_recorded_error(
     run_dir = tmp_path / "ahead"
     run_dir.mkdir()
     warm = launch.warm_start(run_dir, None, env, backend="no_such_backend")
-    spec_config = as_dict(config)
-    spec_config["framework"]["backend"] = "no_such_backend"
-    spec = _worker_spec(run_dir, spec_config, cluster.resolve(config.cluster))
+    config.framework.backend = "no_such_backend"  # past the preflight, as a stale spec could be
+    spec = _worker_spec(run_dir, config, cluster.resolve(config.cluster))
     outcome = launch.run_worker(spec, run_dir / "worker.log", None, env, 300, lambda ev: None, warm=warm)
     assert outcome.status == "failed", outcome
     error = outcome.events["error"]
@@ -191,7 +185,7 @@ def test_an_eager_forward_run_imports_no_compiler_and_is_deterministic(tmp_path)
                    "run.steps=4", "run.warmup=2"]).jobs[0]
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    spec = _worker_spec(run_dir, as_dict(config), cluster.resolve(config.cluster))
+    spec = _worker_spec(run_dir, config, cluster.resolve(config.cluster))
     env = {**seeding.worker_env(config), "PYTHONPROFILEIMPORTTIME": "1"}  # every import to the worker's log
     outcome = launch.run_worker(spec, run_dir / "worker.log", None, env, 300, lambda ev: None)
     assert outcome.status == "ok", outcome.reason + "\n".join(outcome.log_tail)

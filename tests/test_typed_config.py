@@ -47,6 +47,51 @@ def test_spec_json_bytes_round_trip():
         assert json.dumps(as_dict(from_dict(json.loads(json.dumps(d))))) == json.dumps(d)
 
 
+def test_worker_spec_round_trips_exactly(tmp_path):
+    """The parent writes spec.json from one WorkerSpec and the worker reads the same WorkerSpec back:
+    equal typed parts (config, rendezvous), the same bytes when written again, and the file's
+    layout the one every worker (today's, or recorded code's under --as-recorded) reads."""
+    import pickle
+
+    from repro.config.workerspec import Rendezvous, WorkerSpec
+    from repro.runner.worker import local_processes, parallel
+
+    rdzv = Rendezvous(nodes=2, node_rank=1, host="10.0.0.7", port=29511, jax_processes=2, join_timeout_s=12.5,
+                      source="slurm")
+    for i, config in enumerate(preflight.plan(["+exp=sharding_cpu"]).jobs):
+        sent = WorkerSpec(config, config_hash(config), str(tmp_path / f"run{i}"), "/cache", rdzv)
+        path = sent.write(tmp_path / f"spec{i}.json")
+        got = WorkerSpec.read(path)
+        assert isinstance(got.config, Config) and isinstance(got.rendezvous, Rendezvous)
+        # what travels is the recorded config: sharding.mesh_by_framework (the preflight's input) stays home
+        assert got.as_dict() == sent.as_dict() and got.rendezvous == rdzv and got.config.run == config.run
+        assert WorkerSpec.read(got.write(tmp_path / "back.json")) == got  # read ∘ write: the identity
+        assert got.rendezvous.endpoint == "10.0.0.7:29511" and not got.rendezvous.leader
+        assert got.write(tmp_path / "again.json").read_bytes() == path.read_bytes()
+        on_disk = json.loads(path.read_text())
+        assert sorted(on_disk) == ["cache_dir", "config", "config_hash", "out_dir", "rendezvous"]
+        assert on_disk["config"] == as_dict(config) and on_disk["rendezvous"]["nodes"] == 2
+        assert pickle.loads(pickle.dumps(got)) == got  # what ranks and JAX processes are handed
+        if parallel(got) == "per_node":  # 2 nodes x 2 JAX processes: 2 on this node
+            assert local_processes(got) == 2
+
+
+def test_the_worker_path_reads_no_spec_by_string_key():
+    """No `spec[...]` or `rdzv[...]` in the worker path: the spec is read as WorkerSpec's attributes."""
+    import ast
+
+    import repro
+
+    src = Path(repro.__file__).parent
+    found = []
+    for rel in ("runner/worker.py", "backends/torch_distributed.py", "backends/jax_distributed.py"):
+        for node in ast.walk(ast.parse((src / rel).read_text())):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+                    node.value.id in ("spec", "rdzv", "rendezvous"):
+                found.append(f"{rel}:{node.lineno}")
+    assert found == []
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["run.task=fwd"], "run.task='fwd' is not valid; choose one of: train, forward"),
     (["sharding.name=pp"], "sharding.name='pp' is not valid; choose one of: none, dp, fsdp, tp, dp_tp"),

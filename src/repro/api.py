@@ -36,9 +36,7 @@ def _overrides(overrides: dict[str, Any]) -> list[str]:
 def runs_here(plan) -> bool:
     """The plan's jobs run in this process, one after the other (Hydra's BasicLauncher), so they
     can run from its composed configs (`run_plan`): no second compose by Hydra."""
-    from repro.launchers import Launcher
-
-    return Launcher.of(plan.launcher).runs_here
+    return plan.launcher.in_process
 
 
 SINGLE_AUTO = ("run.repeats=auto: a single config has nothing to compare, so it runs once; sweep what you "

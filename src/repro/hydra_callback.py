@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from repro import preflight
 from repro.hydra_slot import HYDRA
-from repro.launchers import Launcher
+from repro.config.launcher import Launcher
 from repro.runner import cluster, hydra_dirs, scheduler
 from repro.session import SESSION_FILE, SHARED, Session
 
@@ -25,11 +25,11 @@ def open_session(config: DictConfig, multirun: bool, plan=None) -> Session:
     primary = plan.jobs[0] if plan and plan.jobs else \
         preflight.check(OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"]))
     session = Session(primary, multirun or primary.run.repeats > 1, plan)
-    launcher = Launcher.of(str(config.hydra.launcher.get("_target_", "")) if "hydra" in config else "")
+    launcher = Launcher.parse(str(config.hydra.launcher.get("_target_", "")) if "hydra" in config else "")
     folder = Path(str(config.hydra.sweep.dir)) if multirun else None
-    if multirun and launcher is Launcher.SUBMITIT_SLURM:
+    if multirun and launcher.slurm:
         scheduler.sacct_stand_in(folder)  # where accounting is off
-    if multirun and not launcher.runs_here and not cluster.is_follower(primary.cluster):
+    if multirun and not launcher.in_process and not cluster.is_follower(primary.cluster):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / SESSION_FILE).write_text(json.dumps({k: getattr(session, k) for k in SHARED}))
     return session

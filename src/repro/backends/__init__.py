@@ -1,11 +1,13 @@
-"""Framework backends, one module per family, imported by name in the worker only."""
+"""Framework backends, one module per family, imported by name in the worker only; what each can do
+is declared in `backends.capabilities` (plain data, read without importing any framework)."""
 
 from __future__ import annotations
 
 import importlib
 
-BACKENDS = {"jax": "repro.backends.jax_backend", "torch": "repro.backends.torch_backend",
-            "torch_xla": "repro.backends.torch_xla_backend"}
+from repro.backends.capabilities import BACKENDS as CAPABILITIES
+
+BACKENDS = {name: caps.module for name, caps in CAPABILITIES.items()}
 
 
 def load(name: str):

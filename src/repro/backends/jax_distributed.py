@@ -19,23 +19,23 @@ from repro.backends.layouts import mesh_size
 
 if TYPE_CHECKING:
     from repro.config.schema import Config
+    from repro.config.workerspec import Rendezvous
 
 
-def process_id(rdzv: dict, local_index: int) -> int:
-    return rdzv["node_rank"] * rdzv["jax_processes"] + local_index
+def process_id(rdzv: Rendezvous, local_index: int) -> int:
+    return rdzv.node_rank * rdzv.jax_processes + local_index
 
 
-def init(config: Config, rdzv: dict, local_index: int) -> None:
-    processes = rdzv["nodes"] * rdzv["jax_processes"]
+def init(config: Config, rdzv: Rendezvous, local_index: int) -> None:
+    processes = rdzv.nodes * rdzv.jax_processes
     kwargs = {}
     if config.hardware.platform == "cpu":  # XLA's CPU client has no cross-process collectives by default
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    elif rdzv["jax_processes"] > 1:  # several processes per GPU host: each takes its own GPUs
+    elif rdzv.jax_processes > 1:  # several processes per GPU host: each takes its own GPUs
         per = mesh_size(config.sharding.mesh) // processes
         kwargs["local_device_ids"] = list(range(local_index * per, (local_index + 1) * per))
-    jax.distributed.initialize(f"{rdzv['host']}:{rdzv['port']}", num_processes=processes,
-                               process_id=process_id(rdzv, local_index),
-                               initialization_timeout=int(rdzv["join_timeout_s"]), **kwargs)
+    jax.distributed.initialize(rdzv.endpoint, num_processes=processes, process_id=process_id(rdzv, local_index),
+                               initialization_timeout=int(rdzv.join_timeout_s), **kwargs)
 
 
 def allgather_json(obj) -> list:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from repro.backends import capabilities
+
 if TYPE_CHECKING:
     from repro.config.schema import Config
 
@@ -22,13 +24,14 @@ def mesh_size(mesh: dict[str, int]) -> int:
 
 
 def process_count(config: Config, nodes: int, jax_processes: int) -> int:
-    """Processes one run spans over all nodes: torch one per rank of the mesh, JAX `jax_processes`
-    per node; an unsharded run, or any other backend, one (PyTorch/XLA's SPMD is one process)."""
+    """Processes one run spans over all nodes, by its backend's `processes` capability: one per rank
+    of the mesh (torch), `jax_processes` per node (JAX), or one (PyTorch/XLA's SPMD; any unsharded run)."""
     if config.sharding.name == "none":
         return 1
-    if config.framework.backend == "torch":
+    processes = capabilities.of(config.framework.backend).processes
+    if processes == capabilities.PER_RANK:
         return mesh_size(config.sharding.mesh)
-    if config.framework.backend == "jax":
+    if processes == capabilities.PER_NODE:
         return nodes * jax_processes
     return 1
 

@@ -22,9 +22,10 @@ from repro.backends.layouts import tp_role
 
 if TYPE_CHECKING:
     from repro.config.schema import Config
+    from repro.config.workerspec import WorkerSpec
 
 
-def launch(spec: dict, rank_main, local_ranks: int) -> dict[int, dict]:
+def launch(spec: WorkerSpec, rank_main, local_ranks: int) -> dict[int, dict]:
     """Run `rank_main(spec)` in `local_ranks` processes on this node; {global rank: its return value}.
 
     One node: c10d rendezvous on the free port the parent picked. Several: the static
@@ -34,22 +35,22 @@ def launch(spec: dict, rank_main, local_ranks: int) -> dict[int, dict]:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    rdzv = spec["rendezvous"]
+    rdzv = spec.rendezvous
     common = dict(nproc_per_node=local_ranks, max_restarts=0, monitor_interval=0.2, start_method="spawn",
-                  rdzv_endpoint=f"{rdzv['host']}:{rdzv['port']}", min_nodes=rdzv["nodes"], max_nodes=rdzv["nodes"])
-    if rdzv["nodes"] == 1:
+                  rdzv_endpoint=rdzv.endpoint, min_nodes=rdzv.nodes, max_nodes=rdzv.nodes)
+    if rdzv.nodes == 1:
         config = LaunchConfig(rdzv_backend="c10d", run_id=f"repro-{os.getpid()}", **common)
     else:
-        config = LaunchConfig(rdzv_backend="static", run_id=f"repro-{spec['config_hash'][:16]}",
-                              rdzv_configs={"rank": rdzv["node_rank"], "timeout": int(rdzv["join_timeout_s"])},
+        config = LaunchConfig(rdzv_backend="static", run_id=f"repro-{spec.config_hash[:16]}",
+                              rdzv_configs={"rank": rdzv.node_rank, "timeout": int(rdzv.join_timeout_s)},
                               **common)
     try:
         return elastic_launch(config, rank_main)(spec)
     except dist.DistStoreError as e:  # the rendezvous: a node that never came
-        from repro.config.schema import JOIN_HINT
+        from repro.config.workerspec import JOIN_HINT
 
-        raise RuntimeError(f"{e} (rendezvous at {rdzv['host']}:{rdzv['port']}, cluster.join_timeout_s="
-                           f"{rdzv['join_timeout_s']:g}: {JOIN_HINT})") from None
+        raise RuntimeError(f"{e} (rendezvous at {rdzv.endpoint}, cluster.join_timeout_s="
+                           f"{rdzv.join_timeout_s:g}: {JOIN_HINT})") from None
     except ChildFailedError as e:
         dead = "; ".join(f"rank {rank} exited with code {f.exitcode}" + (f" ({f.signal_name()})" if f.exitcode < 0 else "")
                          for rank, f in sorted(e.failures.items()))

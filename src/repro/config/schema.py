@@ -24,7 +24,6 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
-FRAMEWORK_BACKENDS = ("jax", "torch", "torch_xla")
 PLATFORMS = ("cpu", "gpu", "tpu")
 MATMUL_PRECISIONS = ("highest", "high", "medium", "default")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -61,7 +60,8 @@ def non_negative(default: float) -> Any:
 @dataclass
 class FrameworkConfig:
     name: str = "jax"
-    backend: str = choice("jax", FRAMEWORK_BACKENDS)  # which backend module runs it
+    # which backend module runs it; the choices and what each can do: backends/capabilities.py (the preflight checks it)
+    backend: str = "jax"
     compile: bool = False  # torch: wrap the model in torch.compile
     compile_backend: str = "inductor"
     compile_mode: str = "default"
@@ -88,10 +88,6 @@ class ShardingConfig:
     # layout (JAX's simulated CPU devices are cheap where torch's ranks are processes).
     # Read by `preflight.check` (which sets `mesh`), so no part of the run's record (`record: False`).
     mesh_by_framework: Dict[str, Dict[str, Dict[str, int]]] = field(default_factory=dict, metadata={"record": False})
-
-
-# Said when a node of a multi-node run cannot join (the worker and the torch launcher say it too).
-JOIN_HINT = "is every node started, with the same cluster.coordinator?"
 
 
 @dataclass

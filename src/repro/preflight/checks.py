@@ -20,20 +20,15 @@ from omegaconf.errors import OmegaConfBaseException
 from repro import data, models, paths
 from repro.config import schema
 from repro.backends.layouts import mesh_size
+from repro.config.launcher import Launcher
 from repro.config.schema import ConfigError
 from repro.models import hf
-from repro.preflight import search, verdict, workload
+from repro.preflight import capabilities, search, verdict, workload
 from repro.preflight.packages import check as check_packages
 from repro.preflight.xla_hardware import check as check_xla_hardware
 
 
 DEFAULT_BATCH = 32
-TORCH_TP_MODELS = ("mlp", "ffn")  # torch tensor parallel: MLP-only models so far
-# Backends with parallel layouts: JAX (one mesh), torch (DDP/FSDP2/DTensor), torch_xla (SPMD).
-# torch_xla's SPMD annotations are split by XLA's partitioner, so any model's attention works.
-SHARDED_BACKENDS = ("jax", "torch", "torch_xla")
-# Backends whose workload returns its lowered step (StableHLO/HLO): torch eager and inductor lower to none.
-IR_BACKENDS = ("jax", "torch_xla")
 
 
 _MODEL_TYPES: dict[int, tuple[Any, type]] = {}
@@ -100,21 +95,6 @@ def _check_values(cfg: schema.Config) -> None:
         )
 
 
-def _frameworks_of(backends: Sequence[str]) -> list[str]:
-    import yaml
-
-    return sorted(p.stem for p in (paths.conf_dir() / "framework").glob("*.yaml")
-                  if yaml.safe_load(p.read_text()).get("backend", p.stem) in backends)
-
-
-def _check_ir(cfg: schema.Config) -> None:
-    framework = cfg.framework
-    if cfg.run.capture_ir and framework.backend not in IR_BACKENDS:
-        raise ConfigError(f"run.capture_ir=true: framework={framework.name} produces no IR (PyTorch eager and "
-                          f"torch.compile lower to no StableHLO/HLO); choose a framework that does "
-                          f"({', '.join(_frameworks_of(IR_BACKENDS))}) or set run.capture_ir=false")
-
-
 def _check_sharding(cfg: schema.Config) -> None:
     sharding, run = cfg.sharding, cfg.run
     # The mesh this run uses is the one its record shows: a per-framework one replaces it.
@@ -133,15 +113,6 @@ def _check_sharding(cfg: schema.Config) -> None:
     if run.batch_size % data:
         raise ConfigError(f"run.batch_size={run.batch_size} does not split over sharding.mesh.data={data} "
                           f"({run.batch_size} % {data} = {run.batch_size % data}); choose a multiple of {data}")
-    framework = cfg.framework
-    if sharding.name != "none" and (framework.backend not in SHARDED_BACKENDS or framework.compile):
-        raise ConfigError(f"sharding={sharding.name} is built for framework=jax, torch (eager) and torch_xla "
-                          f"(SPMD); framework={framework.name} runs unsharded (sharding=none)")
-    if (sharding.name in ("tp", "dp_tp") and framework.backend == "torch"
-            and cfg.model.name not in TORCH_TP_MODELS):
-        raise ConfigError(f"sharding={sharding.name} with framework=torch supports model "
-                          f"{', '.join(TORCH_TP_MODELS)} (attention needs per-rank head counts); "
-                          f"use framework=jax or sharding=dp/fsdp for model={cfg.model.name}")
     devices = mesh_size(mesh)
     if cfg.hardware.platform != "cpu" and devices > cfg.hardware.device_count:
         raise ConfigError(f"sharding.mesh {mesh} needs {devices} devices, but hardware={cfg.hardware.name} "
@@ -223,7 +194,7 @@ def check(cfg: DictConfig) -> schema.Config:
     """The composed config → a resolved, typed `schema.Config`, every value checked and defaults filled."""
     resolved = _apply_schema(cfg)
     _check_values(resolved)
-    _check_ir(resolved)
+    capabilities.check(resolved)  # what the backend declares it can do (backends/capabilities.py)
     _resolve_model(resolved)
     _check_sharding(resolved)
     _check_cluster(resolved)
@@ -243,7 +214,7 @@ class Plan:
     multirun: bool
     jobs: tuple[schema.Config, ...]  # resolved configs, in launch order
     overrides: tuple[tuple[str, ...], ...]  # each job's override list
-    launcher: str = ""  # hydra.launcher._target_: the jobs run here only with Hydra's BasicLauncher
+    launcher: Launcher = Launcher.BASIC  # parsed from hydra.launcher._target_: the jobs run here only when BASIC
 
 
 def check_data(jobs: Sequence[schema.Config]) -> None:
@@ -393,7 +364,8 @@ def plan(args: Sequence[str]) -> Plan:
         composed = _compose(keyed)
         compose_cache.store(cache_key, composed)
     composed = compose_cache.put_back(composed, placed)
-    jobs, job_overrides, multirun, launcher = [], composed.overrides, composed.multirun, composed.launcher
+    jobs, job_overrides, multirun = [], composed.overrides, composed.multirun
+    launcher = Launcher.parse(composed.launcher)  # an unknown one is refused before any job is checked
     for cfg, job in zip(composed.configs, job_overrides):
         try:
             jobs.append(check(cfg))
@@ -407,11 +379,11 @@ def plan(args: Sequence[str]) -> Plan:
     from repro import hardware
     from repro.runner import cluster, scheduler
 
-    if "SlurmLauncher" not in launcher:  # the jobs run here: so must SLURM's variables be
+    if not launcher.slurm:  # the jobs run here: so must SLURM's variables be
         for slurm in [j.cluster for j in jobs if j.cluster.name == "slurm"][:1]:
             cluster.check_reachable(cluster.resolve(slurm))  # raises, naming what is missing and what to do
 
-    if "SlurmLauncher" in launcher and (warning := scheduler.shared_store_warning([j.tracking.uri for j in jobs])):
+    if launcher.slurm and (warning := scheduler.shared_store_warning([j.tracking.uri for j in jobs])):
         print(f"repro: {warning}", file=sys.stderr)
     hardware.check_all([j.hardware for j in jobs])
     check_packages(jobs)  # env.packages: syntax, what a pin may replace, served here (preflight/packages.py)

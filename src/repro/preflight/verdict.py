@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from repro.config import schema
+from repro.config.launcher import Launcher
 from repro.config.schema import ConfigError
 
 AUTO = "auto"
@@ -33,7 +34,7 @@ def check_values(cfg: schema.Config) -> None:
         raise ConfigError(f"verdict.budget_s={v.budget_s!r} must be > 0 seconds (or null: no budget)")
 
 
-def check_plan(jobs: Sequence[schema.Config], multirun: bool, launcher: str) -> int:
+def check_plan(jobs: Sequence[schema.Config], multirun: bool, launcher: Launcher) -> int:
     """Every job's values, then the sweep's: run.repeats=auto needs jobs that run in this process
     (on a single config it runs once). Returns how many times the plan lists each config (1 for auto)."""
     for job in jobs:
@@ -45,9 +46,9 @@ def check_plan(jobs: Sequence[schema.Config], multirun: bool, launcher: str) -> 
         return repeats
     if len(jobs) < 2:
         return 1  # nothing to compare: it runs once, and says so (api.run_jobs)
-    if launcher and not launcher.endswith("BasicLauncher"):
-        raise ConfigError(f"run.repeats=auto decides each round from this process, but hydra/launcher runs jobs "
-                          f"elsewhere ({launcher.rsplit('.', 1)[-1]}); give a count (run.repeats=5)")
+    if not launcher.in_process:
+        raise ConfigError(f"run.repeats=auto decides each round from this process, but hydra/launcher={launcher.choice} "
+                          "runs jobs elsewhere; give a count (run.repeats=5)")
     return 1
 
 

@@ -12,37 +12,14 @@ import re
 import shutil
 import socket
 import subprocess
-from dataclasses import asdict, dataclass
 from typing import Mapping
 
+from repro.backends import capabilities
 from repro.backends.layouts import mesh_size
 from repro.config.schema import ClusterConfig, Config, ConfigError
+from repro.config.workerspec import Rendezvous  # noqa: F401 - the type the worker reads too
 
 SLURM_VARS = ("SLURM_NNODES", "SLURM_NODEID", "SLURM_JOB_NODELIST")
-# Said wherever a run gives up waiting for its peers.
-
-
-@dataclass(frozen=True)
-class Rendezvous:
-    nodes: int
-    node_rank: int
-    host: str
-    port: int
-    jax_processes: int  # per node
-    join_timeout_s: float
-    source: str  # "local" | "slurm"
-
-    @property
-    def endpoint(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
-    def leader(self) -> bool:
-        """Node 0: hosts the rendezvous and alone writes the ledger and MLflow."""
-        return self.node_rank == 0
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _free_port() -> int:
@@ -139,11 +116,13 @@ def check_layout(config: Config, nodes: int, jax_processes: int) -> None:
     if sharding.name == "none":
         raise ConfigError(f"cluster.nodes={nodes} and cluster.jax_processes={jax_processes} spread a run over "
                           "processes, but sharding=none runs on one device; choose sharding=dp, fsdp, tp or dp_tp")
-    if backend not in ("jax", "torch"):
-        raise ConfigError(f"framework={config.framework.name} runs on one host; use cluster.nodes=1")
+    per_node = capabilities.of(backend).processes == capabilities.PER_NODE
+    if not capabilities.of(backend).multi_node:
+        raise ConfigError(f"framework={config.framework.name} runs on one host (backend {backend}: one process, "
+                          "capability 'processes'); use cluster.nodes=1")
     devices = mesh_size(sharding.mesh)
-    split = nodes * (jax_processes if backend == "jax" else 1)
-    what = f"cluster.nodes={nodes}" + (f" × cluster.jax_processes={jax_processes}" if backend == "jax" else "")
+    split = nodes * (jax_processes if per_node else 1)
+    what = f"cluster.nodes={nodes}" + (f" × cluster.jax_processes={jax_processes}" if per_node else "")
     if devices % split:
         raise ConfigError(f"sharding.mesh {sharding.mesh} spans {devices} devices, which {what} = {split} "
                           f"processes cannot share evenly ({devices} % {split} = {devices % split}); "

@@ -25,6 +25,7 @@ from repro.console import console as terminal
 from repro.backends.layouts import process_count
 from repro.config import config_hash
 from repro.config.schema import Config, as_dict
+from repro.config.workerspec import WorkerSpec
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.schema import SCHEMA_VERSION
 from repro.ledger.store import now_iso, record_id
@@ -74,10 +75,7 @@ def _cache_dir(config: Config, run_dir: Path) -> str:
 
 def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
                 on_event, place: dict | None = None, beside_start=None, warm=None) -> launch.WorkerOutcome:
-    spec = {"config": as_dict(config), "config_hash": chash, "out_dir": str(run_dir),
-            "cache_dir": _cache_dir(config, run_dir), "rendezvous": rdzv.as_dict()}
-    spec_path = run_dir / "spec.json"
-    spec_path.write_text(json.dumps(spec))
+    spec_path = WorkerSpec(config, chash, str(run_dir), _cache_dir(config, run_dir), rdzv).write(run_dir / "spec.json")
     place = place or {}
     return launch.run_worker(spec_path, run_dir / "worker.log", place.get("python") or config.framework.python,
                              env, config.run.timeout_s, on_event, place.get("src"), beside_start, warm)

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 FIFO = "rank0-progress.fifo"
-KEY = "progress_fifo"  # in the spec the ranks are given
 
 
 class Relay:
@@ -59,10 +58,10 @@ class Relay:
         self.path.unlink(missing_ok=True)
 
 
-def emitter(spec: dict, is_rank0: bool) -> Callable[..., None]:
+def emitter(spec, is_rank0: bool) -> Callable[..., None]:
     """The emit function of one rank: rank 0 writes its step events to the relay's FIFO; every
     other rank (and a node without a relay) says nothing."""
-    path = spec.get(KEY)
+    path = spec.progress_fifo  # WorkerSpec: set by the worker for its ranks
     if not is_rank0 or not path:
         return _quiet
     stream = open(path, "w", buffering=1, encoding="utf-8")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import hashlib
 import os
 
+from repro.backends import capabilities
 from repro.backends.layouts import mesh_size
 
 if TYPE_CHECKING:
@@ -49,10 +50,11 @@ def worker_env(config: Config, processes: int = 1) -> dict[str, str]:
     if config.hardware.platform == "cpu":
         env["JAX_PLATFORMS"] = "cpu"
         devices = mesh_size(config.sharding.mesh) // processes
-        if devices > 1 and config.framework.backend == "jax":  # simulated devices for the mesh
+        how = capabilities.of(config.framework.backend).cpu_devices  # simulated devices for the mesh
+        if devices > 1 and how == capabilities.XLA_FLAGS:
             flags = os.environ.get("XLA_FLAGS", "")
             env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
-        if devices > 1 and config.framework.backend == "torch_xla":  # PJRT's CPU client, SPMD
+        if devices > 1 and how == capabilities.CPU_NUM_DEVICES:  # PJRT's CPU client, SPMD
             env["CPU_NUM_DEVICES"] = str(devices)
     return env
 

@@ -1,5 +1,8 @@
 """The worker: one fresh process per run. `python -m repro.runner.worker SPEC.json`.
 
+It reads its spec once, as a `WorkerSpec` (config/workerspec.py: the typed config, the rendezvous,
+its folders), and hands that object on, to its ranks and JAX processes too.
+
 It seeds everything, imports one framework, builds the workload, measures it and streams
 events to the parent. It never imports MLflow or Hydra, and it writes nothing but events
 and the IR files the parent asked for.
@@ -7,19 +10,22 @@ and the IR files the parent asked for.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
+import dataclasses
 import sys
 import time
 import traceback
 from pathlib import Path
 
 from repro import backends, models
+from repro.backends import capabilities
+from repro.backends.capabilities import PER_NODE, PER_RANK
 from repro.backends.base import BuildContext, is_oom, requested_bytes
 from repro.backends.layouts import process_count
 from repro.config import schema
-from repro.config.schema import Config, from_dict
+from repro.config.schema import Config
+from repro.config.workerspec import WorkerSpec
 from repro.data import make_batches
 from repro.runner import envcapture, flops, lifeline, machine, measure, rank_progress, seeding
 from repro.runner.events import EventWriter, Gate
@@ -28,11 +34,11 @@ TRACEBACK_LINES = 30
 IMPORTED_AHEAD: dict[str, float] = {}  # a worker started ahead (--warm BACKEND): backend -> its import's seconds
 
 
-def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
+def execute(spec: WorkerSpec, emit, gate: Gate | None = None) -> dict:
     """The measured pipeline of one process; returns its "environment" and "result" payloads.
     Before the measured steps it waits at `gate` (the parent's tracking work is done by then) and
     says when they start and end, so that the parent runs nothing beside them."""
-    config = from_dict(spec["config"])
+    config = spec.config
     run_cfg = config.run
     seeds = seeding.derive(run_cfg.seed)
     seeding.seed_python_numpy(seeds)
@@ -45,10 +51,10 @@ def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
     t1 = time.perf_counter()
     import_s = IMPORTED_AHEAD.get(config.framework.backend, t1 - t0)
     threads = seeding.resolve_threads(run_cfg.threads)
-    if parallel(spec) == "torch":  # ranks on one host share its cores (oversubscribed OpenMP threads spin)
+    if parallel(spec) == PER_RANK:  # ranks on one host share its cores (oversubscribed OpenMP threads spin)
         threads = max(1, threads // local_processes(spec))
     ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches,
-                       threads=threads, cache_dir=spec["cache_dir"])
+                       threads=threads, cache_dir=spec.cache_dir)
     workload = backend.build(ctx)
     t2 = time.perf_counter()
     environment = {"environment": envcapture.capture(workload.framework_info()), "seeds": seeds, "data": data_record}
@@ -83,7 +89,7 @@ def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
         results["ir_ops"] = histograms(ir_texts)
     ir_files = []
     for name, text in ir_texts.items():
-        path = Path(spec["out_dir"]) / name
+        path = Path(spec.out_dir) / name
         path.write_text(text)
         ir_files.append(str(path))
     effective = workload.effective()
@@ -92,27 +98,29 @@ def execute(spec: dict, emit, gate: Gate | None = None) -> dict:
     if run_cfg.profile:  # after everything above is read: the profiled steps change the state
         from repro import profile
 
-        results["profile"], profile_files = profile.run(workload, run_cfg.steps, spec["out_dir"])
+        results["profile"], profile_files = profile.run(workload, run_cfg.steps, spec.out_dir)
     result = {"results": results, "series": {"loss": losses, "step_time_s": times},
               "effective": effective, "ir_files": ir_files, "profile_files": profile_files,
               "machine": machine_state}
     return {"environment": environment, "result": result}
 
 
-def parallel(spec: dict) -> str | None:
-    """"torch" (one process per rank), "jax" (jax.distributed processes) or None (this process)."""
-    config, rdzv = from_dict(spec["config"]), spec["rendezvous"]
-    backend = config.framework.backend
-    if config.sharding.name != "none" and backend == "torch":
-        return "torch"
-    if backend == "jax" and process_count(config, rdzv["nodes"], rdzv["jax_processes"]) > 1:
-        return "jax"
+def parallel(spec: WorkerSpec) -> str | None:
+    """How the run's processes start, from its backend's `processes` capability: PER_RANK (torch's
+    elastic launcher, one process per rank), PER_NODE (jax.distributed processes, runner/processes.py)
+    or None (all in this process)."""
+    config, rdzv = spec.config, spec.rendezvous
+    processes = capabilities.of(config.framework.backend).processes
+    if processes == PER_RANK and config.sharding.name != "none":
+        return PER_RANK
+    if processes == PER_NODE and process_count(config, rdzv.nodes, rdzv.jax_processes) > 1:
+        return PER_NODE
     return None
 
 
-def local_processes(spec: dict) -> int:
-    rdzv = spec["rendezvous"]
-    return process_count(from_dict(spec["config"]), rdzv["nodes"], rdzv["jax_processes"]) // rdzv["nodes"]
+def local_processes(spec: WorkerSpec) -> int:
+    rdzv = spec.rendezvous
+    return process_count(spec.config, rdzv.nodes, rdzv.jax_processes) // rdzv.nodes
 
 
 def _rank_summary(rank: int, out: dict, node: int) -> dict:
@@ -125,63 +133,63 @@ def _rank_summary(rank: int, out: dict, node: int) -> dict:
             "peak_memory": res["peak_memory"]}
 
 
-def torch_rank_main(spec: dict) -> dict:
+def torch_rank_main(spec: WorkerSpec) -> dict:
     """One rank of a sharded torch run (started by torch's elastic launcher)."""
     import torch.distributed as dist
 
     from repro.backends import torch_distributed
 
-    torch_distributed.init(from_dict(spec["config"]))
+    torch_distributed.init(spec.config)
     try:
         out = execute(spec, rank_progress.emitter(spec, dist.get_rank() == 0))
         ranks = [None] * dist.get_world_size()  # every node's ranks, so that rank 0 records them all
-        dist.all_gather_object(ranks, _rank_summary(dist.get_rank(), out, spec["rendezvous"]["node_rank"]))
+        dist.all_gather_object(ranks, _rank_summary(dist.get_rank(), out, spec.rendezvous.node_rank))
         out["result"]["results"]["ranks"] = ranks
         return out
     finally:
         dist.destroy_process_group()
 
 
-def jax_process_main(spec: dict, local_index: int, joined) -> dict:
+def jax_process_main(spec: WorkerSpec, local_index: int, joined) -> dict:
     """One process of a multi-process JAX run (started by repro.runner.processes)."""
     from repro.backends import jax_distributed
 
-    jax_distributed.init(from_dict(spec["config"]), spec["rendezvous"], local_index)
+    rdzv = spec.rendezvous
+    jax_distributed.init(spec.config, rdzv, local_index)
     joined()
-    out = execute(spec, rank_progress.emitter(spec, jax_distributed.process_id(spec["rendezvous"], local_index) == 0))
-    summary = _rank_summary(jax_distributed.process_id(spec["rendezvous"], local_index), out,
-                            spec["rendezvous"]["node_rank"])
+    out = execute(spec, rank_progress.emitter(spec, jax_distributed.process_id(rdzv, local_index) == 0))
+    summary = _rank_summary(jax_distributed.process_id(rdzv, local_index), out, rdzv.node_rank)
     out["result"]["results"]["ranks"] = jax_distributed.allgather_json(summary)
     return out
 
 
-def _launch(spec: dict) -> dict[int, dict]:
+def _launch(spec: WorkerSpec) -> dict[int, dict]:
     """{global rank: its output} for this node's processes of a parallel run."""
-    if parallel(spec) == "torch":
+    if parallel(spec) == PER_RANK:
         from repro.backends import torch_distributed
 
         return torch_distributed.launch(spec, torch_rank_main, local_processes(spec))
     from repro.backends.jax_distributed import process_id
     from repro.runner import processes
-    from repro.config.schema import JOIN_HINT
+    from repro.config.workerspec import JOIN_HINT
 
-    rdzv = spec["rendezvous"]
-    total = rdzv["nodes"] * rdzv["jax_processes"]
+    rdzv = spec.rendezvous
+    total = rdzv.nodes * rdzv.jax_processes
     local = processes.launch(jax_process_main, spec, local_processes(spec),
-                             lambda i: f"jax process {process_id(rdzv, i)} (node {rdzv['node_rank']})",
-                             f"before all {total} processes joined at {rdzv['host']}:{rdzv['port']} within "
-                             f"cluster.join_timeout_s={rdzv['join_timeout_s']:g} ({JOIN_HINT})")
+                             lambda i: f"jax process {process_id(rdzv, i)} (node {rdzv.node_rank})",
+                             f"before all {total} processes joined at {rdzv.endpoint} within "
+                             f"cluster.join_timeout_s={rdzv.join_timeout_s:g} ({JOIN_HINT})")
     return {process_id(rdzv, i): out for i, out in local.items()}
 
 
-def run(spec: dict, events: EventWriter, gate: Gate) -> None:
+def run(spec: WorkerSpec, events: EventWriter, gate: Gate) -> None:
     if parallel(spec) is None:
         out = execute(spec, events.emit, gate)
     else:
         gate.wait()  # ranks measure in their own processes: the parent's work is done before they start
-        relay = rank_progress.Relay(spec["out_dir"], events.emit) if spec["rendezvous"]["node_rank"] == 0 else None
+        relay = rank_progress.Relay(spec.out_dir, events.emit) if spec.rendezvous.node_rank == 0 else None
         if relay:  # global rank 0 runs on node 0: its step lines reach the parent's progress
-            spec = {**spec, rank_progress.KEY: relay.start()}
+            spec = dataclasses.replace(spec, progress_fifo=relay.start())
         try:
             ranks = _launch(spec)
         finally:
@@ -218,8 +226,8 @@ def _spec_path() -> str:
 
 
 def main() -> None:
-    spec = json.loads(Path(_spec_path()).read_text())
-    lifeline.die_with_parent(spec["out_dir"])
+    spec = WorkerSpec.read(_spec_path())
+    lifeline.die_with_parent(spec.out_dir)
     events = EventWriter.from_env()
     gate = Gate.from_env()
     events.emit("hello", pid=os.getpid())
