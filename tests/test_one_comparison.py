@@ -48,8 +48,12 @@ def _rich(text: str) -> dict:
     lines = text.splitlines()
     rules = [i for i, line in enumerate(lines) if "─" in line and set(line.strip()) <= {"─", " "}]
     for i, line in enumerate(lines):
-        if VERDICT.search(line):
-            verdicts.append(line.strip())
+        if VERDICT.search(line):  # a sentence wrapped at the width goes on until its closing parenthesis
+            sentence, j = line.strip(), i
+            while not sentence.endswith(")") and j + 1 < len(lines) and lines[j + 1].strip():
+                j += 1
+                sentence += " " + lines[j].strip()
+            verdicts.append(sentence)
     for r in rules:
         title_at = max(i for i in range(r) if "× best by" in lines[i])
         spans = [m.span() for m in re.finditer("─+", lines[r])]

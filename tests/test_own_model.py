@@ -127,7 +127,8 @@ def test_found_by_config_dir_trained_alike_from_one_start(outside):
     a, b = jax_run["results"]["loss"], torch_run["results"]["loss"]
     assert len(a) == len(b) == 50
     assert max(abs(x - y) / abs(x) for x, y in zip(a, b)) < 1e-4
-    assert "max " in out.stdout and ">1e-4 never" in out.stdout  # the table's trajectory column
+    wide = outside.repro("compare", "--sweep", jax_run["sweep"]["id"], "--wide", "--ledger", str(outside.ledger))
+    assert wide.returncode == 0 and "max " in wide.stdout and ">1e-4 never" in wide.stdout  # the trajectory column
     assert {jax_run["results"]["flops_source"], torch_run["results"]["flops_source"]} == \
         {"xla_cost_analysis", "torch_flop_counter"}
     src = jax_run["workload_source"]
@@ -170,7 +171,7 @@ def test_replay_names_a_changed_source_and_as_recorded_restores_it(outside):
     assert exact.returncode == 0, exact.stdout + exact.stderr
     assert "restored: workload own_model.ResConvNet" in exact.stdout
     verdict = outside.records("replay")[-1]
-    assert verdict["status"] == "exact", verdict
+    assert verdict["status"] == "exact", exact.stdout[-3000:]
     rerun = next(r for r in outside.records() if r["id"] == verdict["replay"])
     assert rerun["workload_source"]["sha256"] == original["workload_source"]["sha256"]
 

@@ -23,7 +23,8 @@ from repro.report.where_time_goes import headline
 
 LEFT = ("name", "status", "ledger", "loss_sha256", "trajectory")
 WRAPS = ("name", "status", "trajectory", "ledger")  # text cells that may wrap at their words; numbers never
-DEFAULT = ("name", "status", "median", "ci", "x_best", "samples_per_s", "first", "peak_mib")
+DEFAULT = ("name", "status", "median", "ci", "x_best", "samples_per_s", "first", "peak_mib",
+           "test_acc")  # test accuracy only where a row has it (a training run on real data: +exp=digits)
 FILE_WIDTH = 120  # not a terminal: the same table at a fixed width
 # No frame, blank dividers, one rule under the header broken where the columns part (a reader,
 # or a test, finds the columns from it): the least width a grid can take and still read as one.

@@ -66,6 +66,7 @@ def _also(procs: dict, conns: dict, results: dict, named: set[int], name: Callab
     wait([procs[j].sentinel for j in others], timeout=PEER_GRACE_S)
     said = []
     for j in others:
+        code = procs[j].exitcode  # read before the pipe: what it sent before it exited is there by then
         if conns[j].poll():
             try:
                 kind, value, _ = conns[j].recv()
@@ -74,8 +75,8 @@ def _also(procs: dict, conns: dict, results: dict, named: set[int], name: Callab
             if kind == "error":
                 said.append(f"{name(j)} failed: {value}")
                 continue
-        if procs[j].exitcode not in (None, 0):
-            said.append(f"{name(j)} {_exit_reason(procs[j].exitcode)}")
+        if code not in (None, 0):
+            said.append(f"{name(j)} {_exit_reason(code)}")
     return f"; also: {'; '.join(said)}" if said else ""
 
 
