@@ -85,7 +85,7 @@ class Outside:
         self.work = root / "work"
         self.work.mkdir()
         self.ledger = self.work / "ledger"
-        self.env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "PYTHONPATH")}
+        self.env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "PYTHONPATH", "REPRO_SNAPSHOT")}
         self.env.update(PYTHONPATH=str(self.clone / "src"), REPRO_ENV_CACHE=str(root / "cache"),
                         XDG_CACHE_HOME=str(root / "xdg"), PYTHONUNBUFFERED="1",
                         MLFLOW_TRACKING_URI=f"sqlite:///{self.work / 'mlflow.db'}")

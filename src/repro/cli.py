@@ -312,13 +312,22 @@ def _interrupted(recorded: int) -> None:
 
 
 def run_experiment(argv: list[str]) -> int:
-    from repro.hydra_slot import hydra_sweep
+    """A sweep (or one run) from the command line, in the snapshot of the code and conf/ taken now
+    (runner/snapshot.py: whatever is edited meanwhile); the process is as it was afterwards."""
+    from contextlib import nullcontext
 
     from repro.runner import snapshot
 
+    info_only = any(a.split("=")[0] in HYDRA_INFO_FLAGS for a in argv)
+    with nullcontext() if info_only else snapshot.running(snapshot.take()):
+        return _run_experiment(argv, info_only)
+
+
+def _run_experiment(argv: list[str], info_only: bool) -> int:
+    from repro.hydra_slot import hydra_sweep
+
     plan = None
-    if not any(a.split("=")[0] in HYDRA_INFO_FLAGS for a in argv):
-        snapshot.use(snapshot.take())  # the sweep runs code and conf/ as they are now, whatever is edited meanwhile
+    if not info_only:
         plan = _checked_plan(argv)
         if plan is None:
             return EXIT_CONFIG_ERROR
