@@ -48,7 +48,8 @@ def test_each_outcome_is_one_sentence():
     same = V.judge(V.Side("a", _runs(rng, 8, 0.004)), V.Side("b", _runs(rng, 8, 0.004)), what="mlp/tiny")
     assert same.outcome == V.EQUIVALENT and same.level == pytest.approx(0.90)
     assert same.text.startswith("a and b are equivalent within ±2 % on mlp/tiny (time ratio b/a ")
-    assert 1 / 1.02 < same.interval[0] <= same.interval[1] < 1.02
+    band = 1 + same.band  # TOST's equivalence: the whole 90 % interval inside (1/1.02, 1.02)
+    assert same.band == 0.02 and 1 / band < same.interval[0] <= same.interval[1] < band
 
     noisy = V.judge(V.Side("a", _runs(rng, 3, 0.08)), V.Side("b", _runs(rng, 3, 0.08, 0.03)))
     assert noisy.outcome == V.UNDECIDED and noisy.more >= 1
