@@ -59,6 +59,19 @@ def _killed_peer(procs: dict, failed: int, results: dict) -> int | None:
     return next((j for j in others if (procs[j].exitcode or 0) < 0), None)
 
 
+def _error_in(conn) -> str | None:
+    """The error a process sent, read past what came before it (its `joined`, unread when another
+    process's error stopped the supervisor's loop)."""
+    while conn.poll():
+        try:
+            kind, value, _ = conn.recv()
+        except EOFError:
+            return None
+        if kind == "error":
+            return value
+    return None
+
+
 def _also(procs: dict, conns: dict, results: dict, named: set[int], name: Callable[[int], str]) -> str:
     """The other processes' failures, each named: those whose error has arrived, and those that
     ended by a signal or a non-zero exit (given PEER_GRACE_S to say so), besides those `named`."""
@@ -67,15 +80,10 @@ def _also(procs: dict, conns: dict, results: dict, named: set[int], name: Callab
     said = []
     for j in others:
         code = procs[j].exitcode  # read before the pipe: what it sent before it exited is there by then
-        if conns[j].poll():
-            try:
-                kind, value, _ = conns[j].recv()
-            except EOFError:
-                kind, value = "died", None
-            if kind == "error":
-                said.append(f"{name(j)} failed: {value}")
-                continue
-        if code not in (None, 0):
+        error = _error_in(conns[j])
+        if error is not None:
+            said.append(f"{name(j)} failed: {error}")
+        elif code not in (None, 0):
             said.append(f"{name(j)} {_exit_reason(code)}")
     return f"; also: {'; '.join(said)}" if said else ""
 
