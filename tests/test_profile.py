@@ -214,6 +214,40 @@ def test_profiled_sweep_end_to_end_and_the_second_step(sandbox):
     assert "## Where the time goes" in compare and "## First step" in compare and "recompiled (" in compare
 
 
+def _cuda_shaped_trace(path, steps: int) -> None:
+    """A trace laid out as torch's profiler writes one on CUDA (read off an H100, torch 2.11): each
+    `record_function` range on the host thread, and its copy (cat gpu_user_annotation) on the GPU
+    stream around that range's kernels."""
+    events, t = [], 0.0
+    for i in range(steps):
+        host = {"ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1}
+        gpu = {"ph": "X", "cat": "gpu_user_annotation", "pid": 0, "tid": 7}
+        kernel = {"ph": "X", "cat": "kernel", "pid": 0, "tid": 7}
+        events += [
+            {**host, "name": f"{reduce.STEP_PREFIX}{i}", "ts": t, "dur": 1000.0},
+            {**gpu, "name": f"{reduce.STEP_PREFIX}{i}", "ts": t + 100, "dur": 800.0},
+            {**kernel, "name": "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32", "ts": t + 100, "dur": 400.0},
+            {**host, "name": "Optimizer.step#AdamW.step", "ts": t + 500, "dur": 450.0},
+            {**gpu, "name": "Optimizer.step#AdamW.step", "ts": t + 600, "dur": 300.0},  # 200 us of it is a gap
+            {**kernel, "name": "void at::native::(anonymous namespace)::elementwise_kernel<128, 4>", "ts": t + 600,
+             "dur": 100.0},
+        ]
+        t += 2000.0
+    path.write_text(json.dumps({"traceEvents": events}))
+
+
+def test_a_cuda_trace_counts_each_step_once_and_its_kernels_not_their_annotations(tmp_path):
+    """The GPU copy of a step's range is not a step of its own, and the GPU copy of the optimizer's
+    scope lends its kernels the optimizer category without adding its own gaps as optimizer time."""
+    _cuda_shaped_trace(tmp_path / "t.json", capture.STEPS)
+    summary = reduce.reduce(tmp_path / "t.json", "torch")
+    _check_sums(summary)
+    assert summary["step_ms_each"] == [1.0] * capture.STEPS
+    cats = summary["categories_ms"]
+    assert cats[MATMUL] == pytest.approx(0.4) and cats[OPTIMIZER] == pytest.approx(0.1)
+    assert cats[HOST] == pytest.approx(0.5)
+
+
 @pytest.mark.gpu
 def test_torch_profile_on_a_gpu_counts_device_kernels(tmp_path):
     """On CUDA the categories are the device's kernels (cuBLAS/CUTLASS matmuls, the optimizer's

@@ -29,6 +29,7 @@ TOP_OPS = 15
 TORCH_OP_CATS = {"cpu_op", "kernel", "gpu_memcpy", "gpu_memset"}
 TORCH_DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 TORCH_OP_NAMES = ("## Call CompiledFxGraph", "triton_", "cpp_fused_")
+DEVICE_ANNOTATION = "gpu_user_annotation"  # a record_function range as torch's profiler copies it onto a GPU stream
 
 
 def load(path: str | Path) -> list[dict]:
@@ -41,8 +42,13 @@ def load(path: str | Path) -> list[dict]:
 
 
 def _windows(events: list[dict]) -> list[tuple[float, float]]:
+    """One (start, end) per profiled step: its host-side annotation. On CUDA, torch's profiler also
+    puts each `record_function` range on the GPU's timeline (cat "gpu_user_annotation", spanning
+    only the kernels of that range); that copy is not a step of its own (seen on an H100, torch 2.11:
+    10 windows for 5 steps)."""
     marks = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
-                   if e.get("ph") == "X" and str(e.get("name", "")).startswith(STEP_PREFIX))
+                   if e.get("ph") == "X" and str(e.get("name", "")).startswith(STEP_PREFIX)
+                   and e.get("cat") != DEVICE_ANNOTATION)
     if not marks:
         raise ValueError(f"no '{STEP_PREFIX}N' step annotations in the trace: it was not made by repro.profile")
     return marks
@@ -119,7 +125,8 @@ def reduce(path: str | Path, family: str, hlo: dict | None = None) -> dict:
     for w0, w1 in windows:
         in_window = [(e, self_t, parents) for e, self_t, parents in timed
                      if w0 <= float(e["ts"]) < w1 and _is_op(family, e, device)
-                     or (w0 <= float(e["ts"]) < w1 and family == "torch" and OPTIMIZER_SCOPES.match(e["name"]))]
+                     or (w0 <= float(e["ts"]) < w1 and family == "torch" and not device
+                         and OPTIMIZER_SCOPES.match(e["name"]))]  # on a GPU the scope's kernels count, not it
         cats = dict.fromkeys(CATEGORIES, 0.0)
         ops: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0])
         spans = []
