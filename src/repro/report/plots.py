@@ -10,6 +10,7 @@ creation date or software version, so the same records give the same bytes.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Callable
 
@@ -29,6 +30,7 @@ FRAMEWORK_COLOURS = {
 OTHER_COLOURS = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 LINE_STYLES, MARKERS = ("-", "--", ":", "-."), ("o", "s", "^", "d")
 PNG_METADATA = {"Software": None}  # no matplotlib version in the file: same records, same bytes
+NOTE_CHARS = 88  # a line of 7.5-pt text across one panel (6.2 inches, less its axis labels)
 PHASES = (("first step", "first_s", "//"), ("second step", "second_s", ".."), ("steady median", "median_s", ""))
 
 
@@ -164,16 +166,27 @@ def _per_step(comparison: Comparison, title: str, key: str, ylabel: str, scale: 
                 ax.annotate(f"steady state (from step {warmup})", (warmup - 0.5, 0.02),
                             xycoords=("data", "axes fraction"), xytext=(3, 0), textcoords="offset points",
                             fontsize=7, color="#555555")
-        ax.set_title(table.model, pad=14 if notes else 6)
-        if notes:  # the compile step's time, under the panel's title (drawn, it would flatten the rest)
-            ax.annotate(f"step 0 (compile, not drawn): {', '.join(notes)} {unit}", (0, 1), xycoords="axes fraction",
-                        xytext=(0, 3), textcoords="offset points", fontsize=7.5, va="bottom", color="#333333")
+        ax.set_title(table.model, pad=6)
+        if notes:  # the compile step's time, under the panel's title (drawn, it would flatten the rest),
+            # wrapped to the panel's width: one long line widened the figure and squeezed the panel
+            note = textwrap.wrap(f"step 0 (compile, not drawn): {', '.join(notes)} {unit}", NOTE_CHARS)
+            ax.annotate("\n".join(note), (0, 1), xycoords="axes fraction", xytext=(0, 3), textcoords="offset points",
+                        fontsize=7.5, va="bottom", color="#333333")
+            ax.set_title(table.model, pad=6 + 9.5 * len(note))
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel)
     lines = {ln.get_label(): ln for ax, _ in panels for ln in ax.lines if not ln.get_label().startswith("_")}
     if lines:
-        fig.legend(handles=list(lines.values()), loc="outside lower center", ncols=min(len(lines), 4))
+        fig.legend(handles=list(lines.values()), loc="outside lower center", ncols=_legend_columns(fig, lines))
     return fig
+
+
+def _legend_columns(fig: Figure, labels) -> int:
+    """As many legend columns as the figure's width holds for its longest label (at the legend's
+    10 pt: about 0.08 inch a character, 0.9 inch for the line sample and the gaps); four at most."""
+    widest = max(len(label) for label in labels)
+    fits = int(fig.get_figwidth() // (0.9 + 0.08 * widest))
+    return max(1, min(len(labels), 4, fits))
 
 
 def loss(comparison: Comparison) -> Figure:
