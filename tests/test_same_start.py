@@ -111,6 +111,18 @@ def test_native_starts_apart_and_says_so(tmp_path, zoo):
     assert trajectory.describe(a).endswith("from step 1, other start")
 
 
+def test_a_start_not_recorded_is_said():
+    """model.impl=hf records no init hash (each framework draws transformers' own weights): the
+    column says the start is unknown instead of reading like a shared one (seen on the H100's vit_l4)."""
+    def record(run_id: str, framework: str, loss: list[float]) -> dict:
+        config = as_dict(resolved(f"framework={framework}", "model=vit", "model.impl=hf"))
+        return {"kind": "run", "status": "ok", "id": run_id, "config": config,
+                "results": {"loss": loss, "init_params_sha256": None}}
+
+    (a,) = trajectory.agreements([record("a", "jax", [6.903, 6.908]), record("b", "torch", [6.903, 7.140])])
+    assert a["same_init"] is None and trajectory.describe(a) == "max 3.4e-02, >1e-4 from step 2, start not recorded"
+
+
 def test_init_keeps_old_identity_and_refuses_bad_values():
     native = resolved("framework=jax", "model=mlp")
     assert native.run.init == "native"

@@ -71,9 +71,12 @@ def _agreement(ref: dict, run: dict) -> dict:
 
 
 def describe(a: dict) -> str:
-    """'max 2.1e-07, never >1e-4' or 'max 7.7e-04, >1e-4 from step 16' (+ ', other start')."""
+    """'max 2.1e-07, never >1e-4' or 'max 7.7e-04, >1e-4 from step 16' (+ ', other start' or
+    ', start not recorded')."""
     where = "never" if a["first_step_over"] is None else f"from step {a['first_step_over']}"
-    start = ", other start" if a["same_init"] is False else ""
+    # None: a side did not record its start (model.impl=hf draws its own weights in each framework,
+    # hashed nowhere): the drift may be the start's, and the column must not read as if it were not
+    start = {False: ", other start", None: ", start not recorded"}.get(a["same_init"], "")
     threshold = f"{a['threshold']:.0e}".replace("e-0", "e-")
     return f"max {a['max_rel_diff']:.1e}, >{threshold} {where}{start}"
 
