@@ -203,6 +203,39 @@ SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "rep
                 "test_one_writer.py": "slurm"}
 
 
+# The scopes that took longest in CI (`--durations` of its runs), longest first. Under xdist they are
+# handed out first and the short scopes fill in at the end (longest processing time first), so that
+# no worker is left with a long scope while the other has nothing more to take. xdist's own order
+# (most tests first) put one-test files of a minute or more, and the 200-s Stack Wars sweep, at the
+# end; a worker also takes its next scope while its last two tests still run, so a late long scope
+# held a short one back. Scopes not named here follow, most tests first (xdist's order).
+SLOWEST_SCOPES = ("test_sharding.py", "slurm", "test_zoo_runs.py", "test_run_path.py", "report_sweep",
+                  "test_torch_xla.py", "test_verdicts.py", "test_tracking_server.py", "test_loose_ends.py",
+                  "test_env_replay.py", "test_own_model.py", "test_precision.py", "test_one_comparison.py",
+                  "test_same_start.py")
+
+
+def _scope(path: Path) -> str:
+    """The scope of a test file: its shared fixture's group, else the file."""
+    return SHARED_FILES.get(path.name, str(path))
+
+
+def _longest_scopes_first(items) -> None:
+    """Items ordered by scope (SLOWEST_SCOPES first, then most tests first), each scope's items in
+    their collected order: the xdist scheduler below hands scopes out in this order."""
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[_scope(item.path)] = counts.get(_scope(item.path), 0) + 1
+    first = {scope: i for i, scope in enumerate(counts)}
+
+    def rank(item) -> tuple:
+        scope = _scope(item.path)
+        slow = [i for i, name in enumerate(SLOWEST_SCOPES) if name in (scope, item.path.name)]
+        return (slow[0] if slow else len(SLOWEST_SCOPES), -counts[scope], first[scope])
+
+    items.sort(key=rank)  # stable: a scope's own items keep their order
+
+
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
@@ -211,6 +244,7 @@ def pytest_xdist_make_scheduler(config, log):
             path = nodeid.split("::", 1)[0]
             return SHARED_FILES.get(Path(path).name, path)
 
+    config.option.loadscopereorder = False  # the workers' collection is already in order
     return SharedFixtureScopes(config, log)
 
 
@@ -224,6 +258,8 @@ def _check_scopes(items) -> None:
 
 def pytest_collection_modifyitems(config, items):
     _check_scopes(items)
+    if hasattr(config, "workerinput"):  # an xdist worker: `-n 0` runs keep the files' order
+        _longest_scopes_first(items)
     has_gpu = bool(hardware.nvidia_gpus())
     has_tpu = bool(hardware.tpu_type())
     for item in items:
