@@ -29,7 +29,8 @@ quickstart: $(STAMP)
 # The suite runs PyTorch/XLA in its own env, a real mlflow server on PostgreSQL and headless Chromium:
 # all installed first. Two pytest-xdist workers (TEST_WORKERS=0: one process); each test file is
 # one group, kept on one worker, and files that read one session fixture share a group
-# (tests/conftest.py: SHARED_FIXTURES). The 15 slowest tests are listed at the end.
+# (tests/conftest.py: SHARED_FIXTURES), the longest groups handed out first (SLOWEST_SCOPES). The 15
+# slowest tests are listed at the end.
 TEST_WORKERS ?= 2
 test: $(STAMP) xla-env system-deps
 	$(PY) -m pytest -n $(TEST_WORKERS)

@@ -203,6 +203,50 @@ SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "rep
                 "test_one_writer.py": "slurm"}
 
 
+# The scopes that take longest, longest first: the seconds each took alone (`-n 0`, the shared 2-core
+# machine at load 1.3-3, 2026-11-25): slurm 218, sharding ~170, report_sweep 129, scaleout 126,
+# loose_ends 118, own_model 103, zoo_runs ~100, faults 95, verdicts 94, env_replay 85, torch_xla 83,
+# handoff_faults 80, run_path 79, tracking_server 55, launchers 55, time_to_result 54, one_comparison
+# 50, same_start 50, precision 50, profile 47, hf 40, snapshot 37, models_parity 35; the other files
+# 5-27 s. Under xdist they are handed out first and the short scopes fill in at the end (longest
+# processing time first), so that no worker is left with a long scope while the other has nothing
+# more to take. xdist's own order (most tests first) put files of a minute with one to four tests
+# (tracking_server, handoff_faults, launchers) and the Stack Wars sweep near the end; a worker also
+# takes its next scope while its last two tests still run, so a late long scope held a short one
+# back. Scopes not named here follow, most tests first (xdist's order).
+SLOWEST_SCOPES = ("slurm", "test_sharding.py", "report_sweep", "test_scaleout.py", "test_loose_ends.py",
+                  "test_own_model.py", "test_zoo_runs.py", "test_faults.py", "test_verdicts.py",
+                  "test_env_replay.py", "test_torch_xla.py", "test_handoff_faults.py", "test_run_path.py",
+                  "test_tracking_server.py", "test_launchers.py", "test_time_to_result.py",
+                  "test_one_comparison.py", "test_same_start.py", "test_precision.py", "test_profile.py",
+                  "test_hf.py", "test_snapshot.py", "test_models_parity.py")
+
+
+def _scope(path: Path) -> str:
+    """The scope of a test file: its shared fixture's group, else the file."""
+    return SHARED_FILES.get(path.name, str(path))
+
+
+def _longest_scopes_first(items) -> None:
+    """Items ordered by scope (SLOWEST_SCOPES first, then most tests first), each scope's items in
+    their collected order: the xdist scheduler below hands scopes out in this order."""
+    here = Path(__file__).parent
+    if stale := [n for n in SLOWEST_SCOPES if n not in SHARED_FILES.values() and not (here / n).is_file()]:
+        raise pytest.UsageError(f"SLOWEST_SCOPES in tests/conftest.py names {stale}: neither a test file "
+                                "nor a SHARED_FILES group; rename or remove it")
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[_scope(item.path)] = counts.get(_scope(item.path), 0) + 1
+    first = {scope: i for i, scope in enumerate(counts)}
+
+    def rank(item) -> tuple:
+        scope = _scope(item.path)
+        slow = [i for i, name in enumerate(SLOWEST_SCOPES) if name in (scope, item.path.name)]
+        return (slow[0] if slow else len(SLOWEST_SCOPES), -counts[scope], first[scope])
+
+    items.sort(key=rank)  # stable: a scope's own items keep their order
+
+
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
@@ -211,6 +255,7 @@ def pytest_xdist_make_scheduler(config, log):
             path = nodeid.split("::", 1)[0]
             return SHARED_FILES.get(Path(path).name, path)
 
+    config.option.loadscopereorder = False  # the workers' collection is already in order
     return SharedFixtureScopes(config, log)
 
 
@@ -224,6 +269,8 @@ def _check_scopes(items) -> None:
 
 def pytest_collection_modifyitems(config, items):
     _check_scopes(items)
+    if hasattr(config, "workerinput"):  # an xdist worker: `-n 0` runs keep the files' order
+        _longest_scopes_first(items)
     has_gpu = bool(hardware.nvidia_gpus())
     has_tpu = bool(hardware.tpu_type())
     for item in items:

@@ -106,8 +106,9 @@ class Outside:
                               capture_output=True, text=True, timeout=timeout)
 
     def records(self, kind: str = "run") -> list[dict]:
-        out = [json.loads(p.read_text()) for p in sorted(self.ledger.glob("*/*.json"))]
-        return [r for r in out if r.get("kind") == kind and r.get("status") != "started"]
+        """In the order they were made (a record's file is named by its id, which says nothing of when)."""
+        out = [json.loads(p.read_text()) for p in self.ledger.glob("*/*.json")]
+        return sorted((r for r in out if r.get("kind") == kind and r.get("status") != "started"), key=lambda r: r["created"])
 
 
 @pytest.fixture(scope="module")

@@ -98,10 +98,12 @@ def test_same_config_twice_same_hashes(quickstart, tmp_path):
     """Two more processes run two quickstart configs: bitwise the same losses and parameters."""
     box, _ = quickstart
     again = Sandbox(tmp_path)
-    proc = again.run("+exp=quickstart", "model=mlp", "framework=jax,torch")
+    proc = again.run("+exp=quickstart", "model=mlp", "framework=jax,torch", "run.repeats=1")  # repeats hash alike
     assert proc.returncode == 0, proc.stderr[-2000:]
     first = {(h["config"]["framework"]["name"], h["config_hash"]): h for h in box.heads()}
-    for h in again.heads():
+    heads = again.heads()
+    assert sorted(h["config"]["framework"]["name"] for h in heads) == ["jax", "torch"]  # one process each
+    for h in heads:
         twin = first[(h["config"]["framework"]["name"], h["config_hash"])]
         assert h["results"]["loss_sha256"] == twin["results"]["loss_sha256"]
         assert h["results"]["params_sha256"] == twin["results"]["params_sha256"]
