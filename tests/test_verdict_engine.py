@@ -150,6 +150,35 @@ def test_auto_on_a_single_config_runs_once_and_says_so(tmp_path):
     assert [r["status"] for r in runs] == ["ok"] and "repeat" not in runs[0]
 
 
+def test_the_dvc_stage_checks_run_repeats_as_the_command_does(tmp_path):
+    """dvc.yaml's run stage (repro.dvc_stage) on DVC's params.yaml: a bad verdict setting is one line,
+    exit 2, nothing written; run.repeats=auto on its one config runs once and says so (no TypeError)."""
+    import yaml
+
+    from repro.api import SINGLE_AUTO
+    from repro.config import schema
+
+    (job,) = plan(["framework=jax", "model=mlp", "model.preset=tiny", "run.steps=6", "run.warmup=2", "run.repeats=auto",
+                   f"ledger.dir={tmp_path / 'ledger'}", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
+                   "progress.mode=plain"]).jobs
+    params = schema.as_dict(job)
+
+    def stage(**verdict) -> subprocess.CompletedProcess:
+        path = tmp_path / "params.yaml"
+        path.write_text(yaml.safe_dump({**params, "verdict": {**params["verdict"], **verdict}}))
+        return subprocess.run([sys.executable, "-m", "repro.dvc_stage", str(path)], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=600)
+
+    bad = stage(max_repeats=1)
+    assert bad.returncode == 2 and "verdict.max_repeats=1 must be at least 2" in bad.stderr, bad.stderr[-2000:]
+    assert "nothing was run" in bad.stderr and not (tmp_path / "ledger").exists()
+    proc = stage()
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert " ".join(SINGLE_AUTO.split()) in " ".join(proc.stdout.split())
+    runs = [r for r in Ledger(tmp_path / "ledger").heads() if r.get("kind") == "run"]
+    assert [r["status"] for r in runs] == ["ok"] and runs[0]["overrides"] == [f"dvc:{tmp_path / 'params.yaml'}"]
+
+
 def test_auto_plans_each_config_once():
     jobs = plan(["-m", "framework=jax,torch", "run.repeats=auto", "verdict.max_repeats=4"]).jobs
     assert [j.framework.name for j in jobs] == ["jax", "torch"] and jobs[0].verdict.max_repeats == 4

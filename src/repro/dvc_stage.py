@@ -13,7 +13,9 @@ import yaml
 from omegaconf import OmegaConf
 
 from repro.config import ConfigError
+from repro.config.launcher import Launcher
 from repro import preflight
+from repro.preflight.verdict import check_plan
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
         hardware.check_all([config.hardware])
         preflight.check_data([config])
+        repeats = check_plan((config,), False, Launcher.BASIC)  # run.repeats=auto on one config: once
     except ConfigError as e:
         print(f"repro: invalid config in {path}, nothing was run:\n  {e}", file=sys.stderr)
         return 2
@@ -35,7 +38,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from repro.sweeper import interleave
 
-    repeats = config.run.repeats
     records = run_plan(preflight.Plan(multirun=False, jobs=tuple(interleave((config,), repeats)),
                                      overrides=tuple(interleave(((f"dvc:{path}",),), repeats))))
     return 0 if all(r["status"] == "ok" for r in records) else 1
