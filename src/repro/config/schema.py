@@ -181,7 +181,7 @@ class ProgressConfig:
 
 @dataclass
 class EnvConfig:
-    # pins that replace versions of the worker's environment, e.g. [optax==0.2.7]: the job runs
+    # pins that replace versions of the worker's environment, e.g. [flax==0.12.7]: the job runs
     # in a cached venv built with uv (repro.envs); [] runs in the worker's interpreter as it is
     packages: list[str] = field(default_factory=list)
     # a pin may name a distribution the worker's environment lacks only with allow_new=true (the preflight refuses it else)

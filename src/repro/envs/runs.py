@@ -19,7 +19,7 @@ def record_hash(ledger_root: Path, python: str | None) -> str | None:
 
 
 def pinned(config, log=print) -> dict | None:
-    """For `env.packages=[optax==0.2.7, ...]`: the worker's environment with those pins in place,
+    """For `env.packages=[flax==0.12.7, ...]`: the worker's environment with those pins in place,
     as a cached venv ({"python": its interpreter, "src": None}); None when nothing is pinned."""
     pins = list(config.env.packages)
     if not pins:

@@ -29,7 +29,7 @@ def parse(pin: str) -> tuple[str, str]:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
-    example = "e.g. env.packages=['optax==0.2.6']"
+    example = "e.g. env.packages=['flax==0.12.7']"
     try:
         req = Requirement(str(pin))
     except InvalidRequirement as e:
