@@ -166,13 +166,15 @@ def test_replay_names_a_changed_source_and_as_recorded_restores_it(outside):
     outside.commit("max pooling")
     plain = outside.repro("replay", original["id"], "--ledger", str(outside.ledger), "--progress", "none")
     assert "workload differs" in plain.stdout and "sha256" in plain.stdout, plain.stdout + plain.stderr
-    assert "verdict: differs" in plain.stdout
+    assert "verdict: differs" in plain.stdout and "workload differs" in plain.stdout.split("verdict:")[1]  # its sentence
+    assert outside.records("replay")[-1]["parts"]["workload"] == "differs"
     exact = outside.repro("replay", original["id"], "--as-recorded", "--ledger", str(outside.ledger),
                           "--progress", "none")
     assert exact.returncode == 0, exact.stdout + exact.stderr
     assert "restored: workload own_model.ResConvNet" in exact.stdout
     verdict = outside.records("replay")[-1]
     assert verdict["status"] == "exact", exact.stdout[-3000:]
+    assert verdict["parts"]["workload"] == "restored" and "workload restored" in exact.stdout.split("verdict:")[1]
     rerun = next(r for r in outside.records() if r["id"] == verdict["replay"])
     assert rerun["workload_source"]["sha256"] == original["workload_source"]["sha256"]
 

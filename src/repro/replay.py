@@ -150,8 +150,9 @@ def _print_differences(console: Console, record: dict, rows: dict[str, list]) ->
             console.print(f"    {key}: {then!r} → {now!r}")
 
 
-def provenance(before: dict[str, list], restored: dict | None) -> dict[str, str]:
-    """Per part of a run (code, packages, data, hardware): restored, same or differs."""
+def provenance(before: dict[str, list], restored: dict | None, workload: bool = False) -> dict[str, str]:
+    """Per part of a run (code, packages, data, hardware; and `workload` for a model of your own
+    package, whose source is recorded apart from repro's code): restored, same or differs."""
     env_rows = before.get("environment", [])
     packages = any(key.startswith("packages") for key, *_ in env_rows)
     hardware = any(not key.startswith("packages") for key, *_ in env_rows)
@@ -162,6 +163,8 @@ def provenance(before: dict[str, list], restored: dict | None) -> dict[str, str]
     if restored:
         out["code"] = "restored" if "code" not in before else "differs"
         out["packages"] = ("substituted" if restored["substitutes"] else "restored") if not packages else "differs"
+    if workload:  # --as-recorded restored it (workload_source.restore) or refused before anything ran
+        out["workload"] = "restored" if restored else ("differs" if "workload" in before else "same")
     return out
 
 
@@ -217,7 +220,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
             before = differences_before(original, config, git_now, code_now, (then_lock, now_lock))
             before.update({} if as_recorded else workload_source.differences(original))  # your model's source
             _print_differences(console, original, before)
-            parts = provenance(before, restored.info if restored else None)
+            parts = provenance(before, restored.info if restored else None, workload_source.KEY in original)
             result = run_job(config, session, job, ["replay", original["id"]], extra=extra,
                              name=session.run_name(config, []), place=place)
             verdict = judge(original, result)
