@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -107,3 +109,39 @@ def test_a_killed_projectors_leftovers_are_announced_and_written_by_the_next_com
            "them): this command's projector writes them, or `repro sync` now" in second.stderr, second.stderr[-2000:]
     assert sorted(r.data.tags["repro.ledger_id"] for r in sandbox.mlflow_runs("leftovers")) == \
         sorted(r["id"] for r in sandbox.heads())
+
+
+def test_a_hung_store_is_bounded_and_named_in_one_line(sandbox, tmp_path):
+    """An MLflow server that accepts connections and never answers: the command returns at once (its
+    projector is detached), the projector gives up within MLflow's own HTTP timeout and retry
+    (tracking/mlflow_tracker.py: 1 retry; 3 s here, 30 s by default), the next command names the
+    store in one line, and `repro sync` exits 1 saying nothing is lost. The run stays in the ledger."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept_and_never_answer() -> None:
+        while True:
+            held.append(server.accept()[0])
+
+    threading.Thread(target=accept_and_never_answer, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.getsockname()[1]}"
+    env = {**_env(sandbox, tmp_path), "MLFLOW_HTTP_REQUEST_TIMEOUT": "3"}
+
+    def repro(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(sandbox.repro_cmd(*args), cwd=sandbox.root, env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    start = time.time()
+    first = repro(*TINY, f"tracking.uri={uri}", "tracking.experiment=hung")
+    assert first.returncode == 0 and time.time() - start < 60, first.stderr[-2000:]
+    _projector(sandbox).wait(timeout=90)  # bounded: the store's first request times out, once retried
+    log = (handoff.folder(sandbox.ledger) / "projector.log").read_text()
+    assert f"MLflow at {uri} (experiment 'hung') failed: " in log and "1 entries left for `repro sync`" in log, log
+    second = repro(*TINY, f"tracking.uri={uri}", "tracking.experiment=hung")
+    said = [line for line in second.stderr.splitlines() if "failed while the last projection wrote to it" in line]
+    assert len(said) == 1 and f"MLflow at {uri} (experiment 'hung')" in said[0], second.stderr[-2000:]
+    sync = subprocess.run([sys.executable, "-m", "repro", "sync", "--ledger", str(sandbox.ledger)], cwd=sandbox.root,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert sync.returncode == 1 and "nothing is lost (the ledger holds every run)" in sync.stderr, sync.stderr[-2000:]
+    assert uri in sync.stderr and len([h for h in sandbox.heads() if h["status"] == "ok"]) == 2
+    server.close()
