@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -115,6 +116,9 @@ def test_scancel_records_killed_and_the_sweep_goes_on(slurm, sandbox, timeout_jo
                                                 f"{scheduler.job_ref(long['scheduler'])}")
     assert sweep.returncode == 1  # a run did not end ok: the sweep says so
     assert "killed" in out and "mlp/tiny" in out  # the closing table lists both
+    # the cancelled job is not drained inline (SLURM kills what is left): its own log says what sync must do
+    job_log = Path(killed["scheduler"]["stderr"]).read_text()
+    assert f"1 run(s) of this job not yet in MLflow: repro sync --ledger {sandbox.ledger}" in job_log, job_log[-2000:]
 
 
 def test_time_limit_records_timeout(slurm, timeout_job):
