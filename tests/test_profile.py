@@ -298,3 +298,17 @@ def test_a_profiled_run_prints_its_top_categories_and_traces(tmp_path):
     line = out.getvalue().split("profile of ", 1)[1].split("machine: ")[0].replace("\n", "")  # wrapped at the width
     assert f"median profiled step 10 ms: {MATMUL} 6 ms (60%), {ELEMENTWISE} 3 ms (30%)" in line
     assert str(store.path_of(tmp_path / "ledger", entry)) in line
+
+
+def test_a_sharded_torch_run_profiles_each_rank_into_its_own_folder(sandbox):
+    """`framework=torch sharding=dp run.profile=true`: every rank runs the profiled steps (their
+    collectives need each other), rank 0's trace is the record's. All ranks once wrote one
+    torch_trace.json in the run's folder, and torch's trace export died with SIGSEGV."""
+    proc = sandbox.run("framework=torch", "sharding=dp", "model=mlp", "run.steps=6", "run.warmup=2",
+                       "run.profile=true", "tracking.experiment=dp_prof")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (head,) = sandbox.heads()
+    prof = head["results"]["profile"]
+    assert head["status"] == "ok" and len(head["results"]["ranks"]) == 4
+    assert sum(prof["categories_ms"].values()) == pytest.approx(prof["step_ms"], rel=1e-6)
+    assert [p.name for p in store.paths(head)] == ["torch_trace.json.gz"]

@@ -34,10 +34,11 @@ TRACEBACK_LINES = 30
 IMPORTED_AHEAD: dict[str, float] = {}  # a worker started ahead (--warm BACKEND): backend -> its import's seconds
 
 
-def execute(spec: WorkerSpec, emit, gate: Gate | None = None) -> dict:
-    """The measured pipeline of one process; returns its "environment" and "result" payloads.
-    Before the measured steps it waits at `gate` (the parent's tracking work is done by then) and
-    says when they start and end, so that the parent runs nothing beside them."""
+def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> dict:
+    """The measured pipeline of one process (`rank` of a run of several: 0 is the one recorded);
+    returns its "environment" and "result" payloads. Before the measured steps it waits at `gate`
+    (the parent's tracking work is done by then) and says when they start and end, so that the
+    parent runs nothing beside them."""
     config = spec.config
     run_cfg = config.run
     seeds = seeding.derive(run_cfg.seed)
@@ -98,11 +99,22 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None) -> dict:
     if run_cfg.profile:  # after everything above is read: the profiled steps change the state
         from repro import profile
 
-        results["profile"], profile_files = profile.run(workload, run_cfg.steps, spec.out_dir)
+        results["profile"], profile_files = profile.run(workload, run_cfg.steps, _profile_dir(spec.out_dir, rank))
     result = {"results": results, "series": {"loss": losses, "step_time_s": times},
               "effective": effective, "ir_files": ir_files, "profile_files": profile_files,
               "machine": machine_state}
     return {"environment": environment, "result": result}
+
+
+def _profile_dir(out_dir: str, rank: int) -> str:
+    """Where a process's profiler writes: the run's folder for rank 0 (its trace is the record's),
+    a folder of its own for every other rank. The ranks share the run's folder, and two profilers
+    writing one torch_trace.json crashed torch's (Kineto's) trace export with SIGSEGV."""
+    if rank == 0:
+        return out_dir
+    path = Path(out_dir) / f"rank{rank}"
+    path.mkdir(exist_ok=True)
+    return str(path)
 
 
 def parallel(spec: WorkerSpec) -> str | None:
@@ -141,9 +153,10 @@ def torch_rank_main(spec: WorkerSpec) -> dict:
 
     torch_distributed.init(spec.config)
     try:
-        out = execute(spec, rank_progress.emitter(spec, dist.get_rank() == 0))
+        rank = dist.get_rank()
+        out = execute(spec, rank_progress.emitter(spec, rank == 0), rank=rank)
         ranks = [None] * dist.get_world_size()  # every node's ranks, so that rank 0 records them all
-        dist.all_gather_object(ranks, _rank_summary(dist.get_rank(), out, spec.rendezvous.node_rank))
+        dist.all_gather_object(ranks, _rank_summary(rank, out, spec.rendezvous.node_rank))
         out["result"]["results"]["ranks"] = ranks
         return out
     finally:
@@ -157,8 +170,9 @@ def jax_process_main(spec: WorkerSpec, local_index: int, joined) -> dict:
     rdzv = spec.rendezvous
     jax_distributed.init(spec.config, rdzv, local_index)
     joined()
-    out = execute(spec, rank_progress.emitter(spec, jax_distributed.process_id(rdzv, local_index) == 0))
-    summary = _rank_summary(jax_distributed.process_id(rdzv, local_index), out, rdzv.node_rank)
+    rank = jax_distributed.process_id(rdzv, local_index)
+    out = execute(spec, rank_progress.emitter(spec, rank == 0), rank=rank)
+    summary = _rank_summary(rank, out, rdzv.node_rank)
     out["result"]["results"]["ranks"] = jax_distributed.allgather_json(summary)
     return out
 
