@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -108,6 +112,26 @@ class Sandbox:
         exp = client.get_experiment_by_name(experiment)
         assert exp is not None, f"no MLflow experiment {experiment!r} in {self.uri}"
         return client.search_runs([exp.experiment_id], max_results=1000)
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def shipped_ledger() -> Path:
+    """The ledger as the repo publishes it: its git-tracked records, copied once per test process.
+    The checkout's ledger/ also takes what a user runs there (the README's `make quickstart` runs
+    before `make test`), which the tests that read the shipped records must not see. Outside git
+    (an unpacked archive) the ledger's record files as they are."""
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "ledger"], capture_output=True, text=True)
+    names = [n for n in listed.stdout.split("\0") if n] if listed.returncode == 0 else \
+        [str(p.relative_to(REPO)) for p in (REPO / "ledger").rglob("*") if p.is_file() and "/." not in str(p)]
+    copy = Path(tempfile.mkdtemp(prefix="repro-shipped-")) / "ledger"
+    atexit.register(shutil.rmtree, copy.parent, True)
+    for name in names:
+        (copy / Path(name).relative_to("ledger")).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, copy / Path(name).relative_to("ledger"))
+    return copy
 
 
 def free_port() -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import Sandbox
+from conftest import Sandbox, shipped_ledger
 from repro import paths
 from repro.ledger import Ledger
 
@@ -173,12 +173,8 @@ def test_digits_accuracy_close_across_frameworks(dvc_repo, tmp_path):
 
 def test_published_records_verify_and_replay(tmp_path):
     """ledger/ ships the quickstart's records: they verify, and a replay is exact where nothing differs."""
-    tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", "ledger"], capture_output=True, text=True,
-                             check=True).stdout.split()  # what ships, not what a user ran since
     copy = tmp_path / "ledger"
-    for rel in tracked:
-        (copy / Path(rel).relative_to("ledger")).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / rel, copy / Path(rel).relative_to("ledger"))
+    shutil.copytree(shipped_ledger(), copy)  # what ships, not what a user ran since (replays are added to it)
     published = Ledger(copy)
     sweeps: dict[str, list] = {}
     for r in published.heads():

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from repro import paths
-from conftest import tmpfs
+from conftest import tmpfs, shipped_ledger
 from repro.ledger import SCHEMA, SCHEMA_VERSION, Ledger, LedgerError, record_id, schema, state_of
 from repro.ledger.index import FILE, FOLDER
 
@@ -104,10 +104,10 @@ def test_cli_on_a_damaged_ledger_lists_shows_and_fails_verify_without_a_tracebac
 
 
 def test_new_records_carry_the_schema_version_and_old_ones_still_verify(tmp_path):
-    shipped = Ledger(paths.repo_root() / "ledger").check()
+    shipped = Ledger(shipped_ledger()).check()
     assert shipped.files >= 24 and shipped.problems == []
     # records from before schema_version existed are among them, and verified above
-    assert any("schema_version" not in p.read_text() for p in Ledger(paths.repo_root() / "ledger").paths())
+    assert any("schema_version" not in p.read_text() for p in Ledger(shipped_ledger()).paths())
     ledger = Ledger(tmp_path)
     rec = ledger.append({"kind": "run", "status": "ok", "overrides": ["model=mlp"]})
     assert rec["schema_version"] == SCHEMA_VERSION and schema.errors(rec) == []

@@ -17,8 +17,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import Sandbox
-from repro import paths
+from conftest import Sandbox, shipped_ledger
 from repro.ledger import Ledger
 from repro.report import comparison, compare, sweep_report
 from repro.tracking import content
@@ -147,7 +146,7 @@ def _compare(box_or_ledger, *args: str) -> str:
 
 
 def test_shipped_quickstart_ledger_every_view_agrees(tmp_path):
-    ledger = paths.repo_root() / "ledger"
+    ledger = shipped_ledger()
     records = compare.newest_sweep(Ledger(ledger), "quickstart")
     comp = _check_views(records, [_compare(ledger, "--experiment", "quickstart")],
                         content.sweep_description(comparison.build(records)), tmp_path)
@@ -181,7 +180,7 @@ def test_a_version_sweep_gets_a_verdict_between_the_versions():
     from repro.config import config_hash
     from repro.ledger import Ledger
 
-    jax_mlp = [r for r in Ledger("ledger").heads(kind="run") if r["status"] == "ok"
+    jax_mlp = [r for r in Ledger(shipped_ledger()).heads(kind="run") if r["status"] == "ok"
                and r["config"]["framework"]["name"] == "jax" and r["config"]["model"]["name"] == "mlp"][:2]
     assert len(jax_mlp) == 2, "the shipped ledger holds JAX MLP runs"
     pinned = []

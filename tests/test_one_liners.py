@@ -7,6 +7,7 @@ import copy
 
 import pytest
 
+from conftest import shipped_ledger
 from repro import paths
 from repro.ledger import Ledger
 from repro.report import compare
@@ -14,7 +15,7 @@ from repro.tracking import content
 
 
 def test_a_setting_that_does_not_apply_reads_the_same_in_every_run():
-    records = compare.newest_sweep(Ledger(paths.repo_root() / "ledger"), "quickstart")
+    records = compare.newest_sweep(Ledger(shipped_ledger()), "quickstart")
     torch = copy.deepcopy(next(r for r in records if r["config"]["framework"]["name"] == "torch"))
     jax = next(r for r in records if r["config"]["framework"]["name"] == "jax")
     torch["effective"]["autocast"] = None  # what torch_backend records without autocast
@@ -36,7 +37,7 @@ def test_the_default_ledger_is_the_clis():
 
 
 def test_what_a_person_compares_by_sorts_first_in_mlflow():
-    records = compare.newest_sweep(Ledger(paths.repo_root() / "ledger"), "quickstart")
+    records = compare.newest_sweep(Ledger(shipped_ledger()), "quickstart")
     keys = sorted(content.params(records[0]))  # MLflow's compare view sorts param keys so
     assert keys[:4] == ["Batch size", "Framework", "Model", "Precision"]
     assert content.params(records[0])["Framework"] == records[0]["config"]["framework"]["name"]
@@ -45,7 +46,7 @@ def test_what_a_person_compares_by_sorts_first_in_mlflow():
 def test_the_api_writes_a_report_in_the_foreground(tmp_path):
     import repro
 
-    page = repro.write_report(experiment="quickstart", ledger=str(paths.repo_root() / "ledger"), out=str(tmp_path / "r"))
+    page = repro.write_report(experiment="quickstart", ledger=str(shipped_ledger()), out=str(tmp_path / "r"))
     assert page == tmp_path / "r" / "report.md" and page.read_text().startswith("# quickstart: sweep ")
     from repro import report  # the package, not an API name that shadows it
 

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from conftest import shipped_ledger
 from repro.config import config_hash
 from repro.profile import capture, categories, hlo, reduce, store
 from repro.profile.categories import (ELEMENTWISE, HOST, MATMUL, MOVEMENT, OPTIMIZER, OTHER, REDUCTION,
@@ -283,7 +284,7 @@ def test_a_profiled_run_prints_its_top_categories_and_traces(tmp_path):
     from repro.report import comparison, compare
     from repro.report.table import print_comparison
 
-    record = copy.deepcopy(compare.newest_sweep(Ledger(paths.repo_root() / "ledger"), "quickstart")[0])
+    record = copy.deepcopy(compare.newest_sweep(Ledger(shipped_ledger()), "quickstart")[0])
     trace = tmp_path / "t.json.gz"
     trace.write_bytes(gzip.compress(b'{"traceEvents": []}'))
     from repro.profile import sha256_file

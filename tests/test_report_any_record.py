@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import shipped_ledger
 from repro.cli import run_subcommand
 from repro.ledger import Ledger, recordfile, schema
 from repro.ledger.store import record_id
 from repro.report import comparison, compare, sweep_report
 
-SHIPPED = Path(__file__).resolve().parents[1] / "ledger"
+SHIPPED = shipped_ledger()  # the git-tracked records (conftest): not what a user ran since
 STATUSES = ("ok", "failed", "oom", "killed", "timeout", "interrupted", "started")  # started: a lost run
 
 

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import shipped_ledger
 from repro.ledger import Ledger
 from repro.report import comparison, compare
 from repro.report.table import DEFAULT, FILE_WIDTH
 
-SHIPPED = Path(__file__).resolve().parents[1] / "ledger"
+SHIPPED = shipped_ledger()  # the git-tracked records (conftest): not what a user ran since
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 NUMBERS = ("median", "ci", "x_best", "samples_per_s", "first", "peak_mib")
 

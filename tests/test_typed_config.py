@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import shipped_ledger
 from repro.config import ConfigError, config_hash
 from repro import preflight
 from repro.config import spec
@@ -15,7 +16,7 @@ from repro.config.schema import NON_SEMANTIC_KEYS, Config, as_dict, from_dict
 from repro.hashing import canonical_json
 
 REPO = Path(__file__).resolve().parents[1]
-SHIPPED = [json.loads(Path(p).read_text()) for p in sorted(glob.glob(str(REPO / "ledger/*/*.json")))]
+SHIPPED = [json.loads(Path(p).read_text()) for p in sorted(glob.glob(str(shipped_ledger() / "*/*.json")))]
 RUNS = [r for r in SHIPPED if "config" in r]
 
 

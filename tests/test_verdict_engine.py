@@ -13,8 +13,8 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import shipped_ledger
 import repro
-from repro import paths
 from repro.config import ConfigError
 from repro.ledger import Ledger
 from repro.preflight import plan
@@ -194,7 +194,7 @@ def test_calibrate_refuses_a_sweep_and_writes_nothing(tmp_path, args, key):
 
 
 def test_shipped_ledger_renders_under_the_new_engine():
-    records = newest_sweep(Ledger(paths.repo_root() / "ledger"), "quickstart")
+    records = newest_sweep(Ledger(shipped_ledger()), "quickstart")
     comp = comparison.build(records)
     assert len(comp.verdicts) == 6
     for table in comp.tables:

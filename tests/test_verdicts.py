@@ -19,8 +19,8 @@ from argparse import Namespace
 import psutil
 import pytest
 
-from conftest import Sandbox
-from repro import hardware, paths
+from conftest import Sandbox, shipped_ledger
+from repro import hardware
 from repro.config import ConfigError, config_hash
 from repro.preflight import plan
 from repro.ledger import Ledger
@@ -223,7 +223,7 @@ def test_repeat_records_replay_exact_and_experiment_keeps_groups(box, repeats):
 
 
 def test_shipped_avx512_and_avx2_records_name_the_isa(capsys):
-    compare.run(Namespace(ids=["d97209714a789bed", "08447f06a1b4ca15"], sweep=None, experiment=None, ledger=str(paths.repo_root() / "ledger")))
+    compare.run(Namespace(ids=["d97209714a789bed", "08447f06a1b4ca15"], sweep=None, experiment=None, ledger=str(shipped_ledger())))
     out = capsys.readouterr().out
     assert "CPU ISA (vector extensions)" in out and "WARNING: unequal comparison" in out
     assert "not recorded" in out and "(no avx512)" in out
@@ -240,7 +240,7 @@ def test_preflight_lists_the_interleaved_jobs():
 
 
 def test_shipped_records_keep_their_hash():
-    runs = Ledger(paths.repo_root() / "ledger").heads(kind="run")  # (a sweep's own record has no config)
+    runs = Ledger(shipped_ledger()).heads(kind="run")  # (a sweep's own record has no config)
     assert len(runs) >= 18
     for r in runs:
         assert config_hash(r["config"]) == r["config_hash"]
