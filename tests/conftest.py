@@ -125,7 +125,8 @@ def shipped_ledger() -> Path:
     (an unpacked archive) the ledger's record files as they are."""
     listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "ledger"], capture_output=True, text=True)
     names = [n for n in listed.stdout.split("\0") if n] if listed.returncode == 0 else \
-        [str(p.relative_to(REPO)) for p in (REPO / "ledger").rglob("*") if p.is_file() and "/." not in str(p)]
+        [str(p.relative_to(REPO)) for p in (REPO / "ledger").rglob("*")
+         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(REPO / "ledger").parts)]
     copy = Path(tempfile.mkdtemp(prefix="repro-shipped-")) / "ledger"
     atexit.register(shutil.rmtree, copy.parent, True)
     for name in names:

@@ -1,6 +1,8 @@
 """The terminal console every command prints through (rich), on the lowest floor: the runner,
 the ledger and the report all print, and none of them imports another's package for it."""
 
+import sys
+
 from rich.console import Console
 
 # Off a terminal (a pipe, a log file, CI) rich assumes 80 columns and cuts wide tables
@@ -13,3 +15,14 @@ def console() -> Console:
     (not even $COLUMNS squeezes it: shells and test runners export COLUMNS=80 to pipes)."""
     c = Console()
     return c if c.is_terminal else Console(width=UNBOUNDED_WIDTH)
+
+
+def say(line: str) -> None:
+    """One "repro: ..." notice on stderr. In a terminal it wraps at the terminal's width (at words;
+    a path longer than the width is folded), as the closing table and verdicts do; in pipes and
+    logs it stays one line."""
+    err = Console(stderr=True)
+    if err.is_terminal:
+        err.print(f"repro: {line}", markup=False, highlight=False)
+    else:
+        print(f"repro: {line}", file=sys.stderr)

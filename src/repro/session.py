@@ -14,7 +14,6 @@ inline (bounded) as it ends, since no command outlives its process to start a pr
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -134,4 +133,6 @@ class Session:
 
 
 def _say(line: str) -> None:
-    print(f"repro: {line}", file=sys.stderr)
+    from repro.console import say
+
+    say(line)

@@ -6,9 +6,9 @@ parent run: tracking/drain.py). Whatever fails on the way, the sweep is handed o
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 
+from repro.console import say
 from repro.ledger import Ledger
 from repro.preflight import xla_hardware
 from repro.runner import snapshot
@@ -59,17 +59,16 @@ def close(session, interrupted: bool) -> list[dict]:
     finally:  # the closed sweep reaches the projector whatever happened above
         _hand_over(session, status, sweep_record, report_dir)
         if session.pending:
-            print(f"repro: {session.pending} runs not yet in MLflow: repro sync", file=sys.stderr)
+            say(f"{session.pending} runs not yet in MLflow: repro sync")
     return session.records
 
 
 def _say_snapshot(session) -> None:
     """The jobs ran the snapshot taken at the sweep's start; say if the checkout moved on meanwhile."""
     if session.snapshot and (moved := snapshot.changed(session.snapshot)):
-        print(f"repro: the checkout changed while this sweep ran ({', '.join(moved[:5])}"
-              f"{f' and {len(moved) - 5} more' if len(moved) > 5 else ''}); every job ran the code and conf/ "
-              f"as they were at its start (snapshot {session.snapshot.id[:12]}, {session.snapshot.root})",
-              file=sys.stderr)
+        say(f"the checkout changed while this sweep ran ({', '.join(moved[:5])}"
+            f"{f' and {len(moved) - 5} more' if len(moved) > 5 else ''}); every job ran the code and conf/ "
+            f"as they were at its start (snapshot {session.snapshot.id[:12]}, {session.snapshot.root})")
 
 
 def _hand_over(session, status: str, sweep_record: dict | None, report_dir: Path | None) -> None:
@@ -88,8 +87,8 @@ def _hand_over(session, status: str, sweep_record: dict | None, report_dir: Path
     stores = sorted({(r["config"]["tracking"]["uri"], r["config"]["tracking"]["experiment"]) for r in records})
     for uri, experiment in stores:
         if why := handoff.unreachable(uri):
-            print(f"repro: warning: MLflow at {redact(uri)} (experiment {experiment!r}) failed: {why}. Runs stay "
-                  "in the ledger; once the store works, `repro sync` puts them into MLflow", file=sys.stderr)
+            say(f"warning: MLflow at {redact(uri)} (experiment {experiment!r}) failed: {why}. Runs stay "
+                "in the ledger; once the store works, `repro sync` puts them into MLflow")
             session.pending += sum((r["config"]["tracking"]["uri"], r["config"]["tracking"]["experiment"]) ==
                                    (uri, experiment) for r in records)
             if report_dir:
