@@ -171,7 +171,7 @@ def test_busy_run_named_and_quiet_pair_called_equal(box, repeats):
     assert f"(worst: jax, {worst:.1f} cores)" in out
     assert "⚠ busy" in out  # marked in the table
     pair = jax[:2]  # no burner: equal, and busy exactly when other processes (other tests) were busy then
-    quiet = _compare(box, *(r["id"] for r in pair))
+    quiet = " ".join(_compare(box, *(r["id"] for r in pair)).split())  # lines wrap at 120 columns off a terminal
     assert "WARNING" not in quiet and "fairness audit: the runs are equal" in quiet
     wide = [r for r in pair if audit.spread(r) > audit.WIDE_SPREAD]  # sub-ms steps may still spread
     assert ("details in the report" in quiet) == (any(audit.busy(r) for r in pair) or bool(wide))
