@@ -51,31 +51,23 @@ def plan_session(plan):
 
 
 def run_jobs(plan, session) -> list[dict]:
-    """Run every job of a checked plan in `session` (a worker process per job), then close it;
-    its records. Interrupted or failed: closed (what was recorded stays), then re-raised."""
-    from repro.runner.job import run_job
-    from repro.sweeper import repeat_of
+    """Run every job of a checked plan in `session` (a worker process per job) through the sweep
+    loop (runner/sweep.py), then close it; its records. Interrupted or failed: closed (what was
+    recorded stays), then re-raised."""
+    from repro.runner import sweep
 
     repeats = plan.jobs[0].run.repeats
     if repeats == "auto" and len(plan.jobs) > 1:  # rounds until every pair is decided (repro/repeats.py)
-        from repro.repeats import run_auto
+        from repro.repeats import Auto
 
-        return run_auto(plan, session)
-    if repeats == "auto":
-        from repro.console import console
+        policy = Auto(plan, session)
+    else:
+        if repeats == "auto":
+            from repro.console import console
 
-        console().print(SINGLE_AUTO, markup=False, highlight=False)
-        repeats = 1
-    jobs = list(zip(plan.jobs, plan.overrides))  # repeats included, interleaved (preflight.plan)
-    try:
-        for job, (config, overrides) in enumerate(jobs):
-            session.warm.upcoming = jobs[job + 1][0] if job + 1 < len(jobs) else None  # its worker starts early
-            extra = {"repeat": repeat_of(job, len(jobs), repeats, session.sweep_id)} if repeats > 1 else None
-            run_job(config, session, job, list(overrides), extra=extra, name=session.run_name(config, overrides))
-    except BaseException as e:  # what was recorded stays recorded; the MLflow parent run is ended
-        session.close(interrupted=isinstance(e, KeyboardInterrupt))
-        raise
-    return session.close()
+            console().print(SINGLE_AUTO, markup=False, highlight=False)
+        policy = sweep.Fixed(plan.configs, plan.repeats, session.sweep_id, session.run_name)
+    return sweep.run(session, policy, sweep.order_seed(session.sweep_id), plan.jobs[0].verdict.max_reruns)
 
 
 def run_plan(plan) -> list[dict]:

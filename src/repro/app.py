@@ -1,8 +1,10 @@
 """The Hydra application: `python -m repro [overrides]` runs one job per composed config.
 
-`run.repeats=N` runs each config N times in fresh workers: in a sweep RepeatSweeper
-(repro/sweeper.py) lists every job N times, interleaved, and a job's number says which
-repeat it is; a single run (no -m) runs its N repeats here, one after the other.
+Hydra calls `task` once per job. Jobs of a sweep that Hydra launches (its own flags, or a launcher
+that runs jobs in other processes: submitit local or SLURM, joblib) are listed by RepeatSweeper
+(hydra_plugins/repro_sweeper) in the sweep loop's order (runner/sweep.py `hydra_order`: each round
+in its random order), and each runs through the loop's one per-job function, its `repeat` field
+read from its job number. A single run (no -m) runs its `run.repeats` rounds through the loop here.
 """
 
 from __future__ import annotations
@@ -15,12 +17,11 @@ from omegaconf import DictConfig
 
 from repro import paths
 from repro import preflight
-from repro.sweeper import repeat_of
 
 
 def task(cfg: DictConfig) -> dict:
-    from repro.runner.job import run_job
     from repro.hydra_slot import HYDRA
+    from repro.runner import sweep
     from repro.session import Session
 
     hc = HydraConfig.get()
@@ -33,17 +34,16 @@ def task(cfg: DictConfig) -> dict:
         # a launcher ran this job in its own process: its later jobs there find the same session
         session = HYDRA.session = Session.attach(config, hc.sweep.dir)
     overrides = list(hc.overrides.task)
-    repeats = config.run.repeats
-    if repeats == 1:
-        return run_job(config, session, int(hc.job.num) if session.multirun else 0, overrides,
-                       name=session.run_name(config, overrides))
-    if not session.jobs:
+    repeats, name = config.run.repeats, session.run_name(config, overrides)
+    if not multirun:  # one config: its repeats are the loop's rounds
+        policy = sweep.Fixed([(config, overrides)], repeats, session.sweep_id, session.run_name)
+        return sweep.run(session, policy, sweep.order_seed(session.sweep_id), config.verdict.max_reruns)[-1]
+    if repeats > 1 and not session.jobs:
         raise RuntimeError("run.repeats > 1 needs the sweep's job count: start it with `python -m repro`")
-    jobs = [int(hc.job.num)] if multirun else range(repeats)
-    for job in jobs:
-        record = run_job(config, session, job, overrides, name=session.run_name(config, overrides),
-                         extra={"repeat": repeat_of(job, session.jobs, repeats, session.sweep_id)})
-    return record
+    num = int(hc.job.num)
+    fields = {"repeat": sweep.hydra_repeat(num, session.jobs // repeats, repeats, session.sweep_id)} \
+        if repeats > 1 else {}
+    return sweep.run_one(session, sweep.Job(config, tuple(overrides), name, fields), num)
 
 
 def hydra_main() -> None:

@@ -1,22 +1,23 @@
-"""`repro calibrate [--trials N] [--repeats R] [overrides]`: this machine's noise floor, measured.
+"""`repro calibrate [--trials N] [--repeats R | --auto | --gap G] [overrides]`: this machine's noise
+floor and the verdict's power, measured.
 
-A/A trials: one config run under two labels, A and B, R repeats each per trial, interleaved
-(A B, B A, ...), N trials, every run a fresh worker recorded in the ledger like any other
-(`calibration`: {trial, label} in its record). Identical configs have no true gap, so every
-"faster" verdict (report/verdict.py, at R repeats per side) between A and B is a false one:
-their rate is the engine's false-verdict rate on this machine. It prints
+A/A trials: one config run under two labels, A and B, every run a fresh worker recorded in the
+ledger like any other (`calibration`: {trial, label} in its record), through the sweep loop
+(runner/sweep.py) as a policy of it (`Trials`): each round runs A and B once in a fresh random
+order. A trial is R rounds (`--repeats`), or, with `--auto`, the rounds `run.repeats=auto` would
+run: until the pair is decided at a planned look, at most `verdict.max_repeats`. Identical configs
+have no true gap, so every "faster" verdict between A and B is a false one: their rate is the
+engine's false-verdict rate on this machine. `--gap G` gives label B a known extra G of its step
+time (a busy-wait inside its measured steps: runner/injected.py; recorded, and reachable from
+calibrate alone) and runs auto trials: the share of trials that find it is the verdict's power.
+It prints the noise of a verdict's unit and what it is made of, the false-verdict rate (or the
+power), and the smallest gap resolvable at 3, 5 and 10 rounds, and stores them in a ledger record
+of kind "calibration" for this host (report/floor.py reads the newest one: a "faster" verdict
+below the floor says so in its sentence).
 
-- the run-to-run noise: the pooled standard deviation of log run medians within each
-  (trial, label) group (`verdict.noise`);
-- the false-verdict rate it observed (and how many trials came out equivalent / undecided);
-- the smallest gap the engine resolves with 80 % power at 3, 5 and 10 repeats at that noise
-  (`verdict.resolvable_gap`): the floor,
-
-and stores them in a ledger record of kind "calibration" for this host (report/floor.py reads
-the newest one: a "faster" verdict below the floor says so in its sentence).
-
-    repro calibrate framework=jax model=mlp model.preset=tiny            # 20 trials, 2 repeats each
-    repro calibrate --trials 30 --repeats 3 framework=torch model=mlp
+    repro calibrate framework=jax model=mlp model.preset=tiny            # 20 trials, 2 rounds each
+    repro calibrate --trials 40 --auto framework=jax model=vit model.preset=tiny
+    repro calibrate --gap 0.05 --trials 20 framework=jax model=vit model.preset=tiny
 """
 
 from __future__ import annotations
@@ -25,39 +26,105 @@ import argparse
 import socket
 import sys
 
+from repro.runner.sweep import Job, Policy
+
 FLOOR_REPEATS = (3, 5, 10)
 DEFAULT_TRIALS, DEFAULT_REPEATS = 20, 2
+MAX_TRIALS = 1000  # 2,000 runs at the least: more is a mistake, not a calibration
 
 
 def add_parser(sub, common) -> None:
     p = sub.add_parser("calibrate", help="A/A trials of one config: run-to-run noise, false verdicts, the "
-                                         "smallest gap this machine resolves (stored per host)",
+                                         "smallest gap this machine resolves, the power at a known gap (stored per host)",
                        epilog="examples:\n"
                        "  repro calibrate framework=jax model=mlp model.preset=tiny\n"
-                       "  repro calibrate --trials 30 --repeats 3 framework=torch model=mlp")
+                       "  repro calibrate --trials 40 --auto framework=jax model=vit model.preset=tiny\n"
+                       "  repro calibrate --gap 0.05 --trials 20 framework=jax model=vit model.preset=tiny")
     p.add_argument("overrides", nargs="*", help="Hydra overrides of the one config (key=value)")
-    p.add_argument("--trials", type=int, default=DEFAULT_TRIALS, help=f"A/A trials (default {DEFAULT_TRIALS})")
+    p.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
+                   help=f"A/A trials (default {DEFAULT_TRIALS}, at most {MAX_TRIALS})")
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
-                   help=f"repeats per label per trial (default {DEFAULT_REPEATS})")
+                   help=f"rounds per trial (default {DEFAULT_REPEATS}; each round runs A and B once)")
+    p.add_argument("--auto", action="store_true",
+                   help="each trial runs rounds until decided, as run.repeats=auto does (verdict.max_repeats at most)")
+    p.add_argument("--gap", type=float, default=None,
+                   help="give label B this extra share of its step time (0 < G < 1, e.g. 0.05) and measure the "
+                        "power of auto trials to find it")
     p.add_argument("-m", "--multirun", action="store_true", help=argparse.SUPPRESS)  # refused: one config
     p.set_defaults(func=run)
 
 
 def _plan(args):
+    """The one config, checked; ConfigError naming the flag or key otherwise (nothing written)."""
     from repro import preflight
     from repro.config import ConfigError
     from repro.preflight import verdict as checks
 
-    if args.trials < 2:
-        raise ConfigError(f"--trials={args.trials} must be at least 2 (give 20 or more for a rate)")
-    if args.repeats < 2:
+    if not 2 <= args.trials <= MAX_TRIALS:
+        raise ConfigError(f"--trials={args.trials} must be between 2 and {MAX_TRIALS} (give 20 or more for a rate)")
+    if args.gap is not None and not 0 < args.gap < 1:
+        raise ConfigError(f"--gap={args.gap} must be between 0 and 1 (a share of the step time: --gap 0.05 is 5 %)")
+    if args.repeats < 2 and not (args.auto or args.gap is not None):
         raise ConfigError(f"--repeats={args.repeats} must be at least 2 (a verdict needs two runs per side)")
+    if args.repeats > MAX_TRIALS:
+        raise ConfigError(f"--repeats={args.repeats} must be at most {MAX_TRIALS}")
     checks.check_calibrate(args.multirun, args.overrides)  # before composing: a sweep is named as such
     plan = preflight.plan(list(args.overrides))
     checks.check_calibrate(plan.multirun, args.overrides, plan.jobs)
-    runs = args.trials * args.repeats * 2
-    return preflight.Plan(multirun=True, jobs=plan.jobs * runs, overrides=plan.overrides * runs,
-                          launcher=plan.launcher)
+    return plan
+
+
+class Trials(Policy):
+    """Calibrate's trials as rounds of the sweep loop: A and B once per round, in random order."""
+
+    def __init__(self, config, overrides, args, host):
+        self.config, self.overrides, self.sweep_id = config, tuple(overrides), host.sweep_id
+        self.trials, self.gap = args.trials, args.gap
+        self.auto = args.auto or args.gap is not None
+        self.per_trial = config.verdict.max_repeats if self.auto else args.repeats
+        self.max_rounds = self.trials * self.per_trial
+        self.trial, self.index, self.failure = 0, 0, None
+        self.rounds_of: list[int] = []  # rounds each finished trial took
+
+    def round(self, k: int) -> list[Job]:
+        jobs = []
+        for label in ("A", "B"):
+            gap = {"gap": self.gap} if self.gap is not None and label == "B" else {}
+            jobs.append(Job(self.config, self.overrides, f"calibrate {label}", {
+                "calibration": {"trial": self.trial, "label": label, **gap},
+                "repeat": {"index": self.index, "count": self.per_trial, "group": f"{self.sweep_id}/{label}"}}))
+        return jobs
+
+    def more(self, k: int, host) -> bool:
+        recent = host.records[-2:]
+        if bad := next((r for r in recent if r.get("status") != "ok"), None):
+            self.failure = f"{bad.get('status')}: {(bad.get('error') or {}).get('reason', 'no reason recorded')}"
+            return False
+        self.index += 1
+        if self.index >= self.per_trial or (self.auto and _decided(host.records, self.trial, self.index, self.config)):
+            self.rounds_of.append(self.index)
+            self.trial, self.index = self.trial + 1, 0
+        return self.trial < self.trials
+
+
+def _decided(records: list[dict], trial: int, rounds: int, config) -> bool:
+    """Whether a trial's pair is decided at this round, as run.repeats=auto would stop on it."""
+    from repro.report import stats, verdict
+    from repro.report.reruns import kept
+
+    if rounds not in _looks(config.verdict.max_repeats):
+        return False
+    mine = [r for r in kept(records) if r.get("calibration", {}).get("trial") == trial]
+    sides = [verdict.Side(label, tuple(stats.steady_medians([r for r in mine if r["calibration"]["label"] == label])))
+             for label in ("A", "B")]
+    plan = verdict.Plan(band=config.verdict.band, sequential=True, max_repeats=config.verdict.max_repeats)
+    return verdict.decide_family([(sides[0], sides[1], "")], plan)[0].decided
+
+
+def _looks(max_repeats: int) -> tuple[int, ...]:
+    from repro.report import verdict
+
+    return verdict.looks(max_repeats) if hasattr(verdict, "looks") else tuple(range(2, max_repeats + 1))
 
 
 def summarise(records: list[dict], repeats: int) -> dict:
@@ -101,10 +168,11 @@ def lines(s: dict, host: str) -> list[str]:
 
 
 def run(args) -> int:
+    import signal
+
     from repro.api import plan_session
     from repro.config import ConfigError
-    from repro.ledger import Ledger
-    from repro.runner.job import run_job
+    from repro.runner import lifeline, sweep
 
     try:
         plan = _plan(args)
@@ -112,36 +180,52 @@ def run(args) -> int:
         print(f"repro calibrate: invalid config, nothing was run:\n  {e}", file=sys.stderr)
         return 2
     config, overrides = plan.jobs[0], list(plan.overrides[0])
+    lifeline.forget_interrupt()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # SIGTERM ends calibrate as Ctrl-C does: recorded, closed
+        signal.signal(sig, lifeline.interrupt)
     session = plan_session(plan)
-    job = 0
+    policy = Trials(config, overrides, args, session)
     try:
-        for trial in range(args.trials):
-            for k in range(args.repeats):
-                for label in ("A", "B") if (trial * args.repeats + k) % 2 == 0 else ("B", "A"):
-                    extra = {"calibration": {"trial": trial, "label": label},
-                             "repeat": {"index": k, "count": args.repeats, "group": f"{session.sweep_id}/{label}"}}
-                    session.warm.upcoming = config if job + 1 < len(plan.jobs) else None
-                    run_job(config, session, job, overrides, extra=extra, name=f"calibrate {label}")
-                    job += 1
-    except BaseException:
-        session.close(interrupted=True)
-        raise
-    records = session.close()
-    summary = summarise([r for r in records if "calibration" in r], args.repeats)
+        records = sweep.run(session, policy, sweep.order_seed(session.sweep_id), config.verdict.max_reruns)
+    except KeyboardInterrupt:
+        done = [r for r in session.records if "calibration" in r]
+        _store(config, overrides, session, done, args, policy, status="interrupted")
+        print(f"repro calibrate: interrupted after {policy.trial} of {args.trials} trials; "
+              f"{len(done)} runs recorded", file=sys.stderr)
+        return 130
+    if policy.failure:
+        print(f"repro calibrate: stopped after the first run that did not end ok ({policy.failure}); "
+              "nothing stored: fix the config, then calibrate again", file=sys.stderr)
+        return 1
+    from repro.report.reruns import kept
+
+    calibration = [r for r in kept(records) if "calibration" in r]
+    summary = summarise(calibration, policy.per_trial)
     host = next((r["machine"]["host"] for r in records if r.get("machine")), socket.gethostname())
     for line in lines(summary, host):
         print(line)
     if not summary["floor"]:
         print("repro calibrate: no ok runs to measure noise from; nothing stored", file=sys.stderr)
         return 1
-    from repro.config import config_hash
-    from repro.config.schema import as_dict
+    record = _store(config, overrides, session, calibration, args, policy, summary=summary, host=host)
     from repro.report import floor
 
-    record = Ledger(config.ledger.dir).append({
-        "kind": floor.KIND, "status": "ok", "host": host, "config_hash": config_hash(as_dict(config)),
-        "config": as_dict(config), "overrides": overrides, "sweep": {"id": session.sweep_id},
-        "runs_ids": [r["id"] for r in records], **summary})
     print(f"stored: ledger {record['id']} (kind {floor.KIND}, host {host}); a \"faster\" verdict on this host "
           "below the floor says so")
     return 0
+
+
+def _store(config, overrides, session, records, args, policy, summary=None, host=None, status="ok") -> dict:
+    """The calibration's ledger record (status interrupted: the trials done, no floor)."""
+    from repro.config import config_hash
+    from repro.config.schema import as_dict
+    from repro.ledger import Ledger
+    from repro.report import floor
+
+    host = host or next((r["machine"]["host"] for r in records if r.get("machine")), socket.gethostname())
+    return Ledger(config.ledger.dir).append({
+        "kind": floor.KIND, "status": status, "host": host, "config_hash": config_hash(as_dict(config)),
+        "config": as_dict(config), "overrides": overrides, "sweep": {"id": session.sweep_id},
+        "protocol": {"trials": args.trials, "rounds_per_trial": policy.per_trial, "auto": policy.auto,
+                     "gap": args.gap, "trials_done": policy.trial, "rounds_of_trials": policy.rounds_of},
+        "runs_ids": [r["id"] for r in records], **(summary or {})})

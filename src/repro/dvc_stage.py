@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from repro.sweeper import interleave
 
     records = run_plan(preflight.Plan(multirun=False, jobs=tuple(interleave((config,), repeats)),
-                                     overrides=tuple(interleave(((f"dvc:{path}",),), repeats))))
+                                     overrides=tuple(interleave(((f"dvc:{path}",),), repeats)), repeats=repeats))
     return 0 if all(r["status"] == "ok" for r in records) else 1
 
 

@@ -27,6 +27,7 @@ from repro.ledger import Ledger, LedgerError
 from repro.ledger.diff import diff
 from repro.envs import workload_source
 from repro.runner import envcapture, scheduler, seeding
+from repro.runner.sweep import Job, Policy
 
 LOSS_RTOL = 1e-4  # "close": every step's loss within this relative difference
 TIMING_TOLERANCE = 0.25  # timings "agree" when new/old is within 1 ± this
@@ -171,9 +172,7 @@ def provenance(before: dict[str, list], restored: dict | None, workload: bool = 
 def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, tracking_uri: str | None = None,
            progress: str = "auto", as_recorded: bool = False, allow_substitutes: bool = False) -> list[dict]:
     from repro.envs import restore
-    from repro.report import varied
-    from repro.runner.launch import resolve_python
-    from repro.runner.job import run_job
+    from repro.runner import sweep
     from repro.session import Session
 
     ledger = Ledger(ledger_dir)
@@ -186,8 +185,6 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
             restore.check(original, ledger.root, today)
             if why := workload_source.refusal(original):  # a model of your package: its source too
                 raise EnvError(why)
-    console = report.console()
-    verdicts = []
     uri = tracking_uri or paths.default_tracking_uri()
 
     def replayed(record: dict) -> Config:
@@ -196,55 +193,83 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
         config.ledger.dir, config.tracking.uri, config.progress = str(ledger.root), uri, ProgressConfig(mode=progress)
         return config
 
-    session = Session(replayed(originals[0]), multirun=len(originals) > 1)
-    session.jobs = len(originals)
-    session.swept = varied.name_keys(originals)  # a replay is named as the run it replays
-    try:
-        for job, original in enumerate(originals):
-            config = replayed(original)
+    session = Session.replaying(replayed(originals[0]), originals)  # a replay is named as the run it replays
+    policy = Replays(ledger, originals, replayed, session, as_recorded, allow_substitutes)
+    sweep.run(session, policy, sweep.order_seed(session.sweep_id))
+    _print_groups(policy.console, originals, policy.verdicts)
+    return policy.verdicts
+
+
+class Replays(Policy):
+    """A replay as a policy of the sweep loop: the recorded runs, once each, in the order given;
+    before each, its code and packages restored (as recorded) and the differences said; after
+    each, the verdict judged and recorded."""
+
+    shuffled = False
+
+    def __init__(self, ledger: Ledger, originals: list[dict], replayed, session, as_recorded: bool,
+                 allow_substitutes: bool):
+        self.ledger, self.originals, self.as_recorded, self.allow_substitutes = ledger, originals, as_recorded, allow_substitutes
+        self.console, self.verdicts, self.state = report.console(), [], {}
+        self.by_id = {r["id"]: r for r in originals}
+        self.jobs = []
+        for original in originals:
             extra = {"replay_of": original["id"]}
             if "repeat" in original:  # a repeat replays as a repeat of its group: the table keeps one row per config
                 extra["repeat"] = original["repeat"]
-            then_hash = (original.get("environment") or {}).get("env_hash")
-            then_lock = lock.load(ledger.root, then_hash) if then_hash else None
-            if as_recorded:
-                restored = restore.restore(original, ledger.root, session.git, allow_substitutes, log=console.print)
-                git_now, code_now, now_lock, place = restored.git, restored.code, restored.lock_text, restored.place
-                extra.update(git=restored.git, code=restored.code)
-                place, workload = workload_source.restore(original, place, log=console.print)
-                extra.update(workload)
-            else:
-                restored, git_now, code_now, place = None, session.git, session.code, None
-                now_lock = (lock.of_interpreter(resolve_python(config.framework.python), envcache.locks())
-                            if then_lock else None)
-            before = differences_before(original, config, git_now, code_now, (then_lock, now_lock))
-            before.update({} if as_recorded else workload_source.differences(original))  # your model's source
-            _print_differences(console, original, before)
-            parts = provenance(before, restored.info if restored else None, workload_source.KEY in original)
-            result = run_job(config, session, job, ["replay", original["id"]], extra=extra,
-                             name=session.run_name(config, []), place=place)
-            verdict = judge(original, result)
-            verdict.reasons.append(", ".join(f"{k} {v}" for k, v in parts.items()))
-            if config_hash(as_dict(config)) != original.get("config_hash"):
-                verdict.reasons.append("the recorded config hashes differently under this version of repro")
-            record = ledger.append({
-                "kind": "replay", "status": verdict.status, "of": original["id"], "replay": result["id"],
-                "config_hash": original.get("config_hash"), "reasons": verdict.reasons,
-                "differences_before": {k: [list(r) for r in v] for k, v in before.items()},
-                "timing": timing_ratios(original, result), "loss_rtol": LOSS_RTOL,
-                "timing_tolerance": TIMING_TOLERANCE, "parts": parts,
-                **({"as_recorded": restored.info} if restored else {}),
-            })
-            session.tag(result, {"repro.replay_verdict": verdict.status})
-            console.print(f"  verdict: [bold]{verdict.status}[/] — {'; '.join(verdict.reasons)} (ledger {record['id']})")
-            for key, t in record["timing"].items():
-                mark = "" if t["within"] else f"  (outside ±{TIMING_TOLERANCE:.0%})"
-                console.print(f"    {key}: {t['recorded'] * 1e3:.2f} ms → {t['now'] * 1e3:.2f} ms, ×{t['ratio']:.2f}{mark}")
-            verdicts.append(record)
-    finally:
-        session.close(interrupted=False)
-    _print_groups(console, originals, verdicts)
-    return verdicts
+            config = replayed(original)
+            self.jobs.append(Job(config, ("replay", original["id"]), session.run_name(config, []), extra))
+
+    def round(self, k: int) -> list[Job]:
+        return self.jobs
+
+    def before(self, job: Job, host) -> Job:
+        from dataclasses import replace
+
+        from repro.envs import restore
+        from repro.runner.launch import resolve_python
+
+        original = self.by_id[job.fields["replay_of"]]
+        then_hash = (original.get("environment") or {}).get("env_hash")
+        then_lock = lock.load(self.ledger.root, then_hash) if then_hash else None
+        fields, place = dict(job.fields), None
+        if self.as_recorded:
+            restored = restore.restore(original, self.ledger.root, host.git, self.allow_substitutes, log=self.console.print)
+            git_now, code_now, now_lock, place = restored.git, restored.code, restored.lock_text, restored.place
+            fields.update(git=restored.git, code=restored.code)
+            place, workload = workload_source.restore(original, place, log=self.console.print)
+            fields.update(workload)
+        else:
+            restored, git_now, code_now = None, host.git, host.code
+            now_lock = (lock.of_interpreter(resolve_python(job.config.framework.python), envcache.locks())
+                        if then_lock else None)
+        before = differences_before(original, job.config, git_now, code_now, (then_lock, now_lock))
+        before.update({} if self.as_recorded else workload_source.differences(original))  # your model's source
+        _print_differences(self.console, original, before)
+        parts = provenance(before, restored.info if restored else None, workload_source.KEY in original)
+        self.state[original["id"]] = (original, before, restored, parts)
+        return replace(job, fields=fields, place=place)
+
+    def after(self, job: Job, result: dict, host) -> None:
+        original, before, restored, parts = self.state.pop(job.fields["replay_of"])
+        verdict = judge(original, result)
+        verdict.reasons.append(", ".join(f"{k} {v}" for k, v in parts.items()))
+        if config_hash(as_dict(job.config)) != original.get("config_hash"):
+            verdict.reasons.append("the recorded config hashes differently under this version of repro")
+        record = self.ledger.append({
+            "kind": "replay", "status": verdict.status, "of": original["id"], "replay": result["id"],
+            "config_hash": original.get("config_hash"), "reasons": verdict.reasons,
+            "differences_before": {k: [list(r) for r in v] for k, v in before.items()},
+            "timing": timing_ratios(original, result), "loss_rtol": LOSS_RTOL,
+            "timing_tolerance": TIMING_TOLERANCE, "parts": parts,
+            **({"as_recorded": restored.info} if restored else {}),
+        })
+        host.tag(result, {"repro.replay_verdict": verdict.status})
+        self.console.print(f"  verdict: [bold]{verdict.status}[/] — {'; '.join(verdict.reasons)} (ledger {record['id']})")
+        for key, t in record["timing"].items():
+            mark = "" if t["within"] else f"  (outside ±{TIMING_TOLERANCE:.0%})"
+            self.console.print(f"    {key}: {t['recorded'] * 1e3:.2f} ms → {t['now'] * 1e3:.2f} ms, ×{t['ratio']:.2f}{mark}")
+        self.verdicts.append(record)
 
 
 def _print_groups(console: Console, originals: list[dict], verdicts: list[dict]) -> None:

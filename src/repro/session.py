@@ -33,6 +33,8 @@ SHARED = ("sweep_id", "jobs", "git", "code", "swept", "owner")  # what a job in 
 
 
 class Session:
+    """A sweep in its parent process: the host its jobs run in (runner/host.py `JobHost`)."""
+
     def __init__(self, primary: Config, multirun: bool, plan=None, shared: dict | None = None):
         """`plan`: the checked sweep (its jobs and swept keys); `shared`: a session opened elsewhere (`attach`)."""
         self.multirun, self.ledger_dir, self.experiment = multirun, primary.ledger.dir, primary.tracking.experiment
@@ -60,6 +62,13 @@ class Session:
         self.display = Display(primary.progress.mode, self.jobs, primary.progress.interval_s)
         for line in handoff.news(self.ledger_dir):
             _say(f"warning: {line}")
+
+    @classmethod
+    def replaying(cls, primary: Config, originals: list[dict]) -> "Session":
+        """The session of a replay: its runs named as the recorded runs they replay."""
+        session = cls(primary, multirun=len(originals) > 1)
+        session.jobs, session.swept = len(originals), varied.name_keys(originals)
+        return session
 
     @classmethod
     def attach(cls, config: Config, sweep_dir: str) -> "Session":
@@ -117,6 +126,14 @@ class Session:
 
     def finished(self, record: dict) -> None:
         self.records.append(record)
+
+    def say(self, line: str) -> None:
+        _say(line)
+
+    def expect(self, jobs: int) -> None:
+        """At most this many jobs will run: the sweep's count and the progress's "[3/20]"."""
+        self.jobs = jobs
+        self.display.expect(jobs)
 
     def close(self, interrupted: bool = False) -> list[dict]:
         """The sweep's close (repro/sweep_close.py); this session's records. A failure here is one

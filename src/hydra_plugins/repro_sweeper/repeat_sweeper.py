@@ -1,15 +1,20 @@
-"""RepeatSweeper: Hydra's basic sweeper with every job run `run.repeats` times, interleaved
-(A B C, A B C, ...). The ordering lives in repro.sweeper, shared with the preflight plan."""
+"""RepeatSweeper: Hydra's basic sweeper with every job run `run.repeats` times, in rounds, each
+round in the sweep loop's random order (repro/runner/sweep.py `hydra_order`, seeded by the sweep's
+id, which the job processes read back to name their round and position)."""
 
 from __future__ import annotations
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
-from repro.sweeper import interleave
+from repro.hydra_slot import HYDRA
+from repro.runner.sweep import hydra_order, order_seed
 
 
 class RepeatSweeper(BasicSweeper):
     def split_arguments(self, overrides, max_batch_size):  # an instance method here: it reads run.repeats
         jobs = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
-        ordered = interleave(jobs, int(self.config.run.repeats))
+        repeats = int(self.config.run.repeats)
+        if repeats > 1 and HYDRA.session is None:
+            raise RuntimeError("run.repeats > 1 needs repro's session (the hydra.callbacks entry repro_sweep)")
+        ordered = hydra_order(jobs, repeats, order_seed(HYDRA.session.sweep_id) if repeats > 1 else 0)
         return [list(chunk) for chunk in BasicSweeper.split_overrides_to_chunks(ordered, max_batch_size)]

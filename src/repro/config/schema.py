@@ -156,6 +156,8 @@ class VerdictConfig:
     band: float = 0.02  # "equivalent" means within ±band (a fraction: 0.02 is ±2 %)
     max_repeats: int = 10  # run.repeats=auto: at most this many rounds
     budget_s: Optional[float] = None  # run.repeats=auto: no new round once this much wall time is spent
+    # a round whose telemetry flags a run (runner/rerun.py) runs again, at most this often per sweep
+    max_reruns: int = 2
 
 
 @dataclass

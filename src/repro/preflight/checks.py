@@ -215,6 +215,13 @@ class Plan:
     jobs: tuple[schema.Config, ...]  # resolved configs, in launch order
     overrides: tuple[tuple[str, ...], ...]  # each job's override list
     launcher: Launcher = Launcher.BASIC  # parsed from hydra.launcher._target_: the jobs run here only when BASIC
+    repeats: int = 1  # `jobs` lists each config this many times (rounds); 1 for run.repeats=auto
+
+    @property
+    def configs(self) -> list[tuple[schema.Config, tuple[str, ...]]]:
+        """Each config once, with its overrides, in the plan's order."""
+        n = len(self.jobs) // self.repeats
+        return list(zip(self.jobs[:n], self.overrides[:n]))
 
 
 def check_data(jobs: Sequence[schema.Config]) -> None:
@@ -390,4 +397,5 @@ def plan(args: Sequence[str]) -> Plan:
     check_data(jobs)
     for ledger_dir in sorted({j.ledger.dir for j in jobs}):
         check_ledger_dir(ledger_dir)
-    return Plan(multirun=multirun, jobs=tuple(jobs), overrides=tuple(job_overrides), launcher=launcher)
+    return Plan(multirun=multirun, jobs=tuple(jobs), overrides=tuple(job_overrides), launcher=launcher,
+                repeats=repeats)

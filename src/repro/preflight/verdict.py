@@ -30,6 +30,9 @@ def check_values(cfg: schema.Config) -> None:
     if isinstance(v.max_repeats, bool) or v.max_repeats < 2:
         raise ConfigError(f"verdict.max_repeats={v.max_repeats!r} must be at least 2 (a verdict needs two runs "
                           "per side); e.g. verdict.max_repeats=10")
+    if isinstance(v.max_reruns, bool) or not isinstance(v.max_reruns, int) or v.max_reruns < 0:
+        raise ConfigError(f"verdict.max_reruns={v.max_reruns!r} must be a whole number >= 0 (how often per sweep "
+                          "a round that telemetry flagged runs again; 0: never)")
     if v.budget_s is not None and not v.budget_s > 0:
         raise ConfigError(f"verdict.budget_s={v.budget_s!r} must be > 0 seconds (or null: no budget)")
 

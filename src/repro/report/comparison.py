@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 
-from repro.report import floor, stats, trajectory, varied, verdict
+from repro.report import floor, reruns, stats, trajectory, varied, verdict
 from repro.report.audit import Audit, audit, busy
 
 IN_TITLE = ("model", "model.preset")  # a table is one model at one preset
@@ -292,7 +292,9 @@ def audit_name(record: dict, keys: list[str]) -> str:
 
 
 def build(records: list[dict]) -> Comparison:
-    """The comparison of `records` (run records, in the order their rows should appear)."""
+    """The comparison of `records` (run records, in the order their rows should appear); runs a
+    rerun replaced are left out (report/reruns.py)."""
+    records = reruns.kept(records)
     keys = varied.name_keys(records)
     drift = trajectory.cells(records)  # loss drift between runs that differ only in the framework
     by_model: dict[str, list[dict]] = {}

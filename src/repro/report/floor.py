@@ -21,7 +21,8 @@ def newest(ledger_dir: str | Path, host: str) -> dict | None:
     """The newest calibration record of `host` in a ledger (None: never calibrated there)."""
     if not Path(ledger_dir).is_dir():
         return None
-    found = [r for r in Ledger(ledger_dir).heads(kind=KIND) if r.get("host") == host]
+    found = [r for r in Ledger(ledger_dir).heads(kind=KIND) if r.get("host") == host
+             and r.get("status", "ok") == "ok" and r.get("floor")]  # an interrupted calibration holds no floor
     return max(found, key=lambda r: r["created"]) if found else None
 
 

@@ -50,6 +50,12 @@ class Display:
             self._sweep = self._progress.add_task("sweep", total=jobs, info="")
             self._run = None
 
+    def expect(self, jobs: int) -> None:
+        """The sweep will run at most this many jobs (a rerun round adds to them)."""
+        self.jobs = jobs
+        if self._progress:
+            self._progress.update(self._sweep, total=jobs)
+
     def _job_tag(self, job: int) -> str:
         return f"[{job + 1}/{self.jobs}]" if self.jobs else f"[{job + 1}]"
 

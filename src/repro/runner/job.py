@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -33,6 +34,7 @@ from repro.envs import runs as envs_runs
 from repro.envs.venvs import EnvError
 from repro.envs import workload_source
 from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, spool
+from repro.runner.host import JobHost
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
@@ -74,8 +76,9 @@ def _cache_dir(config: Config, run_dir: Path) -> str:
 
 
 def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
-                on_event, place: dict | None = None, beside_start=None, warm=None) -> launch.WorkerOutcome:
-    spec_path = WorkerSpec(config, chash, str(run_dir), _cache_dir(config, run_dir), rdzv).write(run_dir / "spec.json")
+                on_event, place: dict | None = None, beside_start=None, warm=None, gap: float = 0.0) -> launch.WorkerOutcome:
+    spec_path = WorkerSpec(config, chash, str(run_dir), _cache_dir(config, run_dir), rdzv,
+                           injected_gap=gap).write(run_dir / "spec.json")
     place = place or {}
     return launch.run_worker(spec_path, run_dir / "worker.log", place.get("python") or config.framework.python,
                              env, config.run.timeout_s, on_event, place.get("src"), beside_start, warm)
@@ -99,110 +102,172 @@ def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
     return {"status": "ok", "follower": True, "node_rank": rdzv.node_rank}
 
 
-def run_job(config: Config, session, job: int, overrides: list[str], extra: dict | None = None, *, name: str,
+@dataclass
+class _Run:
+    """One job's state between its stages."""
+
+    config: Config
+    host: JobHost
+    job: int
+    name: str
+    ledger: Ledger
+    chash: str
+    env: dict[str, str]
+    rdzv: cluster.Rendezvous
+    base: dict
+    started: dict | None = None
+    run_dir: Path | None = None
+    env_hash: str | None = None
+    outcome: launch.WorkerOutcome | None = None
+
+
+def run_job(config: Config, host: JobHost, job: int, overrides: list[str], extra: dict | None = None, *, name: str,
             place: dict | None = None) -> dict:
     """Run one job to its recorded end; `extra` adds fields to its records (e.g. `replay_of`).
-    `name`: the run's name, as the comparison will call it (the caller's session makes it:
-    `Session.run_name`), shown while it runs and in every message about it. `place` runs the
-    worker elsewhere: {"python": an interpreter, "src": repro's code} (a replay as recorded).
+    `name`: the run's name, as the comparison will call it (the sweep's host makes it), shown
+    while it runs and in every message about it. `place` runs the worker elsewhere: {"python": an
+    interpreter, "src": repro's code} (a replay as recorded). Called by the sweep loop alone
+    (runner/sweep.py `run_one`).
 
-    Ledger first: `started` → worker → results spooled → `finished` → MLflow (never fatal).
+    Ledger first, in four stages: start (`started` record) → run (the worker) → finish (results
+    spooled, `finished` record) → hand over (to MLflow's projector; never fatal).
     """
     rdzv = cluster.resolve(config.cluster)
     cluster.check_layout(config, rdzv.nodes, rdzv.jax_processes)
     cluster.check_reachable(rdzv)
     if not rdzv.leader:
         return run_follower(config, rdzv, name)
-    ledger = Ledger(config.ledger.dir)
-    chash = config_hash(as_dict(config))
-    env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
-    if done := resume.recorded_ok(config, chash, ledger, env):
-        terminal().print(f"resume: {name} skipped, already recorded ok on this environment "
-                               f"(ledger {done['id']})")
-        session.finished(done)
-        _supersede_lost(ledger, done)
-        return done
-    base = {
+    run = _Run(config, host, job, name, Ledger(config.ledger.dir), config_hash(as_dict(config)),
+               seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes)), rdzv, {})
+    if done := resume.recorded_ok(config, run.chash, run.ledger, run.env, {r["id"] for r in host.records}):
+        return _resumed(run, done, extra)
+    run.base = _base(run, overrides, extra)
+    held = _start(run)
+    try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
+        reserved = _run(run, held, place, (extra or {}).get("calibration", {}).get("gap", 0.0))
+        final, written, ended = _finish(run, reserved)
+        if written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
+            _hand_over(run, final, ended)
+    finally:
+        if run.run_dir:
+            shutil.rmtree(run.run_dir, ignore_errors=True)
+    if run.outcome.status == "interrupted":
+        raise KeyboardInterrupt
+    return final
+
+
+def _resumed(run: _Run, done: dict, extra: dict | None) -> dict:
+    """`run.resume=true`: the job's result is already recorded ok on this environment. The sweep
+    counts that record once (by id), as this job: in this sweep's view it carries this job's
+    `repeat` and names the sweep it came from (`resumed_from`); the ledger keeps it as it was."""
+    terminal().print(f"resume: {run.name} skipped, already recorded ok on this environment (ledger {done['id']})")
+    view = {**done, "resumed_from": (done.get("sweep") or {}).get("id")}
+    if extra and "repeat" in extra:
+        view["repeat"] = extra["repeat"]
+    run.host.finished(view)
+    _supersede_lost(run.ledger, done)
+    return view
+
+
+def _base(run: _Run, overrides: list[str], extra: dict | None) -> dict:
+    """What both of the job's records say."""
+    return {
         "kind": "run",
-        "config_hash": chash,
-        "config": as_dict(config),
+        "config_hash": run.chash,
+        "config": as_dict(run.config),
         "overrides": overrides,
-        "sweep": session.sweep_info(job),
-        "git": session.git,
-        "code": session.code,
-        **workload_source.block(config.model),  # a model outside repro: its package, version, sha256, git
-        "cluster": rdzv.as_dict(),
+        "sweep": run.host.sweep_info(run.job),
+        "git": run.host.git,
+        "code": run.host.code,
+        **workload_source.block(run.config.model),  # a model outside repro: its package, version, sha256, git
+        "cluster": run.rdzv.as_dict(),
         "scheduler": scheduler.block(),  # provenance, outside `config` and its hash
         **(extra or {}),
         "repro_version": __version__,
     }
-    held = lifeline.HeldInterrupts()  # a Ctrl-C while `started` is written would leave it without an end
+
+
+def _start(run: _Run) -> lifeline.HeldInterrupts:
+    """The `started` record. A Ctrl-C while it is written is held (else the record would have no
+    end): `_run` releases it, inside the stage whose every end is recorded."""
+    held = lifeline.HeldInterrupts()
     try:
-        started = ledger.append({**base, "status": "started", "parent": lifeline.identity()})
+        run.started = run.ledger.append({**run.base, "status": "started", "parent": lifeline.identity()})
     except BaseException:
         held.release()
         raise
-    run_dir, reserved, env_hash = None, None, None
-    try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
-        held.release()  # raises the KeyboardInterrupt that came meanwhile, if one did
-        reserved = spool.reserve(ledger.root, started["id"], config.run.steps)
+    return held
+
+
+def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: float) -> Path | None:
+    """The worker, from start to its outcome (`run.outcome`, whatever happened); the spool slot
+    reserved for its results."""
+    config, host, reserved = run.config, run.host, None
+    try:
+        held.release()  # raises the KeyboardInterrupt that came while `started` was written, if one did
+        reserved = spool.reserve(run.ledger.root, run.started["id"], config.run.steps)
         place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
         python = (place or {}).get("python") or config.framework.python
-        env_hash = envs_runs.record_hash(ledger.root, python)
-        warm = session.warm.take(python, env, (place or {}).get("src"), config.framework.backend)  # started while the last job ended
-        run_dir = warm.run_dir if warm else make_run_dir()
-        session.display.job_started(job, name, config.run.steps)
+        run.env_hash = envs_runs.record_hash(run.ledger.root, python)
+        warm = host.warm.take(python, run.env, (place or {}).get("src"), config.framework.backend)  # started while the last job ended
+        run.run_dir = warm.run_dir if warm else make_run_dir()
+        host.display.job_started(run.job, run.name, config.run.steps)
 
         def on_event(ev: dict) -> None:
-            session.display.event(job, ev)
+            host.display.event(run.job, ev)
             if ev["event"] == "measure_end" and not config.run.profile:  # profiled steps come after it
-                session.warm.start_next()
+                host.warm.start_next()
 
-        outcome = _run_worker(config, chash, rdzv, run_dir, env, on_event, place,
-                              lambda: session.prepare_tracking(config), warm)  # while the worker starts
+        run.outcome = _run_worker(config, run.chash, run.rdzv, run.run_dir, run.env, on_event, place,
+                                  lambda: host.prepare_tracking(config), warm, gap)  # while the worker starts
     except KeyboardInterrupt:
-        outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
+        run.outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
     except OSError as e:
-        outcome = launch.WorkerOutcome("failed", None, reason=f"could not prepare the run: {e}")
+        run.outcome = launch.WorkerOutcome("failed", None, reason=f"could not prepare the run: {e}")
     except EnvError as e:
-        outcome = launch.WorkerOutcome("failed", None, reason=f"could not build the run's environment: {e}")
+        run.outcome = launch.WorkerOutcome("failed", None, reason=f"could not build the run's environment: {e}")
     except Exception as e:  # noqa: BLE001 - e.g. a worker killed halfway through its result line
-        outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
+        run.outcome = launch.WorkerOutcome("failed", None, reason=f"the run ended in {type(e).__name__}: {e}")
         if lifeline.interrupt_came():  # the interrupt, wrapped by Python on its way here (lifeline.interrupt)
-            outcome = launch.WorkerOutcome("interrupted", None, reason=f"interrupted (Ctrl-C or SIGTERM): {outcome.reason}")
-    interrupted, ended = outcome.status == "interrupted", None
+            run.outcome = launch.WorkerOutcome("interrupted", None, reason=f"interrupted (Ctrl-C or SIGTERM): {run.outcome.reason}")
+    return reserved
+
+
+def _finish(run: _Run, reserved: Path | None) -> tuple[dict, bool, tuple | None]:
+    """The `finished` record, spooled then in the ledger; a second Ctrl-C (or SLURM's SIGTERM)
+    waits until it is kept. Returns the record, whether the ledger holds it, and how the
+    scheduler ended the job (or None)."""
+    outcome, host, ended = run.outcome, run.host, None
+    interrupted = outcome.status == "interrupted"
+    _keep_profiles(run.ledger, outcome)
+    held = lifeline.HeldInterrupts()
     try:
-        _keep_profiles(ledger, outcome)
-        held = lifeline.HeldInterrupts()  # a second Ctrl-C (or SLURM's SIGTERM) must not cut the record
-        try:
-            if outcome.status != "ok" and (ended := scheduler.ended_by_scheduler(base["scheduler"])):
-                # SLURM ended the job (scancel, time limit, requeue): its SIGTERM killed the worker or us
-                # (the interrupt it raised here was SLURM's SIGTERM, not a Ctrl-C: only the worker's end is kept)
-                outcome.status, outcome.reason = ended[0], ended[1] + ("" if interrupted else f"; {outcome.reason}")
-            record = _finished_record(base, started, outcome, config.tracking)
-            if "environment" in record and env_hash:  # the whole environment, kept once in <ledger>/envs/
-                record["environment"]["env_hash"] = env_hash
-            if session.beside:  # its measured steps ran beside an MLflow projector (waited for, in vain)
-                record.setdefault("machine", {})["beside_projector"] = session.beside
-            final, written = _append_finished(ledger, reserved, record, session, name)
-        finally:
-            if interrupted:
-                held.came.clear()  # the interrupt this run ends with is already being acted on
-            held.release()  # raises a Ctrl-C that came meanwhile, now that the record is kept
-        session.display.job_finished(job, final, in_ledger=written)
-        session.finished(final)
-        if written and final["status"] == "ok" and config.run.resume:
-            _supersede_lost(ledger, final)
-        if written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
-            # SLURM kills what is left after KillWait: handed over, not drained (`repro sync` finishes it)
-            session.project(final, outcome.events.get("result", {}).get("ir_files", []),
-                            run_dir / "worker.log" if run_dir else None, drain=not ended)
+        if outcome.status != "ok" and (ended := scheduler.ended_by_scheduler(run.base["scheduler"])):
+            # SLURM ended the job (scancel, time limit, requeue): its SIGTERM killed the worker or us
+            # (the interrupt it raised here was SLURM's SIGTERM, not a Ctrl-C: only the worker's end is kept)
+            outcome.status, outcome.reason = ended[0], ended[1] + ("" if interrupted else f"; {outcome.reason}")
+        record = _finished_record(run.base, run.started, outcome, run.config.tracking)
+        if "environment" in record and run.env_hash:  # the whole environment, kept once in <ledger>/envs/
+            record["environment"]["env_hash"] = run.env_hash
+        if host.beside:  # its measured steps ran beside an MLflow projector (waited for, in vain)
+            record.setdefault("machine", {})["beside_projector"] = host.beside
+        final, written = _append_finished(run.ledger, reserved, record, host, run.name)
     finally:
-        if run_dir:
-            shutil.rmtree(run_dir, ignore_errors=True)
-    if interrupted:
-        raise KeyboardInterrupt
-    return final
+        if interrupted:
+            held.came.clear()  # the interrupt this run ends with is already being acted on
+        held.release()  # raises a Ctrl-C that came meanwhile, now that the record is kept
+    host.display.job_finished(run.job, final, in_ledger=written)
+    host.finished(final)
+    if written and final["status"] == "ok" and run.config.run.resume:
+        _supersede_lost(run.ledger, final)
+    return final, written, ended
+
+
+def _hand_over(run: _Run, final: dict, ended: tuple | None) -> None:
+    """The finished record to MLflow's projector; a job SLURM ended is handed over, not drained
+    (SLURM kills what is left after KillWait: `repro sync` finishes it)."""
+    run.host.project(final, run.outcome.events.get("result", {}).get("ir_files", []),
+                     run.run_dir / "worker.log" if run.run_dir else None, drain=not ended)
 
 
 def _supersede_lost(ledger: Ledger, ok: dict) -> None:
@@ -227,7 +292,7 @@ def _keep_profiles(ledger: Ledger, outcome: launch.WorkerOutcome) -> None:
             terminal().print(f"[yellow]warning:[/] the profile trace could not be kept in {ledger.root}: {e}")
 
 
-def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, session, name: str) -> tuple[dict, bool]:
+def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, host: JobHost, name: str) -> tuple[dict, bool]:
     """The `finished` record, spooled first; a failed ledger write is retried, then its spool named.
     Returns the record and whether the ledger holds it."""
     # Set here, not by append, so that the spool holds them too: the recovered record gets the same id.
@@ -251,11 +316,11 @@ def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, sessio
             spool.discard(reserved)
         return final, True
     if spooled:
-        session.failed(f"the {record['status']} record of {name} could not be written to the "
-                       f"ledger ({error}); its results are kept in {spooled}: free space, then run "
-                       f"`repro ledger recover --ledger {ledger.root}`")
+        host.failed(f"the {record['status']} record of {name} could not be written to the "
+                    f"ledger ({error}); its results are kept in {spooled}: free space, then run "
+                    f"`repro ledger recover --ledger {ledger.root}`")
     else:  # neither the spool nor the ledger took it: the terminal is the last place left
-        session.failed(f"the {record['status']} record of {name} could not be written to the "
+        host.failed(f"the {record['status']} record of {name} could not be written to the "
                        f"ledger nor spooled ({error}); here it is:\n{json.dumps(record, default=str)}")
     return {**record, "id": record_id(record)}, False
 

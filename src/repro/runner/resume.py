@@ -32,12 +32,17 @@ def fingerprint_here(worker_env: dict[str, str], recorded_env: dict) -> str:
     return envcapture.fingerprint(env)
 
 
-def recorded_ok(config: Config, chash: str, ledger: Ledger, worker_env: dict[str, str]) -> dict | None:
-    """The newest `ok` record of this config on this environment, when the config asks to resume."""
+def recorded_ok(config: Config, chash: str, ledger: Ledger, worker_env: dict[str, str],
+                counted: set[str] = frozenset()) -> dict | None:
+    """The newest `ok` record of this config on this environment, when the config asks to resume;
+    `counted`: ids the sweep already counted (a repeated config's rounds each take a record of their
+    own, once: a record is never one sweep's result twice)."""
     if not config.run.resume or config.framework.python:
         return None
     for record in reversed(ledger.heads()):
         env = record.get("environment")
+        if record.get("id") in counted:
+            continue
         if (record.get("kind") == "run" and record.get("status") == "ok" and record.get("config_hash") == chash
                 and env and fingerprint_here(worker_env, env) == env["fingerprint"]):
             return record

@@ -57,6 +57,10 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches,
                        threads=threads, cache_dir=spec.cache_dir)
     workload = backend.build(ctx)
+    if spec.injected_gap:  # repro calibrate --gap: a known extra share of each measured step
+        from repro.runner.injected import WithGap
+
+        workload = WithGap(workload, spec.injected_gap, run_cfg.warmup)
     t2 = time.perf_counter()
     environment = {"environment": envcapture.capture(workload.framework_info()), "seeds": seeds, "data": data_record}
     emit("environment", **environment)
@@ -75,6 +79,8 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     results["init_params_sha256"] = workload.init_params_sha256()
     results["peak_memory"] = workload.peak_memory()
     results["compile"] = workload.compile_info()
+    if spec.injected_gap:
+        results["injected_gap"] = workload.record()
     results["setup"] = {"import_s": import_s, "build_s": t2 - t1,
                         "imported_ahead": config.framework.backend in IMPORTED_AHEAD}
     results["param_count"] = entry.param_count(dims) or workload.effective().get("param_count")

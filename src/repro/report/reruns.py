@@ -1,0 +1,22 @@
+"""Runs a rerun replaced: the sweep loop (runner/sweep.py) runs a round again when telemetry
+flagged it, and the new round's records name the runs they replace (`repeat.replaces`). The
+ledger keeps both (it is append-only); every view of a sweep reads the new ones only."""
+
+from __future__ import annotations
+
+
+def replaced(records: list[dict]) -> set[str]:
+    """The ids some record of `records` replaces."""
+    return {i for r in records for i in (r.get("repeat") or {}).get("replaces", ())}
+
+
+def kept(records: list[dict]) -> list[dict]:
+    """`records` without the runs a rerun replaced."""
+    gone = replaced(records)
+    return [r for r in records if r.get("id") not in gone] if gone else list(records)
+
+
+def rerun_rounds(records: list[dict]) -> int:
+    """How many rounds were run again (one count per rerun attempt of a round)."""
+    return len({((r.get("sweep") or {}).get("id"), r["repeat"]["index"], r["repeat"]["rerun"])
+                for r in records if (r.get("repeat") or {}).get("rerun")})

@@ -1,0 +1,50 @@
+"""What a job may ask of its sweep: the typed host `run_job` (runner/job.py) and the sweep loop
+(runner/sweep.py) talk to. `repro.session.Session` implements it; nothing else changes a
+session's state, so every way a job touches its sweep is one of these names.
+
+A protocol rather than the Session class itself: the runner sits below the session's floor
+(tests/test_structure.py), and a host that is not a Session (a test's, a future launcher's) can
+run jobs through the same loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class JobHost(Protocol):
+    git: dict  # the sweep's git state, in every record
+    code: dict  # the code its jobs run (src sha256, snapshot id)
+    records: list[dict]  # what its jobs recorded so far, in the order they ended
+    beside: Any  # a projector the measured steps ran beside (waited for, in vain), or None
+    display: Any  # report.progress.Display: the live progress of the sweep's jobs
+    warm: Any  # runner.warm.WarmStart: the next job's worker, started while this one ends
+
+    def sweep_info(self, job: int) -> dict:
+        """The record's `sweep` block for job number `job`."""
+
+    def prepare_tracking(self, config) -> None:
+        """Run while a worker starts, before its measured steps may begin."""
+
+    def finished(self, record: dict) -> None:
+        """A job's last record (ok or not, in the ledger or only spooled)."""
+
+    def failed(self, message: str) -> None:
+        """Something went wrong outside the runs: said now, and in the exit code."""
+
+    def project(self, record: dict, files: list[str] = (), worker_log: Path | None = None, drain: bool = True) -> None:
+        """The finished record handed to MLflow's projector."""
+
+    def tag(self, record: dict, tags: dict[str, str]) -> None:
+        """Tags for a run's MLflow run, added after it was recorded (a replay's verdict)."""
+
+    def say(self, line: str) -> None:
+        """A notice for the person running the sweep (above the live progress)."""
+
+    def expect(self, jobs: int) -> None:
+        """At most this many jobs will run (the progress counts to it)."""
+
+    def close(self, interrupted: bool = False) -> list[dict]:
+        """The sweep's close: the table, the report, the MLflow parent; its records."""

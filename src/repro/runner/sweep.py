@@ -1,0 +1,208 @@
+"""The one sweep loop: which job runs when, each through the one per-job function (`run_job`).
+
+A sweep is rounds; a round runs each of the sweep's configs once. A policy says how many rounds
+there are and what each job's records carry:
+- `Fixed`: `run.repeats=N`, N rounds (N = 1: a plain sweep), one look at the end;
+- `repro.repeats.Auto`: `run.repeats=auto`, rounds until every pair is decided at a planned look;
+- `repro.calibrate.Trials`: `repro calibrate`'s A/A trials, one config under two labels;
+- `Listed`: the jobs as given (a replay), with the policy's own work before and after each.
+
+The loop owns the order. Each round of a repeated sweep runs its configs in a fresh random order
+drawn from a seed that every record carries (`repeat.order_seed`, `repeat.position`): a fixed
+order (A B, B A, ...) lines a periodic effect of the machine, or of repro, up with one config, and
+one A/A calibration measured that as a 5 % bias between identical configs (RMIT, Abedi & Brecht
+2017, randomise within every trial for the same reason). The loop also starts the next job's
+worker while the current one ends (the warm start), runs a round again when telemetry flagged it
+(`verdict.max_reruns`: decided from the machine's state alone, before any step time is read),
+and closes the sweep once, whatever ends it.
+
+Hydra's launchers that run jobs in other processes (submitit, joblib) list their jobs in the same
+order (`hydra_order`) and build each job's fields with the same `repeat_field`.
+
+    records = sweep.run(session, sweep.Fixed(plan, session.sweep_id))
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+from repro.runner.host import JobHost
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of a round: its config, its override list, the run's name, the fields its records
+    carry (`repeat`, `calibration`, `replay_of`, ...) and, for a replay as recorded, where it runs."""
+
+    config: object  # repro.config.schema.Config
+    overrides: tuple[str, ...]
+    name: str
+    fields: dict = field(default_factory=dict)
+    place: dict | None = None
+
+
+class Policy:
+    """What rounds a sweep runs. `round(k)` lists round k's jobs (in the order of the plan; the
+    loop shuffles them when `shuffled`); `more(k, host)` says, after round k ran, whether another
+    one runs; `ended` runs once, whatever ended the sweep (`error` is None when it ended well)."""
+
+    shuffled = True
+    max_rounds = 1
+
+    def round(self, k: int) -> Sequence[Job]:
+        raise NotImplementedError
+
+    def more(self, k: int, host: JobHost) -> bool:
+        return k + 1 < self.max_rounds
+
+    def before(self, job: Job, host: JobHost) -> Job:
+        """A job about to run (a replay restores its recorded code here)."""
+        return job
+
+    def after(self, job: Job, record: dict, host: JobHost) -> None:
+        """A job that ended (a replay judges it here)."""
+
+    def ended(self, host: JobHost, rounds: int, error: BaseException | None) -> None:
+        """The sweep ended: after `rounds` complete rounds, by `error` or by the policy's choice."""
+
+
+def order_seed(sweep_id: str) -> int:
+    """The seed of a sweep's round orders: from its id, so a launcher's job processes, which know
+    only the id, read the same orders as the parent that listed them."""
+    return int(hashlib.sha256(sweep_id.encode()).hexdigest()[:8], 16)
+
+
+def order(n: int, seed: int, k: int) -> list[int]:
+    """Round k's order of n configs: a permutation drawn from (seed, k) alone."""
+    positions = list(range(n))
+    random.Random(seed * 1_000_003 + k).shuffle(positions)
+    return positions
+
+
+def repeat_field(k: int, count: int, group: str, position: int, seed: int, **more) -> dict:
+    """A repeated job's `repeat` field: its round, the rounds planned, its config's group, its
+    position in the round and the seed the round's order came from."""
+    return {"index": k, "count": count, "group": group, "position": position, "order_seed": seed, **more}
+
+
+def hydra_order(jobs: Sequence, repeats: int, seed: int) -> list:
+    """The launch order of a sweep Hydra launches (RepeatSweeper): `repeats` rounds of `jobs`, each
+    round in its random order (one round: as given)."""
+    if repeats == 1:
+        return list(jobs)
+    return [jobs[c] for k in range(repeats) for c in order(len(jobs), seed, k)]
+
+
+def hydra_repeat(job: int, configs: int, repeats: int, sweep_id: str) -> dict:
+    """The `repeat` field of job number `job` in `hydra_order`'s list."""
+    seed = order_seed(sweep_id)
+    k, position = divmod(job, configs)
+    return repeat_field(k, repeats, f"{sweep_id}/{order(configs, seed, k)[position]}", position, seed)
+
+
+class Fixed(Policy):
+    """`run.repeats=N`: N rounds of the plan's configs (N = 1: each once, in the plan's order)."""
+
+    def __init__(self, configs: Sequence[tuple[object, Sequence[str]]], repeats: int, sweep_id: str, name):
+        self.configs, self.max_rounds, self.sweep_id, self.name = list(configs), repeats, sweep_id, name
+        self.shuffled = repeats > 1
+
+    def round(self, k: int) -> list[Job]:
+        out = []
+        for c, (config, overrides) in enumerate(self.configs):
+            fields = {"repeat": {"index": k, "count": self.max_rounds, "group": f"{self.sweep_id}/{c}"}} \
+                if self.max_rounds > 1 else {}
+            out.append(Job(config, tuple(overrides), self.name(config, overrides), fields))
+        return out
+
+
+class Listed(Policy):
+    """The jobs as given, once each, in that order."""
+
+    shuffled = False
+
+    def __init__(self, jobs: Sequence[Job]):
+        self.jobs = list(jobs)
+
+    def round(self, k: int) -> list[Job]:
+        return self.jobs
+
+
+def _positioned(job: Job, position: int, seed: int | None, attempt: int, replaces: list[str]) -> Job:
+    """The job with its place in the round in its `repeat` field (shuffled rounds) and, for a rerun,
+    the attempt number and the runs it replaces."""
+    rep = job.fields.get("repeat")
+    if rep is None:
+        return job
+    rep = {**rep, "position": position, **({"order_seed": seed} if seed is not None else {})}
+    if attempt:
+        rep.update(rerun=attempt, replaces=list(replaces))
+    return replace(job, fields={**job.fields, "repeat": rep})
+
+
+def _ordered(policy: Policy, k: int, seed: int) -> list[Job]:
+    jobs = list(policy.round(k))
+    return [jobs[i] for i in order(len(jobs), seed, k)] if policy.shuffled else jobs
+
+
+def run_one(host: JobHost, job: Job, number: int) -> dict:
+    """The one per-job function: every job of every sweep, whatever launched it, runs here (the
+    loop below, or a Hydra launcher's job process through `repro.app.task`)."""
+    from repro.runner.job import run_job
+
+    return run_job(job.config, host, number, list(job.overrides), extra=job.fields or None, name=job.name,
+                   place=job.place)
+
+
+def run(host: JobHost, policy: Policy, seed: int, max_reruns: int = 0) -> list[dict]:
+    """Run the policy's rounds in `host`, one job at a time; the sweep's records. Interrupted or
+    failed: `policy.ended` and the host's close run (what was recorded stays), then it is re-raised."""
+    from repro.runner.rerun import flag
+
+    job_no, rounds, reruns = 0, 0, 0
+    planned = sum(len(policy.round(k)) for k in range(policy.max_rounds))
+    host.expect(planned)
+    try:
+        while True:
+            jobs, attempt, replaces = _ordered(policy, rounds, seed), 0, []
+            while True:
+                records = []
+                for i, job in enumerate(jobs):
+                    host.warm.upcoming = _upcoming(policy, jobs, i, rounds, seed)
+                    job = policy.before(_positioned(job, i, seed if policy.shuffled else None, attempt, replaces), host)
+                    record = run_one(host, job, job_no)
+                    job_no += 1
+                    records.append(record)
+                    policy.after(job, record, host)
+                why = [f"{job.name}: {w}" for job, r in zip(jobs, records) if (w := flag(r))]
+                if not why or reruns >= max_reruns or any(r.get("status") != "ok" for r in records):
+                    break
+                reruns, attempt = reruns + 1, attempt + 1
+                replaces += [r["id"] for r in records]
+                host.say(f"round {rounds + 1} runs again ({reruns} of verdict.max_reruns={max_reruns}): "
+                         f"telemetry flagged it before its step times were read ({'; '.join(why)})")
+                planned += len(jobs)
+                host.expect(planned)
+            rounds += 1
+            if not policy.more(rounds - 1, host):
+                break
+    except BaseException as e:  # what was recorded stays recorded; the sweep is closed once
+        host.warm.upcoming = None
+        policy.ended(host, rounds, e)
+        host.close(interrupted=isinstance(e, KeyboardInterrupt))
+        raise
+    policy.ended(host, rounds, None)
+    return host.close()
+
+
+def _upcoming(policy: Policy, jobs: list[Job], i: int, k: int, seed: int):
+    """The config of the job after job i of round k, if one may run (its worker starts early)."""
+    if i + 1 < len(jobs):
+        return jobs[i + 1].config
+    if k + 1 < policy.max_rounds:
+        following = _ordered(policy, k + 1, seed)
+        return following[0].config if following else None
+    return None
