@@ -121,6 +121,38 @@ def test_scancel_records_killed_and_the_sweep_goes_on(slurm, sandbox, timeout_jo
     assert f"1 run(s) of this job not yet in MLflow: repro sync --ledger {sandbox.ledger}" in job_log, job_log[-2000:]
 
 
+def test_first_job_cancelled_while_the_second_runs(slurm, sandbox):
+    """The first job in the launcher's order is cancelled while the second runs: submitit's
+    UncompletedJobError for it no longer ends the parent's watch (hydra_plugins/repro_sweeper/
+    outcomes.py). The second ends ok in the same sweep, the first is recorded killed naming
+    scancel, no traceback reaches the user, and the closing table lists both."""
+    sweep = subprocess.Popen(sandbox.repro_cmd("-m", "framework=torch", "model=mlp", "run.warmup=2",
+                                               "run.steps=100000,4000", *SLURM_SWEEP, "hydra.launcher.partition=both",
+                                               _sweep_dir(sandbox), "tracking.experiment=slurm_first_cancel"),
+                             cwd=sandbox.root, env=sandbox.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    try:
+        started = _wait_for("both jobs started", lambda: (lambda s: s if len(s) == 2 else None)(
+            [r for r in sandbox.records() if r["kind"] == "run" and r["status"] == "started"]))
+        first = next(r for r in started if r["config"]["run"]["steps"] == 100000)
+        assert first["scheduler"]["array_task_id"] == "0"  # first in the launcher's order
+        time.sleep(2)
+        subprocess.run(["scancel", scheduler.job_ref(first["scheduler"])], check=True, env=slurm.env())
+        out, _ = sweep.communicate(timeout=240)
+    finally:
+        sweep.kill()
+    heads = {h["config"]["run"]["steps"]: h for h in sandbox.heads()}
+    assert heads[4000]["status"] == "ok", out[-3000:]
+    assert heads[4000]["sweep"]["id"] == heads[100000]["sweep"]["id"]
+    assert heads[100000]["status"] == "killed", out[-3000:]
+    assert heads[100000]["error"]["reason"].startswith("cancelled by SLURM (scancel)")
+    assert "Traceback" not in out and "UncompletedJobError:" not in out.split("ended without returning")[0], out[-3000:]
+    assert "ended without returning to Hydra" in out
+    table = out[out.index("mlp/tiny · batch 32"):]
+    assert table.count(" killed ") + table.count(" ok ") >= 2 and "killed" in table, table
+    assert sweep.returncode == 1  # a run did not end ok: the sweep says so
+
+
 def test_time_limit_records_timeout(slurm, timeout_job):
     box, job_id = timeout_job
     slurm.wait_state(job_id, {"TIMEOUT", "COMPLETED", "FAILED", "CANCELLED"}, timeout=150)

@@ -25,10 +25,10 @@ from repro.config import ConfigError, config_hash
 from repro.preflight import plan
 from repro.ledger import Ledger
 from repro.report import audit, compare, comparison, stats, verdict
-from repro.runner import machine
+from repro.runner import machine, sweep
 
 STEPS = ("model=mlp", "run.steps=10", "run.warmup=2")
-BURNED_JOB = 4  # the third jax repeat: jobs run jax torch jax torch jax torch
+BURNED_JOB = 4  # the first job of the third round (each round in its random order)
 
 
 def _workers(parent: psutil.Process) -> list[psutil.Process]:
@@ -71,7 +71,9 @@ def box(tmp_path_factory) -> Sandbox:
 
 @pytest.fixture(scope="module")
 def repeats(box):
-    out, _ = _sweep_with_burner(box, "framework=jax,torch", *STEPS, "run.repeats=3", "tracking.experiment=rep")
+    # verdict.max_reruns=0: the burned round stays as measured (its rerun is tests/test_sweep_loop.py's)
+    out, _ = _sweep_with_burner(box, "framework=jax,torch", *STEPS, "run.repeats=3", "tracking.experiment=rep",
+                                "verdict.max_reruns=0")
     runs = [r for r in box.heads() if r["sweep"]["experiment"] == "rep"]
     return out, sorted(runs, key=lambda r: r["sweep"]["job"])
 
@@ -87,8 +89,13 @@ def test_repeats_run_interleaved_with_ci_and_ratio(box, repeats):
     out, runs = repeats
     started = sorted((r for r in box.records() if r["status"] == "started" and r["sweep"]["experiment"] == "rep"),
                      key=lambda r: r["created"])
-    assert [r["config"]["framework"]["name"] for r in started] == ["jax", "torch"] * 3  # A B, A B, A B
     assert [r["repeat"]["index"] for r in started] == [0, 0, 1, 1, 2, 2]
+    seed = started[0]["repeat"]["order_seed"]  # each round in its own random order, drawn from the recorded seed
+    assert [int(r["repeat"]["group"].rsplit("/", 1)[1]) for r in started] == \
+        [c for k in range(3) for c in sweep.order(2, seed, k)]
+    assert [r["repeat"]["position"] for r in started] == [0, 1] * 3
+    assert all(sorted(r["config"]["framework"]["name"] for r in started[2 * k:2 * k + 2]) == ["jax", "torch"]
+               for k in range(3))
     assert all(r["status"] == "ok" and r["repeat"]["count"] == 3 for r in runs)
     groups = comparison.by_config(runs)
     assert len(groups) == 2 and all(len(g) == 3 for g in groups.values())
@@ -125,7 +132,7 @@ def test_machine_state_in_every_record(repeats):
 MEASURE_THE_WINDOW = """
 import json, sys, time
 import psutil
-from repro.runner import machine
+from repro.runner import machine, sweep
 
 def burner_s():
     t = psutil.Process(int(sys.argv[2])).cpu_times()
@@ -167,8 +174,8 @@ def test_busy_run_named_and_quiet_pair_called_equal(box, repeats):
     assert burned["machine"]["other_cpu_share"] > 0.5  # the burner took a core
     out = _compare(box, jax[0]["id"], burned["id"])
     # one machine line for the comparison (each run's detail: report.md's audit)
-    worst = max(r["machine"]["other_cpu_share"] for r in (jax[0], burned))  # the burner's, unless others outdid it
-    assert f"(worst: jax, {worst:.1f} cores)" in out
+    worst = max((jax[0], burned), key=lambda r: r["machine"]["other_cpu_share"])  # the burner's, unless others outdid it
+    assert f"(worst: {worst['config']['framework']['name']}, {worst['machine']['other_cpu_share']:.1f} cores)" in out
     assert "⚠ busy" in out  # marked in the table
     pair = jax[:2]  # no burner: equal, and busy exactly when other processes (other tests) were busy then
     quiet = " ".join(_compare(box, *(r["id"] for r in pair)).split())  # lines wrap at 120 columns off a terminal
@@ -303,18 +310,20 @@ def test_auto_repeats_stop_when_decided_and_say_why(box):
     records say they are auto repeats, a `repeats` record says how many rounds and why it stopped,
     and the verdict sentence printed is the one the ledger's records give."""
     proc = box.run("-m", "framework=jax,torch", *STEPS, "run.repeats=auto", "verdict.max_repeats=4",
-                   "tracking.experiment=auto")
+                   "tracking.experiment=auto", "verdict.max_reruns=0")  # reruns: tests/test_sweep_loop.py
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     runs = sorted((r for r in box.heads() if r["sweep"]["experiment"] == "auto"), key=lambda r: r["sweep"]["job"])
     rounds = len(runs) // 2
     assert 2 <= rounds <= 4 and len(runs) == 2 * rounds
-    assert [r["config"]["framework"]["name"] for r in runs] == (["jax", "torch", "torch", "jax"] * 2)[:2 * rounds]
+    seed = runs[0]["repeat"]["order_seed"]  # each round in its own random order, drawn from the recorded seed
+    assert [int(r["repeat"]["group"].rsplit("/", 1)[1]) for r in runs] == \
+        [c for k in range(rounds) for c in sweep.order(2, seed, k)]
     assert all(r["repeat"]["auto"]["max"] == 4 and r["repeat"]["index"] == r["sweep"]["job"] // 2 for r in runs)
     (stop,) = [r for r in Ledger(box.ledger).heads(kind="repeats") if r["sweep"]["experiment"] == "auto"]
     assert stop["rounds"] == rounds and sorted(stop["repeats"].values()) == [rounds, rounds]
     flat = " ".join(proc.stdout.split())  # lines wrap at the width (report/table.py)
-    assert f"run.repeats=auto: {rounds} rounds ({rounds} repeats per config, interleaved); stopped: {stop['reason']}" \
-        in flat
+    assert f"run.repeats=auto: {rounds} rounds ({rounds} repeats per config, each round in a random order); " \
+           f"stopped: {stop['reason']}" in flat
     (v,) = [v for t in comparison.build(runs).tables for v in t.verdicts]
     assert " ".join(v.text.split()) in flat and "auto: " in v.text
     assert (stop["reason"] == "every pair decided") == v.decided

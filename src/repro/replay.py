@@ -205,7 +205,7 @@ class Replays(Policy):
     before each, its code and packages restored (as recorded) and the differences said; after
     each, the verdict judged and recorded."""
 
-    shuffled = False
+    shuffled = reruns = False
 
     def __init__(self, ledger: Ledger, originals: list[dict], replayed, session, as_recorded: bool,
                  allow_substitutes: bool):

@@ -11,6 +11,12 @@ from repro.runner.sweep import hydra_order, order_seed
 
 
 class RepeatSweeper(BasicSweeper):
+    def setup(self, *, hydra_context, task_function, config) -> None:
+        from hydra_plugins.repro_sweeper.outcomes import wrap
+
+        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
+        self.launcher = wrap(self.launcher)  # each job's outcome read on its own (submitit's launchers)
+
     def split_arguments(self, overrides, max_batch_size):  # an instance method here: it reads run.repeats
         jobs = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
         repeats = int(self.config.run.repeats)

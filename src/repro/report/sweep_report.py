@@ -14,7 +14,10 @@ PAGE, TABLE = "report.md", "results.csv"
 
 
 def default_dir(records: list[dict], ledger_dir: str) -> Path:
-    return paths.default_reports_dir(ledger_dir) / records[0]["sweep"]["id"]
+    """The report folder of the sweep these records are: a resumed sweep's earlier runs (which
+    name the sweep they ran in, `resumed_from`) never point its report at that earlier sweep's."""
+    own = [r for r in records if not r.get("resumed_from")] or records
+    return paths.default_reports_dir(ledger_dir) / own[0]["sweep"]["id"]
 
 
 def write(records: list[dict], out: Path, comp: comparison.Comparison | None = None) -> list[Path]:

@@ -51,6 +51,7 @@ class Policy:
 
     shuffled = True
     max_rounds = 1
+    reruns = True  # a round telemetry flags runs again (where a verdict reads the rounds)
 
     def round(self, k: int) -> Sequence[Job]:
         raise NotImplementedError
@@ -109,6 +110,7 @@ class Fixed(Policy):
     def __init__(self, configs: Sequence[tuple[object, Sequence[str]]], repeats: int, sweep_id: str, name):
         self.configs, self.max_rounds, self.sweep_id, self.name = list(configs), repeats, sweep_id, name
         self.shuffled = repeats > 1
+        self.reruns = repeats > 1 and len(self.configs) > 1  # rounds a verdict reads: a pair in each
 
     def round(self, k: int) -> list[Job]:
         out = []
@@ -122,7 +124,7 @@ class Fixed(Policy):
 class Listed(Policy):
     """The jobs as given, once each, in that order."""
 
-    shuffled = False
+    shuffled = reruns = False
 
     def __init__(self, jobs: Sequence[Job]):
         self.jobs = list(jobs)
@@ -178,7 +180,7 @@ def run(host: JobHost, policy: Policy, seed: int, max_reruns: int = 0) -> list[d
                     records.append(record)
                     policy.after(job, record, host)
                 why = [f"{job.name}: {w}" for job, r in zip(jobs, records) if (w := flag(r))]
-                if not why or reruns >= max_reruns or any(r.get("status") != "ok" for r in records):
+                if not why or not policy.reruns or reruns >= max_reruns or any(r.get("status") != "ok" for r in records):
                     break
                 reruns, attempt = reruns + 1, attempt + 1
                 replaces += [r["id"] for r in records]

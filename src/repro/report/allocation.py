@@ -1,0 +1,77 @@
+"""How to spend a measurement budget between steps per run and runs per config, from calibrate's
+A/A records: Kalibera & Jones's two-level allocation (Rigorous benchmarking in reasonable time,
+ISMM 2013).
+
+A config's estimate is the mean of r runs' log steady medians. Its variance has two parts: the
+per-process effect σ_b² (what differs between fresh processes of one config: layout, allocation,
+thread placement, the machine's state), paid once per run, and the sampling error of each run's
+median, s²/n for n steady steps (s² the per-step equivalent, read from the run's own moving-block
+bootstrap SD of its median). A run costs c_run (its fixed wall: start, imports, build, compile)
+plus n·c_step. For a fixed budget the variance r⁻¹(σ_b² + s²/n) is smallest at
+
+    n* = sqrt(c_run · s² / (c_step · σ_b²))
+
+steps per run (the two-level optimum of Kalibera & Jones, their eq. for iterations per
+execution). Where σ_b dominates, n* is small: many short runs beat few long ones, since only
+more processes average the per-process effect away. The rounds a gap needs then follow from the
+noise of a run at n* (`verdict.resolvable_gap`'s inversion).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Allocation:
+    steps: int  # steady steps per run, n*
+    rounds: int | None  # rounds (runs per config) for `gap` at 80 % power; None: over `max_rounds`
+    gap: float
+    sigma_process: float  # σ_b, in log units
+    sigma_sampling: float  # the sampling SD of one run's log median at its measured steps
+    steps_measured: float  # the median steady steps the calibration runs had
+    run_cost_s: float  # c_run
+    step_cost_s: float  # c_step
+    wall_per_round_s: float  # one round (two runs) at n*
+
+    def line(self) -> str:
+        rounds = f"{self.rounds} rounds" if self.rounds else "more rounds than is sensible"
+        return (f"allocation (Kalibera & Jones): per-process noise {100 * self.sigma_process:.1f} %, sampling "
+                f"{100 * self.sigma_sampling:.1f} % at {self.steps_measured:.0f} steps; a run costs "
+                f"{self.run_cost_s:.2f} s + {1e3 * self.step_cost_s:.3g} ms a step: {self.steps} steady steps "
+                f"per run, {rounds} for a {100 * self.gap:.0f} % gap (about {self.wall_per_round_s:.1f} s a round)")
+
+
+def _log_medians(records: list[dict]) -> list[float]:
+    return [math.log(r["results"]["steady_median_s"]) for r in records
+            if r.get("status") == "ok" and (r.get("results") or {}).get("steady_median_s")]
+
+
+def recommend(groups: list[list[dict]], gap: float = 0.05, max_rounds: int = 200) -> Allocation | None:
+    """The allocation for `gap`, from calibration records grouped by (trial, label) (runs of one
+    config that ran alike); None where the records lack what it needs (a sampling SD per run)."""
+    from repro.report import verdict
+
+    within = [statistics.variance(g) for g in map(_log_medians, groups) if len(g) >= 2]
+    runs = [r for g in groups for r in g if r.get("status") == "ok" and (r.get("results") or {}).get("steady_median_s")]
+    sampling = [(r["results"]["steady_median_sd_s"] / r["results"]["steady_median_s"]) ** 2 for r in runs
+                if r["results"].get("steady_median_sd_s")]
+    if not within or not sampling:
+        return None
+    total = statistics.fmean(within)  # var of a run's log median: σ_b² + s²/n at the measured n
+    var_sampling = statistics.fmean(sampling)
+    var_process = max(total - var_sampling, 1e-12)
+    steps = statistics.median(r["results"].get("steady_steps") or 0 for r in runs) or 1
+    step_s = statistics.median(r["results"]["steady_median_s"] for r in runs)
+    walls = [r["wall_s"] - (r["results"].get("steady_steps") or 0) * r["results"]["steady_median_s"]
+             for r in runs if r.get("wall_s")]
+    run_s = max(statistics.median(walls), step_s) if walls else step_s
+    per_step_var = var_sampling * steps  # s²: the sampling variance of a one-step median
+    best = max(10, round(math.sqrt(run_s * per_step_var / (step_s * var_process))))
+    sigma_run = math.sqrt(var_process + per_step_var / best)
+    rounds = next((n for n in range(2, max_rounds + 1) if verdict.resolvable_gap(sigma_run, n) <= gap), None)
+    return Allocation(steps=best, rounds=rounds, gap=gap, sigma_process=math.sqrt(var_process),
+                      sigma_sampling=math.sqrt(var_sampling), steps_measured=steps, run_cost_s=run_s,
+                      step_cost_s=step_s, wall_per_round_s=2 * (run_s + best * step_s))

@@ -1,0 +1,238 @@
+"""The one sweep loop (runner/sweep.py): round orders drawn from a recorded seed, the fields every
+repeated record carries, reruns of rounds telemetry flagged, and the policies' stopping rules."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from repro.report.reruns import kept, replaced, rerun_rounds
+from repro.runner import rerun, sweep
+from repro.runner.injected import WithGap
+
+FAST = ("model=mlp", "model.preset=tiny", "run.steps=8", "run.warmup=2")
+
+
+def test_round_orders_are_permutations_drawn_from_seed_and_round():
+    orders = [sweep.order(3, 1234, k) for k in range(300)]
+    assert all(sorted(o) == [0, 1, 2] for o in orders)
+    assert orders == [sweep.order(3, 1234, k) for k in range(300)]  # the seed and round alone decide
+    assert orders != [sweep.order(3, 4321, k) for k in range(300)]
+    first = Counter(o[0] for o in orders)  # each config leads about a third of the rounds: no fixed order
+    assert all(70 <= first[c] <= 130 for c in range(3)), first
+    assert len({tuple(o) for o in orders}) == 6
+
+
+def test_hydra_order_and_job_numbers_agree():
+    jobs, repeats, sweep_id = ["a", "b", "c"], 4, "20261126T000000Z-abcdef"
+    listed = sweep.hydra_order(jobs, repeats, sweep.order_seed(sweep_id))
+    assert Counter(listed) == {"a": 4, "b": 4, "c": 4}
+    for num, job in enumerate(listed):
+        rep = sweep.hydra_repeat(num, len(jobs), repeats, sweep_id)
+        assert rep["group"] == f"{sweep_id}/{jobs.index(job)}"  # the job's group is the config it runs
+        assert (rep["index"], rep["position"]) == divmod(num, len(jobs))
+        assert rep["order_seed"] == sweep.order_seed(sweep_id)
+    assert sweep.hydra_order(jobs, 1, 7) == jobs  # one round: as listed
+
+
+def test_positioned_job_carries_its_round_fields_and_what_it_replaces():
+    job = sweep.Job(None, ("a=1",), "a", {"repeat": {"index": 2, "count": 5, "group": "s/0"}})
+    placed = sweep._positioned(job, 1, 99, 0, [])
+    assert placed.fields["repeat"] == {"index": 2, "count": 5, "group": "s/0", "position": 1, "order_seed": 99}
+    again = sweep._positioned(job, 0, 99, 1, ["x", "y"])
+    assert again.fields["repeat"]["rerun"] == 1 and again.fields["repeat"]["replaces"] == ["x", "y"]
+    plain = sweep.Job(None, (), "b", {"replay_of": "abc"})
+    assert sweep._positioned(plain, 0, 99, 0, []) is plain  # no repeat field: nothing added
+
+
+def test_telemetry_flags_busy_cpu_and_slow_gpu_clocks_only():
+    assert rerun.flag({"machine": {"other_cpu_share": 0.05}}) is None
+    assert "0.30 of a core" in rerun.flag({"machine": {"other_cpu_share": 0.3}})
+    gpu = {"index": 0, "clocks_sm": 1200.0, "clocks_max_sm": 1980.0}
+    assert "GPU 0 at 1200 of 1980 MHz" in rerun.flag({"machine": {"gpus_before": [gpu]}})
+    assert rerun.flag({"machine": {"gpus_before": [{**gpu, "clocks_sm": 1980.0}]}}) is None
+    assert rerun.flag({"results": {"steady_median_s": 9.9}}) is None  # never a step time
+    assert rerun.flag({}) is None
+
+
+def test_views_leave_out_the_runs_a_rerun_replaced():
+    records = [{"id": "a1", "repeat": {"index": 0}}, {"id": "b1", "repeat": {"index": 0}},
+               {"id": "a2", "repeat": {"index": 0, "rerun": 1, "replaces": ["a1", "b1"]}},
+               {"id": "b2", "repeat": {"index": 0, "rerun": 1, "replaces": ["a1", "b1"]}}]
+    assert replaced(records) == {"a1", "b1"}
+    assert [r["id"] for r in kept(records)] == ["a2", "b2"]
+    assert rerun_rounds(records) == 1
+
+
+class _Steps:
+    """A workload whose steps take a fixed time (a sleep: the gap's busy-wait comes after it)."""
+
+    def __init__(self, step_s: float):
+        self.step_s = step_s
+
+    def step(self, i):
+        time.sleep(self.step_s)
+        return i
+
+    def sync(self, out):
+        pass
+
+
+def test_injected_gap_is_its_share_of_the_warmup_median_and_spent_inside_the_step():
+    gap = WithGap(_Steps(0.004), 0.5, warmup=4)
+    times = []
+    for i in range(8):
+        t0 = time.perf_counter()
+        gap.sync(gap.step(i))
+        times.append(time.perf_counter() - t0)
+    assert gap.extra_s == pytest.approx(0.5 * statistics.median(gap._times))
+    assert len(gap._times) == 3  # steps 1..3: the warm-up after the compile step
+    assert min(times[4:]) >= 0.004 + gap.extra_s  # every measured step carries the extra time
+    assert gap.record()["gap"] == 0.5
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--trials", "0"], "--trials=0 must be between 2 and 1000"),
+    (["--trials", "100000"], "--trials=100000 must be between 2 and 1000"),
+    (["--gap", "0"], "--gap=0.0 must be between 0 and 1"),
+    (["--gap", "1.5"], "--gap=1.5 must be between 0 and 1"),
+    (["--gap", "0.05", "framework=jax,torch"], "repro calibrate runs one config against itself"),
+])
+def test_calibrate_refuses_bad_input_before_anything_runs(tmp_path, capsys, args, says):
+    from repro.cli import dispatch
+
+    assert dispatch(["calibrate", *args, f"ledger.dir={tmp_path / 'ledger'}"]) == 2
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "ledger").exists() or not any((tmp_path / "ledger").rglob("*.json"))
+
+
+def test_max_reruns_below_zero_is_refused():
+    from repro import preflight
+    from repro.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"verdict.max_reruns=-1 must be a whole number >= 0"):
+        preflight.plan(["verdict.max_reruns=-1"])
+
+
+def _records(ledger, kind="run"):
+    from repro.ledger import Ledger
+
+    return [r for r in Ledger(ledger).heads() if r.get("kind") == kind]
+
+
+@pytest.mark.slow
+def test_fixed_repeats_run_each_round_in_its_recorded_order(sandbox):
+    proc = sandbox.run("-m", "framework=jax,torch", *FAST, "run.repeats=3", "verdict.max_reruns=0")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    runs = sorted(_records(sandbox.ledger), key=lambda r: r["sweep"]["job"])
+    assert len(runs) == 6
+    seeds = {r["repeat"]["order_seed"] for r in runs}
+    assert len(seeds) == 1
+    seed = seeds.pop()
+    for k in range(3):
+        this_round = [r for r in runs if r["repeat"]["index"] == k]
+        assert [r["repeat"]["position"] for r in this_round] == [0, 1]
+        # the recorded seed re-draws the order the round ran in
+        groups = [int(r["repeat"]["group"].rsplit("/", 1)[1]) for r in this_round]
+        assert groups == sweep.order(2, seed, k)
+
+
+@pytest.mark.slow
+def test_auto_with_no_comparable_pair_stops_after_one_round_saying_so(sandbox):
+    from repro.repeats import NOTHING
+
+    proc = sandbox.run("-m", "framework=jax", *FAST, "run.batch_size=16,32", "run.repeats=auto", "verdict.max_reruns=0")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert len(_records(sandbox.ledger)) == 2
+    (stop,) = _records(sandbox.ledger, "repeats")
+    assert stop["status"] == "undecided" and stop["reason"] == NOTHING and stop["rounds"] == 1
+    assert "every pair decided" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_resumed_auto_sweep_counts_each_recorded_run_once(sandbox):
+    args = ("-m", "framework=jax,torch", *FAST, "run.repeats=auto", "verdict.max_reruns=0", "run.resume=true")
+    first = sandbox.run(*args, "verdict.max_repeats=2")
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    second = sandbox.run(*args, "verdict.max_repeats=3")
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    stops = sorted(_records(sandbox.ledger, "repeats"), key=lambda r: r["created"])
+    assert len(stops) == 2
+    runs = stops[1]["runs"]
+    assert len(runs) == len(set(runs)), runs  # no record counted twice
+    assert second.stdout.count("skipped, already recorded ok") <= 4  # each earlier run reused once at most
+    assert "1.00× faster" not in second.stdout and "CI 1.00–1.00" not in second.stdout
+
+
+@pytest.mark.slow
+def test_calibrate_stops_at_the_first_failed_run(sandbox):
+    proc = sandbox.run("calibrate", "--trials", "5", "framework=jax", *FAST, "run.timeout_s=0.2", timeout=300)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "stopped after the first run that did not end ok (failed: timed out (run.timeout_s)" in proc.stderr
+    assert len(_records(sandbox.ledger)) <= 2  # the failing round, not five trials of it
+    assert not _records(sandbox.ledger, "calibration")
+    assert "nan" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_calibrate_gap_goes_to_label_b_alone_and_is_recorded(sandbox):
+    proc = sandbox.run("calibrate", "--gap", "0.5", "--trials", "2", "framework=jax", *FAST,
+                       "verdict.max_repeats=3", "verdict.max_reruns=0", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    runs = _records(sandbox.ledger)
+    b = [r for r in runs if r["calibration"]["label"] == "B"]
+    a = [r for r in runs if r["calibration"]["label"] == "A"]
+    assert a and b and len(a) == len(b)
+    assert all(r["calibration"]["gap"] == 0.5 and r["results"]["injected_gap"]["extra_s"] > 0 for r in b)
+    assert all("gap" not in r["calibration"] and "injected_gap" not in r["results"] for r in a)
+    assert all("injected_gap" not in json.dumps(r["config"]) for r in runs)  # never a config key
+    (cal,) = _records(sandbox.ledger, "calibration")
+    assert cal["protocol"]["gap"] == 0.5 and cal["protocol"]["auto"] is True
+
+
+@pytest.mark.slow
+def test_sigterm_ends_calibrate_like_a_sweep(sandbox):
+    cmd = sandbox.repro_cmd("calibrate", "--trials", "50", "framework=jax", *FAST)
+    proc = subprocess.Popen(cmd, cwd=sandbox.root, env=sandbox.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and len([r for r in _safe_records(sandbox) if r.get("status") == "ok"]) < 2:
+        time.sleep(0.3)
+    proc.send_signal(15)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    assert "interrupted after" in err
+    (cal,) = _records(sandbox.ledger, "calibration")
+    assert cal["status"] == "interrupted" and cal["protocol"]["trials_done"] < 50
+    assert not [r for r in _records(sandbox.ledger) if r["status"] in ("started", "lost")]
+
+
+def _safe_records(sandbox):
+    try:
+        return _records(sandbox.ledger)
+    except Exception:  # noqa: BLE001 - the ledger folder may not exist yet
+        return []
+
+
+def test_sweep_loop_is_the_only_caller_of_run_job():
+    import ast
+    from pathlib import Path
+
+    import repro
+
+    callers = []
+    for path in Path(repro.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "run_job":
+                callers.append(path.name)
+    assert callers == ["sweep.py"], callers
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
