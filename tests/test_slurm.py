@@ -147,7 +147,6 @@ def test_first_job_cancelled_while_the_second_runs(slurm, sandbox):
     assert heads[100000]["status"] == "killed", out[-3000:]
     assert heads[100000]["error"]["reason"].startswith("cancelled by SLURM (scancel)")
     assert "Traceback" not in out and "UncompletedJobError:" not in out.split("ended without returning")[0], out[-3000:]
-    assert "ended without returning to Hydra" in out
     table = out[out.index("mlp/tiny · batch 32"):]
     assert table.count(" killed ") + table.count(" ok ") >= 2 and "killed" in table, table
     assert sweep.returncode == 1  # a run did not end ok: the sweep says so

@@ -220,6 +220,33 @@ def _safe_records(sandbox):
         return []
 
 
+def test_a_launcher_job_that_ended_without_a_result_is_read_on_its_own(capsys):
+    """submitit's results() raising for one job (scancel, time limit) becomes a completed
+    JobReturn and one line: the parent goes on to wait for the next job (tests/test_slurm.py
+    runs it on a real SLURM)."""
+    from hydra.core.utils import JobStatus
+    from hydra_plugins.repro_sweeper.outcomes import _Outcome
+
+    class Cancelled:
+        job_id = "41_0"
+
+        def results(self):
+            raise RuntimeError("Job 41_0 (task: 0) with path /x\nhas not produced any output (state: CANCELLED)")
+
+    class Done:
+        job_id = "41_1"
+
+        def results(self):
+            return ["record"]
+
+    (ret,) = _Outcome(Cancelled(), ["run.steps=100000"]).results()
+    assert ret.status == JobStatus.COMPLETED and ret.return_value["status"] == "ended by the scheduler"
+    assert _Outcome(Done(), ["run.steps=6"]).results() == ["record"]
+    err = capsys.readouterr().err
+    assert "job 41_0 (run.steps=100000) ended without returning to Hydra (RuntimeError: Job 41_0" in err
+    assert "Traceback" not in err
+
+
 def test_sweep_loop_is_the_only_caller_of_run_job():
     import ast
     from pathlib import Path
