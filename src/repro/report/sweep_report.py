@@ -9,6 +9,7 @@ from pathlib import Path
 from repro import paths
 from repro.ledger import Ledger, LedgerError
 from repro.report import compare, comparison, markdown, varied
+from repro.usertext import markup
 
 PAGE, TABLE = "report.md", "results.csv"
 
@@ -40,10 +41,10 @@ def publish(records: list[dict], console, comp: comparison.Comparison | None = N
     try:
         write(runs, out, comp)
     except Exception as e:  # noqa: BLE001
-        console.print(f"[yellow]warning: the sweep's report was not completed ({type(e).__name__}: {e}); "
-                      f"`repro report --sweep {runs[0]['sweep']['id']}` rebuilds it from the ledger[/]")
+        console.print(f"[yellow]warning: the sweep's report was not completed ({type(e).__name__}: {markup(e)}); "
+                      f"`repro report --sweep {markup(runs[0]['sweep']['id'])}` rebuilds it from the ledger[/]")
         return None
-    console.print(f"report: {out / PAGE}")
+    console.print(f"report: {markup(out / PAGE)}", highlight=False)
     return out
 
 
@@ -54,7 +55,7 @@ def announce(records: list[dict], console) -> Path | None:
     if not runs:
         return None
     out = default_dir(runs, runs[0]["config"]["ledger"]["dir"])
-    console.print(f"report: {out / PAGE} (being written in the background; ready when the projector ends)")
+    console.print(f"report: {markup(out / PAGE)} (being written in the background; ready when the projector ends)")
     return out
 
 

@@ -33,6 +33,7 @@ from repro.envs import runs as envs_runs
 from repro.envs.venvs import EnvError
 from repro.envs import workload_source
 from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, spool
+from repro.usertext import markup
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
@@ -84,7 +85,7 @@ def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: P
 def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
     """A node other than node 0: its processes join the run; node 0 alone records it."""
     console = terminal()
-    console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {name} joins the run at {rdzv.endpoint}; "
+    console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {markup(name)} joins the run at {rdzv.endpoint}; "
                   "node 0 records it")
     run_dir = make_run_dir()
     try:
@@ -117,7 +118,7 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
     chash = config_hash(as_dict(config))
     env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
     if done := resume.recorded_ok(config, chash, ledger, env):
-        terminal().print(f"resume: {name} skipped, already recorded ok on this environment "
+        terminal().print(f"resume: {markup(name)} skipped, already recorded ok on this environment "
                                f"(ledger {done['id']})")
         session.finished(done)
         _supersede_lost(ledger, done)
