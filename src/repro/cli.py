@@ -320,7 +320,11 @@ def run_experiment(argv: list[str]) -> int:
     from repro.runner import snapshot
 
     info_only = any(a.split("=")[0] in HYDRA_INFO_FLAGS for a in argv)
-    with nullcontext() if info_only else snapshot.running(snapshot.take()):
+    try:
+        snap = None if info_only else snapshot.take()
+    except snapshot.SnapshotError as e:
+        return _die(f"nothing was run: {e}")
+    with nullcontext() if snap is None else snapshot.running(snap):
         return _run_experiment(argv, info_only)
 
 

@@ -32,7 +32,7 @@ from repro.ledger.store import now_iso, record_id
 from repro.envs import runs as envs_runs
 from repro.envs.venvs import EnvError
 from repro.envs import workload_source
-from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, spool
+from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, snapshot, spool
 from repro.usertext import markup
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
@@ -146,6 +146,8 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
     run_dir, reserved, env_hash = None, None, None
     try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
         held.release()  # raises the KeyboardInterrupt that came meanwhile, if one did
+        if snapshot.ensure_active():  # the code its record names, rebuilt if a cleanup took it (else: fails naming it)
+            session.warm.discard()
         reserved = spool.reserve(ledger.root, started["id"], config.run.steps)
         place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
         python = (place or {}).get("python") or config.framework.python
