@@ -80,7 +80,7 @@ def run(args) -> int:
     if not_runs:
         print(f"repro compare: {', '.join(not_runs)} are not run records", file=sys.stderr)
         return 2
-    built = comparison.build(records)
+    built = comparison.build(records, ledger.root)
     wide = getattr(args, "wide", False)  # (a caller's Namespace may predate --wide)
     print_comparison(console(), built, wide=wide, hint="every column: add --wide")
     _time_goes(console(), built, wide)

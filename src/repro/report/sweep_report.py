@@ -18,13 +18,14 @@ def default_dir(records: list[dict], ledger_dir: str) -> Path:
     return paths.default_reports_dir(ledger_dir) / records[0]["sweep"]["id"]
 
 
-def write(records: list[dict], out: Path, comp: comparison.Comparison | None = None) -> list[Path]:
+def write(records: list[dict], out: Path, comp: comparison.Comparison | None = None,
+          ledger_dir: str | Path | None = None) -> list[Path]:
     """Write the report of `records` (one sweep's runs; `comp`: their comparison, when already
-    built) into `out`; returns the files written."""
+    built; `ledger_dir`: the ledger they were read from) into `out`; returns the files written."""
     from repro.report import plots  # matplotlib: imported when a report is written, not by every sweep
 
     out.mkdir(parents=True, exist_ok=True)
-    comp = comp or comparison.build(records)
+    comp = comp or comparison.build(records, ledger_dir)
     pngs = plots.write(comp, out)
     (out / TABLE).write_text(markdown.to_csv(markdown.rows(comp)))
     (out / PAGE).write_text(markdown.page(records, comp, [p.name for p in pngs], TABLE))
@@ -84,7 +85,7 @@ def run(args) -> int:
         return 2
     out = Path(args.out) if args.out else default_dir(records, args.ledger)
     try:
-        files = write(records, out)  # in the foreground: the path printed below exists
+        files = write(records, out, ledger_dir=ledger.root)  # in the foreground: the path printed below exists
     except OSError as e:
         print(f"repro report: cannot write {out} ({e.strerror or e}); name another folder with --out DIR",
               file=sys.stderr)
