@@ -155,9 +155,12 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
         warm = session.warm.take(python, env, (place or {}).get("src"), config.framework.backend)  # started while the last job ended
         run_dir = warm.run_dir if warm else make_run_dir()
         session.display.job_started(job, name, config.run.steps)
+        restore_sigterm = scheduler.interrupt_on_sigterm(base["scheduler"])  # SLURM's end, recorded while it waits
 
         def on_event(ev: dict) -> None:
             session.display.event(job, ev)
+            if ev["event"] == "measure_start":
+                restore_sigterm()
             if ev["event"] == "measure_end" and not config.run.profile:  # profiled steps come after it
                 session.warm.start_next()
 
