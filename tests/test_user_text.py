@@ -9,6 +9,7 @@ import argparse
 import io
 import os
 import pty
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -166,3 +167,19 @@ def test_a_notice_goes_above_the_live_progress_not_into_it():
     assert before.endswith("\x1b[2K") or before.endswith("\n"), repr(before[-200:])
     after = text[text.index("repro: waiting"):]
     assert "\n" in after and " 6/10" in after  # the live lines drawn again below the notice
+
+
+@pytest.mark.slow
+def test_a_sweep_with_markup_and_escapes_in_its_values_closes(sandbox):
+    """The issue's probe: a sweep whose override values hold `[/]` and an escape sequence; its close
+    (table, verdicts, machine line) and `repro compare` of it end well, the ledger keeps the bytes."""
+    proc = sandbox.run("-m", "framework=torch", "model=mlp", "model.preset=tiny", "run.steps=4", "run.warmup=2",
+                       "hardware.device_match='a[/]b','\x1b[31mRED'", "tracking.experiment=hostile_text")
+    assert proc.returncode == 0 and "closing step failed" not in proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "device_match a[/]b" in proc.stdout and "device_match RED" in proc.stdout
+    _clean(proc.stdout + proc.stderr)
+    assert {h["config"]["hardware"]["device_match"] for h in sandbox.heads()} == {"a[/]b", "\x1b[31mRED"}
+    shown = subprocess.run([sys.executable, "-m", "repro", "compare", "--experiment", "hostile_text", "--ledger",
+                            str(sandbox.ledger)], capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0 and "a[/]b" in shown.stdout, shown.stdout[-2000:] + shown.stderr[-2000:]
+    _clean(shown.stdout)
