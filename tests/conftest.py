@@ -225,7 +225,7 @@ def sandbox(tmp_path: Path) -> Sandbox:
 SHARED_FIXTURES = {"report_sweep": "report_sweep", "recorded": "report_sweep", "slurm": "slurm"}
 SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "report_sweep",
                 "test_data_replay.py": "report_sweep", "test_slurm.py": "slurm",
-                "test_one_writer.py": "slurm"}
+                "test_one_writer.py": "slurm", "test_slurm_waiting.py": "slurm"}
 
 
 # The scopes that take longest, longest first: the seconds each took alone (`-n 0`, the shared 2-core

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from repro import paths
+from repro.usertext import shown
 
 # Each module registers its subcommand(s) through `add_parser(sub, common)`: one line each.
 # The help page, the typo check and shell completion are generated from what they register.
@@ -84,7 +85,7 @@ EXAMPLES = {  # a subcommand's `--help` examples, where its module gives no epil
 
 
 def _die(message: str) -> int:
-    print(f"repro: {message}", file=sys.stderr)
+    print(f"repro: {shown(message)}", file=sys.stderr)
     return EXIT_CONFIG_ERROR
 
 
@@ -300,9 +301,9 @@ def dry_run(argv: list[str]) -> int:
         values = varied.override_values(job)
         where = f"ledger {config.ledger.dir} · mlflow {config.tracking.uri} " \
                 f"(experiment {config.tracking.experiment})"
-        print(f"[{i + 1:>{width}}/{len(plan.jobs)}] {' '.join(f'{k}={v}' for k, v in values.items() if k in swept or len(jobs) == 1) or '(defaults)'} · "
+        print(shown(f"[{i + 1:>{width}}/{len(plan.jobs)}] {' '.join(f'{k}={v}' for k, v in values.items() if k in swept or len(jobs) == 1) or '(defaults)'} · "
               f"{varied.run_name(job, keys)} · "
-              f"config {config_hash(as_dict(config))[:12]} · {where}")
+              f"config {config_hash(as_dict(config))[:12]} · {where}"))
     return 0
 
 
@@ -319,7 +320,11 @@ def run_experiment(argv: list[str]) -> int:
     from repro.runner import snapshot
 
     info_only = any(a.split("=")[0] in HYDRA_INFO_FLAGS for a in argv)
-    with nullcontext() if info_only else snapshot.running(snapshot.take()):
+    try:
+        snap = None if info_only else snapshot.take()
+    except snapshot.SnapshotError as e:
+        return _die(f"nothing was run: {e}")
+    with nullcontext() if snap is None else snapshot.running(snap):
         return _run_experiment(argv, info_only)
 
 

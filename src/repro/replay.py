@@ -28,6 +28,7 @@ from repro.ledger.diff import diff
 from repro.envs import workload_source
 from repro.runner import envcapture, scheduler, seeding
 from repro.runner.sweep import Job, Policy
+from repro.usertext import markup
 
 LOSS_RTOL = 1e-4  # "close": every step's loss within this relative difference
 TIMING_TOLERANCE = 0.25  # timings "agree" when new/old is within 1 ± this
@@ -141,14 +142,14 @@ def originals_for(ledger: Ledger, ids: list[str], experiment: str | None) -> lis
 
 
 def _print_differences(console: Console, record: dict, rows: dict[str, list]) -> None:
-    console.print(f"[bold]replay of {record['id']}[/] ({record['config']['framework']['name']} "
-                  f"{record['config']['model']['name']}/{record['config']['model']['preset']})")
+    console.print(f"[bold]replay of {record['id']}[/] ({markup(record['config']['framework']['name'])} "
+                  f"{markup(record['config']['model']['name'])}/{markup(record['config']['model']['preset'])})")
     if not rows:
         console.print("  no differences in environment, code or data")
     for section, items in rows.items():
         console.print(f"  {section} differs:")
         for key, then, now in items:
-            console.print(f"    {key}: {then!r} → {now!r}")
+            console.print(f"    {markup(key)}: {markup(repr(then))} → {markup(repr(now))}")
 
 
 def provenance(before: dict[str, list], restored: dict | None, workload: bool = False) -> dict[str, str]:

@@ -9,6 +9,7 @@ import importlib
 from pathlib import Path
 
 from repro.console import say
+from repro.usertext import markup
 from repro.ledger import Ledger
 from repro.preflight import xla_hardware
 from repro.runner import snapshot
@@ -96,8 +97,8 @@ def _hand_over(session, status: str, sweep_record: dict | None, report_dir: Path
             return
     new = [uri for uri, _ in stores if handoff.new_sqlite_store(uri)]
     if new:  # its first runs: the command returns once the projector has created it
-        report.console().print(f"[dim]MLflow: creating the store {redact(new[0])} (its first runs)[/]")
+        report.console().print(f"[dim]MLflow: creating the store {markup(redact(new[0]))} (its first runs)[/]")
     handoff.start_projector(session.ledger_dir, wait_for_stores=bool(new))
     report.console().print(f"[dim]MLflow: {len(session.handed) or len(records)} run(s) being written in the "
-                           f"background (log {handoff.folder(session.ledger_dir) / handoff.LOG}); "
+                           f"background (log {markup(handoff.folder(session.ledger_dir) / handoff.LOG)}); "
                            "`repro sync` finishes what it does not[/]")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -114,6 +116,19 @@ def cmd_prune(args) -> int:
     return 0
 
 
+def days(text: str) -> float:
+    """`--older-than`: a positive, finite number of days (-1, 0, nan and inf would remove everything
+    or nothing, which `--all` or no prune says plainly)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of days (e.g. --older-than 30); "
+                                         "every entry not in use: --all")
+    return value
+
+
 def add_parser(sub, common) -> None:
     p = sub.add_parser("env", help="the cached venvs and worktrees of replays (--as-recorded) and version sweeps")
     verbs = p.add_subparsers(dest="verb", required=True, metavar="list|show|prune")
@@ -125,7 +140,7 @@ def add_parser(sub, common) -> None:
     show.set_defaults(func=cmd_show)
     prune = verbs.add_parser("prune", parents=[common], help="remove cached venvs and worktrees not in use (rebuilt when next needed); "
                                                  "without --all or --older-than: list what it would remove")
-    prune.add_argument("--older-than", type=float, default=None, metavar="DAYS",
+    prune.add_argument("--older-than", type=days, default=None, metavar="DAYS",
                        help="remove those unused for this many days (by last use)")
     prune.add_argument("--all", action="store_true", help="remove every entry not in use")
     prune.set_defaults(func=cmd_prune)

@@ -14,6 +14,7 @@ from repro.ledger.diff import SECTIONS, record_diff
 from repro.ledger.schema import SCHEMA
 from repro.ledger.state import state_of
 from repro.ledger.store import Ledger, LedgerError
+from repro.usertext import plain
 
 
 def _short(value, limit: int = 80) -> str:
@@ -61,11 +62,11 @@ def _list(ledger: Ledger, args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(b"[\n" + b",\n".join(texts) + b"\n]\n")
         return 0
     records = list(ledger.records()) if args.all else ledger.heads()
-    t = Table(title=f"ledger {ledger.root} ({len(records)} records)", title_justify="left")
+    t = Table(title=plain(f"ledger {ledger.root} ({len(records)} records)"), title_justify="left")
     for col in ("id", "created", "status", "kind", "experiment", "framework", "model", "steady ms", "config hash"):
         t.add_column(col)
     for r in records:  # a run's state (lost...) from its newest record; --all lists superseded ones too
-        t.add_row(*_row(r, str(r.get("status")) if args.all else str(state_of(r))))
+        t.add_row(*map(plain, _row(r, str(r.get("status")) if args.all else str(state_of(r)))))
     terminal().print(t)
     return 0
 
@@ -97,7 +98,7 @@ def _diff(ledger: Ledger, args: argparse.Namespace) -> int:
         for col in ("key", a["id"], b["id"]):
             t.add_column(col, overflow="fold")
         for key, x, y in rows:
-            t.add_row(key, _short(x), _short(y))
+            t.add_row(plain(key), plain(_short(x)), plain(_short(y)))
         terminal().print(t)
     return 0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 
 from repro.models.base import ModelEntry
 
@@ -51,12 +52,30 @@ def get(name: str, target: str | None = None):
     if target:
         return load(target)
     if name in MODEL_NAMES:
-        return importlib.import_module(f"repro.models.{name}").ENTRY
+        return _zoo(name)
     if found := target_of(name):
         return load(found, f"entry point {name} ({entry_points()[name][1]})")
     raise KeyError(f"unknown model {name!r}; valid models: {', '.join(MODEL_NAMES + tuple(entry_points()))} "
                    f"(or a model/{name}.yaml of your own with _target_: yourpackage.YourModel, "
                    f"found with --config-dir)")
+
+
+def refuse_shadowing(name: str) -> None:
+    """A zoo model's name that an installed package also declares (entry point `repro.models`) is
+    ambiguous: refused naming both and how to pick one, never silently the zoo's."""
+    if name in MODEL_NAMES and (shadowed := _entry_points_on(tuple(sys.path)).get(name)):
+        raise ModelLoadError(
+            f"model={name} is ambiguous: the installed package {shadowed[1]} declares a model {name!r} "
+            f"(entry point {shadowed[0]}) and the zoo has its own {name!r}. To run the package's, name its class "
+            f"in a model yaml of your own (`_target_: {shadowed[0].replace(':', '.')}`, found with --config-dir) "
+            f"or give its entry point another name; to run the zoo's, uninstall that package or rename its entry point")
+
+
+@functools.lru_cache(maxsize=4)
+def _entry_points_on(path: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """`entry_points()` once per process and import path (a scan of every installed distribution:
+    ~35 ms, and the preflight asks once per job)."""
+    return entry_points()
 
 
 def entry_of(model_cfg):
@@ -111,8 +130,13 @@ def _file_of(e: BaseException) -> str | None:
     return where
 
 
+def _zoo(name: str) -> ModelEntry:
+    return importlib.import_module(f"repro.models.{name}").ENTRY
+
+
 def all_entries() -> list[ModelEntry]:
-    return [get(n) for n in MODEL_NAMES]
+    """The zoo's models (a package's model of the same name is listed as its own)."""
+    return [_zoo(n) for n in MODEL_NAMES]
 
 
 __all__ = ["ModelEntry", "MODEL_NAMES", "ENTRY_POINT_GROUP", "ModelLoadError", "get", "entry_of", "load",

@@ -46,6 +46,8 @@ def _apply_schema(cfg: DictConfig) -> schema.Config:
     node = cfg.get("model") if isinstance(cfg.get("model"), DictConfig) else {}
     target = node.get(models.TARGET_KEY)
     try:
+        if not target:
+            models.refuse_shadowing(str(node.get("name")))
         entry = models.get(str(node.get("name")), target)
     except KeyError as e:
         raise ConfigError(f"model.name: {e.args[0]}") from None

@@ -176,6 +176,12 @@ def probe(target: str, dims: dict) -> dict:
     f_out = np.asarray(_step("the flax module's forward on one batch", file, lambda: fmodel(jnp.asarray(x))))
     with torch.no_grad():
         t_out = _step("the torch module's forward on one batch", file, lambda: tmodel(tx)).float().numpy()
+    for framework, out in (("flax", f_out), ("torch", t_out)):
+        if not np.all(np.isfinite(out)):  # not the converter's fault: no weights were exchanged yet
+            bad = "NaN" if np.isnan(out).any() else "inf"
+            raise Problem(f"the {framework} module's forward returns {bad} on one batch of 2 (input {tuple(x.shape)}, "
+                          f"its own initial weights): {int((~np.isfinite(out)).sum())} of {out.size} outputs are not "
+                          f"finite; a workload must compute finite outputs before its twins can be compared")
     if f_out.shape != t_out.shape:
         raise Problem(f"output shapes differ between the frameworks on one batch of 2 (input {tuple(x.shape)}): "
                       f"flax {tuple(f_out.shape)}, torch {tuple(t_out.shape)}")

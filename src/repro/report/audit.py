@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from rich.markup import escape
 
+from repro.usertext import markup
 from repro.hashing import canonical_json
 from repro.report import varied
 
@@ -152,7 +152,7 @@ def audit(records: list[dict], name: Callable[[dict], str]) -> Audit:
 
 
 def _show(value: Any) -> str:
-    return escape(value if isinstance(value, str) else canonical_json(value))  # "[...]" is rich markup
+    return markup(value if isinstance(value, str) else canonical_json(value))  # "[...]" is rich markup
 
 
 def _varied_words(swept: list[str]) -> str:
@@ -168,15 +168,15 @@ def print_audit(console, found: Audit, records: list[dict]) -> None:
     in report.md), so that a fair config on a noisy machine says both."""
     ok = [r for r in records if r.get("status") == "ok"]
     if found.varied:
-        console.print(f"varied on purpose: {', '.join(found.swept)} "
+        console.print(f"varied on purpose: {markup(', '.join(found.swept))} "
                       f"(so these differ: {', '.join(label for label, _, _ in found.varied)})")
     if found.differences:
         console.print(f"[bold red]WARNING: unequal comparison — the runs differ in {len(found.differences)} "
                       "way(s) nobody varied:[/]")
         for label, values in found.differences:
-            console.print(f"  [red]{label}[/]: " + "; ".join(f"{found.names[i]}={_show(v)}" for i, v in values.items()))
+            console.print(f"  [red]{label}[/]: " + "; ".join(f"{markup(found.names[i])}={_show(v)}" for i, v in values.items()))
     elif len(ok) > 1:
-        console.print(f"[green]fairness audit: {_varied_words(found.swept)}[/] "
+        console.print(f"[green]fairness audit: {markup(_varied_words(found.swept))}[/] "
                       f"({', '.join(label for label, _, _ in CHECKS)} all equal)")
 
 
@@ -214,4 +214,4 @@ def print_machine_summary(console, comparison) -> None:
              for row in comparison.rows for r in row.records}
     line = machine_summary([r for row in comparison.rows for r in row.records], lambda r: names[r["id"]])
     if line:
-        console.print(escape(line), style="bold red" if "details" in line else "green")
+        console.print(markup(line), style="bold red" if "details" in line else "green")

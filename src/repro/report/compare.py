@@ -15,6 +15,7 @@ from repro.console import console
 from repro.ledger import Ledger, LedgerError
 from repro.report import comparison
 from repro.report.table import print_comparison
+from repro.usertext import shown
 
 
 def _runs(ledger: Ledger) -> list[dict]:
@@ -79,7 +80,7 @@ def run(args) -> int:
     if not_runs:
         print(f"repro compare: {', '.join(not_runs)} are not run records", file=sys.stderr)
         return 2
-    built = comparison.build(records)
+    built = comparison.build(records, ledger.root)
     wide = getattr(args, "wide", False)  # (a caller's Namespace may predate --wide)
     print_comparison(console(), built, wide=wide, hint="every column: add --wide")
     _time_goes(console(), built, wide)
@@ -96,4 +97,4 @@ def _time_goes(out, built, wide: bool) -> None:
     if lines and out.is_terminal and not wide:
         out.print("[dim]first step split (and where the time goes, for profiled runs): report.md, or add --wide[/]")
     elif lines:
-        out.print("\n".join(lines), markup=False, highlight=False, crop=False, soft_wrap=True)
+        out.print(shown("\n".join(lines)), markup=False, highlight=False, crop=False, soft_wrap=True)

@@ -259,7 +259,7 @@ def verdict_plan(records: list[dict]) -> verdict.Plan:
                         max_repeats=auto[0]["max"] if auto else node.get("max_repeats", verdict.MAX_REPEATS))
 
 
-def _verdicts(model: str, rows: list[Row], keys: list[str]) -> list[verdict.Verdict]:
+def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None) -> list[verdict.Verdict]:
     """The verdicts of one table: a pair per two rows that differ only in the framework, or only in
     the pinned package versions; decided together (Holm over the table's pairs; looks spent over
     rounds for run.repeats=auto) by report/verdict.py. A record written before the `verdict`
@@ -281,7 +281,7 @@ def _verdicts(model: str, rows: list[Row], keys: list[str]) -> list[verdict.Verd
     plan = verdict_plan(records)
     out = []
     for v, (*_, runs), inter in zip(verdict.decide_family([p[:3] for p in pairs], plan), pairs, interleaved):
-        out.append(replace(v, interleaved=inter, floor=floor.below(v, runs),
+        out.append(replace(v, interleaved=inter, floor=floor.below(v, runs, ledger_dir),
                            recomputed=not any("verdict" in r["config"] for r in runs)))
     return out
 
@@ -291,9 +291,10 @@ def audit_name(record: dict, keys: list[str]) -> str:
     return f"{varied.run_name(record, keys)} ({record['id'][:8]})"
 
 
-def build(records: list[dict]) -> Comparison:
+def build(records: list[dict], ledger_dir=None) -> Comparison:
     """The comparison of `records` (run records, in the order their rows should appear); runs a
-    rerun replaced are left out (report/reruns.py)."""
+    rerun replaced are left out (report/reruns.py). `ledger_dir`: the ledger they were read from
+    (its calibrations first: a moved or copied ledger holds its own)."""
     records = reruns.kept(records)
     keys = varied.name_keys(records)
     drift = trajectory.cells(records)  # loss drift between runs that differ only in the framework
@@ -304,6 +305,6 @@ def build(records: list[dict]) -> Comparison:
     for model, of_model in by_model.items():
         rows = [row(rs, varied.run_name(rs[0], keys), drift) for rs in by_config(of_model).values()]
         by = BY_THROUGHPUT if len({r["config"]["run"]["batch_size"] for r in of_model}) > 1 else BY_MEDIAN
-        tables.append(Table(model, _title(model, of_model), by, _ranked(rows, by), _verdicts(model, rows, keys),
+        tables.append(Table(model, _title(model, of_model), by, _ranked(rows, by), _verdicts(model, rows, keys, ledger_dir),
                             audit(of_model, lambda r: audit_name(r, keys))))
     return Comparison(keys, tables)

@@ -34,8 +34,10 @@ def at(record: dict, repeats: int) -> tuple[int, float]:
     return fit[-1] if fit else floors[0]
 
 
-def below(v, runs: list[dict]) -> tuple[int, float] | None:
-    """The host floor a "faster" verdict falls below (None: above it, not faster, or no calibration)."""
+def below(v, runs: list[dict], ledger_dir: str | Path | None = None) -> tuple[int, float] | None:
+    """The host floor a "faster" verdict falls below (None: above it, not faster, or no calibration).
+    The calibration is looked for in `ledger_dir` (the ledger the runs were read from) first, then in
+    the ledger each run names: a ledger moved or copied elsewhere still finds its own."""
     from repro.report import verdict
 
     if v.outcome != verdict.FASTER:
@@ -45,8 +47,8 @@ def below(v, runs: list[dict]) -> tuple[int, float] | None:
     if len(hosts) != 1:
         return None
     host = next(iter(hosts))
-    for ledger_dir in sorted(dirs):
-        if (record := newest(ledger_dir, host)) is not None:
+    for where in [*([ledger_dir] if ledger_dir else []), *sorted(dirs)]:
+        if (record := newest(where, host)) is not None:
             n, gap = at(record, min(v.n_a, v.n_b))
             return (n, gap) if v.speedup - 1 < gap else None
     return None

@@ -16,6 +16,7 @@ from repro.runner import scheduler
 from repro.report.audit import CHECKS
 from repro.report.md import md_table
 from repro.report.comparison import CELLS, MISSING, Comparison, Table
+from repro.usertext import shown
 
 SPLIT = {"ci": ("ci_low_ms", "ci_high_ms"), "p10_p90": ("p10_ms", "p90_ms")}  # "a–b" cells, two CSV columns
 CSV_NAMES = {"name": "run", "first": "first_step_ms", "second": "second_step_ms", "median": "steady_median_ms",
@@ -160,4 +161,4 @@ def page(records: list[dict], comparison: Comparison, plot_files: list[str], tab
     for name in plot_files:
         lines += [f"![{name}]({name})", ""]
     lines += ["Regenerate from the ledger: `repro report --sweep " + sweep.get("id", "") + "`.", ""]
-    return "\n".join(lines)
+    return shown("\n".join(lines))  # what users typed, without the control characters a viewer would act on

@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from repro.config.schema import ProgressConfig
+from repro.console import live
+from repro.usertext import markup, shown
 
 
 def _ms(seconds: float | None) -> str:
@@ -47,6 +49,7 @@ class Display:
                 console=self.console, refresh_per_second=4, transient=False,
             )
             self._progress.start()
+            live(self.console)  # notices and other prints meanwhile go above the live lines
             self._sweep = self._progress.add_task("sweep", total=jobs, info="")
             self._run = None
 
@@ -62,11 +65,11 @@ class Display:
     def job_started(self, job: int, label: str, steps: int) -> None:
         if self.mode == "plain":
             self._job_start = self._clock()
-            print(f"{self._job_tag(job)} {label}: starting", flush=True)
+            print(f"{self._job_tag(job)} {shown(label)}: starting", flush=True)
         elif self._progress:
             if self._run is not None:
                 self._progress.remove_task(self._run)
-            self._run = self._progress.add_task(f"{self._job_tag(job)} {label}", total=steps, info="starting")
+            self._run = self._progress.add_task(f"{markup(self._job_tag(job))} {markup(label)}", total=steps, info="starting")
 
     def event(self, job: int, event: dict) -> None:
         if event["event"] != "step":
@@ -98,13 +101,14 @@ class Display:
         where = f"ledger {record['id']}" if in_ledger else "spooled, not yet in the ledger; run `repro ledger recover`"
         line = f"{self._job_tag(job)} {record['status']}: {note} ({where})"
         if self.mode == "plain":
-            print(line, flush=True)
+            print(shown(line), flush=True)
         elif self._progress:
             self._progress.update(self._sweep, advance=1)
-            self._progress.console.print(line)
+            self._progress.console.print(markup(line), highlight=False)
 
     def close(self) -> None:
         if self._progress:
+            live(None)
             self._progress.stop()
             self._progress = None
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from repro import paths
 from repro.ledger import Ledger, LedgerError
 from repro.report import compare, comparison, markdown, varied
+from repro.usertext import markup
 
 PAGE, TABLE = "report.md", "results.csv"
 
@@ -20,13 +21,14 @@ def default_dir(records: list[dict], ledger_dir: str) -> Path:
     return paths.default_reports_dir(ledger_dir) / own[0]["sweep"]["id"]
 
 
-def write(records: list[dict], out: Path, comp: comparison.Comparison | None = None) -> list[Path]:
+def write(records: list[dict], out: Path, comp: comparison.Comparison | None = None,
+          ledger_dir: str | Path | None = None) -> list[Path]:
     """Write the report of `records` (one sweep's runs; `comp`: their comparison, when already
-    built) into `out`; returns the files written."""
+    built; `ledger_dir`: the ledger they were read from) into `out`; returns the files written."""
     from repro.report import plots  # matplotlib: imported when a report is written, not by every sweep
 
     out.mkdir(parents=True, exist_ok=True)
-    comp = comp or comparison.build(records)
+    comp = comp or comparison.build(records, ledger_dir)
     pngs = plots.write(comp, out)
     (out / TABLE).write_text(markdown.to_csv(markdown.rows(comp)))
     (out / PAGE).write_text(markdown.page(records, comp, [p.name for p in pngs], TABLE))
@@ -43,10 +45,10 @@ def publish(records: list[dict], console, comp: comparison.Comparison | None = N
     try:
         write(runs, out, comp)
     except Exception as e:  # noqa: BLE001
-        console.print(f"[yellow]warning: the sweep's report was not completed ({type(e).__name__}: {e}); "
-                      f"`repro report --sweep {runs[0]['sweep']['id']}` rebuilds it from the ledger[/]")
+        console.print(f"[yellow]warning: the sweep's report was not completed ({type(e).__name__}: {markup(e)}); "
+                      f"`repro report --sweep {markup(runs[0]['sweep']['id'])}` rebuilds it from the ledger[/]")
         return None
-    console.print(f"report: {out / PAGE}")
+    console.print(f"report: {markup(out / PAGE)}", highlight=False)
     return out
 
 
@@ -57,7 +59,7 @@ def announce(records: list[dict], console) -> Path | None:
     if not runs:
         return None
     out = default_dir(runs, runs[0]["config"]["ledger"]["dir"])
-    console.print(f"report: {out / PAGE} (being written in the background; ready when the projector ends)")
+    console.print(f"report: {markup(out / PAGE)} (being written in the background; ready when the projector ends)")
     return out
 
 
@@ -86,7 +88,7 @@ def run(args) -> int:
         return 2
     out = Path(args.out) if args.out else default_dir(records, args.ledger)
     try:
-        files = write(records, out)  # in the foreground: the path printed below exists
+        files = write(records, out, ledger_dir=ledger.root)  # in the foreground: the path printed below exists
     except OSError as e:
         print(f"repro report: cannot write {out} ({e.strerror or e}); name another folder with --out DIR",
               file=sys.stderr)

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from repro.console import UNBOUNDED_WIDTH
+from repro.usertext import markup, plain
 from repro.report.audit import print_audit, print_machine_summary
 from repro.report.comparison import Comparison, Table
 from repro.report.where_time_goes import headline
@@ -40,14 +41,14 @@ def _columns(table: Table, wide: bool) -> list[tuple[str, str]]:
 
 
 def _grid(table: Table, columns: list[tuple[str, str]], widths: list[int] | None) -> RichTable:
-    t = RichTable(title=table.header, title_justify="left", box=RULED, show_edge=False, pad_edge=False,
+    t = RichTable(title=plain(table.header), title_justify="left", box=RULED, show_edge=False, pad_edge=False,
                   collapse_padding=True)
     for i, (key, header) in enumerate(columns):
-        t.add_column(header, justify="left" if key in LEFT else "right", width=widths[i] if widths else None,
+        t.add_column(plain(header), justify="left" if key in LEFT else "right", width=widths[i] if widths else None,
                      no_wrap=widths is None, overflow="fold")
     for row in table.rows:
         cells = row.cells()
-        t.add_row(*(cells[key] for key, _ in columns))
+        t.add_row(*(plain(cells[key]) for key, _ in columns))
     return t
 
 
@@ -79,13 +80,13 @@ def fitted(table: Table, width: int, wide: bool = False) -> RichTable | None:
 
 def print_blocks(console: Console, table: Table, wide: bool = False) -> None:
     """One block per run: its name, then `header: cell` lines (the width holds no grid)."""
-    console.print(table.header, style="bold", markup=False)
+    console.print(plain(table.header, style="bold"))
     for row in table.rows:
         cells = row.cells()
-        console.print(cells["name"], style="bold", markup=False)
+        console.print(plain(cells["name"], style="bold"))
         for key, header in _columns(table, wide):
             if key != "name":
-                console.print(f"  {header}: {cells[key]}", markup=False, highlight=False)
+                console.print(plain(f"  {header}: {cells[key]}"), highlight=False)
 
 
 def print_comparison(console: Console, comparison: Comparison, wide: bool = False, hint: str = "") -> None:
@@ -103,11 +104,11 @@ def print_comparison(console: Console, comparison: Comparison, wide: bool = Fals
         else:
             out.print(grid)
         for verdict in table.verdicts:
-            out.print(f"[bold]{verdict.text}[/]")
+            out.print(plain(verdict.text, style="bold"))
         print_audit(out, table.audit, table.records)
         for row in table.rows:  # profiled runs: their top categories and where their traces are
             if row.ok and (line := headline(row.ok[0], row.name)):
-                out.print(line, markup=False, highlight=False)
+                out.print(plain(line), highlight=False)
     print_machine_summary(out, comparison)
     if hint and not wide and any(len(t.columns) > len(_columns(t, False)) for t in comparison.tables):
-        out.print(f"[dim]{hint}[/]")
+        out.print(f"[dim]{markup(hint)}[/]")

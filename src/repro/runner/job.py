@@ -33,8 +33,9 @@ from repro.ledger.store import now_iso, record_id
 from repro.envs import runs as envs_runs
 from repro.envs.venvs import EnvError
 from repro.envs import workload_source
-from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, spool
+from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, snapshot, spool
 from repro.runner.host import JobHost
+from repro.usertext import markup
 
 CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
@@ -87,7 +88,7 @@ def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: P
 def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
     """A node other than node 0: its processes join the run; node 0 alone records it."""
     console = terminal()
-    console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {name} joins the run at {rdzv.endpoint}; "
+    console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {markup(name)} joins the run at {rdzv.endpoint}; "
                   "node 0 records it")
     run_dir = make_run_dir()
     try:
@@ -160,7 +161,7 @@ def _resumed(run: _Run, done: dict, extra: dict | None) -> dict:
     """`run.resume=true`: the job's result is already recorded ok on this environment. The sweep
     counts that record once (by id), as this job: in this sweep's view it carries this job's
     `repeat` and names the sweep it came from (`resumed_from`); the ledger keeps it as it was."""
-    terminal().print(f"resume: {run.name} skipped, already recorded ok on this environment (ledger {done['id']})")
+    terminal().print(f"resume: {markup(run.name)} skipped, already recorded ok on this environment (ledger {done['id']})")
     view = {**done, "resumed_from": (done.get("sweep") or {}).get("id")}
     if extra and "repeat" in extra:
         view["repeat"] = extra["repeat"]
@@ -205,6 +206,8 @@ def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: floa
     config, host, reserved = run.config, run.host, None
     try:
         held.release()  # raises the KeyboardInterrupt that came while `started` was written, if one did
+        if snapshot.ensure_active():  # the code its record names, rebuilt if a cleanup took it (else: fails naming it)
+            host.warm.discard()
         reserved = spool.reserve(run.ledger.root, run.started["id"], config.run.steps)
         place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
         python = (place or {}).get("python") or config.framework.python
@@ -212,9 +215,12 @@ def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: floa
         warm = host.warm.take(python, run.env, (place or {}).get("src"), config.framework.backend)  # started while the last job ended
         run.run_dir = warm.run_dir if warm else make_run_dir()
         host.display.job_started(run.job, run.name, config.run.steps)
+        restore_sigterm = scheduler.interrupt_on_sigterm(run.base["scheduler"])  # SLURM's end, recorded while it waits
 
         def on_event(ev: dict) -> None:
             host.display.event(run.job, ev)
+            if ev["event"] == "measure_start":
+                restore_sigterm()
             if ev["event"] == "measure_end" and not config.run.profile:  # profiled steps come after it
                 host.warm.start_next()
 

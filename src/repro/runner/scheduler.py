@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 LOCAL = {"name": "local"}
 SCONTROL_TIMEOUT_S = 5
@@ -200,6 +202,29 @@ def final_state(job: str, environ: Mapping[str, str] = os.environ) -> str | None
         return None
     lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
     return lines[-1] if out.returncode == 0 and lines else None
+
+
+def interrupt_on_sigterm(sched: dict) -> Callable[[], None]:
+    """Under SLURM, until the worker's measured steps begin, SLURM's SIGTERM (scancel, a time limit)
+    interrupts this process; returns what restores the handler it replaced. A submitit job process
+    ignores SIGTERM (submitit's own handler only logs it): where SLURM ended the job while it waited
+    before its steps (for an MLflow projector at work), the process waited on and was SIGKILLed after
+    KillWait, its run left `lost`; interrupted, it records how SLURM ended it (`ended_by_scheduler`).
+    Once the steps run, SLURM's SIGTERM ends the worker, and its end says so as before."""
+    if sched.get("name") != "slurm" or threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    from repro.runner import lifeline
+
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is lifeline.interrupt or previous is None:
+        return lambda: None
+    signal.signal(signal.SIGTERM, lifeline.interrupt)
+
+    def restore() -> None:
+        if signal.getsignal(signal.SIGTERM) is lifeline.interrupt:
+            signal.signal(signal.SIGTERM, previous)
+
+    return restore
 
 
 def ended_by_scheduler(sched: dict, environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:

@@ -15,6 +15,13 @@ untracked changes as they are (a dirty run ran exactly them), must work outside 
 a copy), and copying ~1 MB of source takes milliseconds, where a worktree is a checkout that
 leaves git state behind. Snapshots are small: those unused for a week are removed, beyond the
 newest 20.
+
+A snapshot is what its records name: before each job `ensure_active()` checks every file of the
+running snapshot against its manifest (a cache clean, a full disk or another sweep's cleanup may
+have taken it meanwhile) and puts back what is missing or changed, from the bytes this process
+copied (`take` keeps them) or from the checkout where its file still hashes the same; else the job
+fails naming the snapshot. A worker refuses to run code imported from anywhere but the folder it was
+given (runner/worker.py), so the checkout's code never runs under a snapshot's name.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from repro import paths
 ENV = "REPRO_SNAPSHOT"
 MANIFEST = "manifest.json"
 KEEP, KEEP_DAYS = 20, 7
+HELD = 4  # snapshots whose bytes a process keeps (~1.5 MB each), to rebuild them
 PARTS = (("src/repro", "src"), ("src/hydra_plugins", "src"), ("conf", ""))  # (in the snapshot, from the root of)
 
 
@@ -47,6 +55,14 @@ class Snapshot:
     @property
     def src(self) -> Path:
         return self.root / "src"
+
+
+class SnapshotError(OSError):
+    """The sweep's snapshot cannot be written, or is gone (or changed) and cannot be rebuilt."""
+
+
+# The bytes `take` copied, by snapshot id: what a snapshot taken in this process is rebuilt from.
+_HELD: dict[str, dict[str, bytes]] = {}
 
 
 def _cache() -> Path:
@@ -63,10 +79,14 @@ def _sources(src: Path, conf: Path) -> dict[str, Path]:
     return out
 
 
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def manifest(src: Path | None = None, conf: Path | None = None) -> dict[str, str]:
     """Each file's sha256, by its path in a snapshot (of the checkout, by default)."""
     src, conf = src or paths.src_dir(checkout=True), conf or paths.conf_dir(checkout=True)
-    return {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in _sources(src, conf).items()}
+    return {name: _sha(path.read_bytes()) for name, path in _sources(src, conf).items()}
 
 
 def _id(files: dict[str, str]) -> str:
@@ -77,23 +97,122 @@ def take() -> Snapshot:
     """The checkout's code and conf/ as they are now, copied once per content (atomically: a
     folder renamed into place, so a concurrent sweep of the same code finds it whole)."""
     src, conf = paths.src_dir(checkout=True), paths.conf_dir(checkout=True)
-    files = manifest(src, conf)
+    blobs = {name: path.read_bytes() for name, path in _sources(src, conf).items()}
+    files = {name: _sha(data) for name, data in blobs.items()}
     snap_id = _id(files)
     root = _cache() / snap_id[:16]
-    if not (root / MANIFEST).exists():
-        tmp = root.with_name(f".{root.name}.{os.getpid()}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        for name, path in _sources(src, conf).items():
-            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, tmp / name)
-        (tmp / MANIFEST).write_text(json.dumps({"id": snap_id, "files": files}))
-        try:
-            os.rename(tmp, root)
-        except OSError:  # another sweep made the same snapshot first
-            shutil.rmtree(tmp, ignore_errors=True)
-    os.utime(root)  # its last use, for the clean-up
+    _HELD[snap_id] = blobs
+    for old in list(_HELD)[:-HELD]:  # the newest few: a Python session takes one per sweep
+        del _HELD[old]
+    try:
+        if not (root / MANIFEST).exists():
+            _write_whole(root, snap_id, blobs, files)
+        os.utime(root)  # its last use, for the clean-up
+    except OSError as e:
+        raise SnapshotError(_unwritable(root, e)) from None
     _clean(keep=root)
     return Snapshot(root, snap_id, files)
+
+
+def _unwritable(root: Path, e: OSError) -> str:
+    return (f"cannot write the sweep's code snapshot at {root}: {e.strerror or e}. Make its cache folder "
+            f"writable, or point XDG_CACHE_HOME at one that is (snapshots go to $XDG_CACHE_HOME/repro/snapshots)")
+
+
+def _write_whole(root: Path, snap_id: str, blobs: dict[str, bytes], files: dict[str, str]) -> None:
+    """The snapshot's folder written beside its place and renamed into it (a concurrent sweep of the
+    same code finds it whole, or makes it first)."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = root.with_name(f".{root.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for name, data in blobs.items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / name).write_bytes(data)
+    (tmp / MANIFEST).write_text(json.dumps({"id": snap_id, "files": files}))
+    try:
+        os.rename(tmp, root)
+    except OSError:  # another sweep made the same snapshot first
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ensure_active() -> bool:
+    """The running sweep's snapshot (REPRO_SNAPSHOT) whole, as its manifest names it, before a job
+    runs from it; True if it had to be rebuilt (a worker started ahead of this moment may have run
+    without it). Raises SnapshotError naming it when it cannot be rebuilt."""
+    root = os.environ.get(ENV)
+    if not root:
+        return False
+    root = Path(root)
+    snap_id, files = _recorded(root)
+    if snap_id is None:
+        raise SnapshotError(f"the sweep's code snapshot {root} is gone, and this process does not know its "
+                            "content: its jobs cannot run the code their records name; run the sweep again")
+    whole = not (root / MANIFEST).exists()
+    bad = sorted(files) if whole else sorted(name for name, sha in files.items() if _hash_of(root / name) != sha)
+    if not bad:
+        _touch(root)
+        return False
+    blobs = {name: data for name in bad if (data := _recorded_bytes(snap_id, name, files[name])) is not None}
+    lost = sorted(set(bad) - set(blobs))
+    if lost:
+        raise SnapshotError(
+            f"the sweep's code snapshot {snap_id[:12]} ({root}) lost {', '.join(lost[:5])}"
+            f"{f' and {len(lost) - 5} more' if len(lost) > 5 else ''} while the sweep ran, and neither this "
+            "process nor the checkout holds that content any more: the job does not run other code under "
+            "its name; run the sweep again")
+    try:
+        if whole:
+            shutil.rmtree(root, ignore_errors=True)
+            _write_whole(root, snap_id, blobs, files)
+        else:
+            for name, data in blobs.items():
+                tmp = (root / name).with_name(f".{Path(name).name}.{os.getpid()}.tmp")
+                tmp.parent.mkdir(parents=True, exist_ok=True)
+                tmp.write_bytes(data)
+                os.replace(tmp, root / name)
+    except OSError as e:
+        raise SnapshotError(_unwritable(root, e)) from None
+    return True
+
+
+def _recorded(root: Path) -> tuple[str | None, dict[str, str]]:
+    """The snapshot's id and manifest: from its folder, else from what this process took."""
+    try:
+        data = json.loads((root / MANIFEST).read_text())
+        return data["id"], data["files"]
+    except (OSError, ValueError, KeyError):
+        for snap_id, blobs in _HELD.items():
+            if snap_id.startswith(root.name):
+                return snap_id, {name: _sha(data) for name, data in blobs.items()}
+        return None, {}
+
+
+def _recorded_bytes(snap_id: str, name: str, sha: str) -> bytes | None:
+    """A file's content as the snapshot recorded it: the bytes this process copied, else the
+    checkout's file if it still hashes the same."""
+    if (data := _HELD.get(snap_id, {}).get(name)) is not None and _sha(data) == sha:
+        return data
+    base = paths.conf_dir(checkout=True).parent if name.startswith("conf/") else paths.src_dir(checkout=True)
+    path = base / (name.removeprefix("src/") if not name.startswith("conf/") else name)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data if _sha(data) == sha else None
+
+
+def _hash_of(path: Path) -> str | None:
+    try:
+        return _sha(path.read_bytes())
+    except OSError:
+        return None
+
+
+def _touch(root: Path) -> None:
+    try:
+        os.utime(root)  # in use: the clean-up of another sweep passes it over
+    except OSError:
+        pass
 
 
 def use(snap: Snapshot) -> None:

@@ -16,13 +16,14 @@ class WarmStart:
         """Start the upcoming job's worker. A job with its own venv (env.packages) or on several
         nodes starts its worker as usual."""
         from repro.backends.layouts import process_count
-        from repro.runner import cluster, launch, seeding
+        from repro.runner import cluster, launch, seeding, snapshot
         from repro.runner.job import make_run_dir
 
         config, self.upcoming = self.upcoming, None
         if self._warm is not None or config is None or config.env.packages or config.cluster.name != "local":
             return
         try:
+            snapshot.ensure_active()  # whole before a worker imports from it (else the job's own check says why)
             rdzv = cluster.resolve(config.cluster)
             env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
             self._warm = launch.warm_start(make_run_dir(), config.framework.python, env, src,

@@ -202,7 +202,22 @@ def _launch(spec: WorkerSpec) -> dict[int, dict]:
     return {process_id(rdzv, i): out for i, out in local.items()}
 
 
+def check_code_origin() -> None:
+    """A worker told to run a sweep's snapshot (the first folder of its PYTHONPATH, inside
+    REPRO_SNAPSHOT) runs it or nothing: where that folder is gone, Python imports repro from wherever
+    else it is installed (the checkout), code the run's record would not name."""
+    snap = os.environ.get("REPRO_SNAPSHOT")
+    given = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
+    if not snap or not given or not Path(given).resolve().is_relative_to(Path(snap).resolve()):
+        return
+    here = Path(__file__).resolve().parents[2]  # the folder repro was imported from
+    if here != Path(given).resolve():
+        raise RuntimeError(f"the sweep's code snapshot {given} is missing: this worker imported repro from {here} "
+                           "instead, code its record would not name; nothing was run (run the sweep again)")
+
+
 def run(spec: WorkerSpec, events: EventWriter, gate: Gate) -> None:
+    check_code_origin()
     if parallel(spec) is None:
         out = execute(spec, events.emit, gate)
     else:

@@ -1,0 +1,36 @@
+"""User text is data: what a user typed or named (override values, run names, paths, error reasons)
+is rendered through these and nothing else, so that it prints as typed: never read as rich
+markup, never an escape sequence that recolours, moves or retitles the terminal. On the lowest
+floor, without rich at import (the command line's own errors use `shown`)."""
+
+from __future__ import annotations
+
+import re
+
+# An escape sequence (CSI `ESC [ ... m`, OSC `ESC ] ... BEL`, a two-byte ESC x), then any other C0 or
+# C1 control character but a tab and a newline (a carriage return rewrites the line it is on).
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[ -~]?)|\x9b[0-?]*[ -/]*[@-~]?")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def shown(text: object) -> str:
+    """User text (an override's value, a run's name, a path, an error's reason) as a terminal or a
+    page may show it: escape sequences and control characters left out (a tab and a newline kept).
+    The ledger keeps the value exactly; only what is rendered is cleaned."""
+    return _CONTROL.sub("", _ESCAPE.sub("", str(text)))
+
+
+def markup(text: object) -> str:
+    """User text to put inside a rich markup string (`f"[bold]{markup(name)}[/]"`): `shown`, its
+    square brackets escaped, so that a value holding `[/]` or `[red]` prints as typed. The one way
+    user text reaches rich: elsewhere as `plain(...)` (a Text, never parsed) or `shown` with markup=False."""
+    from rich.markup import escape
+
+    return escape(shown(text))
+
+
+def plain(text: object, style: str = ""):
+    """User text as a rich Text (a table cell, a title): never read as markup nor as an emoji code."""
+    from rich.text import Text
+
+    return Text(shown(text), style=style)

@@ -1,0 +1,127 @@
+"""A snapshot is what its records name (runner/snapshot.py): a sweep's snapshot taken away while it
+runs (a cache clean, another sweep's cleanup) is rebuilt before the next job from the bytes the
+sweep copied, or from the checkout while it still hashes the same; else the job fails naming it.
+A worker never runs the checkout's code under a snapshot's name; an unwritable cache is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from repro import paths
+from repro.runner import snapshot, worker
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    root = tmp_path / "checkout"
+    for part in ("src", "conf"):
+        shutil.copytree(paths.repo_root() / part, root / part,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return root
+
+
+@pytest.fixture
+def taken(checkout, tmp_path, monkeypatch) -> snapshot.Snapshot:
+    """A snapshot of the copied checkout, active (REPRO_SNAPSHOT) as in a sweep."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("REPRO_ROOT", str(checkout))
+    monkeypatch.setattr(paths, "src_dir", lambda **_: checkout / "src")
+    snap = snapshot.take()
+    monkeypatch.setenv(snapshot.ENV, str(snap.root))
+    return snap
+
+
+def _whole(snap: snapshot.Snapshot) -> bool:
+    return snapshot.manifest(snap.src, snap.root / "conf") == snap.files and \
+        json.loads((snap.root / snapshot.MANIFEST).read_text())["id"] == snap.id
+
+
+def test_a_deleted_snapshot_is_rebuilt_from_the_bytes_the_sweep_copied(taken, checkout):
+    assert snapshot.ensure_active() is False  # whole: nothing to do
+    shutil.rmtree(taken.root)
+    model = checkout / "src/repro/models/mlp/torch_model.py"
+    model.write_text("raise RuntimeError('edited meanwhile')\n")  # the checkout moved on: not what was copied
+    assert snapshot.ensure_active() is True
+    assert _whole(taken) and "edited meanwhile" not in (taken.src / "repro/models/mlp/torch_model.py").read_text()
+
+
+def test_a_changed_file_is_put_back(taken):
+    target = taken.src / "repro/models/mlp/torch_model.py"
+    before = target.read_bytes()
+    target.write_text("print('not the recorded code')\n")
+    (taken.root / "conf/model/mlp.yaml").unlink()
+    assert snapshot.ensure_active() is True and target.read_bytes() == before and _whole(taken)
+
+
+def test_without_the_bytes_the_checkout_rebuilds_it_while_it_hashes_the_same(taken, checkout, monkeypatch):
+    monkeypatch.setattr(snapshot, "_HELD", {})  # another process of the sweep: it copied nothing
+    shutil.rmtree(taken.root / "src/repro/report")
+    assert snapshot.ensure_active() is True and _whole(taken)
+    (checkout / "src/repro/report/table.py").write_text("# edited\n")
+    (taken.src / "repro/report/table.py").unlink()
+    with pytest.raises(snapshot.SnapshotError, match=rf"snapshot {taken.id[:12]} .* lost src/repro/report/table.py"):
+        snapshot.ensure_active()
+
+
+def test_a_worker_refuses_code_from_outside_its_snapshot(monkeypatch, tmp_path):
+    """The folder it was given is gone: Python imported repro from elsewhere (here, the checkout)."""
+    monkeypatch.setenv(snapshot.ENV, str(tmp_path / "snap"))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "snap" / "src"))
+    with pytest.raises(RuntimeError, match="code snapshot .*snap/src is missing: this worker imported repro from"):
+        worker.check_code_origin()
+    here = Path(worker.__file__).resolve().parents[2]
+    monkeypatch.setenv(snapshot.ENV, str(here.parent))  # given the folder it runs from: fine
+    monkeypatch.setenv("PYTHONPATH", str(here))
+    worker.check_code_origin()
+
+
+def test_an_unwritable_snapshot_cache_is_one_line(tmp_path, monkeypatch, capsys):
+    from repro import cli
+
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file" / "cache"))
+    monkeypatch.delenv(snapshot.ENV, raising=False)
+    rc = cli.run_experiment(["framework=torch", "model=mlp", f"ledger.dir={tmp_path / 'ledger'}"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "cannot write the sweep's code snapshot at" in err and "XDG_CACHE_HOME" in err and "Traceback" not in err
+    assert not (tmp_path / "ledger").exists()
+
+
+@pytest.mark.slow
+def test_deleting_the_snapshot_mid_sweep_changes_nothing_it_runs(checkout, tmp_path):
+    """The snapshot folder removed while the first job runs: the later jobs run it, rebuilt, and the
+    close (which imports the report's modules from it) ends well."""
+    ledger = tmp_path / "ledger"
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "REPRO_SNAPSHOT")}
+    env.update(PYTHONPATH=str(checkout / "src"), XDG_CACHE_HOME=str(cache), PYTHONUNBUFFERED="1",
+               MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    sweep = subprocess.Popen([sys.executable, "-m", "repro", "-m", "framework=torch", "model=mlp", "model.preset=tiny",
+                              "run.steps=60", "run.warmup=2", "run.seed=0,1", f"ledger.dir={ledger}",
+                              "progress.mode=plain"], cwd=checkout, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    for line in sweep.stdout:  # the first job's worker has imported its code and compiled
+        if line.startswith("[1/2]   step 1/"):
+            break
+    snaps = cache / "repro" / "snapshots"
+    (root,) = [p for p in snaps.iterdir() if not p.name.startswith(".")]
+    shutil.rmtree(root)  # a cache clean
+    (checkout / "src/repro/report/table.py").write_text("raise ImportError('the checkout, not the snapshot')\n")
+    out, err = sweep.communicate(timeout=600)
+    out = line + out
+    assert sweep.returncode == 0, out[-3000:] + err[-3000:]
+    assert "closing step failed" not in err and "ImportError" not in out + err, err[-3000:]
+    from repro.ledger import Ledger
+
+    heads = [r for r in Ledger(ledger).heads() if r.get("kind") == "run"]
+    assert len(heads) == 2 and {h["status"] for h in heads} == {"ok"}, [(h["status"], h.get("error")) for h in heads]
+    assert {h["code"]["snapshot"] for h in heads} == {json.loads((root / snapshot.MANIFEST).read_text())["id"]}
+    assert "the checkout" not in (root / "src/repro/report/table.py").read_text()
