@@ -1,5 +1,6 @@
-"""`ledger verify`: read every record file and check it (JSON, schema, content hash, file name),
-then the ledger as a whole (duplicates, links, lost runs). No index: every file is hashed.
+"""`ledger verify`: check every record file (JSON, schema, content hash, file name), then the
+ledger as a whole (duplicates, links, lost runs). A file unchanged since it last passed is not
+read again (verified.py says how that is known); `--full` reads every one.
 
 Over many files the reading and hashing (JSON parse, canonical dump, sha256: ~0.1 ms a record)
 is split over forked processes, one per usable core: 10,000 records must verify within 2 s on a
@@ -16,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro.ledger import recordfile, schema
+from repro.ledger import recordfile, schema, verified
 from repro.ledger.state import state_of
 
 PARALLEL_FROM = 2000  # files; below that a fork costs more than it saves
@@ -37,15 +38,27 @@ class Verification:
     files: int
     problems: list[Problem] = field(default_factory=list)  # verify fails on these
     warnings: list[Problem] = field(default_factory=list)  # lost runs: worth a look, not a failure
+    read: int = 0  # files read now (the rest were unchanged since they passed)
+    passed: dict[Path, tuple[str, dict]] = field(default_factory=dict)  # file read now -> (digest, kept): no problem
 
 
-def check_file(path: Path) -> tuple[dict | None, list[str]]:
-    """(the record's KEPT keys, or None if it is not a record; what is wrong with the file)."""
+Checked = tuple[dict | None, list[str], str]  # (the record's KEPT keys or None, what is wrong, digest of the bytes)
+
+
+def check_file(path: Path, seen: dict[str, dict] | None = None) -> Checked:
+    """Read and check one file. `seen`: digest -> kept of bytes that passed before: such bytes are
+    the same content, and only the file name is checked."""
     try:
         data = recordfile.read(path)
+    except recordfile.NotARecord as e:
+        return None, [str(e)], ""
+    digest = verified.digest(data)
+    if seen and (kept := seen.get(digest)) is not None:
+        return kept, [] if path.stem == kept["id"] else [f"file name does not match the record id {kept['id']}"], digest
+    try:
         record = recordfile.parse(data)
     except recordfile.NotARecord as e:
-        return None, [str(e)]
+        return None, [str(e)], digest
     problems = [f"does not match the record schema: {err}" for err in schema.errors(record)]
     expected = recordfile.content_id(record, data)
     if record["id"] != expected:
@@ -55,11 +68,14 @@ def check_file(path: Path) -> tuple[dict | None, list[str]]:
     kept = {k: record[k] for k in KEPT if k in record}
     if env_hash := (record.get("environment") or {}).get("env_hash"):
         kept["env_hash"] = env_hash
-    return kept, problems
+    return kept, problems, digest
 
 
-def _check_files(paths: list[Path]) -> list[tuple[dict | None, list[str]]]:
-    return [check_file(p) for p in paths]
+_seen: dict[str, dict] | None = None  # check_files' `seen`, inherited by its forked workers
+
+
+def _check_files(paths: list[Path]) -> list[Checked]:
+    return [check_file(p, _seen) for p in paths]
 
 
 def workers_for(files: int) -> int:
@@ -68,21 +84,39 @@ def workers_for(files: int) -> int:
     return min(len(os.sched_getaffinity(0)), 8)
 
 
-def check_files(paths: list[Path]) -> list[tuple[dict | None, list[str]]]:
-    workers = workers_for(len(paths))
-    if workers < 2:
-        return _check_files(paths)
-    size = -(-len(paths) // workers)
-    chunks = [paths[i:i + size] for i in range(0, len(paths), size)]
-    with ProcessPoolExecutor(len(chunks), mp_context=multiprocessing.get_context("fork")) as pool:
-        return [result for chunk in pool.map(_check_files, chunks) for result in chunk]
+def check_files(paths: list[Path], seen: dict[str, dict] | None = None) -> list[Checked]:
+    global _seen
+    _seen = seen
+    try:
+        workers = workers_for(len(paths))
+        if workers < 2:
+            return _check_files(paths)
+        size = -(-len(paths) // workers)
+        chunks = [paths[i:i + size] for i in range(0, len(paths), size)]
+        with ProcessPoolExecutor(len(chunks), mp_context=multiprocessing.get_context("fork")) as pool:
+            return [result for chunk in pool.map(_check_files, chunks) for result in chunk]
+    finally:
+        _seen = None
 
 
-def verify(paths: list[Path]) -> Verification:
+def verify(paths: list[Path], trusted: dict[Path, dict] | None = None,
+           seen: dict[str, dict] | None = None) -> Verification:
+    """Check `paths`; `trusted`: path -> kept of files unchanged since they passed (not read);
+    `seen`: digest -> kept of bytes that passed before (see check_file)."""
+    trusted = trusted or {}
     out = Verification(len(paths))
+    unread = [p for p in paths if p not in trusted]
+    checked = dict(zip(unread, check_files(unread, seen)))
+    out.read = len(unread)
     first: dict[str, Path] = {}
     records: list[dict] = []
-    for path, (record, problems) in zip(paths, check_files(paths)):
+    for path in paths:
+        if path in trusted:
+            record, problems = trusted[path], []
+        else:
+            record, problems, digest = checked[path]
+            if record is not None and not problems:
+                out.passed[path] = (digest, record)
         out.problems += [Problem(path, p) for p in problems]
         if record is None:
             continue
