@@ -306,13 +306,11 @@ class Ledger:
             if isinstance(st, str):
                 damaged.append(Problem(self.root / name, st))
             else:
-                stats[self.root / name] = (name, st)
-        paths = sorted(stats)
-        trusted = {} if full else {p: kept for p, (name, st) in stats.items()
-                                   if (kept := cache.trusted(name, st)) is not None}
-        found = verify(paths, trusted, None if full else cache.by_digest())
-        kept_of = {p: (cache.files[stats[p][0]][4], kept) for p, kept in trusted.items()}
-        cache.save({stats[p][0]: (stats[p][1], *dk) for p, dk in {**kept_of, **found.passed}.items()}, now)
+                stats[name] = st
+        names = sorted(stats)
+        trusted = {} if full else cache.trusted(stats)
+        found = verify(self.root, names, trusted, None if full or len(trusted) == len(names) else cache.by_digest())
+        cache.save(stats, trusted, found.passed, now)
         found.problems += damaged
         return found
 

@@ -50,21 +50,32 @@ class Cache:
         self.checker = checker_id(kept)
         self.files: dict[str, list] = self._load()  # name -> [size, mtime_ns, ctime_ns, ino, digest, kept]
 
-    def trusted(self, name: str, st: os.stat_result) -> dict | None:
-        """The kept fields of `name` when its file is unchanged since it passed, else None."""
-        old = self.files.get(name)
-        return old[5] if old is not None and old[:4] == stat_key(st) else None
+    def trusted(self, stats: dict[str, os.stat_result]) -> dict[str, dict]:
+        """name -> kept fields of each file unchanged since it passed (by its stat)."""
+        out = {}
+        files = self.files
+        for name, st in stats.items():
+            old = files.get(name)
+            if (old is not None and old[0] == st.st_size and old[1] == st.st_mtime_ns and old[2] == st.st_ctime_ns
+                    and old[3] == st.st_ino):
+                out[name] = old[5]
+        return out
 
     def by_digest(self) -> dict[str, dict]:
         """digest -> kept fields, of every file that passed: bytes seen before need no checks."""
         return {v[4]: v[5] for v in self.files.values()}
 
-    def save(self, passed: dict[str, tuple[os.stat_result, str, dict]], now_ns: int) -> None:
-        """Replace the cache with the files that passed now: name -> (stat as read, digest, kept)."""
-        files = {name: [*(stat_key(st) if now_ns - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS else [-1, 0, 0, 0]),
-                        d, kept] for name, (st, d, kept) in passed.items()}
-        if files == self.files:
-            return
+    def save(self, stats: dict[str, os.stat_result], trusted: dict[str, dict],
+             passed: dict[str, tuple[str, dict]], now_ns: int) -> None:
+        """Keep the files that passed: those `trusted` as they were, those read now (`passed`:
+        name -> (digest, kept)) with their stat as read, unless changed within RACY_NS of `now_ns`."""
+        if not passed and len(trusted) == len(self.files):
+            return  # nothing read, nothing gone: the cache is as it was
+        files = {name: self.files[name] for name in trusted}
+        for name, (d, kept) in passed.items():
+            st = stats[name]
+            key = stat_key(st) if now_ns - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS else [-1, 0, 0, 0]
+            files[name] = [*key, d, kept]
         folder = self.path.parent
         tmp = folder / f".{FILE}-{os.getpid()}-{secrets.token_hex(4)}"
         try:

@@ -38,8 +38,9 @@ class Verification:
     files: int
     problems: list[Problem] = field(default_factory=list)  # verify fails on these
     warnings: list[Problem] = field(default_factory=list)  # lost runs: worth a look, not a failure
-    read: int = 0  # files read now (the rest were unchanged since they passed)
-    passed: dict[Path, tuple[str, dict]] = field(default_factory=dict)  # file read now -> (digest, kept): no problem
+    # what this check read: not part of what it found (two checks of the same ledger are equal)
+    read: int = field(default=0, compare=False)  # files read now (the rest were unchanged since they passed)
+    passed: dict[str, tuple[str, dict]] = field(default_factory=dict, compare=False)  # name read now -> (digest, kept)
 
 
 Checked = tuple[dict | None, list[str], str]  # (the record's KEPT keys or None, what is wrong, digest of the bytes)
@@ -86,6 +87,8 @@ def workers_for(files: int) -> int:
 
 def check_files(paths: list[Path], seen: dict[str, dict] | None = None) -> list[Checked]:
     global _seen
+    if not paths:
+        return []
     _seen = seen
     try:
         workers = workers_for(len(paths))
@@ -99,37 +102,39 @@ def check_files(paths: list[Path], seen: dict[str, dict] | None = None) -> list[
         _seen = None
 
 
-def verify(paths: list[Path], trusted: dict[Path, dict] | None = None,
+def verify(root: Path, names: list[str], trusted: dict[str, dict] | None = None,
            seen: dict[str, dict] | None = None) -> Verification:
-    """Check `paths`; `trusted`: path -> kept of files unchanged since they passed (not read);
-    `seen`: digest -> kept of bytes that passed before (see check_file)."""
+    """Check the files `names` (`<folder>/<file>` under `root`, in order); `trusted`: name -> kept
+    of files unchanged since they passed (not read); `seen`: digest -> kept of bytes that passed
+    before (see check_file). Paths are made only where a file is read or named: 100,000 cost 0.3 s."""
     trusted = trusted or {}
-    out = Verification(len(paths))
-    unread = [p for p in paths if p not in trusted]
-    checked = dict(zip(unread, check_files(unread, seen)))
+    out = Verification(len(names))
+    unread = [n for n in names if n not in trusted]
+    checked = dict(zip(unread, check_files([root / n for n in unread], seen)))
     out.read = len(unread)
-    first: dict[str, Path] = {}
+    first: dict[str, str] = {}
     records: list[dict] = []
-    for path in paths:
-        if path in trusted:
-            record, problems = trusted[path], []
-        else:
-            record, problems, digest = checked[path]
-            if record is not None and not problems:
-                out.passed[path] = (digest, record)
-        out.problems += [Problem(path, p) for p in problems]
+    for name in names:
+        record = trusted.get(name)
         if record is None:
-            continue
+            record, problems, digest = checked[name]
+            if record is not None and not problems:
+                out.passed[name] = (digest, record)
+            out.problems += [Problem(root / name, p) for p in problems]
+            if record is None:
+                continue
         if record["id"] in first:
-            out.problems.append(Problem(path, f"duplicate: record {record['id']} is also {first[record['id']]}; "
-                                              "delete one of the two files"))
+            out.problems.append(Problem(root / name, f"duplicate: record {record['id']} is also "
+                                                     f"{root / first[record['id']]}; delete one of the two files"))
             continue
-        first[record["id"]] = path
+        first[record["id"]] = name
         records.append(record)
-    out.problems += check_locks(records, first)
+    out.problems += check_locks(records, {}, root)
     superseded = {r.get("prev") for r in records}
     for record in records:
-        path = first[record["id"]]
+        if not any(record.get(k) for k in ("prev", "replay_of", "superseded_by")) and record.get("status") != "started":
+            continue  # nothing below concerns it
+        path = root / first[record["id"]]
         if record.get("prev") and record["prev"] not in first:
             out.problems.append(Problem(path, f"names an earlier record {record['prev']} that is not in the ledger"))
         if record.get("replay_of") and record["replay_of"] not in first:
@@ -145,14 +150,15 @@ def verify(paths: list[Path], trusted: dict[Path, dict] | None = None,
     return out
 
 
-def check_locks(records: list[dict], where: dict[str, Path]) -> list[Problem]:
+def check_locks(records: list[dict], where: dict[str, Path], root: Path | None = None) -> list[Problem]:
     """Each environment lock a record names (`<ledger>/envs/<sha256>.txt`) hashed: a lock whose content
     is not the hash in its name was edited, and every record naming it would replay something else.
-    A lock that is missing is not a problem here (a replay says what to copy)."""
+    A lock that is missing is not a problem here (a replay says what to copy). `root`: the ledger
+    (else each record's path in `where` names it)."""
     users: dict[Path, list[str]] = {}
     for record in records:
         if digest := record.get("env_hash"):
-            lock = where[record["id"]].parent.parent / "envs" / f"{digest}.txt"
+            lock = (root if root is not None else where[record["id"]].parent.parent) / "envs" / f"{digest}.txt"
             users.setdefault(lock, []).append(record["id"])
     out = []
     for lock, ids in sorted(users.items()):
