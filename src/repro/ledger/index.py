@@ -1,5 +1,6 @@
 """A derived summary of every record file, so readers find ids, chains and heads without
-parsing every record.
+parsing every record: `ledger list` draws its rows from it, `compare`/`report` pick one sweep's
+runs by it and read only their files (SUMMARY: what those need).
 
 Where: `<ledger>/.index/files.json`, in a dot-folder of the ledger (never a record) that holds
 its own `.gitignore` (`*`). So it follows the ledger wherever `ledger.dir` points, two ledgers
@@ -10,6 +11,7 @@ does not know (written by another process, merged from a branch) is parsed and a
 one dropped; an index that does not parse or has another format is rebuilt. It is saved by temp
 file and rename without fsync: concurrent readers each write a whole index, a torn one after a
 crash reads as corrupt and is rebuilt. A ledger that cannot be written keeps it in memory.
+The records themselves stay as they are: one small JSON file each, never rewritten, in git.
 """
 
 from __future__ import annotations
