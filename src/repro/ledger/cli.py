@@ -9,12 +9,12 @@ import sys
 from repro.console import console as terminal
 from rich.table import Table
 
-from repro.ledger import export
+from repro.ledger import export, listing
 from repro.ledger.diff import SECTIONS, record_diff
 from repro.ledger.schema import SCHEMA
 from repro.ledger.state import state_of
 from repro.ledger.store import Ledger, LedgerError
-from repro.usertext import plain
+from repro.usertext import shown, plain
 
 
 def _short(value, limit: int = 80) -> str:
@@ -31,8 +31,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     show = lsub.add_parser("show", help="one record", parents=[common])
     show.add_argument("id", help="a record id or a unique prefix of one")
     show.add_argument("--json", action="store_true")
-    lsub.add_parser("verify", help="check every record file: JSON, schema, content hash, duplicates, links; "
-                    "warn of lost runs", parents=[common])
+    v = lsub.add_parser("verify", help="check every record file: JSON, schema, content hash, duplicates, links; "
+                        "warn of lost runs", parents=[common])
+    v.add_argument("--full", action="store_true",
+                   help="read and hash every file (default: a file unchanged since it last passed is not read again)")
     lsub.add_parser("recover", help="append the finished records spooled under <ledger>/.spool/", parents=[common])
     lsub.add_parser("schema", help="print the JSON Schema of a record (reads no ledger: no --ledger)"
                     ).set_defaults(reads_ledger=False)
@@ -44,30 +46,16 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     export.add_parser(lsub, common)
 
 
-def _row(r: dict, status: str) -> list[str]:
-    cfg = r.get("config", {})
-    res = r.get("results") or {}
-    med = res.get("steady_median_s")
-    return [r["id"], r.get("created", "")[:19], status, r.get("kind", ""),
-            (r.get("sweep") or {}).get("experiment", ""), cfg.get("framework", {}).get("name", ""),
-            f"{cfg.get('model', {}).get('name', '')}/{cfg.get('model', {}).get('preset', '')}",
-            f"{med * 1e3:.2f}" if med else "-", r.get("config_hash", "")[:12]]
-
-
 def _list(ledger: Ledger, args: argparse.Namespace) -> int:
+    entries = ledger.entries() if args.all else ledger.head_entries()
     if args.json:  # the record files as they are: nothing to parse and print again
-        entries = ledger.entries() if args.all else ledger.head_entries()
         texts = [data.rstrip() for e in entries if (data := ledger.read(e)) is not None]
         sys.stdout.flush()
         sys.stdout.buffer.write(b"[\n" + b",\n".join(texts) + b"\n]\n")
         return 0
-    records = list(ledger.records()) if args.all else ledger.heads()
-    t = Table(title=plain(f"ledger {ledger.root} ({len(records)} records)"), title_justify="left")
-    for col in ("id", "created", "status", "kind", "experiment", "framework", "model", "steady ms", "config hash"):
-        t.add_column(col)
-    for r in records:  # a run's state (lost...) from its newest record; --all lists superseded ones too
-        t.add_row(*map(plain, _row(r, str(r.get("status")) if args.all else str(state_of(r)))))
-    terminal().print(t)
+    # a run's state (lost...) from its newest record; --all lists superseded ones too, as recorded
+    body = [[shown(c) for c in row] for row in listing.rows(ledger, entries, states=not args.all)]  # user text: no escapes
+    listing.print_table(terminal(), shown(f"ledger {ledger.root} ({len(body)} records)"), body)
     return 0
 
 
@@ -104,7 +92,7 @@ def _diff(ledger: Ledger, args: argparse.Namespace) -> int:
 
 
 def _verify(ledger: Ledger, args: argparse.Namespace) -> int:
-    found = ledger.check()
+    found = ledger.check(full=args.full)
     for p in found.warnings:
         print(f"WARN {p}", file=sys.stderr)
     warned = f"; {len(found.warnings)} warning(s)" if found.warnings else ""
@@ -114,8 +102,10 @@ def _verify(ledger: Ledger, args: argparse.Namespace) -> int:
         print(f"ledger verify: {len(found.problems)} problem(s) in {found.files} files under {ledger.root}"
               f"{warned}", file=sys.stderr)
         return 1
+    unread = found.files - found.read
+    again = f" ({unread} unchanged since they last passed, not read again; --full reads every file)" if unread else ""
     print(f"ledger verify: {found.files} records under {ledger.root}, every content hash and schema "
-          f"matches{warned}")
+          f"matches{again}{warned}")
     return 0
 
 

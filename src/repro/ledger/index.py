@@ -1,49 +1,69 @@
 """A derived summary of every record file, so readers find ids, chains and heads without
-parsing every record.
+parsing every record: `ledger list` draws its rows from it, `compare`/`report` pick one sweep's
+runs by it and read only their files (SUMMARY: what those need).
 
 Where: `<ledger>/.index/files.json`, in a dot-folder of the ledger (never a record) that holds
 its own `.gitignore` (`*`). So it follows the ledger wherever `ledger.dir` points, two ledgers
 never share one, git never sees it, and deleting it costs one rebuild. It is never the source
-of truth: an entry is reused only while its file's size and mtime (ns) are unchanged; a file it
+of truth: an entry is reused only while its file's size, mtime (ns) and inode are unchanged
+(every file is stat'ed by every reader, ~0.4 s per 100,000 files); a file it
 does not know (written by another process, merged from a branch) is parsed and added, a gone
 one dropped; an index that does not parse or has another format is rebuilt. It is saved by temp
 file and rename without fsync: concurrent readers each write a whole index, a torn one after a
 crash reads as corrupt and is rebuilt. A ledger that cannot be written keeps it in memory.
+The records themselves stay as they are: one small JSON file each, never rewritten, in git.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import logging
 import os
 import secrets
-from dataclasses import dataclass
+import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from repro.ledger import recordfile, schema
 
 FOLDER = ".index"
 FILE = "files.json"
-FORMAT = 1
+FORMAT = 2
 # A record is a few KiB to a few MiB (its loss series); a larger file is not one, and is never read.
 MAX_RECORD_BYTES = 32 << 20
-SUMMARY = ("id", "prev", "created", "kind", "status", "sweep")
+# What list, compare and report need of a record besides its file: they read no file they do not show.
+SUMMARY = ("id", "prev", "created", "kind", "status", "sweep", "experiment", "job", "replay_of", "has_config",
+           "framework", "model", "steady_s", "config_hash")
+# A file changed this recently may change again within the same tick of the file system's clock,
+# keeping its size and times: its summary is not kept for the next process, which parses it again.
+RACY_NS = 2_000_000_000
 log = logging.getLogger("repro.ledger")
 
 
-@dataclass(frozen=True)
-class Entry:
-    path: Path
+class Entry(NamedTuple):
+    """One record file as the index knows it (a tuple: 100,000 of them are built per command)."""
+    root: Path
+    name: str  # `<folder>/<id>.json`
     id: str = ""
     prev: str | None = None
     created: str = ""
     kind: str | None = None
     status: str | None = None
     sweep: str | None = None  # the sweep's id
+    experiment: str | None = None  # the sweep's experiment
+    job: int | None = None  # the job's number in its sweep
+    replay_of: str | None = None
+    has_config: bool = False
+    framework: str | None = None  # config.framework.name
+    model: str | None = None  # "<config.model.name>/<config.model.preset>"
+    steady_s: float | None = None  # results.steady_median_s
+    config_hash: str | None = None
     problem: str | None = None  # why the file is not a record; then the rest is empty
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.name
 
 
 def record_files(root: Path) -> Iterator[tuple[str, os.stat_result | str]]:
@@ -79,58 +99,97 @@ def _unreadable(path: Path, e: OSError) -> str:
     return f"unreadable ({e.strerror or e})"
 
 
-def summarize(path: Path) -> dict | str:
+def summarize(path: Path) -> list | str:
+    """The SUMMARY values of the record in `path`, or why it is not a record."""
     try:
         record = recordfile.load(path)
     except recordfile.NotARecord as e:
         return str(e)
     if errors := schema.errors(record):  # a foreign JSON file that happens to hold an `id`
         return f"not a record: it does not match the record schema ({errors[0]})"
-    sweep = record.get("sweep")
-    return {"id": record["id"], "prev": record.get("prev"), "created": str(record.get("created", "")),
-            "kind": record.get("kind"), "status": record.get("status"),
-            "sweep": sweep.get("id") if isinstance(sweep, dict) else None}
+    sweep = record.get("sweep") if isinstance(record.get("sweep"), dict) else {}
+    config = record.get("config") if isinstance(record.get("config"), dict) else None
+    model = framework = None
+    if config is not None:
+        framework = _get(config, "framework", "name")
+        model = f"{_get(config, 'model', 'name') or ''}/{_get(config, 'model', 'preset') or ''}"
+    steady = _get(record, "results", "steady_median_s")
+    job = sweep.get("job")
+    return [record["id"], record.get("prev"), str(record.get("created", "")), record.get("kind"),
+            record.get("status"), _text(sweep.get("id")), _text(sweep.get("experiment")),
+            job if isinstance(job, int) and not isinstance(job, bool) else None, record.get("replay_of"),
+            config is not None, _text(framework), model,
+            steady if isinstance(steady, (int, float)) and not isinstance(steady, bool) else None,
+            _text(record.get("config_hash"))]
+
+
+def _get(d: dict, *keys):
+    for k in keys:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def _valid(v) -> bool:
+    return (isinstance(v, list) and len(v) == 4 and isinstance(v[0], int) and isinstance(v[1], int)
+            and (isinstance(v[3], str) or isinstance(v[3], list) and len(v[3]) == len(SUMMARY)
+                 and isinstance(v[3][0], str)))
 
 
 class Index:
     def __init__(self, root: Path):
         self.root = root
         self.path = root / FOLDER / FILE
-        self._files: dict[str, list] | None = None  # name -> [size, mtime_ns, summary dict | problem]
+        self._files: dict[str, list] | None = None  # name -> [size, mtime_ns, ino, summary list | problem]
 
     def entries(self) -> list[Entry]:
-        """Every record file in name order, its summary reused while the file is unchanged."""
+        """Every record file in name order, its summary reused while the file is unchanged (size,
+        mtime and inode): every file is stat'ed on every call, so a record another process or a
+        git merge added is seen, and one that changed is parsed again."""
         known = self._load() if self._files is None else self._files
         files = {}
         skipped = []
-        for name, st in record_files(self.root):
+        root = self.root
+        now = time.time_ns()
+        racy = set()
+        for name, st in record_files(root):
             if isinstance(st, str):
-                skipped.append(Entry(self.root / name, problem=st))
+                skipped.append(Entry(root, name, problem=st))
                 continue
             old = known.get(name)
-            files[name] = old if old and old[0] == st.st_size and old[1] == st.st_mtime_ns \
-                else [st.st_size, st.st_mtime_ns, summarize(self.root / name)]
+            if old and old[0] == st.st_size and old[1] == st.st_mtime_ns and old[2] == st.st_ino:
+                files[name] = old
+            else:
+                files[name] = [st.st_size, st.st_mtime_ns, st.st_ino, summarize(root / name)]
+                if now - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS:
+                    racy.add(name)
         changed = files.keys() != known.keys() or any(files[n] is not known[n] for n in files)
         self._files = files
         if changed:
-            self._save()
-        return sorted(skipped + [Entry(self.root / name, **summary) if isinstance(summary, dict)
-                                 else Entry(self.root / name, problem=summary)
-                                 for name, (_, _, summary) in files.items()], key=lambda e: e.path)
+            self._save(racy)
+        out = [Entry(root, name, *summary) if isinstance(summary, list) else Entry(root, name, problem=summary)
+               for name, (_, _, _, summary) in files.items()]
+        out += skipped
+        out.sort(key=lambda e: e.name)
+        return out
 
     def _load(self) -> dict[str, list]:
         try:
             saved = recordfile.parse_json(self.path.read_bytes())
             files = saved["files"] if saved.get("format") == FORMAT else {}
-            if all(isinstance(v, list) and len(v) == 3 and isinstance(v[1], int) and (
-                    isinstance(v[2], str) or set(v[2]) == set(SUMMARY) and isinstance(v[2]["id"], str))
-                   for v in files.values()):
+            if all(map(_valid, files.values())):
                 return files
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             pass  # missing, corrupt or another format: rebuilt from the records
         return {}
 
-    def _save(self) -> None:
+    def _save(self, racy: set[str]) -> None:
+        """Write the index; the `racy` files (changed within RACY_NS) with size -1, so the next
+        process parses them again."""
+        files = {name: [-1, *v[1:]] if name in racy else v for name, v in self._files.items()} if racy else self._files
         folder = self.path.parent
         tmp = folder / f".{FILE}-{os.getpid()}-{secrets.token_hex(4)}"
         try:
@@ -138,8 +197,9 @@ class Index:
             ignore = folder / ".gitignore"
             if not ignore.exists():
                 ignore.write_text("# repro's derived ledger index: rebuilt from the records, never committed\n*\n")
-            tmp.write_text(json.dumps({"format": FORMAT, "files": self._files}, separators=(",", ":")))
+            tmp.write_bytes(recordfile.dump_compact({"format": FORMAT, "files": files}))
             os.replace(tmp, self.path)
         except OSError:  # a read-only or full ledger: the index lives in memory for this process
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
+

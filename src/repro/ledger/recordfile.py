@@ -52,6 +52,13 @@ def dumps(body: dict) -> bytes:
     return (json.dumps(body, indent=1, sort_keys=True, ensure_ascii=False, default=str) + "\n").encode()
 
 
+def dump_compact(value) -> bytes:
+    """Compact JSON of repro's own derived files (the index, the verify cache), by orjson where there."""
+    if orjson is not None:
+        return orjson.dumps(value)
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
 def parse_json(data: bytes):
     """JSON by orjson, or the stdlib where orjson refuses it (NaN, infinities). orjson reads
     integers past 64 bits as floats; nothing in a record is that large (content_id copes)."""

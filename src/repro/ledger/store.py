@@ -7,7 +7,7 @@
 - A status change is a new record whose `prev` names the earlier one; the newest record of
   a chain is the run's current state.
 - Readers go through a derived index (index.py) and skip, with one warning each, files that
-  are not records; the same record in two folders is one record. `verify` reads every file.
+  are not records; the same record in two folders is one record. `verify` stats every file and reads those changed since they last passed.
 - Dot-files and dot-folders (`.index/`, `.spool/`, temp files) are never records.
 """
 
@@ -16,17 +16,18 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from repro.ledger import place, recordfile, schema
+from repro.ledger import place, recordfile, schema, verified
 from repro.ledger.place import write_error
 from repro.ledger.index import Entry, Index, record_files
 from repro.ledger.recordfile import record_id
 from repro.ledger.state import state_of
-from repro.ledger.verify import Problem, Verification, verify
+from repro.ledger.verify import KEPT, Problem, Verification, verify
 
 SPOOL = ".spool"  # <ledger>/.spool/<started id>.json: a finished record body not yet appended
 log = logging.getLogger("repro.ledger")
@@ -292,11 +293,25 @@ class Ledger:
 
     # -- checking ------------------------------------------------------------------------------
 
-    def check(self) -> Verification:
-        """Read every file: JSON, schema, content hash, file name, duplicates, links; lost runs."""
-        scanned = self._scan()
-        found = verify([path for path, why in scanned if why is None])
-        found.problems += [Problem(path, why) for path, why in scanned if why is not None]
+    def check(self, full: bool = False) -> Verification:
+        """Check every file: JSON, schema, content hash, file name, duplicates, links; lost runs.
+        A file unchanged since it last passed is not read again (verified.py); `full`: read all."""
+        self._check_root()
+        if not self.root.is_dir():
+            return Verification(0)
+        cache = verified.Cache(self.root, KEPT)
+        now = time.time_ns()
+        stats, damaged = {}, []
+        for name, st in record_files(self.root):
+            if isinstance(st, str):
+                damaged.append(Problem(self.root / name, st))
+            else:
+                stats[name] = st
+        names = sorted(stats)
+        trusted = {} if full else cache.trusted(stats)
+        found = verify(self.root, names, trusted, None if full or len(trusted) == len(names) else cache.by_digest())
+        cache.save(stats, trusted, found.passed, now)
+        found.problems += damaged
         return found
 
     def verify(self) -> list[Problem]:

@@ -18,36 +18,45 @@ from repro.report.table import print_comparison
 from repro.usertext import shown
 
 
-def _runs(ledger: Ledger) -> list[dict]:
-    return [r for r in ledger.heads(kind="run") if "config" in r]
+def _run_entries(ledger: Ledger) -> list:
+    """The index entries of every run's current record that holds a config (no file read)."""
+    return [e for e in ledger.head_entries(kind="run") if e.has_config]
+
+
+def _load(ledger: Ledger, entries: list) -> list[dict]:
+    return [r for e in entries if (r := ledger.load(e)) is not None and "config" in r]
 
 
 def sweep_runs(ledger: Ledger, sweep_id: str) -> list[dict]:
-    """The current records of every run of one sweep (an id prefix names it if unique), in job order."""
-    runs = _runs(ledger)
-    ids = sorted({(r.get("sweep") or {}).get("id") for r in runs if str((r.get("sweep") or {}).get("id")).startswith(sweep_id)})
+    """The current records of every run of one sweep (an id prefix names it if unique), in job
+    order: the index picks them, only their files are read."""
+    runs = _run_entries(ledger)
+    ids = sorted({e.sweep for e in runs if str(e.sweep).startswith(sweep_id)})
     if not ids:
         raise LedgerError(f"no sweep {sweep_id!r} in {ledger.root} (`repro ledger list` shows each run's sweep)")
     if len(ids) > 1:
         raise LedgerError(f"sweep id {sweep_id!r} is ambiguous in {ledger.root}: {', '.join(ids)}")
-    return sorted((r for r in runs if r["sweep"]["id"] == ids[0]), key=lambda r: r["sweep"].get("job", 0))
+    return sorted(_load(ledger, [e for e in runs if e.sweep == ids[0]]), key=lambda r: r["sweep"].get("job", 0))
 
 
 def newest_sweep(ledger: Ledger, experiment: str) -> list[dict]:
-    """Every run of the newest sweep recorded for `experiment`, in job order.
+    """Every run of the newest sweep recorded for `experiment`, in job order: the index picks
+    the sweep, only its runs' files are read.
 
     A sweep of replays (`repro replay` records its runs under the original's experiment, each
     with `replay_of`) is passed over while the experiment has a sweep of its own: after
     replaying one run, `--experiment NAME` still means the comparison a person ran."""
-    found = [r for r in _runs(ledger) if (r.get("sweep") or {}).get("experiment") == experiment]
+    found = [e for e in _run_entries(ledger) if e.experiment == experiment]
     if not found:
         raise LedgerError(f"no recorded runs of experiment {experiment!r} in {ledger.root}")
-    sweeps: dict[str, list[dict]] = {}
-    for r in found:
-        sweeps.setdefault(r["sweep"].get("id", ""), []).append(r)
-    own = [runs for runs in sweeps.values() if not all("replay_of" in r for r in runs)]
-    newest = max(own or sweeps.values(), key=lambda runs: max(r["created"] for r in runs))
-    return sorted(newest, key=lambda r: r["sweep"].get("job", 0))
+    sweeps: dict[str, list] = {}
+    for e in found:
+        sweeps.setdefault(e.sweep or "", []).append(e)
+    own = [runs for runs in sweeps.values() if not all(e.replay_of for e in runs)]
+    for newest in sorted(own or sweeps.values(), key=lambda runs: max(e.created for e in runs), reverse=True):
+        if records := _load(ledger, newest):  # (a file that cannot be read now is skipped, with a warning)
+            return sorted(records, key=lambda r: r["sweep"].get("job", 0))
+    raise LedgerError(f"no readable runs of experiment {experiment!r} in {ledger.root} (repro ledger verify)")
 
 
 def add_parser(sub, common) -> None:

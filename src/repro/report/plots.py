@@ -95,8 +95,9 @@ def steady(comparison: Comparison) -> Figure:
                 continue
             low, high, kind = c.spread
             kinds.add(kind)
+            # a median outside its own spread (p10-p90 of other numbers) draws no bar below or above it
             ax.bar(x, c.median_s * 1e3, color=colour(c.framework), width=0.6,
-                   yerr=[[(c.median_s - low) * 1e3], [(high - c.median_s) * 1e3]], capsize=4)
+                   yerr=[[max(c.median_s - low, 0) * 1e3], [max(high - c.median_s, 0) * 1e3]], capsize=4)
             ax.annotate(_fmt(c.median_s * 1e3), (x, high * 1e3), textcoords="offset points",
                         xytext=(0, 3), ha="center", fontsize=8)
         _names(ax, table.rows)
