@@ -155,7 +155,7 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
 
         def on_event(ev: dict) -> None:
             session.display.event(job, ev)
-            if ev["event"] == "measure_end" and not config.run.profile:  # profiled steps come after it
+            if ev["event"] == "window_end" and not config.run.profile:  # profiled steps come after it
                 session.warm.start_next()
 
         outcome = _run_worker(config, chash, rdzv, run_dir, env, on_event, place,

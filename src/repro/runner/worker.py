@@ -29,6 +29,7 @@ from repro.config.workerspec import WorkerSpec
 from repro.data import make_batches
 from repro.runner import envcapture, flops, lifeline, machine, measure, rank_progress, seeding
 from repro.runner.events import EventWriter, Gate
+from repro.runner.window import SERIES_STEPS, StepPlan
 
 TRACEBACK_LINES = 30
 IMPORTED_AHEAD: dict[str, float] = {}  # a worker started ahead (--warm BACKEND): backend -> its import's seconds
@@ -67,7 +68,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     # The machine's state is read outside the timed region; its window (machine.MIN_WINDOW_S at
     # least) goes on while this process reads its results and the parent ends the job.
     state = machine.before(lifeline.parent_pid() if gate else None)
-    times, losses = measure.timed_loop(workload, run_cfg.steps, emit)
+    times, losses = measure.timed_loop(workload, StepPlan.of(run_cfg), emit)
     emit("measure_end", at=time.time())
 
     results = measure.summarise(times, losses, run_cfg.warmup, run_cfg.batch_size)
@@ -95,12 +96,14 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
         ir_files.append(str(path))
     effective = workload.effective()
     machine_state = machine.after(state, threads)
+    emit("window_end", at=time.time())  # the parent's deferred work (the next job's worker) may start
     profile_files = []
     if run_cfg.profile:  # after everything above is read: the profiled steps change the state
         from repro import profile
 
-        results["profile"], profile_files = profile.run(workload, run_cfg.steps, _profile_dir(spec.out_dir, rank))
-    result = {"results": results, "series": {"loss": losses, "step_time_s": times},
+        results["profile"], profile_files = profile.run(workload, len(times), _profile_dir(spec.out_dir, rank))
+    # the record keeps the first SERIES_STEPS steps (runner/window.py); every statistic is of all
+    result = {"results": results, "series": {"loss": losses[:SERIES_STEPS], "step_time_s": times[:SERIES_STEPS]},
               "effective": effective, "ir_files": ir_files, "profile_files": profile_files,
               "machine": machine_state}
     return {"environment": environment, "result": result}
