@@ -27,7 +27,7 @@ from repro.config import schema
 from repro.config.schema import Config
 from repro.config.workerspec import WorkerSpec
 from repro.data import make_batches
-from repro.runner import envcapture, flops, lifeline, machine, measure, rank_progress, seeding
+from repro.runner import envcapture, flops, lifeline, machine, measure, pinning, rank_progress, seeding
 from repro.runner.events import EventWriter, Gate
 from repro.runner.window import SERIES_STEPS, StepPlan
 
@@ -243,6 +243,7 @@ def _spec_path() -> str:
 
 
 def main() -> None:
+    pinning.pin_worker()  # before a framework's thread pools exist (a worker started ahead imports one next)
     spec = WorkerSpec.read(_spec_path())
     lifeline.die_with_parent(spec.out_dir)
     events = EventWriter.from_env()

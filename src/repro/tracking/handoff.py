@@ -207,6 +207,42 @@ def machine_lock() -> Path:
     return path
 
 
+def _windows_lock() -> Path:
+    return machine_lock().parent / "windows.lock"
+
+
+def open_window(limit_s: float, poll_s: float = 0.01):
+    """A measured window opens (runner/launch.py, as the gate opens): this machine's windows lock,
+    held shared until the returned file is closed (the worker's `window_end`, or its end). A
+    projector writes only between windows (`quiet_turn`); one at its turn is waited for, at most
+    `limit_s` (then the window opens anyway: the record's machine.repro_cpu_s says what ran
+    beside it), and None is returned."""
+    f = open(_windows_lock(), "a")
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return f
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                f.close()
+                return None
+            time.sleep(poll_s)
+
+
+@contextmanager
+def quiet_turn() -> Iterator[None]:
+    """A projector's (or sync's) unit of work (opening a store, writing one run, one sweep's report):
+    begun only while no measured window is open on this machine (it waits for them to close), and
+    no window opens until it is done."""
+    with open(_windows_lock(), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _registry() -> Path:
     return machine_lock().parent / "projectors"
 
