@@ -126,3 +126,25 @@ def test_cli_exit_2_and_nothing_written(sandbox, args):
     assert proc.returncode == 2, proc.stderr
     assert args[0].split("=")[0] in proc.stderr and "invalid config, nothing was run" in proc.stderr
     assert not sandbox.ledger.exists() and not sandbox.db.exists()
+
+
+@pytest.mark.slow
+def test_a_replay_of_an_adaptive_run_takes_the_steps_it_took_and_is_exact(sandbox):
+    import subprocess
+    import sys
+
+    from repro.ledger import Ledger
+
+    proc = sandbox.run("framework=jax", "model=mlp", "model.preset=tiny", "run.min_steady_steps=20",
+                       "run.min_steady_s=0.1", "tracking.experiment=adaptive_replay")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (original,) = sandbox.heads()
+    assert original["config"]["run"]["steps"] == "auto" and original["results"]["steady_steps"] >= 20
+    proc = subprocess.run([sys.executable, "-m", "repro", "replay", original["id"], "--ledger", str(sandbox.ledger),
+                           "--progress", "plain"], capture_output=True, text=True, timeout=300, cwd=sandbox.root,
+                          env=sandbox.env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    (verdict,) = Ledger(sandbox.ledger).heads(kind="replay")
+    replayed = Ledger(sandbox.ledger).get(verdict["replay"])
+    assert replayed["replay_steps"] == replayed["results"]["steps"] == original["results"]["steps"]
+    assert verdict["status"] == "exact", verdict["reasons"]

@@ -26,7 +26,7 @@ from repro.envs.venvs import EnvError
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.diff import diff
 from repro.envs import workload_source
-from repro.runner import envcapture, scheduler, seeding
+from repro.runner import envcapture, scheduler, seeding, window
 
 LOSS_RTOL = 1e-4  # "close": every step's loss within this relative difference
 TIMING_TOLERANCE = 0.25  # timings "agree" when new/old is within 1 ± this
@@ -203,6 +203,8 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
         for job, original in enumerate(originals):
             config = replayed(original)
             extra = {"replay_of": original["id"]}
+            if steps := window.replay_steps(original):  # run.steps=auto: the count it took, bit for bit
+                extra["replay_steps"] = steps
             if "repeat" in original:  # a repeat replays as a repeat of its group: the table keeps one row per config
                 extra["repeat"] = original["repeat"]
             then_hash = (original.get("environment") or {}).get("env_hash")

@@ -61,11 +61,15 @@ class WorkerSpec:
     cache_dir: str  # the compile cache (fresh per run unless run.compile_cache=warm)
     rendezvous: Rendezvous
     progress_fifo: str | None = None  # where global rank 0 writes its step lines (runner/rank_progress.py)
+    # run.steps=auto taken as this fixed count: a replay of an adaptive run takes the steps it took
+    # (runner/window.py), outside the config and its hash
+    steps: int | None = None
 
     def as_dict(self) -> dict:
         return {"config": as_dict(self.config), "config_hash": self.config_hash, "out_dir": self.out_dir,
                 "cache_dir": self.cache_dir, "rendezvous": self.rendezvous.as_dict(),
-                **({"progress_fifo": self.progress_fifo} if self.progress_fifo else {})}
+                **({"progress_fifo": self.progress_fifo} if self.progress_fifo else {}),
+                **({"steps": self.steps} if self.steps else {})}
 
     def __reduce__(self):
         """Pickled (to a rank or a JAX process) as its canonical dict: the model's config type is made
@@ -76,7 +80,7 @@ class WorkerSpec:
     def from_dict(cls, d: dict) -> "WorkerSpec":
         return cls(config=from_dict(d["config"]), config_hash=d["config_hash"], out_dir=d["out_dir"],
                    cache_dir=d["cache_dir"], rendezvous=Rendezvous(**d["rendezvous"]),
-                   progress_fifo=d.get("progress_fifo"))
+                   progress_fifo=d.get("progress_fifo"), steps=d.get("steps"))
 
     def write(self, path: Path | str) -> Path:
         """spec.json at `path` (the parent's one writer); returns the path."""

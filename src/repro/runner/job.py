@@ -74,8 +74,10 @@ def _cache_dir(config: Config, run_dir: Path) -> str:
 
 
 def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
-                on_event, place: dict | None = None, beside_start=None, warm=None) -> launch.WorkerOutcome:
-    spec_path = WorkerSpec(config, chash, str(run_dir), _cache_dir(config, run_dir), rdzv).write(run_dir / "spec.json")
+                on_event, place: dict | None = None, beside_start=None, warm=None,
+                steps: int | None = None) -> launch.WorkerOutcome:
+    spec_path = WorkerSpec(config, chash, str(run_dir), _cache_dir(config, run_dir), rdzv,
+                           steps=steps).write(run_dir / "spec.json")
     place = place or {}
     return launch.run_worker(spec_path, run_dir / "worker.log", place.get("python") or config.framework.python,
                              env, config.run.timeout_s, on_event, place.get("src"), beside_start, warm)
@@ -159,7 +161,8 @@ def run_job(config: Config, session, job: int, overrides: list[str], extra: dict
                 session.warm.start_next()
 
         outcome = _run_worker(config, chash, rdzv, run_dir, env, on_event, place,
-                              lambda: session.prepare_tracking(config), warm)  # while the worker starts
+                              lambda: session.prepare_tracking(config), warm,  # while the worker starts
+                              (extra or {}).get("replay_steps"))  # a replayed adaptive run: the count it took
     except KeyboardInterrupt:
         outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
     except OSError as e:

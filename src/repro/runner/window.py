@@ -8,7 +8,9 @@ Two ways to choose the count (`run.steps`):
   until the run has taken `run.max_steps` steps in all. A 7 ms step thus measures ~1 s (143
   steps would do, 200 is the floor); a 0.2 ms step measures 5000 steps. The count then depends on
   the machine's speed: the run's outputs (loss and parameter hashes) are those of the steps it
-  took (`results.steps`); a fixed `run.steps=N` gives a count that replays bit for bit.
+  took (`results.steps`): runs that took the same count are bitwise alike, `repro replay` of an
+  adaptive run takes the count it took (`replay_steps`), and a fixed `run.steps=N` makes every
+  run of a config take the same count.
 
 After the window has closed, the sampling SD of the steady median is estimated by a moving-block
 bootstrap (Künsch 1989): step times are autocorrelated (lag-1 ρ of 0.3–0.4 was measured on a GPU),
@@ -48,9 +50,10 @@ class StepPlan:
     max_steps: int
 
     @classmethod
-    def of(cls, run) -> "StepPlan":
-        """The plan of a typed `run` config group."""
-        fixed = None if adaptive(run.steps) else int(run.steps)
+    def of(cls, run, taken: int | None = None) -> "StepPlan":
+        """The plan of a typed `run` config group; `taken`: the count an adaptive run took, to be taken
+        again (a replay: `replay_steps`)."""
+        fixed = int(run.steps) if not adaptive(run.steps) else taken
         return cls(fixed, run.warmup, run.min_steady_steps, run.min_steady_s, run.max_steps)
 
     @property
@@ -71,6 +74,13 @@ class StepPlan:
 
 def adaptive(steps) -> bool:
     return steps == AUTO
+
+
+def replay_steps(record: dict) -> int | None:
+    """The count a replay of `record` takes: the steps an adaptive run took (None: its config's own)."""
+    if adaptive(((record.get("config") or {}).get("run") or {}).get("steps")):
+        return (record.get("results") or {}).get("steps")
+    return None
 
 
 def most_steps(run) -> int:

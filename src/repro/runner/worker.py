@@ -68,7 +68,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     # The machine's state is read outside the timed region; its window (machine.MIN_WINDOW_S at
     # least) goes on while this process reads its results and the parent ends the job.
     state = machine.before(lifeline.parent_pid() if gate else None)
-    times, losses = measure.timed_loop(workload, StepPlan.of(run_cfg), emit)
+    times, losses = measure.timed_loop(workload, StepPlan.of(run_cfg, spec.steps), emit)
     emit("measure_end", at=time.time())
 
     results = measure.summarise(times, losses, run_cfg.warmup, run_cfg.batch_size)
