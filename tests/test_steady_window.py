@@ -148,3 +148,14 @@ def test_a_replay_of_an_adaptive_run_takes_the_steps_it_took_and_is_exact(sandbo
     replayed = Ledger(sandbox.ledger).get(verdict["replay"])
     assert replayed["replay_steps"] == replayed["results"]["steps"] == original["results"]["steps"]
     assert verdict["status"] == "exact", verdict["reasons"]
+
+
+@pytest.mark.slow
+def test_the_processes_of_a_sharded_adaptive_run_take_one_shared_count(sandbox):
+    """Two JAX processes meet in collectives every step: under run.steps=auto both take the warm-up
+    plus run.min_steady_steps (each stopping on its own clock could leave one waiting forever)."""
+    proc = sandbox.run("framework=jax", "model=mlp", "sharding=fsdp", "sharding.mesh.data=2", "cluster.jax_processes=2",
+                       "run.warmup=2", "run.min_steady_steps=10", "run.timeout_s=240", "tracking.experiment=shared_count")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (record,) = sandbox.heads()
+    assert record["status"] == "ok" and record["results"]["steps"] == 12 and record["results"]["steady_steps"] == 10

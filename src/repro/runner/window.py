@@ -10,7 +10,8 @@ Two ways to choose the count (`run.steps`):
   the machine's speed: the run's outputs (loss and parameter hashes) are those of the steps it
   took (`results.steps`): runs that took the same count are bitwise alike, `repro replay` of an
   adaptive run takes the count it took (`replay_steps`), and a fixed `run.steps=N` makes every
-  run of a config take the same count.
+  run of a config take the same count. A run of several processes (sharded over ranks or JAX
+  processes) takes `shared_count`: the warm-up plus run.min_steady_steps.
 
 After the window has closed, the sampling SD of the steady median is estimated by a moving-block
 bootstrap (Künsch 1989): step times are autocorrelated (lag-1 ρ of 0.3–0.4 was measured on a GPU),
@@ -74,6 +75,13 @@ class StepPlan:
 
 def adaptive(steps) -> bool:
     return steps == AUTO
+
+
+def shared_count(run) -> int:
+    """The count every process of a run of several takes under run.steps=auto: the warm-up plus
+    run.min_steady_steps. Their steps meet in collectives, so they cannot each stop when their own
+    clock says; a count known to all without asking is the one that cannot deadlock."""
+    return run.warmup + run.min_steady_steps
 
 
 def replay_steps(record: dict) -> int | None:

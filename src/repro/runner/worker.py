@@ -29,7 +29,7 @@ from repro.config.workerspec import WorkerSpec
 from repro.data import make_batches
 from repro.runner import envcapture, flops, lifeline, machine, measure, pinning, rank_progress, seeding
 from repro.runner.events import EventWriter, Gate
-from repro.runner.window import SERIES_STEPS, StepPlan
+from repro.runner.window import SERIES_STEPS, StepPlan, adaptive, shared_count
 
 TRACEBACK_LINES = 30
 IMPORTED_AHEAD: dict[str, float] = {}  # a worker started ahead (--warm BACKEND): backend -> its import's seconds
@@ -204,6 +204,8 @@ def run(spec: WorkerSpec, events: EventWriter, gate: Gate) -> None:
         out = execute(spec, events.emit, gate)
     else:
         gate.wait()  # ranks measure in their own processes: the parent's work is done before they start
+        if spec.steps is None and adaptive(spec.config.run.steps):  # ranks must agree on their count unasked
+            spec = dataclasses.replace(spec, steps=shared_count(spec.config.run))
         relay = rank_progress.Relay(spec.out_dir, events.emit) if spec.rendezvous.node_rank == 0 else None
         if relay:  # global rank 0 runs on node 0: its step lines reach the parent's progress
             spec = dataclasses.replace(spec, progress_fifo=relay.start())
