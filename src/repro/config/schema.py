@@ -124,6 +124,11 @@ class DataConfig:
 
 @dataclass
 class RunConfig:
+    """How one run is measured. Its step count is either fixed or adaptive (runner/window.py):
+    `run.steps=N` takes exactly N timed steps, as it always did; `run.steps=auto` (the default)
+    measures until the steady window is long enough (the min_/max_ keys below); an exp or a
+    command line that names a number keeps its fixed count."""
+
     seed: int = non_negative(0)
     # How many timed steps (runner/window.py): a whole number N is exactly N steps, the first
     # (compile) and second included; "auto" (the default) measures until the steady steps number at
