@@ -113,8 +113,6 @@ class Display:
             self._progress = None
 
 
-
-
 class Redraws:
     """Calls `redraw` every EVERY_S seconds from a thread of its own, every WINDOW_EVERY_S while
     `window_open` (a worker measures: the terminal's redraws are this process's CPU beside it)."""

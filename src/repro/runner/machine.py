@@ -19,9 +19,9 @@ of it runs beside the timed loop: runner/events.py Gate), else the worker's own 
 parent and its other children (a next job's worker started early), and the MLflow projectors at
 work on this machine (tracking/handoff.py registers them), the worker's own tree left out. The
 goal is 0: the parent waits on blocking reads, starts the next worker after the window
-(`window_end`), and projectors pause their writes while a window is open (handoff.window_open).
-A process that started and ended inside the window, unreaped, is missed. `pinned`: the cores
-the worker and its parent were pinned to (runner/pinning.py), where the host has enough.
+(`window_end`), and projectors pause their writes while a window is open (handoff.open_window,
+quiet_turn). A process that started and ended inside the window, unreaped, is missed. `pinned`:
+the cores the worker and its parent were pinned to (runner/pinning.py), where the host has enough.
 """
 
 from __future__ import annotations
