@@ -69,8 +69,8 @@ def test_repro_cpu_counts_what_the_parent_did_in_the_window():
 
     loud = _window_beside(busy)
     quiet = _window_beside(lambda: time.sleep(0.6))
-    assert loud["repro_cpu_s"] >= 0.4, loud
-    assert quiet["repro_cpu_s"] < 0.1, quiet
+    assert loud["repro_cpu_parts_s"]["command"] >= 0.4 and loud["repro_cpu_s"] >= 0.4, loud
+    assert quiet["repro_cpu_parts_s"]["command"] < 0.1, quiet
 
 
 @pytest.fixture
@@ -147,5 +147,6 @@ def test_a_real_run_records_its_window(sandbox):
     assert sum(res["step_time_s"][record["config"]["run"]["warmup"]:]) > 0
     assert res["steady_median_sd_s"] > 0 and res["steady_block_len"] >= 1
     assert len(res["loss"]) == len(res["step_time_s"]) == min(res["steps"], 256)
-    assert 0 <= machine["repro_cpu_s"] < 0.1, machine  # the parent waited on its pipe; nothing else of repro ran
+    # the parent waited on its pipe (projectors of other commands on a shared machine are theirs to count)
+    assert 0 <= machine["repro_cpu_parts_s"]["command"] < 0.1 and machine["repro_cpu_s"] >= 0, machine
     assert ("pinned" in machine) == (pinning.split(os.sched_getaffinity(0)) is not None)

@@ -20,7 +20,9 @@ parent and its other children (a next job's worker started early), and the MLflo
 work on this machine (tracking/handoff.py registers them), the worker's own tree left out. The
 goal is 0: the parent waits on blocking reads, starts the next worker after the window
 (`window_end`), and projectors pause their writes while a window is open (handoff.open_window,
-quiet_turn). A process that started and ended inside the window, unreaped, is missed. `pinned`:
+quiet_turn). `repro_cpu_parts_s` splits it: "command" (the parent's tree) and "projectors"
+(those of any command on this machine, whose writes an open window holds; a projector of an
+older repro does not know to). A process that started and ended inside the window, unreaped, is missed. `pinned`:
 the cores the worker and its parent were pinned to (runner/pinning.py), where the host has enough.
 """
 
@@ -122,9 +124,9 @@ def _ours(parent_pid: int | None) -> psutil.Process:
     return psutil.Process()
 
 
-def _repro_others(parent_pid: int | None) -> tuple[dict[int, tuple[float, float]], float]:
-    """repro's processes other than this worker's tree: {pid: (CPU seconds, create time)}, and the
-    CPU seconds of the parent's reaped children."""
+def _repro_others(parent_pid: int | None) -> tuple[dict[int, tuple[float, float, str]], float]:
+    """repro's processes other than this worker's tree: {pid: (CPU seconds, create time, "command" |
+    "projectors")}, and the CPU seconds of the parent's reaped children."""
     from repro.tracking.handoff import projectors_at_work
 
     me = psutil.Process()
@@ -134,17 +136,17 @@ def _repro_others(parent_pid: int | None) -> tuple[dict[int, tuple[float, float]
         try:
             parent = psutil.Process(parent_pid)
             t = parent.cpu_times()
-            roots.append(parent)
+            roots.append((parent, "command"))
             reaped = t.children_user + t.children_system
         except psutil.Error:
             pass
     for info in projectors_at_work():
         try:
-            roots.append(psutil.Process(info["pid"]))
+            roots.append((psutil.Process(info["pid"]), "projectors"))
         except psutil.Error:
             continue
-    out: dict[int, tuple[float, float]] = {}
-    for root in roots:
+    out: dict[int, tuple[float, float, str]] = {}
+    for root, part in roots:
         try:
             tree = [root, *root.children(recursive=True)]
         except psutil.Error:
@@ -154,22 +156,23 @@ def _repro_others(parent_pid: int | None) -> tuple[dict[int, tuple[float, float]
                 continue
             try:
                 t = p.cpu_times()
-                out[p.pid] = (t.user + t.system, p.create_time())
+                out[p.pid] = (t.user + t.system, p.create_time(), part)
             except psutil.Error:
                 continue
     return out, reaped
 
 
-def repro_cpu_s(start: dict, now: tuple[dict[int, tuple[float, float]], float]) -> float:
-    """CPU seconds repro's other processes used between the snapshot `start` and `now`."""
+def repro_cpu_s(start: dict, now: tuple[dict[int, tuple[float, float, str]], float]) -> dict[str, float]:
+    """CPU seconds repro's other processes used between the snapshot `start` and `now`: this
+    command's (the parent and its other children) and the projectors' (any ledger's, on this machine)."""
     before, reaped_before = start["others"]
     after, reaped_after = now
-    used = max(0.0, reaped_after - reaped_before)
-    for pid, (cpu, created) in after.items():
+    used = {"command": max(0.0, reaped_after - reaped_before), "projectors": 0.0}
+    for pid, (cpu, created, part) in after.items():
         if pid in before:
-            used += max(0.0, cpu - before[pid][0])
+            used[part] += max(0.0, cpu - before[pid][0])
         elif created >= start["wall"] - 0.01:  # started in the window: all of it (one that was not is unknown)
-            used += cpu
+            used[part] += cpu
     return used
 
 
@@ -201,7 +204,8 @@ def after(start: dict, threads: int) -> dict:
         "other_cpu_share": round(other / window, 3),
         "own_cpu_share": round((own_s - start["own_s"]) / window, 3),
         "command_cpu_share": round(command_s / window, 3),
-        "repro_cpu_s": round(repro_cpu_s(start, others), 3),
+        "repro_cpu_s": round(sum((repro := repro_cpu_s(start, others)).values()), 3),
+        "repro_cpu_parts_s": {k: round(v, 3) for k, v in repro.items()},
         **({"pinned": pinned} if (pinned := pinning.recorded()) else {}),
         "cpu_frequency": cpu_frequency(),
         "gpus_before": start["gpus"],
