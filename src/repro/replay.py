@@ -26,7 +26,7 @@ from repro.envs.venvs import EnvError
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.diff import diff
 from repro.envs import workload_source
-from repro.runner import envcapture, scheduler, seeding
+from repro.runner import envcapture, scheduler, seeding, window
 from repro.runner.sweep import Job, Policy
 from repro.usertext import markup
 
@@ -216,6 +216,8 @@ class Replays(Policy):
         self.jobs = []
         for original in originals:
             extra = {"replay_of": original["id"]}
+            if steps := window.replay_steps(original):  # run.steps=auto: the count it took, bit for bit
+                extra["replay_steps"] = steps
             if "repeat" in original:  # a repeat replays as a repeat of its group: the table keeps one row per config
                 extra["repeat"] = original["repeat"]
             config = replayed(original)

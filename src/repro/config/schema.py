@@ -124,9 +124,21 @@ class DataConfig:
 
 @dataclass
 class RunConfig:
+    """How one run is measured. Its step count is either fixed or adaptive (runner/window.py):
+    `run.steps=N` takes exactly N timed steps, as it always did; `run.steps=auto` (the default)
+    measures until the steady window is long enough (the min_/max_ keys below); an exp or a
+    command line that names a number keeps its fixed count."""
+
     seed: int = non_negative(0)
-    steps: int = positive(20)
-    warmup: int = non_negative(5)  # steps (after the first two) left out of the steady state
+    # How many timed steps (runner/window.py): a whole number N is exactly N steps, the first
+    # (compile) and second included; "auto" (the default) measures until the steady steps number at
+    # least min_steady_steps AND took at least min_steady_s together (whichever is later), at most
+    # max_steps steps in all. Checked by preflight/checks.py.
+    steps: Any = "auto"
+    warmup: int = non_negative(5)  # leading steps left out of the steady state, the first two included
+    min_steady_steps: int = 200  # steps=auto: at least this many steady steps (>= 10)
+    min_steady_s: float = 1.0  # steps=auto: at least this many seconds of steady steps (> 0)
+    max_steps: int = 10000  # steps=auto: at most this many steps in all (>= warmup + min_steady_steps)
     batch_size: Optional[int] = None  # None: the model's suggested batch for its preset, else 32
     task: str = choice("train", TASKS)
     optimizer: str = choice("sgd", OPTIMIZERS)

@@ -12,7 +12,10 @@ from repro.hashing import sha256_json
 # as it was before they existed, so a run's identity survives the upgrade.
 # Dotted keys name one key inside a section.
 ADDED_AT_DEFAULT = {"cluster": {"nodes": 1, "jax_processes": 1}, "model.impl": "native",
-                    "run.init": "native", "env": {"packages": []}, "run.profile": False}
+                    "run.init": "native", "env": {"packages": []}, "run.profile": False,
+                    "run.min_steady_steps": 200, "run.min_steady_s": 1.0, "run.max_steps": 10000}
+# The adaptive window's bounds (runner/window.py): they change nothing of a run of a fixed count.
+WINDOW_KEYS = ("min_steady_steps", "min_steady_s", "max_steps")
 
 
 def _parent(tree: dict, dotted: str) -> tuple[dict, str]:
@@ -30,6 +33,10 @@ def semantic(config) -> dict:
     for dotted in NON_SEMANTIC_KEYS:
         node, leaf = _parent(out, dotted)
         node.pop(leaf, None)
+    run = out.get("run") or {}
+    if run.get("steps") != "auto":
+        for key in WINDOW_KEYS:
+            run.pop(key, None)
     for dotted, default in ADDED_AT_DEFAULT.items():
         node, leaf = _parent(out, dotted)
         if leaf in node and node[leaf] == default:

@@ -64,12 +64,16 @@ class WorkerSpec:
     # `repro calibrate --gap G` only: each measured step gets G times the step's own median added
     # (runner/injected.py); no config key reaches it, so no run outside calibrate can carry it
     injected_gap: float = 0.0
+    # run.steps=auto taken as this fixed count: a replay of an adaptive run takes the steps it took
+    # (runner/window.py), outside the config and its hash
+    steps: int | None = None
 
     def as_dict(self) -> dict:
         return {"config": as_dict(self.config), "config_hash": self.config_hash, "out_dir": self.out_dir,
                 "cache_dir": self.cache_dir, "rendezvous": self.rendezvous.as_dict(),
                 **({"progress_fifo": self.progress_fifo} if self.progress_fifo else {}),
-                **({"injected_gap": self.injected_gap} if self.injected_gap else {})}
+                **({"injected_gap": self.injected_gap} if self.injected_gap else {}),
+                **({"steps": self.steps} if self.steps else {})}
 
     def __reduce__(self):
         """Pickled (to a rank or a JAX process) as its canonical dict: the model's config type is made
@@ -80,7 +84,8 @@ class WorkerSpec:
     def from_dict(cls, d: dict) -> "WorkerSpec":
         return cls(config=from_dict(d["config"]), config_hash=d["config_hash"], out_dir=d["out_dir"],
                    cache_dir=d["cache_dir"], rendezvous=Rendezvous(**d["rendezvous"]),
-                   progress_fifo=d.get("progress_fifo"), injected_gap=d.get("injected_gap", 0.0))
+                   progress_fifo=d.get("progress_fifo"), injected_gap=d.get("injected_gap", 0.0),
+                   steps=d.get("steps"))
 
     def write(self, path: Path | str) -> Path:
         """spec.json at `path` (the parent's one writer); returns the path."""

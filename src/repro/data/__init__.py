@@ -95,7 +95,8 @@ def make_batches(config: Config, entry: ModelEntry, dims: dict, seed: int) -> tu
     x_train, x_test = arrays["train_x"], arrays["test_x"]
     if not entry.image_input:
         x_train, x_test = x_train.reshape(len(x_train), -1), x_test.reshape(len(x_test), -1)
-    batches = _epoch_batches(x_train, arrays["train_y"], run.batch_size, run.steps, rng)
+    most = run.max_steps if run.steps == "auto" else int(run.steps)  # run.steps=auto: as many as its window may take
+    batches = _epoch_batches(x_train, arrays["train_y"], run.batch_size, most, rng)
     record = {"name": data.name, "md5": md5, "sha256": sha256_json(md5), "shuffle_seed": seed,
               "train": len(x_train), "test": len(x_test)}
     return batches, (x_test, arrays["test_y"]), record

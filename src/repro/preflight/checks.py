@@ -22,6 +22,7 @@ from repro.config import schema
 from repro.backends.layouts import mesh_size
 from repro.config.launcher import Launcher
 from repro.config.schema import ConfigError
+from repro.runner.window import AUTO, adaptive
 from repro.models import hf
 from repro.preflight import capabilities, search, verdict, workload
 from repro.preflight.packages import check as check_packages
@@ -77,7 +78,11 @@ def _check_values(cfg: schema.Config) -> None:
         if f.metadata.get("bound") == "> 0" and not value > 0 or f.metadata.get("bound") == ">= 0" and value < 0:
             raise ConfigError(f"{key}={value!r} must be {f.metadata['bound']}")
     run = cfg.run
-    if not 2 <= run.warmup < run.steps:
+    _check_window(run)
+    if adaptive(run.steps) and run.warmup < 2:
+        raise ConfigError(f"run.warmup={run.warmup} must be at least 2 (the first and second steps are measured "
+                          "apart): set run.warmup=2 or more")
+    if not adaptive(run.steps) and not 2 <= run.warmup < run.steps:
         raise ConfigError(
             f"run.warmup={run.warmup} must be at least 2 (the first and second steps are "
             f"measured apart) and below run.steps={run.steps}, leaving steady-state steps: "
@@ -95,6 +100,23 @@ def _check_values(cfg: schema.Config) -> None:
             f"precision={precision.name} needs a GPU, but hardware={hardware.name} is a "
             f"{hardware.platform} profile; choose another precision (fp32, tf32, bf16, amp_bf16)"
         )
+
+
+def _check_window(run: schema.RunConfig) -> None:
+    """run.steps (a count or auto) and the adaptive window's bounds (runner/window.py)."""
+    if not adaptive(run.steps) and (isinstance(run.steps, bool) or not isinstance(run.steps, int) or run.steps < 1):
+        raise ConfigError(f"run.steps={run.steps!r} must be a whole number of timed steps > 0 (run.steps=20) or {AUTO} "
+                          "(measure until the steady window is long enough: run.min_steady_steps, run.min_steady_s)")
+    if isinstance(run.min_steady_steps, bool) or not isinstance(run.min_steady_steps, int) or run.min_steady_steps < 10:
+        raise ConfigError(f"run.min_steady_steps={run.min_steady_steps!r} must be a whole number >= 10 (a median "
+                          "and its bootstrap need steps): set run.min_steady_steps=200, the default")
+    if isinstance(run.min_steady_s, bool) or not isinstance(run.min_steady_s, (int, float)) or not run.min_steady_s > 0:
+        raise ConfigError(f"run.min_steady_s={run.min_steady_s!r} must be > 0 seconds: set run.min_steady_s=1.0, "
+                          "the default (or a fixed count: run.steps=N)")
+    least = run.warmup + run.min_steady_steps
+    if isinstance(run.max_steps, bool) or not isinstance(run.max_steps, int) or run.max_steps < least:
+        raise ConfigError(f"run.max_steps={run.max_steps!r} is below run.warmup + run.min_steady_steps = {least}: "
+                          f"set run.max_steps={least} or more (or lower run.min_steady_steps)")
 
 
 def _check_sharding(cfg: schema.Config) -> None:

@@ -1,13 +1,16 @@
 """Live progress of a sweep: rich on a terminal, plain lines otherwise.
 
-The rich display refreshes at 4 Hz from its own thread; the parent's main thread only
-updates numbers when a worker event arrives, so it costs the measured run almost nothing.
+The rich display redraws from its own thread, 4 times a second, but at most once a second
+while a worker's measured window is open (between its `measure_start` and `window_end`
+events); the parent's main thread only updates numbers when a worker event arrives (at most
+one step event a second), so it costs the measured run almost nothing.
 Plain mode (logs: CI, nohup, SLURM) prints the first (compile) step, then a line at most
 every `progress.interval_s` with the step, its time, the loss and an ETA, and the last step.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 from rich.console import Console
@@ -46,10 +49,11 @@ class Display:
             self._progress = Progress(
                 TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
-                console=self.console, refresh_per_second=4, transient=False,
+                console=self.console, auto_refresh=False, transient=False,
             )
             self._progress.start()
             live(self.console)  # notices and other prints meanwhile go above the live lines
+            self._redraws = Redraws(self._progress.refresh)
             self._sweep = self._progress.add_task("sweep", total=jobs, info="")
             self._run = None
 
@@ -62,7 +66,9 @@ class Display:
     def _job_tag(self, job: int) -> str:
         return f"[{job + 1}/{self.jobs}]" if self.jobs else f"[{job + 1}]"
 
-    def job_started(self, job: int, label: str, steps: int) -> None:
+    def job_started(self, job: int, label: str, steps: int | str) -> None:
+        """`steps`: `run.steps`, a count or auto (the worker's step events then tell the total)."""
+        steps = steps if isinstance(steps, int) else None
         if self.mode == "plain":
             self._job_start = self._clock()
             print(f"{self._job_tag(job)} {shown(label)}: starting", flush=True)
@@ -72,13 +78,15 @@ class Display:
             self._run = self._progress.add_task(f"{markup(self._job_tag(job))} {markup(label)}", total=steps, info="starting")
 
     def event(self, job: int, event: dict) -> None:
+        if event["event"] in ("measure_start", "window_end") and self._progress:
+            self._redraws.window_open = event["event"] == "measure_start"
         if event["event"] != "step":
             return
         info = f"step {_ms(event['step_s'])}  loss {event['loss']:.4f}"
         if self.mode == "plain":
             self._plain_step(job, event, info)
         elif self._progress and self._run is not None:
-            self._progress.update(self._run, completed=event["step"], info=info)
+            self._progress.update(self._run, completed=event["step"], total=event["steps"], info=info)
 
     def _plain_step(self, job: int, event: dict, info: str) -> None:
         step, steps, now = event["step"], event["steps"], self._clock()
@@ -103,13 +111,34 @@ class Display:
         if self.mode == "plain":
             print(shown(line), flush=True)
         elif self._progress:
+            self._redraws.window_open = False
             self._progress.update(self._sweep, advance=1)
             self._progress.console.print(markup(line), highlight=False)
 
     def close(self) -> None:
         if self._progress:
             live(None)
+            self._redraws.stop()
             self._progress.stop()
             self._progress = None
 
 
+class Redraws:
+    """Calls `redraw` every EVERY_S seconds from a thread of its own, every WINDOW_EVERY_S while
+    `window_open` (a worker measures: the terminal's redraws are this process's CPU beside it)."""
+
+    EVERY_S, WINDOW_EVERY_S = 0.25, 1.0
+
+    def __init__(self, redraw) -> None:
+        self.window_open = False
+        self._redraw, self._stop = redraw, threading.Event()
+        self._thread = threading.Thread(target=self._run, name="repro-progress", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.WINDOW_EVERY_S if self.window_open else self.EVERY_S):
+            self._redraw()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -77,9 +77,10 @@ def _cache_dir(config: Config, run_dir: Path) -> str:
 
 
 def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
-                on_event, place: dict | None = None, beside_start=None, warm=None, gap: float = 0.0) -> launch.WorkerOutcome:
+                on_event, place: dict | None = None, beside_start=None, warm=None, gap: float = 0.0,
+                steps: int | None = None) -> launch.WorkerOutcome:
     spec_path = WorkerSpec(config, chash, str(run_dir), _cache_dir(config, run_dir), rdzv,
-                           injected_gap=gap).write(run_dir / "spec.json")
+                           injected_gap=gap, steps=steps).write(run_dir / "spec.json")
     place = place or {}
     return launch.run_worker(spec_path, run_dir / "worker.log", place.get("python") or config.framework.python,
                              env, config.run.timeout_s, on_event, place.get("src"), beside_start, warm)
@@ -221,11 +222,12 @@ def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: floa
             host.display.event(run.job, ev)
             if ev["event"] == "measure_start":
                 restore_sigterm()
-            if ev["event"] == "measure_end" and not config.run.profile:  # profiled steps come after it
+            if ev["event"] == "window_end" and not config.run.profile:  # profiled steps come after it
                 host.warm.start_next()
 
         run.outcome = _run_worker(config, run.chash, run.rdzv, run.run_dir, run.env, on_event, place,
-                                  lambda: host.prepare_tracking(config), warm, gap)  # while the worker starts
+                                  lambda: host.prepare_tracking(config), warm, gap,  # while the worker starts
+                                  run.base.get("replay_steps"))  # a replayed adaptive run: the count it took
     except KeyboardInterrupt:
         run.outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
     except OSError as e:

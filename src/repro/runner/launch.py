@@ -21,9 +21,12 @@ from typing import Callable
 
 from repro import paths
 from repro.runner.events import EVENTS_FD_ENV, GATE_FD_ENV, open_gate, read_events
+from repro.runner import pinning
 from repro.runner.lifeline import PARENT_PID_ENV, interrupt_came
+from repro.runner import machine_locks
 
 LOG_TAIL_LINES = 40
+WINDOW_WAIT_S = 30.0  # the most a worker's measured window waits for a projector's turn to end (tracking/handoff.py)
 
 
 @dataclass
@@ -101,7 +104,7 @@ def _spawn(command: list[str], log_path: Path, env: dict[str, str], src: Path | 
     read_fd, write_fd = os.pipe()
     gate_read, gate_write = os.pipe()
     full_env = {**os.environ, **env, EVENTS_FD_ENV: str(write_fd), GATE_FD_ENV: str(gate_read),
-                PARENT_PID_ENV: str(os.getpid())}
+                PARENT_PID_ENV: str(os.getpid()), **pinning.pin_parent()}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src or paths.src_dir()), os.environ.get("PYTHONPATH")]))
     with open(log_path, "w") as log:
         try:
@@ -138,7 +141,9 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
     """Run the worker to its end. `src`: the folder repro's worker is imported from (default: this
     repro's; a replay's restored worktree). `beside_start`: the parent's own work (MLflow's import,
     its store), done while the worker starts, imports its framework and builds; the worker's
-    measured steps wait until it has returned (runner/events.py: Gate), so nothing runs beside them.
+    measured steps wait until it has returned (runner/events.py: Gate), so nothing runs beside them;
+    from the gate to the worker's `window_end` this machine's projectors hold their writes
+    (tracking/handoff.py: open_window, quiet_turn).
     `warm`: a worker started ahead for this job (`warm_start`, its log at `log_path`); it is
     handed the spec path, and its wall time counts from then."""
     start = time.perf_counter()
@@ -169,10 +174,12 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
     timer.start()
     threading.Thread(target=reap, daemon=True).start()
     events: dict = {}
+    window = None  # this machine's windows lock, held from the gate to the worker's window_end
     try:
         try:
             if beside_start:
                 beside_start()
+            window = machine_locks.open_window(WINDOW_WAIT_S)
         except Exception:
             if interrupt_came():  # the interrupt, raised inside an import and wrapped by Python
                 raise KeyboardInterrupt from None
@@ -182,6 +189,9 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
         with os.fdopen(read_fd) as stream:
             for event in read_events(stream):
                 events[event["event"]] = event
+                if event["event"] == "window_end" and window:
+                    window.close()
+                    window = None
                 on_event(event)
         proc.wait()
     except KeyboardInterrupt:
@@ -190,6 +200,8 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
         return WorkerOutcome("interrupted", proc.returncode, events, "interrupted (Ctrl-C)",
                              _tail(log_path), time.perf_counter() - start)
     finally:
+        if window:
+            window.close()
         timer.cancel()
         proc.stdin.close()
     status, reason = _status(events, proc.returncode, timed_out.is_set())

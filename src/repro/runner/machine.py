@@ -14,6 +14,16 @@ fills what is left of it with its own work after the loop (results, hashes), and
 parent with the end of the job (the next job's worker starting): "this command's own
 processes" are the parent's process tree where a repro parent started the worker (nothing
 of it runs beside the timed loop: runner/events.py Gate), else the worker's own tree.
+
+`repro_cpu_s`: the CPU seconds repro's own other processes used in the same window: the repro
+parent and its other children (a next job's worker started early), and the MLflow projectors at
+work on this machine (tracking/handoff.py registers them), the worker's own tree left out. The
+goal is 0: the parent waits on blocking reads, starts the next worker after the window
+(`window_end`), and projectors pause their writes while a window is open (handoff.open_window,
+quiet_turn). `repro_cpu_parts_s` splits it: "command" (the parent's tree) and "projectors"
+(those of any command on this machine, whose writes an open window holds; a projector of an
+older repro does not know to). A process that started and ended inside the window, unreaped, is missed. `pinned`:
+the cores the worker and its parent were pinned to (runner/pinning.py), where the host has enough.
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ import time
 from pathlib import Path
 
 import psutil
+
+from repro.runner import pinning
 
 MIN_WINDOW_S = 0.5
 CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
@@ -112,20 +124,72 @@ def _ours(parent_pid: int | None) -> psutil.Process:
     return psutil.Process()
 
 
+def _repro_others(parent_pid: int | None) -> tuple[dict[int, tuple[float, float, str]], float]:
+    """repro's processes other than this worker's tree: {pid: (CPU seconds, create time, "command" |
+    "projectors")}, and the CPU seconds of the parent's reaped children."""
+    from repro.runner.machine_locks import projectors_at_work
+
+    me = psutil.Process()
+    mine = {me.pid, *(p.pid for p in me.children(recursive=True))}
+    roots, reaped = [], 0.0
+    if parent_pid is not None:
+        try:
+            parent = psutil.Process(parent_pid)
+            t = parent.cpu_times()
+            roots.append((parent, "command"))
+            reaped = t.children_user + t.children_system
+        except psutil.Error:
+            pass
+    for info in projectors_at_work():
+        try:
+            roots.append((psutil.Process(info["pid"]), "projectors"))
+        except psutil.Error:
+            continue
+    out: dict[int, tuple[float, float, str]] = {}
+    for root, part in roots:
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            continue
+        for p in tree:
+            if p.pid in mine or p.pid in out:
+                continue
+            try:
+                t = p.cpu_times()
+                out[p.pid] = (t.user + t.system, p.create_time(), part)
+            except psutil.Error:
+                continue
+    return out, reaped
+
+
+def repro_cpu_s(start: dict, now: tuple[dict[int, tuple[float, float, str]], float]) -> dict[str, float]:
+    """CPU seconds repro's other processes used between the snapshot `start` and `now`: this
+    command's (the parent and its other children) and the projectors' (any ledger's, on this machine)."""
+    before, reaped_before = start["others"]
+    after, reaped_after = now
+    used = {"command": max(0.0, reaped_after - reaped_before), "projectors": 0.0}
+    for pid, (cpu, created, part) in after.items():
+        if pid in before:
+            used[part] += max(0.0, cpu - before[pid][0])
+        elif created >= start["wall"] - 0.01:  # started in the window: all of it (one that was not is unknown)
+            used[part] += cpu
+    return used
+
+
 def before(parent_pid: int | None = None) -> dict:
     """A snapshot taken right before the first timed step. `parent_pid`: the repro parent that
     started this worker (its tree's CPU time is this command's, not other processes')."""
     return {"load": list(os.getloadavg()), "gpus": gpus(), "busy_s": _busy_s(),
             "own_s": _tree_s(psutil.Process()), "ours_s": _tree_s(_ours(parent_pid)), "t": time.monotonic(),
-            "parent_pid": parent_pid}
+            "wall": time.time(), "others": _repro_others(parent_pid), "parent_pid": parent_pid}
 
 
 def after(start: dict, threads: int) -> dict:
     """The record's `machine`: what happened on this machine between `start` and now."""
     if (wait := MIN_WINDOW_S - (time.monotonic() - start["t"])) > 0:
         time.sleep(wait)
-    own_s, ours_s, busy_s, now = (_tree_s(psutil.Process()), _tree_s(_ours(start["parent_pid"])), _busy_s(),
-                                  time.monotonic())
+    own_s, ours_s, others, busy_s, now = (_tree_s(psutil.Process()), _tree_s(_ours(start["parent_pid"])),
+                                          _repro_others(start["parent_pid"]), _busy_s(), time.monotonic())
     window = now - start["t"]
     # The worker's reaped children count in its own tree, not in the parent's (live descendants only)
     command_s = max(own_s - start["own_s"], ours_s - start["ours_s"])
@@ -140,6 +204,9 @@ def after(start: dict, threads: int) -> dict:
         "other_cpu_share": round(other / window, 3),
         "own_cpu_share": round((own_s - start["own_s"]) / window, 3),
         "command_cpu_share": round(command_s / window, 3),
+        "repro_cpu_s": round(sum((repro := repro_cpu_s(start, others)).values()), 3),
+        "repro_cpu_parts_s": {k: round(v, 3) for k, v in repro.items()},
+        **({"pinned": pinned} if (pinned := pinning.recorded()) else {}),
         "cpu_frequency": cpu_frequency(),
         "gpus_before": start["gpus"],
         "gpus_after": gpus(),

@@ -29,7 +29,10 @@ def derive(root: int) -> dict[str, int]:
 
 
 def resolve_threads(configured: int | None) -> int:
-    return configured or len(os.sched_getaffinity(0))
+    """`run.threads`, or one per core the worker runs on (runner/pinning.py)."""
+    from repro.runner import pinning
+
+    return configured or len(pinning.worker_cpus())
 
 
 def worker_env(config: Config, processes: int = 1) -> dict[str, str]:

@@ -22,8 +22,12 @@ def folder(ledger_root: Path) -> Path:
     return Path(ledger_root) / SPOOL_DIR
 
 
-def reserve(ledger_root: Path, started_id: str, steps: int) -> Path:
-    """Allocate room for the results of a run of `steps` steps; returns the reservation."""
+def reserve(ledger_root: Path, started_id: str, steps: int | str) -> Path:
+    """Allocate room for the results of a run of `steps` steps (`run.steps`: a count or auto; a record
+    keeps the series of its first SERIES_STEPS steps at most); returns the reservation."""
+    from repro.runner.window import SERIES_STEPS
+
+    steps = min(steps, SERIES_STEPS) if isinstance(steps, int) else SERIES_STEPS
     path = folder(ledger_root) / f"{started_id}.reserved"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)

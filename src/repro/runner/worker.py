@@ -27,8 +27,9 @@ from repro.config import schema
 from repro.config.schema import Config
 from repro.config.workerspec import WorkerSpec
 from repro.data import make_batches
-from repro.runner import envcapture, flops, lifeline, machine, measure, rank_progress, seeding
+from repro.runner import envcapture, flops, lifeline, machine, measure, pinning, rank_progress, seeding
 from repro.runner.events import EventWriter, Gate
+from repro.runner.window import SERIES_STEPS, StepPlan, adaptive, shared_count
 
 TRACEBACK_LINES = 30
 IMPORTED_AHEAD: dict[str, float] = {}  # a worker started ahead (--warm BACKEND): backend -> its import's seconds
@@ -71,7 +72,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     # The machine's state is read outside the timed region; its window (machine.MIN_WINDOW_S at
     # least) goes on while this process reads its results and the parent ends the job.
     state = machine.before(lifeline.parent_pid() if gate else None)
-    times, losses = measure.timed_loop(workload, run_cfg.steps, emit)
+    times, losses = measure.timed_loop(workload, StepPlan.of(run_cfg, spec.steps), emit)
     emit("measure_end", at=time.time())
 
     results = measure.summarise(times, losses, run_cfg.warmup, run_cfg.batch_size)
@@ -101,12 +102,14 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
         ir_files.append(str(path))
     effective = workload.effective()
     machine_state = machine.after(state, threads)
+    emit("window_end", at=time.time())  # the parent's deferred work (the next job's worker) may start
     profile_files = []
     if run_cfg.profile:  # after everything above is read: the profiled steps change the state
         from repro import profile
 
-        results["profile"], profile_files = profile.run(workload, run_cfg.steps, _profile_dir(spec.out_dir, rank))
-    result = {"results": results, "series": {"loss": losses, "step_time_s": times},
+        results["profile"], profile_files = profile.run(workload, len(times), _profile_dir(spec.out_dir, rank))
+    # the record keeps the first SERIES_STEPS steps (runner/window.py); every statistic is of all
+    result = {"results": results, "series": {"loss": losses[:SERIES_STEPS], "step_time_s": times[:SERIES_STEPS]},
               "effective": effective, "ir_files": ir_files, "profile_files": profile_files,
               "machine": machine_state}
     return {"environment": environment, "result": result}
@@ -222,6 +225,8 @@ def run(spec: WorkerSpec, events: EventWriter, gate: Gate) -> None:
         out = execute(spec, events.emit, gate)
     else:
         gate.wait()  # ranks measure in their own processes: the parent's work is done before they start
+        if spec.steps is None and adaptive(spec.config.run.steps):  # ranks must agree on their count unasked
+            spec = dataclasses.replace(spec, steps=shared_count(spec.config.run))
         relay = rank_progress.Relay(spec.out_dir, events.emit) if spec.rendezvous.node_rank == 0 else None
         if relay:  # global rank 0 runs on node 0: its step lines reach the parent's progress
             spec = dataclasses.replace(spec, progress_fifo=relay.start())
@@ -261,6 +266,7 @@ def _spec_path() -> str:
 
 
 def main() -> None:
+    pinning.pin_worker()  # before a framework's thread pools exist (a worker started ahead imports one next)
     spec = WorkerSpec.read(_spec_path())
     lifeline.die_with_parent(spec.out_dir)
     events = EventWriter.from_env()

@@ -63,31 +63,38 @@ def _parent(tracker, item: Item, parents: dict) -> str | None:
 def project_runs(tracker, items: list[Item], parents: dict) -> dict[str, int]:
     """Each item's run into the store under its sweep's parent: a complete one is left as it is
     (only new tags are added), one cut short earlier is replaced whole; pending entries are
-    removed once done. Counts: pushed, replaced, present."""
-    from repro.report.varied import run_name  # a run is named as the sweep that made it named it
-    from repro.tracking.project import COMPLETE_TAG, project_run
-
+    removed once done. Counts: pushed, replaced, present. Each run is written in a quiet turn:
+    between the measured windows of runs on this machine (handoff.quiet_turn)."""
     counts = {"pushed": 0, "replaced": 0, "present": 0}
     existing = {run.data.tags["repro.ledger_id"]: run for run in tracker.find_runs("repro.ledger_id")}
     for item in items:
-        record = item.record
-        run = existing.get(record["id"])
-        if run is not None and run.data.tags.get(COMPLETE_TAG) == "complete":
-            counts["present"] += 1
-            run_id = run.info.run_id
-        else:
-            if run is not None:  # cut short (Ctrl-C, a store that failed halfway): replaced whole
-                tracker.client.delete_run(run.info.run_id)
-                counts["replaced"] += 1
-            sweep = record.get("sweep") or {}
-            run_id = project_run(tracker, record, run_name(record, sweep.get("swept") or []),
-                                 _parent(tracker, item, parents), item.ir, item.log)
-            counts["pushed"] += 1
-        if item.tags:
-            tracker.log(run_id, tags=item.tags)
-        if item.entry is not None:
-            handoff.done(item.entry)
+        with handoff.quiet_turn():
+            for key in _project_one(tracker, item, existing.get(item.record["id"]), parents):
+                counts[key] += 1
     return counts
+
+
+def _project_one(tracker, item: Item, run, parents: dict) -> tuple[str, ...]:
+    """One item into the store (`run`: its MLflow run already there, or None); the counts it adds to
+    (a run cut short and written again is both replaced and pushed)."""
+    from repro.report.varied import run_name  # a run is named as the sweep that made it named it
+    from repro.tracking.project import COMPLETE_TAG, project_run
+
+    record, counted = item.record, None
+    if run is not None and run.data.tags.get(COMPLETE_TAG) == "complete":
+        counted, run_id = ("present",), run.info.run_id
+    else:
+        if run is not None:  # cut short (Ctrl-C, a store that failed halfway): replaced whole
+            tracker.client.delete_run(run.info.run_id)
+        sweep = record.get("sweep") or {}
+        run_id = project_run(tracker, record, run_name(record, sweep.get("swept") or []),
+                             _parent(tracker, item, parents), item.ir, item.log)
+        counted = ("pushed",) if run is None else ("pushed", "replaced")
+    if item.tags:
+        tracker.log(run_id, tags=item.tags)
+    if item.entry is not None:
+        handoff.done(item.entry)
+    return counted
 
 
 def close_sweep(tracker, ledger: Ledger, data: dict, records: list[dict], parents: dict) -> None:
@@ -116,7 +123,8 @@ def write_reports(ledger: Ledger, pending: list[tuple[Path, dict]]) -> None:
         records = _sweep_records(ledger, data["id"])
         try:
             if records:
-                sweep_report.write(records, Path(data["report_dir"]))
+                with handoff.quiet_turn():  # matplotlib's figures: seconds of CPU
+                    sweep_report.write(records, Path(data["report_dir"]))
         except Exception as e:  # noqa: BLE001 - the records are in the ledger: the report can be rebuilt
             print(f"repro projector: the report of sweep {data['id']} was not completed ({type(e).__name__}: {e}); "
                   f"`repro report --sweep {data['id']}` rebuilds it from the ledger", file=sys.stderr)
@@ -159,7 +167,8 @@ def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = Non
     trackers = {}
     for key in by_store:
         try:
-            trackers[key] = open_store(*key)
+            with handoff.quiet_turn():  # MLflow's import and the store's opening: seconds of CPU
+                trackers[key] = open_store(*key)
         except Exception as e:  # noqa: BLE001 - said below, with the store's entries
             trackers[key] = e
     if opened:
@@ -173,7 +182,8 @@ def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = Non
                 raise tracker
             counts["pushed"] += project_runs(tracker, [i for i in items if isinstance(i, Item)], parents)["pushed"]
             for entry, data, records in (i for i in items if not isinstance(i, Item)):
-                close_sweep(tracker, ledger, data, records, parents)
+                with handoff.quiet_turn():
+                    close_sweep(tracker, ledger, data, records, parents)
                 handoff.done(entry)
                 counts["sweeps"] += 1
         except Exception as e:  # noqa: BLE001 - whatever the store does, the runs are in the ledger

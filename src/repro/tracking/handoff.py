@@ -44,6 +44,10 @@ def folder(ledger_root: str | Path) -> Path:
     return Path(ledger_root) / FOLDER
 
 
+from repro.runner.machine_locks import (  # noqa: E402 - re-exported: the projector and drain use them here
+    _register, at_work, machine_lock, open_window, projectors_at_work, quiet_turn)
+
+
 def _write_json(path: Path, data: dict) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data))
@@ -197,52 +201,6 @@ def busy(ledger_root: str | Path) -> bool:
         return False
     with lock(ledger_root, wait=False) as held:
         return not held
-
-
-def machine_lock() -> Path:
-    """Held shared by every projector on this machine (whatever its ledger): a worker about to
-    begin its measured steps waits for all of them (`wait_for_projectors`)."""
-    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repro" / "projectors.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _registry() -> Path:
-    return machine_lock().parent / "projectors"
-
-
-def _register(pid: int, ledger_root: str | Path) -> Path:
-    me = _registry() / f"{pid}.json"
-    me.parent.mkdir(parents=True, exist_ok=True)
-    _write_json(me, {"pid": pid, "ledger": str(Path(ledger_root).resolve()), "since": time.time()})
-    return me
-
-
-@contextmanager
-def at_work(ledger_root: str | Path) -> Iterator[None]:
-    """A projector says who it is while it works (pid, ledger, since), for a waiting command to name."""
-    me = _register(os.getpid(), ledger_root)
-    try:
-        yield
-    finally:
-        me.unlink(missing_ok=True)
-
-
-def projectors_at_work() -> list[dict]:
-    """The projectors on this machine that said so and are still alive (a killed one leaves its file)."""
-    import psutil
-
-    found = []
-    for path in _registry().glob("*.json") if _registry().is_dir() else []:
-        try:
-            info = json.loads(path.read_text())
-            if psutil.Process(info["pid"]).create_time() <= info["since"] + 1:
-                found.append(info)
-                continue
-        except (OSError, ValueError, KeyError, psutil.Error):
-            pass
-        path.unlink(missing_ok=True)
-    return sorted(found, key=lambda i: i["since"])
 
 
 def wait_for_projectors(limit_s: float, say, tell_after_s: float = 2.0, poll_s: float = 0.1) -> dict | None:
