@@ -390,9 +390,10 @@ def rounds_of(a: Side, b: Side) -> list[tuple[float, float]] | None:
 
 
 def judge(a: Side, b: Side, band: float = BAND, alpha: float = ALPHA, what: str = "",
-          interleaved: bool = False, family: int = 1, look: str = "") -> Verdict:
+          interleaved: bool = False, family: int = 1, look: str = "", estimate_more: bool = True) -> Verdict:
     """One pair at one level `alpha` (a Holm step or a look's spent increment already applied):
-    paired over its rounds where both sides carry rounds and they are complete, else Welch."""
+    paired over its rounds where both sides carry rounds and they are complete, else Welch.
+    `estimate_more=False` leaves `more` None (a look whose "cannot tell" is not shown)."""
     la, lb = _logs(a.medians), _logs(b.medians)
     if not la or not lb:
         raise ValueError(f"{a.name if not la else b.name} has no ok run to compare")
@@ -419,7 +420,7 @@ def judge(a: Side, b: Side, band: float = BAND, alpha: float = ALPHA, what: str 
     elif _p_tost(d, se, df, band) <= alpha:
         outcome, more = EQUIVALENT, None
     else:
-        outcome, more = UNDECIDED, _more(d, se, df, min(len(la), len(lb)), band, alpha)
+        outcome, more = UNDECIDED, _more(d, se, df, min(len(la), len(lb)), band, alpha) if estimate_more else None
     return Verdict(outcome, ratio=_exp(d), p=p, more=more, d=d, se=se, df=df, **base)
 
 
@@ -473,23 +474,27 @@ def spent(look: int, max_repeats: int, alpha: float = ALPHA) -> float:
 
 
 def _holm(pairs: list[tuple[Side, Side, str]], alpha: float, band: float, interleaved: bool,
-          look: str = "") -> list[Verdict]:
+          look: str = "", estimate_more: bool = True) -> list[Verdict]:
     """Each pair judged at its Holm step's level: in order of p, step i uses alpha / (m - i),
     until a pair fails to be called faster; every later pair uses that last level."""
     m = len(pairs)
-    first = [judge(a, b, band, alpha, what, interleaved) for a, b, what in pairs]
+    if m == 1:
+        a, b, what = pairs[0]
+        return [judge(a, b, band, alpha, what, interleaved, look=look, estimate_more=estimate_more)]
+    first = [judge(a, b, band, alpha, what, interleaved, estimate_more=False) for a, b, what in pairs]
     order = sorted(range(m), key=lambda i: (first[i].p if first[i].p is not None else 2.0))
     out: list[Verdict | None] = [None] * m
     step_alpha = alpha / m
     for rank, i in enumerate(order):
         step_alpha = alpha / (m - rank)
         a, b, what = pairs[i]
-        v = judge(a, b, band, step_alpha, what, interleaved, family=m, look=look)
+        v = judge(a, b, band, step_alpha, what, interleaved, family=m, look=look, estimate_more=estimate_more)
         out[i] = v
         if v.outcome != FASTER:  # Holm stops rejecting here: the rest keep this level
             for j in order[rank + 1:]:
                 a, b, what = pairs[j]
-                out[j] = judge(a, b, band, step_alpha, what, interleaved, family=m, look=look)
+                out[j] = judge(a, b, band, step_alpha, what, interleaved, family=m, look=look,
+                               estimate_more=estimate_more)
             break
     return out  # type: ignore[return-value]
 
@@ -529,10 +534,10 @@ def decide_family(pairs: list[tuple[Side, Side, str]], plan: Plan = Plan()) -> l
     rounds = max(_rounds(a, b) for a, b, _ in pairs)
     final: list[Verdict | None] = [None] * len(pairs)
     for n, k in enumerate(planned, 1):
-        if k > rounds:
+        if k > rounds or all(f is not None for f in final):
             break
         cut = [(*first_rounds(a, b, k), what) for a, b, what in pairs]
-        for i, v in enumerate(_holm(cut, spend[k], plan.band, plan.interleaved)):
+        for i, v in enumerate(_holm(cut, spend[k], plan.band, plan.interleaved, estimate_more=False)):
             if final[i] is None and v.decided:
                 final[i] = replace(v, look=f"auto: decided after {k} rounds (look {n} of {len(planned)})")
     waiting = next((k for k in planned if k > rounds), None)
@@ -540,6 +545,8 @@ def decide_family(pairs: list[tuple[Side, Side, str]], plan: Plan = Plan()) -> l
         why = f"auto: stopped at verdict.max_repeats={plan.max_repeats}"
     else:
         why = f"auto: undecided after {rounds} rounds (next look after {waiting})"
+    if all(f is not None for f in final):
+        return final  # type: ignore[return-value]
     now = _holm(pairs, spend[waiting or planned[-1]], plan.band, plan.interleaved)
     out = []
     for f, v in zip(final, now):
