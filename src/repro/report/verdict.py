@@ -584,13 +584,14 @@ def verdict(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], band: fl
     steady steps: leave the compile step out), judged as the views judge recorded runs.
     `paired=True`: a[i] and b[i] ran in the same round i (a paired t on their log ratios);
     else unpaired (Welch). Times that are not finite and positive, an empty run, unequal rounds
-    when paired, and `alpha` or `band` outside (0, 1) raise ValueError."""
+    when paired, `band` outside (0, 1) and `alpha` outside (0, 0.5) raise ValueError."""
     from statistics import median
 
-    for key, value in (("band", band), ("alpha", alpha)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < 1:
-            raise ValueError(f"repro.verdict: {key}={value!r} must be between 0 and 1 (exclusive; "
-                             f"{'0.02: ±2 %' if key == 'band' else '0.05: 95 % confidence'})")
+    for key, value, top, why in (("band", band, 1, "0.02: ±2 %"),
+                                 ("alpha", alpha, 0.5, "0.05: 95 % confidence; the equivalence test reads a "
+                                                       "1 - 2 alpha interval, empty from 0.5 on")):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < top:
+            raise ValueError(f"repro.verdict: {key}={value!r} must be between 0 and {top} (exclusive; {why})")
     runs = [_checked(x, name) for x, name in zip((a, b), names)]
     for name, side in zip(names, runs):
         if not side:
