@@ -216,3 +216,13 @@ def test_alpha_and_band_outside_their_range_are_refused(value, key):
         value = 1 + value  # band may be up to 1
     with pytest.raises(ValueError, match=f"{key}="):
         repro.verdict([[1.0], [1.1]], [[1.2], [1.3]], **{key: value})
+
+
+def test_a_look_counts_the_busy_runs_it_used():
+    """An auto sweep decided at round 3 of 6 recorded: the caveat counts the busy runs of those 3
+    rounds, never more busy runs than runs ("6 of 4 runs")."""
+    flags = (True, False, False, True, True, True)
+    a = V.Side("a", (1.0, 1.01, 0.99, 1.0, 1.02, 0.98), busy=4, rounds=tuple(range(6)), busy_at=flags)
+    b = V.Side("b", (2.0, 1.99, 2.03, 2.0, 2.01, 1.99), busy=0, rounds=tuple(range(6)), busy_at=(False,) * 6)
+    (v,) = V.decide_family([(a, b, "")], V.Plan(sequential=True, max_repeats=6))
+    assert v.n_a == 3 and v.busy == 1 and "⚠ 1 of 6 runs measured on a busy machine" in v.text

@@ -257,13 +257,14 @@ def round_of(record: dict) -> tuple | None:
 def _side(name: str, row: Row) -> verdict.Side:
     """A row's ok runs as the verdict engine reads them: steady medians in the order they ran
     (round by round: a repeat's index, then its job number), each with its round, so that the
-    engine pairs complete rounds. A round's attempt set aside for a rerun (`repeat.discarded`)
-    is not among them."""
+    engine pairs complete rounds, and whether it ran on a busy machine (a look counts the busy
+    runs it used). A round's attempt set aside for a rerun (`repeat.discarded`) is not among them."""
     ok = [r for r in row.ok if not (r.get("repeat") or {}).get("discarded")
           and "steady_median_s" in (r.get("results") or {})]
     ok.sort(key=lambda r: ((r.get("repeat") or {}).get("index", 0), (r.get("sweep") or {}).get("job", 0)))
-    return verdict.Side(name, tuple(stats.steady_medians(ok)), sum(busy(r) is not None for r in ok),
-                        rounds=tuple(round_of(r) for r in ok))
+    flags = tuple(busy(r) is not None for r in ok)
+    return verdict.Side(name, tuple(stats.steady_medians(ok)), sum(flags), rounds=tuple(round_of(r) for r in ok),
+                        busy_at=flags)
 
 
 def verdict_plan(records: list[dict]) -> verdict.Plan:

@@ -91,6 +91,14 @@ class Side:
     medians: tuple[float, ...]
     busy: int = 0  # of these runs, measured on a busy machine
     rounds: tuple | None = None  # the round of each median (None: not known, so never paired)
+    busy_at: tuple[bool, ...] | None = None  # whether each median's run was busy (a look counts its own)
+
+    def only(self, keep: Sequence[int]) -> "Side":
+        """The side with only the medians at `keep` (a look's first rounds), its busy count theirs."""
+        pick = lambda xs: None if xs is None or len(xs) != len(self.medians) else tuple(xs[i] for i in keep)  # noqa: E731
+        flags = pick(self.busy_at)
+        return replace(self, medians=tuple(self.medians[i] for i in keep), rounds=pick(self.rounds), busy_at=flags,
+                       busy=sum(flags) if flags is not None else self.busy)
 
 
 @dataclass(frozen=True)
@@ -504,13 +512,11 @@ def first_rounds(a: Side, b: Side, k: int) -> tuple[Side, Side]:
     else each side's first k runs."""
     pairs = rounds_of(a, b)
     if pairs is None:
-        return replace(a, medians=a.medians[:k], rounds=a.rounds[:k] if a.rounds else a.rounds), \
-            replace(b, medians=b.medians[:k], rounds=b.rounds[:k] if b.rounds else b.rounds)
+        return a.only(range(min(k, len(a.medians)))), b.only(range(min(k, len(b.medians))))
     (_, ka), (_, kb) = _usable(a), _usable(b)
     keep = set(ka[:k])  # type: ignore[index]
-    cut = lambda s: tuple(i for i, key in enumerate(s.rounds) if key in keep and _ok(s.medians[i]))  # noqa: E731
-    return tuple(replace(s, medians=tuple(s.medians[i] for i in cut(s)), rounds=tuple(s.rounds[i] for i in cut(s)))
-                 for s in (a, b))  # type: ignore[return-value]
+    cut = lambda s: [i for i, key in enumerate(s.rounds) if key in keep and _ok(s.medians[i])]  # noqa: E731
+    return a.only(cut(a)), b.only(cut(b))
 
 
 def _rounds(a: Side, b: Side) -> int:
