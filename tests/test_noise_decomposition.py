@@ -83,6 +83,15 @@ def test_order_effect_is_found_and_its_absence_contains_zero():
     s = noise.summarise(old)
     assert s["order_from"] == "job order" and s["order"][0]["mean"] > 0
     assert any("positions from job order" in line for line in noise.lines(s, "h"))
+    # the A B, B A serpentine of older calibrations: the position effect lands on one label
+    serp = _records(rng, 10, 2, shared=0.01, own=0.005)
+    for r in serp:
+        k, label = r["repeat"]["index"], r["calibration"]["label"]
+        r["repeat"]["position"] = (label == "B") if k % 2 == 0 else (label == "A")
+        if r["repeat"]["position"] and label == "B":
+            r["results"]["steady_median_s"] *= 0.95
+    e = noise.summarise(serp)["label_effect"]
+    assert e["labels"] == ["A", "B"] and e["n"] == 20 and e["hi"] < 0
 
 
 def test_false_verdicts_and_the_gap_power_with_wilson_intervals():

@@ -22,6 +22,8 @@ From the A/A trials (no label has a gap; the true ratio is 1):
   steady steps would remove.
 - **correlation** of run medians (their log, less their trial and label mean) with
   `machine.other_cpu_share` and with `machine.repro_cpu_s` (Pearson r, Fisher-z 95 % interval).
+- **label effect**: the mean within-round log ratio of label B over label A over all rounds,
+  with its 95 % interval (an order bias that always hits one label shows here).
 - **order effect**: for each position p >= 1 in a round, the mean log ratio of the run at p over
   the run at position 0 of the same round, with its 95 % t interval (positions from
   `repeat.position`, else from the job order within the round, said so). Random order within
@@ -205,6 +207,18 @@ def _positions(aa: list[list[dict[str, dict]]]) -> tuple[list[dict], str]:
     return out, "repeat.position" if recorded else "job order"
 
 
+def _label_effect(aa: list[list[dict[str, dict]]]) -> dict | None:
+    """The mean within-round log ratio of the second label over the first over every complete
+    A/A round, with its 95 % interval: a bias toward one label (0 between identical configs)."""
+    d = []
+    for trial in aa:
+        for rnd in trial:
+            first, second = sorted(rnd)[:2]
+            d.append(math.log(_median_s(rnd[second])) - math.log(_median_s(rnd[first])))
+    ci = _mean_ci(d)
+    return {**ci, "labels": sorted(aa[0][0])[:2] if aa and aa[0] else []} if ci else None
+
+
 def _plan(records: list[dict]) -> V.Plan:
     """How a trial's records are judged: the planned looks of `run.repeats=auto` where they ran
     so, else one look; band from the records' `verdict` config."""
@@ -300,7 +314,7 @@ def summarise(records: list[dict]) -> dict:
         "components": parts,
         "sampling_sd": statistics.median(sd) if sd else None, "sampling_runs": len(sd),
         "correlation": {key: _correlation(residuals, key) for key in ("other_cpu_share", "repro_cpu_s")},
-        "order": positions, "order_from": source,
+        "order": positions, "order_from": source, "label_effect": _label_effect([t for t in aa_rounds if t]),
         "unit": unit, "unit_noise": unit_noise, "floor": floor,
         "outcomes": outcomes, "false_verdicts": outcomes[V.FASTER],
         "false_rate": outcomes[V.FASTER] / judged if judged else None,
@@ -349,6 +363,10 @@ def lines(s: dict, host: str) -> list[str]:
     for p in s.get("order") or []:
         out.append(f"order: position {p['position']} over position 0: {100 * p['mean']:+.2f} % (95 % CI "
                    f"{100 * p['lo']:+.2f} to {100 * p['hi']:+.2f} %, {p['n']} rounds; positions from {s['order_from']})")
+    if s.get("label_effect"):
+        e = s["label_effect"]
+        out.append(f"label {e['labels'][1]} over label {e['labels'][0]}: {100 * e['mean']:+.2f} % (95 % CI "
+                   f"{100 * e['lo']:+.2f} to {100 * e['hi']:+.2f} %, {e['n']} rounds; 0 between identical configs)")
     o, f = s["outcomes"], s.get("false")
     if f:
         out.append(f"false verdicts: {s['false_verdicts']} of {f['n']} A/A trials called one label faster "
