@@ -154,6 +154,14 @@ def test_a_verdict_is_the_first_planned_look_that_decided():
     (early,) = V.decide_family([(*V.first_rounds(a, b, 2), "")], plan)
     assert early.outcome == V.UNDECIDED and early.look == "auto: undecided after 2 rounds (next look after 3)"
     assert early.more == 1 and early.n_a == 2
+    # undecided between looks: the repeats it asks for reach the next look at least
+    base = (1.0, 1.03, 0.98, 1.01, 0.99, 1.02, 0.97)
+    other = tuple(x * f for x, f in zip(base, (1.01, 0.99, 1.02, 0.98, 1.015, 0.985, 1.0)))
+    near_pair = (V.Side("A", base, rounds=tuple(range(7))), V.Side("C", other, rounds=tuple(range(7))), "")
+    for band in (0.014, 0.015):  # at the last look's level: 1 more repeat; equivalent already
+        (near,) = V.decide_family([near_pair], V.Plan(sequential=True, max_repeats=10, band=band))
+        assert not near.decided and near.look == "auto: undecided after 7 rounds (next look after 10)"
+        assert near.more == 3
     # rendering from more rounds than the loop needed gives the same sentence
     for k in (4, 7):
         (again,) = V.decide_family([(*V.first_rounds(a, b, k), "")], plan)

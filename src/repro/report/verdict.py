@@ -560,6 +560,8 @@ def decide_family(pairs: list[tuple[Side, Side, str]], plan: Plan = Plan()) -> l
             out.append(f)
         elif v.decided:  # between looks: not a decision, the next look may make it one
             out.append(replace(v, outcome=UNDECIDED, more=max(1, (waiting or rounds) - rounds), look=why))
+        elif waiting and v.more is not None:  # a decision comes at a look, not before
+            out.append(replace(v, more=max(v.more, waiting - rounds), look=why))
         else:
             out.append(replace(v, look=why))
     return out
