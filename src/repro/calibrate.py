@@ -128,43 +128,18 @@ def _looks(max_repeats: int) -> tuple[int, ...]:
 
 
 def summarise(records: list[dict], repeats: int) -> dict:
-    """The calibration's numbers from its run records (each with `calibration`: trial, label)."""
-    from repro.report import stats, verdict
-    from repro.report.audit import busy
+    """The calibration's numbers from its run records (each with `calibration`: trial, label):
+    report/noise.py takes the noise apart; `repeats` is what was asked for."""
+    from repro.report import noise
 
-    trials: dict[int, dict[str, list[dict]]] = {}
-    for r in records:
-        c = r["calibration"]
-        trials.setdefault(c["trial"], {"A": [], "B": []})[c["label"]].append(r)
-    outcomes = {verdict.FASTER: 0, verdict.EQUIVALENT: 0, verdict.UNDECIDED: 0, verdict.SINGLE: 0}
-    groups = []
-    for sides in trials.values():
-        a, b = (stats.steady_medians(sides[k]) for k in ("A", "B"))
-        groups += [a, b]
-        if a and b:
-            outcomes[verdict.judge(verdict.Side("A", tuple(a)), verdict.Side("B", tuple(b))).outcome] += 1
-    sigma = verdict.noise(groups)
-    judged = sum(outcomes.values())
-    return {"trials": len(trials), "repeats": repeats, "runs": len(records),
-            "ok_runs": sum(r.get("status") == "ok" for r in records),
-            "busy_runs": sum(busy(r) is not None for r in records),
-            "noise": sigma, "outcomes": outcomes, "false_verdicts": outcomes[verdict.FASTER],
-            "false_rate": outcomes[verdict.FASTER] / judged if judged else None,
-            "floor": {str(n): verdict.resolvable_gap(sigma, n) for n in FLOOR_REPEATS} if sigma == sigma else {}}
+    return {**noise.summarise(records), "repeats": repeats}
 
 
 def lines(s: dict, host: str) -> list[str]:
     """What `repro calibrate` prints (and `benchmarks/verdict_calibration.py` reads back)."""
-    out = [f"run-to-run noise: {100 * s['noise']:.2f} % (sd of log run medians within each label of each trial; "
-           f"{s['ok_runs']} ok runs of {s['runs']}, {s['busy_runs']} on a busy machine; host {host})"]
-    o = s["outcomes"]
-    rate = "-" if s["false_rate"] is None else f"{100 * s['false_rate']:.1f} %"
-    out.append(f"false verdicts: {s['false_verdicts']} of {s['trials']} A/A trials called one label faster ({rate}); "
-               f"{o['equivalent']} equivalent within ±2 %, {o['cannot tell']} cannot tell ({s['repeats']} repeats per label)")
-    if s["floor"]:
-        gaps = ", ".join(f"{100 * g:.1f} % at {n} repeats" for n, g in s["floor"].items())
-        out.append(f"smallest gap resolved (80 % power, 5 % false verdicts): {gaps}")
-    return out
+    from repro.report import noise
+
+    return noise.lines(s, host)
 
 
 def run(args) -> int:

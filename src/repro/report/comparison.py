@@ -242,11 +242,29 @@ def _interleaved(a: Row, b: Row) -> bool:
 COMPARED = ("framework", "env.packages")
 
 
+def round_of(record: dict) -> tuple | None:
+    """The round a run belongs to, as the verdict engine pairs them: (its sweep's group family,
+    its calibration trial, `repeat.index`); None for a run not in a round. Two configs' runs
+    with the same key ran in the same round of the same sweep."""
+    rep = record.get("repeat") or {}
+    if "index" not in rep:
+        return None
+    group = rep.get("group") or ""
+    family = group.rsplit("/", 1)[0] if "/" in group else (record.get("sweep") or {}).get("id")
+    return family, (record.get("calibration") or {}).get("trial"), rep["index"]
+
+
 def _side(name: str, row: Row) -> verdict.Side:
     """A row's ok runs as the verdict engine reads them: steady medians in the order they ran
-    (round by round: a repeat's index, then its job number)."""
-    ok = sorted(row.ok, key=lambda r: ((r.get("repeat") or {}).get("index", 0), (r.get("sweep") or {}).get("job", 0)))
-    return verdict.Side(name, tuple(stats.steady_medians(ok)), sum(busy(r) is not None for r in ok))
+    (round by round: a repeat's index, then its job number), each with its round, so that the
+    engine pairs complete rounds, and whether it ran on a busy machine (a look counts the busy
+    runs it used). A round's attempt set aside for a rerun (`repeat.discarded`) is not among them."""
+    ok = [r for r in row.ok if not (r.get("repeat") or {}).get("discarded")
+          and "steady_median_s" in (r.get("results") or {})]
+    ok.sort(key=lambda r: ((r.get("repeat") or {}).get("index", 0), (r.get("sweep") or {}).get("job", 0)))
+    flags = tuple(busy(r) is not None for r in ok)
+    return verdict.Side(name, tuple(stats.steady_medians(ok)), sum(flags), rounds=tuple(round_of(r) for r in ok),
+                        busy_at=flags)
 
 
 def verdict_plan(records: list[dict]) -> verdict.Plan:

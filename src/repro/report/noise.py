@@ -1,0 +1,388 @@
+"""What limits this host: the noise of A/A calibration records taken apart (records in, numbers out).
+
+`repro calibrate` runs one config under two labels, A and B, round by round (each round runs
+both labels once, in a random order), trial after trial; each run's record carries
+`calibration`: {trial, label} (and `gap` on the label given a known extra step time),
+`repeat.index` (its round), `repeat.position` (its place in the round), `results.steady_median_s`
+and, where the measurement recorded them, `results.steady_median_sd_s`,
+`machine.other_cpu_share` and `machine.repro_cpu_s`. Every field but the trial, the label and the
+median may be absent (older records): what cannot be computed is None and said so.
+
+From the A/A trials (no label has a gap; the true ratio is 1):
+- **run-to-run noise**: the pooled SD of log run medians within each label of each trial
+  (`verdict.noise`): what an unpaired (Welch) verdict sees.
+- **paired noise**: the pooled within-trial SD of the within-round log ratio d = log B - log A,
+  over complete rounds: what the verdict's paired t sees.
+- **variance components** of a run's log median (a one-way random-effects model, rounds as the
+  random factor): log t = trial & label mean + s_round + e_run. The round-shared part is the
+  covariance of a round's two runs, Cov(A, B) = var(s); the independent part is the rest,
+  var(e) = Var(run) - Cov = Var(d) / 2; their correlation rho = Cov / Var. Pairing cancels s.
+- **sampling SD of a run's steady median** (the median of `steady_median_sd_s / steady_median_s`
+  over runs; the window's moving-block bootstrap): the part of the independent noise that more
+  steady steps would remove.
+- **correlation** of run medians (their log, less their trial and label mean) with
+  `machine.other_cpu_share` and with `machine.repro_cpu_s` (Pearson r, Fisher-z 95 % interval).
+- **label effect**: the mean within-round log ratio of label B over label A over all rounds,
+  with its 95 % interval (an order bias that always hits one label shows here).
+- **order effect**: for each position p >= 1 in a round, the mean log ratio of the run at p over
+  the run at position 0 of the same round, with its 95 % t interval (positions from
+  `repeat.position`, else from the job order within the round, said so). Random order within
+  rounds makes the labels average out; an interval that excludes 0 is an order bias.
+- **the floor**: the smallest gap the verdict resolves with 80 % power at 3, 5 and 10 rounds, at
+  the noise of the verdict's unit: paired where the trials' rounds are complete, else per run.
+- **false verdicts**: each trial's verdict (fixed rounds: one look; `run.repeats=auto` trials:
+  the planned looks) and how many called one label faster, with a Wilson 95 % interval.
+
+From `--gap` trials (one label's step time made longer by a known share): the power observed
+(the share of trials that called the other label faster), the trials that called the slowed
+label faster (the wrong direction), both with Wilson intervals, and the rounds each used.
+
+    s = summarise(records)       # a JSON-ready dict (stored in the calibration record)
+    print("\\n".join(lines(s, host)))
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Iterable
+
+from repro.report import verdict as V
+
+FLOOR_ROUNDS = (3, 5, 10)
+Z95 = 1.959963984540054
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a rate k/n (Wilson 1927): honest at 0 of 20 and at 20 of 20,
+    where the normal interval collapses to a point."""
+    if n <= 0:
+        return 0.0, 1.0
+    p, z2 = k / n, z * z
+    mid = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return (0.0 if k == 0 else max(0.0, mid - half)), (1.0 if k == n else min(1.0, mid + half))
+
+
+def _median_s(r: dict) -> float | None:
+    if r.get("status") != "ok":
+        return None
+    m = (r.get("results") or {}).get("steady_median_s")
+    return float(m) if isinstance(m, (int, float)) and math.isfinite(m) and m > 0 else None
+
+
+def _trials(records: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
+    """Records by trial (sweep and trial number), then by label."""
+    out: dict[tuple, dict[str, list[dict]]] = {}
+    for r in records:
+        c = r.get("calibration") or {}
+        if "trial" not in c or "label" not in c:
+            continue
+        key = ((r.get("sweep") or {}).get("id"), c["trial"])
+        out.setdefault(key, {}).setdefault(str(c["label"]), []).append(r)
+    return out
+
+
+def _gap_of(labels: dict[str, list[dict]]) -> tuple[str, float] | None:
+    """(the label given an injected gap, the gap) of a trial; None for an A/A trial."""
+    for label, rs in labels.items():
+        for r in rs:
+            gap = (r.get("calibration") or {}).get("gap")
+            if gap:
+                return label, float(gap)
+    return None
+
+
+def _index(r: dict):
+    return (r.get("repeat") or {}).get("index")
+
+
+def _rounds(labels: dict[str, list[dict]]) -> list[dict[str, dict]]:
+    """A trial's complete rounds: {label: record} for each round index with exactly one ok run of
+    every label (an attempt discarded for a rerun is not one), in round order."""
+    by: dict = {}
+    for label, rs in labels.items():
+        for r in rs:
+            if _median_s(r) is None or (r.get("repeat") or {}).get("discarded") or _index(r) is None:
+                continue
+            by.setdefault(_index(r), {}).setdefault(label, []).append(r)
+    out = []
+    for k in sorted(by, key=lambda x: (str(type(x)), x)):
+        runs = by[k]
+        if set(runs) == set(labels) and all(len(v) == 1 for v in runs.values()):
+            out.append({label: v[0] for label, v in runs.items()})
+    return out
+
+
+def _mean_ci(x: list[float], level: float = 0.95) -> dict | None:
+    if len(x) < 2:
+        return None
+    m, sd = statistics.fmean(x), statistics.stdev(x)
+    half = V.t_ppf(1 - (1 - level) / 2, len(x) - 1) * sd / math.sqrt(len(x))
+    return {"mean": m, "lo": m - half, "hi": m + half, "n": len(x)}
+
+
+def _pearson(x: list[float], y: list[float]) -> dict | None:
+    """Pearson r with a Fisher-z 95 % interval (None: fewer than 4 pairs or no spread)."""
+    if len(x) < 4:
+        return None
+    mx, my = statistics.fmean(x), statistics.fmean(y)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
+    sxx, syy = sum((a - mx) ** 2 for a in x), sum((b - my) ** 2 for b in y)
+    if sxx <= 0 or syy <= 0:
+        return None
+    r = max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
+    z, half = math.atanh(max(-0.999999, min(0.999999, r))), Z95 / math.sqrt(len(x) - 3)
+    return {"r": r, "lo": math.tanh(z - half), "hi": math.tanh(z + half), "n": len(x)}
+
+
+def _components(aa: list[list[dict[str, dict]]]) -> dict | None:
+    """Paired noise and the round-shared and independent parts, pooled within trials, from the
+    complete rounds of each A/A trial (labels A and B, or the first two labels)."""
+    sxx = syy = sxy = sdd = 0.0
+    dof = rounds = 0
+    for trial in aa:
+        if len(trial) < 2:
+            continue
+        a_label, b_label = sorted(trial[0])[:2]
+        x = [math.log(_median_s(r[a_label])) for r in trial]
+        y = [math.log(_median_s(r[b_label])) for r in trial]
+        mx, my = statistics.fmean(x), statistics.fmean(y)
+        d = [v - u for u, v in zip(x, y)]
+        md = statistics.fmean(d)
+        sxx += sum((u - mx) ** 2 for u in x)
+        syy += sum((v - my) ** 2 for v in y)
+        sxy += sum((u - mx) * (v - my) for u, v in zip(x, y))
+        sdd += sum((e - md) ** 2 for e in d)
+        dof += len(trial) - 1
+        rounds += len(trial)
+    if not dof:
+        return None
+    var, cov, var_d = (sxx + syy) / (2 * dof), sxy / dof, sdd / dof
+    return {"paired_noise": math.sqrt(var_d), "rounds": rounds, "dof": dof, "run_sd": math.sqrt(var),
+            "shared_sd": math.sqrt(max(cov, 0.0)), "independent_sd": math.sqrt(var_d / 2),
+            "rho": cov / var if var > 0 else None}
+
+
+def _residuals(aa_trials: Iterable[dict[str, list[dict]]]) -> list[tuple[dict, float]]:
+    """(record, log median less its trial and label mean) of each ok run in a group of two or more."""
+    out = []
+    for labels in aa_trials:
+        for rs in labels.values():
+            ok = [(r, math.log(m)) for r in rs if (m := _median_s(r)) is not None
+                  and not (r.get("repeat") or {}).get("discarded")]
+            if len(ok) < 2:
+                continue
+            mean = statistics.fmean(v for _, v in ok)
+            out += [(r, v - mean) for r, v in ok]
+    return out
+
+
+def _correlation(residuals: list[tuple[dict, float]], key: str) -> dict | None:
+    pairs = [(v, float(x)) for r, v in residuals
+             if isinstance(x := (r.get("machine") or {}).get(key), (int, float)) and math.isfinite(x)]
+    return _pearson([v for v, _ in pairs], [x for _, x in pairs])
+
+
+def _positions(aa: list[list[dict[str, dict]]]) -> tuple[list[dict], str]:
+    """The order effect: for each position p >= 1, the mean log ratio of the run at p over the run
+    at position 0 of its round, with its 95 % interval; and where positions came from."""
+    recorded = all("position" in (r.get("repeat") or {}) for trial in aa for rnd in trial for r in rnd.values())
+    by_p: dict[int, list[float]] = {}
+    for trial in aa:
+        for rnd in trial:
+            runs = list(rnd.values())
+            if recorded:
+                placed = sorted(runs, key=lambda r: r["repeat"]["position"])
+            else:
+                placed = sorted(runs, key=lambda r: ((r.get("sweep") or {}).get("job", 0), r.get("created", "")))
+            first = math.log(_median_s(placed[0]))
+            for p, r in enumerate(placed[1:], 1):
+                by_p.setdefault(p, []).append(math.log(_median_s(r)) - first)
+    out = []
+    for p in sorted(by_p):
+        ci = _mean_ci(by_p[p])
+        if ci:
+            out.append({"position": p, **ci})
+    return out, "repeat.position" if recorded else "job order"
+
+
+def _label_effect(aa: list[list[dict[str, dict]]]) -> dict | None:
+    """The mean within-round log ratio of the second label over the first over every complete
+    A/A round, with its 95 % interval: a bias toward one label (0 between identical configs)."""
+    d = []
+    for trial in aa:
+        for rnd in trial:
+            first, second = sorted(rnd)[:2]
+            d.append(math.log(_median_s(rnd[second])) - math.log(_median_s(rnd[first])))
+    ci = _mean_ci(d)
+    return {**ci, "labels": sorted(aa[0][0])[:2] if aa and aa[0] else []} if ci else None
+
+
+def _plan(records: list[dict]) -> V.Plan:
+    """How a trial's records are judged: the planned looks of `run.repeats=auto` where they ran
+    so, else one look; band from the records' `verdict` config."""
+    auto = next(((r.get("repeat") or {}).get("auto") for r in records if (r.get("repeat") or {}).get("auto")), None)
+    node = next(((r.get("config") or {}).get("verdict") for r in records if (r.get("config") or {}).get("verdict")),
+                None) or {}
+    band = node.get("band", V.BAND)
+    if auto:
+        return V.Plan(band=band, sequential=True, max_repeats=int(auto.get("max") or V.MAX_REPEATS))
+    return V.Plan(band=band)
+
+
+def _judge(labels: dict[str, list[dict]], names: tuple[str, str]) -> V.Verdict | None:
+    """A trial's verdict between two labels, from its ok runs paired by round."""
+    from repro.report.comparison import round_of
+
+    sides = []
+    for name in names:
+        rs = sorted((r for r in labels.get(name, []) if _median_s(r) is not None
+                     and not (r.get("repeat") or {}).get("discarded")),
+                    key=lambda r: (_index(r) if isinstance(_index(r), int) else 0, (r.get("sweep") or {}).get("job", 0)))
+        if not rs:
+            return None
+        sides.append(V.Side(name, tuple(_median_s(r) for r in rs), rounds=tuple(round_of(r) for r in rs)))
+    (v,) = V.decide_family([(sides[0], sides[1], "")], _plan([r for x in labels.values() for r in x]))
+    return v
+
+
+def _rate(k: int, n: int) -> dict:
+    lo, hi = wilson(k, n)
+    return {"k": k, "n": n, "rate": k / n if n else None, "lo": lo, "hi": hi}
+
+
+def summarise(records: list[dict]) -> dict:
+    """The numbers of a calibration (module docstring), JSON-ready: what cannot be computed is None."""
+    from repro.report.audit import busy
+
+    trials = _trials(records)
+    aa = {k: labels for k, labels in trials.items() if _gap_of(labels) is None}
+    gapped = {k: labels for k, labels in trials.items() if _gap_of(labels) is not None}
+    aa_rounds = [_rounds(labels) for labels in aa.values()]
+    sigma = V.noise([[_median_s(r) for r in rs if _median_s(r) is not None] for labels in aa.values()
+                     for rs in labels.values()])
+    parts = _components(aa_rounds)
+    residuals = _residuals(aa.values())
+    positions, source = _positions(aa_rounds)
+    sd = [r["results"]["steady_median_sd_s"] / m for labels in aa.values() for rs in labels.values() for r in rs
+          if (m := _median_s(r)) is not None and isinstance((r.get("results") or {}).get("steady_median_sd_s"), (int, float))]
+
+    outcomes = {V.FASTER: 0, V.EQUIVALENT: 0, V.UNDECIDED: 0, V.SINGLE: 0}
+    for labels in aa.values():
+        names = tuple(sorted(labels))[:2]
+        if len(names) == 2 and (v := _judge(labels, names)) is not None:
+            outcomes[v.outcome] += 1
+    judged = sum(outcomes.values())
+
+    unit = "paired" if parts else "run"
+    unit_noise = parts["paired_noise"] if parts else (sigma if sigma == sigma else None)
+    floor = {str(n): V.resolvable_gap(unit_noise, n, paired=unit == "paired") for n in FLOOR_ROUNDS} \
+        if unit_noise else {}
+
+    gap = None
+    if gapped:
+        right = wrong = undecided = 0
+        used, sizes = [], set()
+        for labels in gapped.values():
+            slow, size = _gap_of(labels)  # type: ignore[misc]
+            sizes.add(size)
+            names = tuple(sorted(labels))[:2]
+            v = _judge(labels, names) if len(names) == 2 else None
+            if v is None:
+                undecided += 1
+                continue
+            used.append(min(v.n_a, v.n_b))
+            if v.outcome == V.FASTER:
+                right += v.faster != slow
+                wrong += v.faster == slow
+            else:
+                undecided += 1
+        n = len(gapped)
+        gap = {"gap": sorted(sizes)[0] if len(sizes) == 1 else sorted(sizes), "trials": n,
+               "power": _rate(right, n), "wrong": _rate(wrong, n), "undecided": undecided,
+               "rounds_median": statistics.median(used) if used else None,
+               "rounds_range": [min(used), max(used)] if used else None}
+
+    return {
+        "trials": len(aa), "gap_trials": len(gapped), "runs": len(records),
+        "ok_runs": sum(r.get("status") == "ok" for r in records),
+        "busy_runs": sum(busy(r) is not None for r in records),
+        "rounds": statistics.median([len(t) for t in aa_rounds]) if aa_rounds else 0,
+        "noise": sigma if sigma == sigma else None,
+        "paired_noise": parts["paired_noise"] if parts else None,
+        "components": parts,
+        "sampling_sd": statistics.median(sd) if sd else None, "sampling_runs": len(sd),
+        "correlation": {key: _correlation(residuals, key) for key in ("other_cpu_share", "repro_cpu_s")},
+        "order": positions, "order_from": source, "label_effect": _label_effect([t for t in aa_rounds if t]),
+        "unit": unit, "unit_noise": unit_noise, "floor": floor,
+        "outcomes": outcomes, "false_verdicts": outcomes[V.FASTER],
+        "false_rate": outcomes[V.FASTER] / judged if judged else None,
+        "false": _rate(outcomes[V.FASTER], judged) if judged else None,
+        "gap": gap,
+    }
+
+
+def _pct(x: float | None, digits: int = 2) -> str:
+    return "—" if x is None else f"{100 * x:.{digits}f} %"
+
+
+def _pct_ci(d: dict) -> str:
+    return f"{100 * d['lo']:.0f}–{100 * d['hi']:.0f} %"
+
+
+def lines(s: dict, host: str) -> list[str]:
+    """What `repro calibrate` prints, one finding a line (`benchmarks/verdict_calibration.py`
+    reads back the line that starts "run-to-run noise:")."""
+    out = []
+    if s.get("noise") is None:
+        out.append(f"run-to-run noise: not measured: no trial has two ok runs of a label ({s['ok_runs']} ok runs of "
+                   f"{s['runs']}; host {host})")
+    else:
+        out.append(f"run-to-run noise: {_pct(s['noise'])} (sd of log run medians within each label of each trial; "
+                   f"{s['ok_runs']} ok runs of {s['runs']}, {s['busy_runs']} on a busy machine; host {host})")
+    parts = s.get("components")
+    if parts:
+        rho = "" if parts["rho"] is None else f", round correlation {parts['rho']:.2f}"
+        out.append(f"paired noise: {_pct(parts['paired_noise'])} (sd of the within-round log ratio, {parts['rounds']} "
+                   f"complete rounds): shared by a round {_pct(parts['shared_sd'])}, independent per run "
+                   f"{_pct(parts['independent_sd'])}{rho}; pairing cancels the shared part")
+    if s.get("sampling_sd") is not None:
+        share = "" if not s.get("noise") else \
+            f"; {min(1.0, (s['sampling_sd'] / s['noise']) ** 2):.0%} of the run-to-run variance"
+        out.append(f"sampling sd of a run's steady median: {_pct(s['sampling_sd'])} (median of {s['sampling_runs']} "
+                   f"runs{share})")
+    else:
+        out.append("sampling sd of a run's steady median: not recorded by these runs")
+    words = {"other_cpu_share": "other processes' CPU share", "repro_cpu_s": "repro's own CPU in the window"}
+    cors = []
+    for key, c in (s.get("correlation") or {}).items():
+        cors.append(f"{words[key]} r = {c['r']:+.2f} (95 % CI {c['lo']:+.2f} to {c['hi']:+.2f}, {c['n']} runs)"
+                    if c else f"{words[key]}: not recorded or constant")
+    out.append("run medians vs " + "; ".join(cors))
+    for p in s.get("order") or []:
+        out.append(f"order: position {p['position']} over position 0: {100 * p['mean']:+.2f} % (95 % CI "
+                   f"{100 * p['lo']:+.2f} to {100 * p['hi']:+.2f} %, {p['n']} rounds; positions from {s['order_from']})")
+    if s.get("label_effect"):
+        e = s["label_effect"]
+        out.append(f"label {e['labels'][1]} over label {e['labels'][0]}: {100 * e['mean']:+.2f} % (95 % CI "
+                   f"{100 * e['lo']:+.2f} to {100 * e['hi']:+.2f} %, {e['n']} rounds; 0 between identical configs)")
+    o, f = s["outcomes"], s.get("false")
+    if f:
+        out.append(f"false verdicts: {s['false_verdicts']} of {f['n']} A/A trials called one label faster "
+                   f"({100 * f['rate']:.1f} %, 95 % CI {_pct_ci(f)}); {o[V.EQUIVALENT]} equivalent, "
+                   f"{o[V.UNDECIDED]} cannot tell ({s['rounds']:g} rounds per trial)")
+    if s["floor"]:
+        gaps = ", ".join(f"{100 * g:.1f} % in {n} rounds" for n, g in s["floor"].items())
+        unit = "paired rounds" if s["unit"] == "paired" else "runs per side, unpaired"
+        out.append(f"smallest gap resolved (80 % power, 5 % false verdicts, {unit}): {gaps}")
+    g = s.get("gap")
+    if g:
+        size = g["gap"] if isinstance(g["gap"], list) else [g["gap"]]
+        rounds = "" if g["rounds_median"] is None else \
+            f"; rounds used: median {g['rounds_median']:g} ({g['rounds_range'][0]}–{g['rounds_range'][1]})"
+        out.append(f"gap {', '.join(f'{100 * x:g} %' for x in size)}: {g['power']['k']} of {g['trials']} trials called "
+                   f"the unslowed label faster (power {100 * g['power']['rate']:.0f} %, 95 % CI {_pct_ci(g['power'])}), "
+                   f"{g['wrong']['k']} in the wrong direction (95 % CI {_pct_ci(g['wrong'])}), {g['undecided']} "
+                   f"undecided{rounds}")
+    return out
