@@ -124,7 +124,7 @@ def _decided(records: list[dict], trial: int, rounds: int, config) -> bool:
 def _looks(max_repeats: int) -> tuple[int, ...]:
     from repro.report import verdict
 
-    return verdict.looks(max_repeats) if hasattr(verdict, "looks") else tuple(range(2, max_repeats + 1))
+    return verdict.looks(max_repeats)
 
 
 def summarise(records: list[dict], repeats: int) -> dict:
@@ -179,6 +179,14 @@ def run(args) -> int:
     host = next((r["machine"]["host"] for r in records if r.get("machine")), socket.gethostname())
     for line in lines(summary, host):
         print(line)
+    from repro.report import allocation
+
+    groups: dict = {}
+    for r in calibration:
+        groups.setdefault((r["calibration"]["trial"], r["calibration"]["label"]), []).append(r)
+    if plan_ := allocation.recommend(list(groups.values())):  # how to spend runs and steps on this host
+        print(plan_.line())
+        summary["allocation"] = {"steps": plan_.steps, "rounds": plan_.rounds, "gap": plan_.gap}
     if not summary["floor"]:
         print("repro calibrate: no ok runs to measure noise from; nothing stored", file=sys.stderr)
         return 1

@@ -4,7 +4,8 @@ A policy of the sweep loop (runner/sweep.py): round k runs every config of the s
 that round's random order. After a round, the comparison of the records so far is built
 (report/comparison.py, the same code that renders the table) and, at a planned look
 (`report.verdict.looks`), its verdicts are read: the sweep stops once every pair is "faster" or
-"equivalent" at that look. The looks spend alpha by the rule report/verdict.py states, so
+"equivalent" at that look. The looks (after rounds 3, 5, 7, 10 and the last: `verdict.looks`) spend alpha by the rule
+report/verdict.py states (alpha·t², Lan & DeMets's power family), so
 stopping at the first decided look keeps the false-"faster" rate at 5 %. It also stops at
 `verdict.max_repeats` rounds, before a round that would start past `verdict.budget_s`, after a
 round with a run that did not end ok (its config cannot be decided), and after the first round
@@ -39,7 +40,7 @@ def _verdicts(records: list[dict]) -> list:
 def _looks(max_repeats: int) -> tuple[int, ...]:
     from repro.report import verdict
 
-    return verdict.looks(max_repeats) if hasattr(verdict, "looks") else tuple(range(2, max_repeats + 1))
+    return verdict.looks(max_repeats)
 
 
 class Auto(Policy):
