@@ -19,10 +19,12 @@ from repro.sweeper import repeat_of
 
 
 def task(cfg: DictConfig) -> dict:
+    from repro.console import guard_streams
     from repro.runner.job import run_job
     from repro.hydra_slot import HYDRA
     from repro.session import Session
 
+    guard_streams()  # a launcher's own job process (submitit, joblib) prints as the command does: redacted
     hc = HydraConfig.get()
     config = preflight.check(cfg)
     session = HYDRA.session

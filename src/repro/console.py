@@ -82,8 +82,34 @@ class GuardedStream:
         except (OSError, ValueError):
             pass
 
+    @property
+    def buffer(self) -> "_GuardedBuffer":
+        """The binary side (`ledger list --json` writes the record files' bytes, already redacted)."""
+        return _GuardedBuffer(self)
+
     def __getattr__(self, name):
         return getattr(self._stream, name)
+
+
+class _GuardedBuffer:
+    def __init__(self, text: GuardedStream) -> None:
+        self._text = text
+
+    def write(self, data: bytes) -> int:
+        try:
+            self._text._stream.buffer.write(data)
+        except BrokenPipeError:
+            self._text._reader_gone()
+        return len(data)
+
+    def flush(self) -> None:
+        try:
+            self._text._stream.buffer.flush()
+        except BrokenPipeError:
+            self._text._reader_gone()
+
+    def __getattr__(self, name):
+        return getattr(self._text._stream.buffer, name)
 
 
 def guard_streams() -> None:
