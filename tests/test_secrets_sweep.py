@@ -9,10 +9,15 @@ server: the MLflow client is given the real URI, credentials and all."""
 
 from __future__ import annotations
 
+import base64
+import http.client
 import os
 import shutil
 import subprocess
 import sys
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -56,6 +61,53 @@ def _checkout_copy(dest: Path) -> Path:
     return dest
 
 
+@contextmanager
+def basic_auth_gate(target: str, users: dict[str, str]):
+    """An HTTP front for the server at `target` that forwards only requests carrying one of
+    `users`' basic-auth credentials (401 otherwise), as a tracking server behind a login does;
+    yields (its URL, counts of requests let through and refused)."""
+    allowed = {"Basic " + base64.b64encode(f"{u}:{p}".encode()).decode() for u, p in users.items()}
+    host, port = target.removeprefix("http://").split(":")
+    counts = {"through": 0, "refused": 0}
+
+    class Gate(BaseHTTPRequestHandler):
+        def forward(self) -> None:
+            if self.headers.get("Authorization") not in allowed:
+                counts["refused"] += 1
+                self.send_response(401)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            counts["through"] += 1
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            conn = http.client.HTTPConnection(host, int(port), timeout=120)
+            conn.request(self.command, self.path, body=body, headers={
+                k: v for k, v in self.headers.items() if k.lower() not in ("host", "authorization", "connection")})
+            answer = conn.getresponse()
+            data = answer.read()
+            self.send_response(answer.status)
+            for k, v in answer.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            conn.close()
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = forward
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Gate)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", counts
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.mark.slow
 def test_no_planted_credential_is_written_or_printed_anywhere(tmp_path):
     root = tmp_path / "work"
@@ -90,8 +142,11 @@ def test_no_planted_credential_is_written_or_printed_anywhere(tmp_path):
 
     store = root / "mlflow"
     store.mkdir()
-    with mlflow_server(f"sqlite:///{store / 'mlflow.db'}", store / "artifacts", cwd=store) as url:
-        live = url.replace("http://", f"http://cfguser:{SECRETS['tracking.uri']}@")
+    with mlflow_server(f"sqlite:///{store / 'mlflow.db'}", store / "artifacts", cwd=store) as url, \
+            basic_auth_gate(url, {"cfguser": SECRETS["tracking.uri"], "syncuser": SECRETS["sync --tracking-uri"]}) \
+            as (gate, counts):
+        # the runs reach the server only through the gate, only with the real credentials
+        live = gate.replace("http://", f"http://cfguser:{SECRETS['tracking.uri']}@")
         sweep = repro("-m", "framework=jax,torch", *TINY, f"tracking.uri={live}", "tracking.experiment=secrets",
                       f"ledger.dir={ledger}", "progress.mode=plain")
         assert sweep.returncode == 0, terminal[-1][-3000:]
@@ -108,7 +163,7 @@ def test_no_planted_credential_is_written_or_printed_anywhere(tmp_path):
         down_sync = repro("sync", "--ledger", str(ledger))  # the down store: fails, naming it redacted
         assert down_sync.returncode == 1, terminal[-1][-3000:]
         synced = repro("sync", "--ledger", str(ledger), "--tracking-uri",
-                       url.replace("http://", f"http://syncuser:{SECRETS['sync --tracking-uri']}@"))
+                       gate.replace("http://", f"http://syncuser:{SECRETS['sync --tracking-uri']}@"))
         assert synced.returncode == 0, terminal[-1][-3000:]
 
         from mlflow.tracking import MlflowClient
@@ -117,6 +172,7 @@ def test_no_planted_credential_is_written_or_printed_anywhere(tmp_path):
         exp = client.get_experiment_by_name("secrets")
         runs = client.search_runs([exp.experiment_id])
         assert len([r for r in runs if "mlflow.parentRunId" in r.data.tags]) == 2  # the projector connected
+        assert counts["through"] > 0 and counts["refused"] == 0, counts  # always with the real credentials
 
     from repro.ledger import Ledger
 

@@ -372,7 +372,8 @@ def _who(info: dict) -> str:
 
 def _projector_env() -> dict:
     """This process's environment plus the real URIs it redacted (REAL_URIS_VAR): the records
-    the projector reads name their stores redacted, and it must connect with the real ones."""
+    the projector reads name their stores redacted, and it must connect with the real ones.
+    (Passed as the MLflow client's own MLFLOW_TRACKING_URI is: in the environment of our own child.)"""
     from repro import redaction
 
     try:
@@ -380,7 +381,8 @@ def _projector_env() -> dict:
     except ValueError:
         handed = []
     real = sorted({*redaction.known_real(), *(u for u in handed if isinstance(u, str))})
-    return {**os.environ, **({redaction.REAL_URIS_VAR: json.dumps(real)} if real else {})}
+    return {**os.environ, "PYTHONIOENCODING": "utf-8",  # its output is a log file: UTF-8 whatever the terminal's
+            **({redaction.REAL_URIS_VAR: json.dumps(real)} if real else {})}
 
 
 def start_projector(ledger_root: str | Path, wait_for_stores: bool = False, timeout_s: float = 120) -> int:
