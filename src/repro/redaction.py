@@ -74,13 +74,19 @@ class _Scrubber:
 
 
 _scrubbers: dict[frozenset, _Scrubber] = {}
+_own: list = [None, None]  # this process's environment as last seen (its raw dict), and its scrubber
 
 
 def _scrubber(environ=None) -> _Scrubber:
-    environ = os.environ if environ is None else environ
+    if environ is None:  # every line printed comes here: a dict comparison, not a walk over the variables
+        raw = getattr(os.environ, "_data", None)
+        if raw is None or raw != _own[0]:
+            _own[:] = [dict(raw) if raw is not None else None, _Scrubber(os.environ)]
+        return _own[1]
     key = frozenset((k, v) for k, v in environ.items() if is_secret(k))
     if key not in _scrubbers:
-        _scrubbers.clear()
+        if len(_scrubbers) > 8:
+            _scrubbers.clear()
         _scrubbers[key] = _Scrubber(environ)
     return _scrubbers[key]
 
