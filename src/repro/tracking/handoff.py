@@ -19,6 +19,7 @@ No MLflow import here: this module is on the run path.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -86,7 +87,7 @@ def read_text(path: Path, limit: int = JSON_LIMIT) -> str:
     try:
         return read_bytes(path, limit).decode("utf-8", errors="replace")
     except OSError as e:
-        if e.errno == 40 and not isinstance(e, OddFile):  # ELOOP: O_NOFOLLOW met a symbolic link
+        if e.errno == errno.ELOOP and not isinstance(e, OddFile):  # O_NOFOLLOW met a symbolic link
             raise OddFile(f"{path.name} is a symbolic link") from None
         raise
 
@@ -109,8 +110,8 @@ def odd_file(entry: Path) -> str | None:
                 if not stat.S_ISREG(mode):
                     return f"{item.relative_to(entry)} is {_kind(mode)} (the hand-over reads only regular files)"
                 bound = FILE_LIMIT if item.name == "worker.log" or folder != entry else limit
-                if os.lstat(item).st_size > bound:
-                    return f"{item.relative_to(entry)} holds {os.lstat(item).st_size} bytes, over the hand-over's bound of {bound}"
+                if (size := os.lstat(item).st_size) > bound:
+                    return f"{item.relative_to(entry)} holds {size} bytes, over the hand-over's bound of {bound}"
     except FileNotFoundError:
         return None  # gone meanwhile (another drain finished it): the caller finds it missing
     return None
