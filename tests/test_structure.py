@@ -23,7 +23,7 @@ SRC = Path(repro.__file__).parent
 FLOORS = [
     # 0 types and plumbing: what every floor may use
     ("repro", "repro.hashing", "repro.flat", "repro.paths", "repro.console", "repro.gitinfo",
-     "repro.config", "repro.models"),
+     "repro.config", "repro.models", "repro.redaction"),
     # 1 the record and what a run reads: the ledger, the machine, the data, the sweep's order
     ("repro.ledger", "repro.hardware", "repro.data", "repro.sweeper", "repro.ir"),
     # 2 what measures: the frameworks' backends and the profiler, the environments a run is built in

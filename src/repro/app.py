@@ -20,10 +20,12 @@ from repro import preflight
 
 
 def task(cfg: DictConfig) -> dict:
+    from repro.console import guard_streams
     from repro.hydra_slot import HYDRA
     from repro.runner import sweep
     from repro.session import Session
 
+    guard_streams()  # a launcher's own job process (submitit, joblib) prints as the command does: redacted
     hc = HydraConfig.get()
     config = preflight.check(cfg)
     session = HYDRA.session

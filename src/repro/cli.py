@@ -406,6 +406,9 @@ def main(argv: list[str] | None = None) -> None:
     the command's wall on the 2-core reference machine after everything was written (the ledger
     fsynced, the run's temp folder removed, the MLflow projector in its own process). An
     exception or SystemExit ends the usual way."""
+    from repro.console import guard_streams
+
+    guard_streams()
     code = dispatch(list(sys.argv[1:] if argv is None else argv))
     if _end_joblib_workers():
         sys.exit(code)

@@ -13,7 +13,7 @@ from repro.usertext import markup
 from repro.ledger import Ledger
 from repro.preflight import xla_hardware
 from repro.runner import snapshot
-from repro.runner.envcapture import redact
+from repro.redaction import redact
 from repro.tracking import handoff
 
 # What the close needs: imported while the first worker starts (`prepare`), not on the way to it nor after it.

@@ -7,6 +7,7 @@ import dataclasses
 
 from repro.config.schema import NON_SEMANTIC_KEYS, as_dict
 from repro.hashing import sha256_json
+from repro.redaction import redact_data
 
 # Sections added after records were published: at these values they leave a config's hash
 # as it was before they existed, so a run's identity survives the upgrade.
@@ -45,5 +46,8 @@ def semantic(config) -> dict:
 
 
 def config_hash(config) -> str:
-    """The run's identity: a hash of `semantic(config)`, computed from the canonical dict."""
-    return sha256_json(semantic(config))
+    """The run's identity: a hash of `semantic(config)`, computed from the canonical dict, with
+    credentials masked as the ledger records them (repro.redaction): the config a record holds
+    hashes to the record's hash, and a password or token changes no run's identity. (URLs only:
+    the environment's secret values would make the hash depend on the shell it runs in.)"""
+    return sha256_json(redact_data(semantic(config), environ={}))

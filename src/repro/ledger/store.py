@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
+from repro import redaction
 from repro.ledger import place, recordfile, schema, verified
 from repro.ledger.place import write_error
 from repro.ledger.index import Entry, Index, record_files
@@ -69,9 +70,10 @@ class Ledger:
         """Write a new record (adds `id`, `created`, `schema_version`); returns the record as written.
 
         A write that fails (full disk, read-only, no permission) raises LedgerError naming the
-        path and the fix, and leaves no temp file behind."""
+        path and the fix, and leaves no temp file behind. Credentials in any of its strings (a
+        tracking URI's password, an index's token) are masked first: the ledger is published."""
         self._check_root()
-        body = {k: v for k, v in record.items() if k != "id"}
+        body = redaction.redact_data({k: v for k, v in record.items() if k != "id"})
         body.setdefault("schema_version", schema.SCHEMA_VERSION)
         body.setdefault("created", now_iso())
         body["id"] = rid = record_id(body)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from repro import paths
 from repro.ledger import Ledger, LedgerError
+from repro.redaction import redact
 from repro.report import compare, comparison, markdown, varied
 from repro.usertext import markup
 
@@ -30,8 +31,9 @@ def write(records: list[dict], out: Path, comp: comparison.Comparison | None = N
     out.mkdir(parents=True, exist_ok=True)
     comp = comp or comparison.build(records, ledger_dir)
     pngs = plots.write(comp, out)
-    (out / TABLE).write_text(markdown.to_csv(markdown.rows(comp)))
-    (out / PAGE).write_text(markdown.page(records, comp, [p.name for p in pngs], TABLE))
+    # UTF-8 whatever the locale; redacted, as every file repro writes (the records already are)
+    (out / TABLE).write_text(redact(markdown.to_csv(markdown.rows(comp))), encoding="utf-8")
+    (out / PAGE).write_text(redact(markdown.page(records, comp, [p.name for p in pngs], TABLE)), encoding="utf-8")
     return [out / PAGE, out / TABLE, *pngs]
 
 

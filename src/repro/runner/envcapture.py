@@ -1,8 +1,8 @@
 """The environment of a run: what could change its numbers or its speed.
 
 Captured in the worker (it knows its framework's devices). Variables whose names look like
-secrets are never read into the record; `redact()` scrubs their values from free text
-(error tails) before it is stored.
+secrets are never read into the record; `redact()` (repro.redaction's) scrubs their values, and
+credentials inside URLs, from free text (error tails) before it is stored.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from importlib import metadata
 
 from repro import hardware
 from repro.hashing import sha256_json
+from repro.redaction import is_secret, redact
 
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION", re.I)
+__all__ = ["is_secret", "redact", "result_variables", "package_versions", "capture", "fingerprint"]
 # Variables that change results or speed. Prefixes match whole families (XLA_FLAGS, JAX_*).
 RESULT_VARS = re.compile(
     r"^(XLA_|JAX_|TF_CPP_|TF_XLA_|TF_FORCE_|TF_GPU_|TORCH|PYTORCH_|CUDA_|CUBLAS_|CUDNN_|NCCL_|NVIDIA_|PJRT_|TPU_|LIBTPU|"
@@ -29,21 +30,9 @@ PACKAGES = (
 )
 
 
-def is_secret(name: str) -> bool:
-    return bool(SECRET_NAME.search(name))
-
-
 def result_variables(environ: dict[str, str] | None = None) -> dict[str, str]:
     environ = os.environ if environ is None else environ
     return {k: v for k, v in sorted(environ.items()) if RESULT_VARS.match(k) and not is_secret(k)}
-
-
-def redact(text: str, environ: dict[str, str] | None = None) -> str:
-    environ = os.environ if environ is None else environ
-    for name, value in environ.items():
-        if is_secret(name) and len(value) >= 4:
-            text = text.replace(value, "***")
-    return text
 
 
 def package_versions() -> dict[str, str]:

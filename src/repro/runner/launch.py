@@ -105,6 +105,7 @@ def _spawn(command: list[str], log_path: Path, env: dict[str, str], src: Path | 
     gate_read, gate_write = os.pipe()
     full_env = {**os.environ, **env, EVENTS_FD_ENV: str(write_fd), GATE_FD_ENV: str(gate_read),
                 PARENT_PID_ENV: str(os.getpid()), **pinning.pin_parent()}
+    full_env["PYTHONIOENCODING"] = "utf-8"  # its log is a file: UTF-8 whatever the terminal's encoding
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src or paths.src_dir()), os.environ.get("PYTHONPATH")]))
     with open(log_path, "w") as log:
         try:

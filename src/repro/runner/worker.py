@@ -98,7 +98,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     ir_files = []
     for name, text in ir_texts.items():
         path = Path(spec.out_dir) / name
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
         ir_files.append(str(path))
     effective = workload.effective()
     machine_state = machine.after(state, threads)

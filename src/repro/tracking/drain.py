@@ -22,7 +22,7 @@ from pathlib import Path
 from repro.ledger import Ledger
 from repro.ledger.state import state_of
 from repro.runner import lifeline
-from repro.runner.envcapture import redact
+from repro.redaction import redact
 from repro.tracking import failure_line, handoff
 
 
@@ -31,10 +31,12 @@ class ProjectionFailed(Exception):
 
 
 def open_store(uri: str, experiment: str):
-    """A tracker on (uri, experiment): MLflow is imported here, and only here."""
+    """A tracker on (uri, experiment): MLflow is imported here, and only here. A URI read back
+    from the ledger is redacted: the client gets the real one where this process knows it."""
+    from repro.redaction import restore
     from repro.tracking.mlflow_tracker import Tracker
 
-    return Tracker(uri, experiment)
+    return Tracker(restore(uri), experiment)
 
 
 @dataclass

@@ -9,16 +9,23 @@ sweep's entry (its report folder, trajectory record and status) and starts the p
 Entries are removed once MLflow has them, so whatever is left (the projector killed, a store
 that failed) is what `repro sync` finishes, under the same lock, with the same content.
 
+What is written here is redacted (repro.redaction): no credential reaches these files. What is
+read here is read as git reads its tree: only regular files inside the entry, none larger than
+its bound; a symbolic link, a FIFO, a device or a socket (or a file over its bound) sets the
+entry aside with its reason, as malformed JSON does, and is never followed or opened.
+
 No MLflow import here: this module is on the run path.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -38,6 +45,8 @@ REJECTED = "rejected"  # malformed entries, set aside with their reason (never f
 REASON = "reason.txt"
 TOLD = ".told"  # in a rejected entry: a command has named it once
 KINDS = ("run", "sweep")
+JSON_LIMIT = 1 << 20  # entry.json, tags.json, failed.json, a reason: small by construction
+FILE_LIMIT = 512 << 20  # a worker's log or an IR dump handed over with its run
 
 
 def folder(ledger_root: str | Path) -> Path:
@@ -48,9 +57,76 @@ from repro.runner.machine_locks import (  # noqa: E402 - re-exported: the projec
     _register, at_work, machine_lock, open_window, projectors_at_work, quiet_turn)
 
 
+class OddFile(OSError):
+    """A path in the hand-over that is not a regular file within its bound: the reason, one line."""
+
+
+def _kind(mode: int) -> str:
+    return ("a symbolic link" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a folder" if stat.S_ISDIR(mode) else "not a regular file")
+
+
+def read_bytes(path: Path, limit: int = JSON_LIMIT) -> bytes:
+    """A regular file's bytes, never following a symbolic link or opening anything else (a FIFO
+    would block the reader for ever); OddFile (with the reason) where it is not one, or is over
+    `limit` bytes; FileNotFoundError where it is gone."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # ELOOP on a link
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OddFile(f"{path.name} is {_kind(st.st_mode)}")
+        if st.st_size > limit:
+            raise OddFile(f"{path.name} holds {st.st_size} bytes, over the hand-over's bound of {limit}")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise OddFile(f"{path.name} grew over the hand-over's bound of {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path, limit: int = JSON_LIMIT) -> str:
+    try:
+        return read_bytes(path, limit).decode("utf-8", errors="replace")
+    except OSError as e:
+        if e.errno == errno.ELOOP and not isinstance(e, OddFile):  # O_NOFOLLOW met a symbolic link
+            raise OddFile(f"{path.name} is a symbolic link") from None
+        raise
+
+
+def odd_file(entry: Path) -> str | None:
+    """Why `entry` (a pending entry's folder) holds something other than regular files and its
+    `ir/` folder, each within its bound (None: it holds only those). Nothing is followed or opened."""
+    try:
+        if not stat.S_ISDIR(os.lstat(entry).st_mode):
+            return f"the entry is {_kind(os.lstat(entry).st_mode)}, not a folder"
+        for folder, limit in ((entry, JSON_LIMIT), (entry / "ir", FILE_LIMIT)):
+            if not os.path.lexists(folder):
+                continue
+            if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                return f"{folder.relative_to(entry)} is {_kind(os.lstat(folder).st_mode)}, not a folder"
+            for item in folder.iterdir():
+                mode = os.lstat(item).st_mode
+                if folder == entry and item.name == "ir" and stat.S_ISDIR(mode):
+                    continue
+                if not stat.S_ISREG(mode):
+                    return f"{item.relative_to(entry)} is {_kind(mode)} (the hand-over reads only regular files)"
+                bound = FILE_LIMIT if item.name == "worker.log" or folder != entry else limit
+                if (size := os.lstat(item).st_size) > bound:
+                    return f"{item.relative_to(entry)} holds {size} bytes, over the hand-over's bound of {bound}"
+    except FileNotFoundError:
+        return None  # gone meanwhile (another drain finished it): the caller finds it missing
+    return None
+
+
 def _write_json(path: Path, data: dict) -> None:
+    """Written by rename, redacted (a failure's line names the store's URI, as MLflow printed it)."""
+    from repro.redaction import redact_data
+
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data))
+    tmp.write_text(json.dumps(redact_data(data)), encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -59,10 +135,13 @@ def add_run(ledger_root: str | Path, record_id: str, files: list[str] = (), work
     """A finished run's entry: the files its MLflow run gets beside the record (copied, since the
     run's temp folder is removed when the job ends); `owner`: its sweep's process, which its
     sweep's parent run is tagged with (`repro sync` closes that parent once the process is gone)."""
+    from repro.redaction import redact
+
     entry = folder(ledger_root) / record_id
     (entry / "ir").mkdir(parents=True, exist_ok=True)
     if worker_log and Path(worker_log).exists():
-        shutil.copyfile(worker_log, entry / "worker.log")
+        (entry / "worker.log").write_text(redact(Path(worker_log).read_text(encoding="utf-8", errors="replace")),
+                                          encoding="utf-8")
     names = []
     for f in files:
         if Path(f).is_file():
@@ -79,7 +158,10 @@ def add_tags(ledger_root: str | Path, record_id: str, tags: dict[str, str]) -> N
     entry = folder(ledger_root) / record_id
     if not (entry / ENTRY).exists():
         entry = add_run(ledger_root, record_id)
-    old = json.loads((entry / TAGS).read_text()) if (entry / TAGS).exists() else {}
+    try:
+        old = json.loads(read_text(entry / TAGS)) if os.path.lexists(entry / TAGS) else {}
+    except (OSError, ValueError):
+        old = {}  # an odd or damaged tags file: replaced by these tags
     _write_json(entry / TAGS, {**old, **tags})
 
 
@@ -114,7 +196,9 @@ def reject(entry: Path, why: str) -> Path:
     to = entry.parent / REJECTED / f"{entry.name}-{int(time.time())}"
     to.parent.mkdir(parents=True, exist_ok=True)
     os.replace(entry, to)
-    (to / REASON).write_text(why + "\n")
+    if stat.S_ISDIR(os.lstat(to).st_mode):  # an entry that is a link is moved as the link, nothing written through it
+        (to / REASON).unlink(missing_ok=True)
+        (to / REASON).write_text(why + "\n", encoding="utf-8")
     return to
 
 
@@ -125,12 +209,16 @@ def entries(ledger_root: str | Path) -> list[tuple[Path, dict]]:
     base = folder(ledger_root)
     found = []
     for entry in base.iterdir() if base.is_dir() else []:
-        if entry.name == REJECTED or not (entry / ENTRY).is_file():
+        if entry.name == REJECTED or entry.name.startswith(".") or not os.path.lexists(entry / ENTRY):
             continue
         try:
-            data = json.loads((entry / ENTRY).read_text())
-            tags = json.loads((entry / TAGS).read_text()) if (entry / TAGS).exists() else None
-            why = _malformed(data, tags)
+            why = odd_file(entry)
+            if not why:
+                data = json.loads(read_text(entry / ENTRY))
+                tags = json.loads(read_text(entry / TAGS)) if os.path.lexists(entry / TAGS) else None
+                why = _malformed(data, tags)
+        except OddFile as e:
+            data, tags, why = None, None, str(e)
         except ValueError as e:  # written by rename, so never half-written: damaged
             data, tags, why = None, None, f"not JSON: {e}"
         except OSError:
@@ -155,7 +243,7 @@ def rejected(ledger_root: str | Path, untold: bool = False) -> list[tuple[Path, 
         if untold and (entry / TOLD).exists():
             continue
         try:
-            found.append((entry, (entry / REASON).read_text().strip()))
+            found.append((entry, read_text(entry / REASON).strip()))
         except OSError:
             found.append((entry, "(no reason kept)"))
     return found
@@ -167,7 +255,8 @@ def rejected_line(ledger_root: str | Path, untold: bool = False) -> str | None:
     if not found:
         return None
     for entry, _ in found:
-        (entry / TOLD).touch()
+        if stat.S_ISDIR(os.lstat(entry).st_mode):  # never written through a link
+            (entry / TOLD).touch()
     first, why = found[0]
     return (f"{len(found)} malformed MLflow hand-over entr{'y was' if len(found) == 1 else 'ies were'} set aside in "
             f"{first.parent} ({first.name}: {why}); the runs are in the ledger and `repro sync` puts them into MLflow")
@@ -240,6 +329,21 @@ def _who(info: dict) -> str:
             f"{time.strftime('%H:%M:%S', time.localtime(info['since']))})")
 
 
+def _projector_env() -> dict:
+    """This process's environment plus the real URIs it redacted (REAL_URIS_VAR): the records
+    the projector reads name their stores redacted, and it must connect with the real ones.
+    (Passed as the MLflow client's own MLFLOW_TRACKING_URI is: in the environment of our own child.)"""
+    from repro import redaction
+
+    try:
+        handed = json.loads(os.environ.get(redaction.REAL_URIS_VAR) or "[]")
+    except ValueError:
+        handed = []
+    real = sorted({*redaction.known_real(), *(u for u in handed if isinstance(u, str))})
+    return {**os.environ, "PYTHONIOENCODING": "utf-8",  # its output is a log file: UTF-8 whatever the terminal's
+            **({redaction.REAL_URIS_VAR: json.dumps(real)} if real else {})}
+
+
 def start_projector(ledger_root: str | Path, wait_for_stores: bool = False, timeout_s: float = 120) -> int:
     """The projector, detached (its own session: a Ctrl-C or the terminal closing does not reach
     it), its output appended to the pending folder's log; its pid. It is handed the ledger's lock
@@ -262,7 +366,7 @@ def start_projector(ledger_root: str | Path, wait_for_stores: bool = False, time
         proc = subprocess.Popen([sys.executable, "-m", "repro.tracking.projector", str(Path(ledger_root)),
                                  str(held.fileno()), *((str(ready_write),) if wait_for_stores else ())],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, pass_fds=fds)
+                                start_new_session=True, pass_fds=fds, env=_projector_env())
     try:  # named from now on, for a command that waits for it (the projector itself says so again)
         _register(proc.pid, ledger_root)
     except OSError:
@@ -284,7 +388,8 @@ def drain_inline(ledger_root: str | Path, timeout_s: float, say) -> bool:
         base.mkdir(parents=True, exist_ok=True)
         with open(base / LOG, "ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", "repro.tracking.projector", str(Path(ledger_root))],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    env=_projector_env())
         try:
             return proc.wait(timeout=timeout_s) == 0
         except subprocess.TimeoutExpired:
@@ -342,9 +447,10 @@ def clear_failure(ledger_root: str | Path) -> None:
 def recorded_failure(ledger_root: str | Path) -> dict | None:
     """The last projection's failure as recorded (None: the last one succeeded)."""
     try:
-        return json.loads((folder(ledger_root) / FAILED).read_text())
+        failed = json.loads(read_text(folder(ledger_root) / FAILED))
     except (OSError, ValueError):
         return None
+    return failed if isinstance(failed, dict) and {"uri", "experiment", "error", "runs"} <= set(failed) else None
 
 
 def last_failure(ledger_root: str | Path) -> dict | None:
@@ -357,7 +463,7 @@ def news(ledger_root: str | Path) -> list[str]:
     """What a new command says of the MLflow hand-over an earlier one left on this ledger: a
     projection that failed, entries a projector that ended early (killed, its machine down) left
     waiting, entries set aside as malformed (named once)."""
-    from repro.runner.envcapture import redact
+    from repro.redaction import redact
 
     lines = []
     waiting = 0 if busy(ledger_root) else len(entries(ledger_root))

@@ -36,6 +36,8 @@ from filelock import FileLock  # noqa: E402
 from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
+from repro.redaction import redact, redact_data  # noqa: E402
+
 # MLflow's per-call limits for log_batch.
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 
@@ -129,7 +131,7 @@ class Tracker:
     def start_run(self, name: str, tags: dict[str, str], parent_id: str | None = None,
                   start_time: int | None = None) -> str:
         """`start_time` (ms since the epoch): when the run really began (None: now)."""
-        tags = dict(tags)
+        tags = redact_data(dict(tags))
         if parent_id:
             tags["mlflow.parentRunId"] = parent_id
         run = retry_locked(self.client.create_run, self.experiment_id, start_time=start_time, run_name=name, tags=tags)
@@ -143,8 +145,8 @@ class Tracker:
         for key, values in (series or {}).items():
             points = (p if isinstance(p, tuple) else (i, p, now) for i, p in enumerate(values))
             ms += [Metric(key, float(v), ts, step) for step, v, ts in points]
-        ps = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
-        ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
+        ps = [Param(k, redact(str(v))[:6000]) for k, v in (params or {}).items()]
+        ts = [RunTag(k, redact(str(v))) for k, v in (tags or {}).items()]
         for chunk in _chunks(ps, MAX_PARAMS):
             retry_locked(self.client.log_batch, run_id, params=chunk)
         for chunk in _chunks(ts, MAX_TAGS):
@@ -158,7 +160,7 @@ class Tracker:
     def log_text(self, run_id: str, name: str, text: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / name
-            path.write_text(text)
+            path.write_text(redact(text), encoding="utf-8")
             retry_locked(self.client.log_artifact, run_id, str(path))
 
     def log_files(self, run_id: str, paths: Iterable[str], folder: str | None = None) -> None:

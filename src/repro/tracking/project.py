@@ -9,14 +9,15 @@ halfway lacks it, and `repro sync` replaces it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import yaml
 
 from repro.ledger.command import command
-from repro.runner.envcapture import redact
+from repro.redaction import redact
 from repro.runner.lifeline import HeldInterrupts
-from repro.tracking import content
+from repro.tracking import content, handoff
 from repro.flat import flatten
 
 COMPLETE_TAG = "repro.projected"
@@ -51,8 +52,8 @@ def project_run(tracker, record: dict, name: str, parent_run_id: str | None = No
         tracker.log(run_id, params=content.params(record), metrics=content.metrics(record),
                     series=content.series(record))
         tracker.log_datasets(run_id, content.datasets(record))
-        if worker_log and Path(worker_log).exists():
-            tracker.log_text(run_id, "worker.log", redact(Path(worker_log).read_text(errors="replace")))
+        if worker_log and os.path.lexists(worker_log):  # a regular file only: a link is never followed
+            tracker.log_text(run_id, "worker.log", redact(handoff.read_text(Path(worker_log), handoff.FILE_LIMIT)))
         tracker.log_text(run_id, "config.yaml", yaml.safe_dump(record["config"], sort_keys=False))
         tracker.log_json(run_id, "ledger_record.json", record)
         if record.get("environment"):

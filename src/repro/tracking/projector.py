@@ -22,6 +22,9 @@ def main(argv: list[str]) -> int:
     READY_FD a pipe told once the stores are open (a session waiting for a new store's creation)."""
     import os
 
+    from repro.console import guard_streams
+
+    guard_streams()  # its log: redacted lines (a store's error names its URI, credentials and all)
     ledger_root = argv[0]
     start = time.time()
     if len(argv) > 1:

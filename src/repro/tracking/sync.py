@@ -17,7 +17,7 @@ from collections import defaultdict
 
 from repro.config import ConfigError
 from repro.ledger import Ledger, LedgerError
-from repro.runner.envcapture import redact
+from repro.redaction import redact
 from repro.tracking import failure_line
 
 
