@@ -76,8 +76,8 @@ class JaxWorkload:
         param_dtype = jnp.dtype(cfg.precision.param_dtype)
         build = hf.build_fn(ctx.entry, cfg.model.impl, "flax")  # model.impl
         model = _initial_model(ctx, build, dtype, param_dtype)
-        # In the canonical layout of the native models (transformers' classes name theirs otherwise).
-        self.init_sha256 = canonical.sha256(ctx.entry.flax_state(model)) if hf.is_native(cfg) else None
+        # In the canonical layout (torch state_dict keys), for native models and the hf ones with a converter.
+        self.init_sha256 = canonical.sha256(ctx.entry.flax_state(model)) if hf.hashes_init(cfg) else None
         self.graphdef, params, rest = nnx.split(model, nnx.Param, ...)
         self.tx = _optimizer(cfg.run)
         self.loss_scale = LOSS_SCALE if cfg.precision.loss_scaling else 1.0

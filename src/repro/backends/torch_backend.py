@@ -109,8 +109,8 @@ class TorchWorkload:
         self.device = torch.device("cuda" if on_gpu else "cpu")
         build = hf.build_fn(ctx.entry, cfg.model.impl, "torch")  # model.impl
         self.model = _initial_model(ctx, build).to(self.device, dtype=DTYPES[cfg.precision.param_dtype])
-        # In the canonical layout of the native models (transformers' classes name theirs otherwise).
-        self.init_sha256 = canonical.sha256(ctx.entry.torch_state(self.model)) if hf.is_native(cfg) else None
+        # In the canonical layout (torch state_dict keys), for native models and the hf ones with a converter.
+        self.init_sha256 = canonical.sha256(ctx.entry.torch_state(self.model)) if hf.hashes_init(cfg) else None
         self.model.train(cfg.run.task == "train")
         self.base_model = self.model  # the unwrapped module (DDP wraps it; FSDP2/TP change it in place)
         self.distributed = cfg.sharding.name != "none" and dist.is_available() and dist.is_initialized()
