@@ -8,6 +8,7 @@ are donated, as a production training loop would.
 from __future__ import annotations
 
 import hashlib
+import os
 import resource
 import time
 
@@ -17,7 +18,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from repro.backends import jax_sharding, precision
+from repro.backends import determinism, jax_sharding, precision
 from repro.backends.base import BuildContext, memory_limit_bytes
 from repro.models import canonical, hf
 
@@ -220,6 +221,8 @@ class JaxWorkload:
         return {
             "matmul_precision": str(setting),
             "fp32_matmul": precision.jax_fp32_matmul(setting, device.platform, tf32),
+            "determinism": determinism.xla_effective(device.platform, os.environ.get("XLA_FLAGS", ""),
+                                                     None if setting is None else str(setting)),
             "loss_scale": self.loss_scale if self.loss_scale != 1.0 else None,
             "param_dtypes": dtypes,
             "param_count": int(sum(np.prod(l.shape) for l in jax.tree_util.tree_leaves(params))),

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from repro.backends import precision, torch_distributed
+from repro.backends import determinism, precision, torch_distributed
 from repro.backends.base import BuildContext, memory_limit_bytes
 from repro.models import canonical, hf
 
@@ -50,6 +50,8 @@ def configure(ctx: BuildContext) -> None:
         deterministic_algorithms(compiled=cfg.framework.compile)
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
+    elif cfg.hardware.platform == "gpu":  # free to autotune, as XLA is: cuDNN times its algorithms per shape
+        torch.backends.cudnn.benchmark = True
     matmul = cfg.precision.matmul
     if matmul != "default":  # "default": leave PyTorch's own defaults (and say what they are)
         torch.set_float32_matmul_precision(matmul)
@@ -279,6 +281,7 @@ class TorchWorkload:
             "model_impl": self.ctx.config.model.impl,
             "autocast": str(self.compute_dtype).replace("torch.", "") if self.autocast else None,
             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "determinism": determinism.torch_effective(torch, self.device.type == "cuda", os.environ),
             "threads": torch.get_num_threads(),
             "platform": self.device.type,
             "compiled": bool(self.ctx.config.framework.compile),
