@@ -34,6 +34,7 @@ class WorkerOutcome:
     reason: str = ""
     log_tail: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    started_at: float | None = None  # the wall clock when the worker was started (or handed its spec)
 
 
 def _kill_group(pid: int) -> None:
@@ -141,7 +142,7 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
     measured steps wait until it has returned (runner/events.py: Gate), so nothing runs beside them.
     `warm`: a worker started ahead for this job (`warm_start`, its log at `log_path`); it is
     handed the spec path, and its wall time counts from then."""
-    start = time.perf_counter()
+    start, started_at = time.perf_counter(), time.time()
     if warm is not None:
         proc, read_fd, gate_write = warm.proc, warm.read_fd, warm.gate_write
         try:
@@ -188,12 +189,13 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
         _kill_group(proc.pid)
         proc.wait()
         return WorkerOutcome("interrupted", proc.returncode, events, "interrupted (Ctrl-C)",
-                             _tail(log_path), time.perf_counter() - start)
+                             _tail(log_path), time.perf_counter() - start, started_at)
     finally:
         timer.cancel()
         proc.stdin.close()
     status, reason = _status(events, proc.returncode, timed_out.is_set())
-    return WorkerOutcome(status, proc.returncode, events, reason, _tail(log_path), time.perf_counter() - start)
+    return WorkerOutcome(status, proc.returncode, events, reason, _tail(log_path), time.perf_counter() - start,
+                         started_at)
 
 
 def _tail(path: Path) -> list[str]:

@@ -45,6 +45,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     seeding.seed_python_numpy(seeds)
     entry = models.entry_of(config.model)
     dims = schema.dims(config.model)
+    t_data = time.perf_counter()
     batches, eval_set, data_record = make_batches(config, entry, dims, seeds["data"])
 
     t0 = time.perf_counter()
@@ -69,13 +70,14 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     state = machine.before(lifeline.parent_pid() if gate else None)
     times, losses = measure.timed_loop(workload, run_cfg.steps, emit)
     emit("measure_end", at=time.time())
+    t_end = time.perf_counter()
 
     results = measure.summarise(times, losses, run_cfg.warmup, run_cfg.batch_size)
     results["params_sha256"] = workload.params_sha256()
     results["init_params_sha256"] = workload.init_params_sha256()
     results["peak_memory"] = workload.peak_memory()
     results["compile"] = workload.compile_info()
-    results["setup"] = {"import_s": import_s, "build_s": t2 - t1,
+    results["setup"] = {"import_s": import_s, "build_s": t2 - t1, "data_s": t0 - t_data,
                         "imported_ahead": config.framework.backend in IMPORTED_AHEAD}
     results["param_count"] = entry.param_count(dims) or workload.effective().get("param_count")
     if sharding := workload.sharding_info():
@@ -95,11 +97,14 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
         ir_files.append(str(path))
     effective = workload.effective()
     machine_state = machine.after(state, threads)
+    results["setup"]["results_s"] = time.perf_counter() - t_end  # hashes, evaluation, FLOPs, IR, settings
     profile_files = []
     if run_cfg.profile:  # after everything above is read: the profiled steps change the state
         from repro import profile
 
+        t_profile = time.perf_counter()
         results["profile"], profile_files = profile.run(workload, run_cfg.steps, _profile_dir(spec.out_dir, rank))
+        results["setup"]["profile_s"] = time.perf_counter() - t_profile
     result = {"results": results, "series": {"loss": losses, "step_time_s": times},
               "effective": effective, "ir_files": ir_files, "profile_files": profile_files,
               "machine": machine_state}
