@@ -68,8 +68,34 @@ def _initial_model(ctx: BuildContext, build_model, dtype, param_dtype) -> nnx.Mo
     return nnx.jit(build)()
 
 
+class _CompileClock:
+    """XLA's own trace / lower / compile durations while it is open (jax.monitoring's events): the
+    part of a build spent compiling (the jitted parameter init, optimizer init, placement)."""
+
+    EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace_s",
+              "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
+              "/jax/core/compile/backend_compile_duration": "compile_s"}
+
+    def __enter__(self) -> dict:
+        self.spent = {"trace_s": 0.0, "lower_s": 0.0, "compile_s": 0.0, "compiles": 0}
+        jax.monitoring.register_event_duration_secs_listener(self._add)
+        return self.spent
+
+    def _add(self, event: str, duration: float, **_) -> None:
+        if (key := self.EVENTS.get(event)) is not None:
+            self.spent[key] += duration
+            self.spent["compiles"] += key == "compile_s"
+
+    def __exit__(self, *exc) -> None:
+        jax.monitoring.unregister_event_duration_listener(self._add)
+
+
 class JaxWorkload:
     def __init__(self, ctx: BuildContext):
+        with _CompileClock() as self._build_compile:  # results.compile.build: what the build compiled
+            self._build(ctx)
+
+    def _build(self, ctx: BuildContext):
         configure(ctx)
         self.ctx = ctx
         cfg = ctx.config
@@ -108,6 +134,9 @@ class JaxWorkload:
         self._compiled = None
         self._compile_info: dict = {}
         self._lowered = None
+
+    def _build_compile_info(self) -> dict:
+        return {"build": {k: round(v, 4) for k, v in self._build_compile.items()}}
 
     # The step functions are pure: state in, state out. The module is rebuilt from the state
     # inside the trace; nnx.value_and_grad differentiates its nnx.Param leaves and carries
@@ -176,7 +205,7 @@ class JaxWorkload:
             # (optax init) existed before it was compiled, with the structure it has now.
             self._compile_info.update({"recompiles_possible": False,
                                        "optimizer_state_at_compile": len(jax.tree_util.tree_leaves(self.state[2]))})
-        return self._compile_info
+        return {**self._compile_info, **self._build_compile_info()}
 
     def measured_flops(self) -> tuple[float, str] | None:
         """FLOPs of the compiled step as XLA's cost analysis counts them (a workload with no formula)."""

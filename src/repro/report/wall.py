@@ -17,6 +17,8 @@ def markdown(comparison) -> list[str]:
         wall = r["wall_split"]
         first = wall.get("first_step")
         cells = [f"{wall['parts'][k]:.2f}" if k in wall["parts"] else "—" for k in parts]
+        if (build := wall.get("build")) and "build" in parts:  # JAX: the XLA compiles inside the build
+            cells[parts.index("build")] += f" (XLA {build['trace_s'] + build['lower_s']:.2f} / {build['compile_s']:.2f})"
         if first and "first_step" in parts:  # its trace/compile/execute beside it
             i = parts.index("first_step")
             cells[i] += f" ({first['trace_lower_s']:.2f} / {first['compile_s']:.2f} / {first['execute_s']:.2f})"
@@ -24,7 +26,8 @@ def markdown(comparison) -> list[str]:
     lines = ["## Where each job's wall goes", "",
              "Each run's wall (the worker's, from its start to its exit) split into its parts, in seconds: "
              + "; ".join(f"{k.replace('_', ' ')}: {LABELS[k]}" for k in parts)
-             + ". The first step splits into trace / compile / execute where the framework says. "
+             + ". The first step splits into trace / compile / execute where the framework says; a JAX "
+            "build into XLA's trace+lower / compile of what it jitted (the parameter init, optimizer state). "
              "Rest: the wall no part covers; above 10 % of the wall it says where it lies.", ""]
     lines += md_table(["run", "wall", *(k.replace("_", " ") for k in parts), "rest", "where the rest lies"], rows)
     return lines + [""]

@@ -7,7 +7,8 @@ started the worker and when the worker ended. Each part is one of those:
     start        worker start and imports: the interpreter, repro, the framework (a worker started
                  ahead imported it before the job: then only its share after the hand-off)
     data         the batches (NumPy, from the data seed or the DVC dataset)
-    build        model build and weight placement (initial parameters, optimizer state, batches on the device)
+    build        model build and weight placement (initial parameters, optimizer state, batches on the device);
+                 for JAX, `build` beside the parts says how much of it XLA spent tracing and compiling
     setup        the rest before the measured steps: environment capture, waiting for the parent's
                  tracking (MLflow's import and store, done beside the worker's start)
     first_step   the first step: trace, compile, execute (`first_step_s`, as the closing table's "first")
@@ -75,6 +76,8 @@ def split(events: dict, started_at: float | None, wall_s: float) -> dict | None:
         trace, comp = compile_info.get("trace_lower_s", 0.0), compile_info["compile_s"]
         out["first_step"] = {"trace_lower_s": round(trace, 4), "compile_s": round(comp, 4),
                              "execute_s": round(max(0.0, res["first_step_s"] - trace - comp), 4)}
+    if "build" in parts and (build := compile_info.get("build")):  # JAX: what its build compiled (XLA's own clock)
+        out["build"] = build
     if wall_s > 0 and out["rest_s"] > REST_SHARE * wall_s:
         out["rest"] = _rest(events, parts, started_at, wall_s)
     return out
