@@ -298,10 +298,10 @@ def pytest_collection_modifyitems(config, items):
         _longest_scopes_first(items)
     has_gpu = bool(hardware.nvidia_gpus())
     has_tpu = bool(hardware.tpu_type())
-    for item in items:
-        if "gpu" in item.keywords and not has_gpu:
+    for item in items:  # the marks, not `item.keywords`: those hold every folder's name too (a checkout in .../gpu/)
+        if item.get_closest_marker("gpu") and not has_gpu:
             item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU (nvidia-smi found none)"))
-        if "tpu" in item.keywords and not has_tpu:
+        if item.get_closest_marker("tpu") and not has_tpu:
             item.add_marker(pytest.mark.skip(reason="needs a TPU"))
 
 

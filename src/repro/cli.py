@@ -304,7 +304,18 @@ def dry_run(argv: list[str]) -> int:
         print(shown(f"[{i + 1:>{width}}/{len(plan.jobs)}] {' '.join(f'{k}={v}' for k, v in values.items() if k in swept or len(jobs) == 1) or '(defaults)'} · "
               f"{varied.run_name(job, keys)} · "
               f"config {config_hash(as_dict(config))[:12]} · {where}"))
+        if config.hardware.platform != "cpu":  # what its worker will run with, where it differs by framework
+            print(f"{'':>{2 * width + 4}}determinism: {_planned_determinism(config)}")
     return 0
+
+
+def _planned_determinism(config) -> str:
+    from repro.backends import capabilities, determinism
+    from repro.runner import seeding
+
+    return determinism.planned(capabilities.of(config.framework.backend).xla, config.run.deterministic,
+                               config.hardware.platform,
+                               {"XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), **seeding.worker_env(config)})
 
 
 def _interrupted(recorded: int) -> None:

@@ -38,6 +38,7 @@ class Capabilities:
     profile: bool  # run.profile=true: a few steps under the framework's profiler
     ir: bool  # run.capture_ir=true: its step's lowered IR (StableHLO/HLO)
     own_interpreter: bool  # its worker needs framework.python (an interpreter of its own)
+    xla: bool = False  # it compiles through XLA: XLA_FLAGS set its determinism (backends/determinism.py)
 
     @property
     def multi_node(self) -> bool:
@@ -51,7 +52,8 @@ BACKENDS: dict[str, Capabilities] = {
     # JAX + Flax NNX + Optax: jit always compiles (framework.compile is torch's wrapper, not JAX's).
     "jax": Capabilities(module="repro.backends.jax_backend", dtypes=DTYPES, autocast=True, loss_scaling=True,
                         layouts=ALL_LAYOUTS, compile=False, compiled_layouts=(), tp_models=None,
-                        processes=PER_NODE, cpu_devices=XLA_FLAGS, profile=True, ir=True, own_interpreter=False),
+                        processes=PER_NODE, cpu_devices=XLA_FLAGS, profile=True, ir=True, own_interpreter=False,
+                        xla=True),
     # PyTorch eager or torch.compile; eager and inductor lower to no StableHLO/HLO. Tensor parallel
     # splits MLP-only models so far (attention needs per-rank head counts).
     "torch": Capabilities(module="repro.backends.torch_backend", dtypes=DTYPES, autocast=True, loss_scaling=True,
@@ -62,7 +64,7 @@ BACKENDS: dict[str, Capabilities] = {
     "torch_xla": Capabilities(module="repro.backends.torch_xla_backend", dtypes=DTYPES, autocast=True,
                               loss_scaling=True, layouts=ALL_LAYOUTS, compile=True, compiled_layouts=("none",),
                               tp_models=None, processes=ONE_PROCESS, cpu_devices=CPU_NUM_DEVICES, profile=True,
-                              ir=True, own_interpreter=True),
+                              ir=True, own_interpreter=True, xla=True),
 }
 
 

@@ -8,6 +8,7 @@ are donated, as a production training loop would.
 from __future__ import annotations
 
 import hashlib
+import os
 import resource
 import time
 
@@ -17,7 +18,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from repro.backends import jax_sharding, precision
+from repro.backends import determinism, jax_sharding, precision
 from repro.backends.base import BuildContext, memory_limit_bytes
 from repro.models import canonical, hf
 
@@ -67,8 +68,34 @@ def _initial_model(ctx: BuildContext, build_model, dtype, param_dtype) -> nnx.Mo
     return nnx.jit(build)()
 
 
+class _CompileClock:
+    """XLA's own trace / lower / compile durations while it is open (jax.monitoring's events): the
+    part of a build spent compiling (the jitted parameter init, optimizer init, placement)."""
+
+    EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace_s",
+              "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
+              "/jax/core/compile/backend_compile_duration": "compile_s"}
+
+    def __enter__(self) -> dict:
+        self.spent = {"trace_s": 0.0, "lower_s": 0.0, "compile_s": 0.0, "compiles": 0}
+        jax.monitoring.register_event_duration_secs_listener(self._add)
+        return self.spent
+
+    def _add(self, event: str, duration: float, **_) -> None:
+        if (key := self.EVENTS.get(event)) is not None:
+            self.spent[key] += duration
+            self.spent["compiles"] += key == "compile_s"
+
+    def __exit__(self, *exc) -> None:
+        jax.monitoring.unregister_event_duration_listener(self._add)
+
+
 class JaxWorkload:
     def __init__(self, ctx: BuildContext):
+        with _CompileClock() as self._build_compile:  # results.compile.build: what the build compiled
+            self._build(ctx)
+
+    def _build(self, ctx: BuildContext):
         configure(ctx)
         self.ctx = ctx
         cfg = ctx.config
@@ -76,8 +103,8 @@ class JaxWorkload:
         param_dtype = jnp.dtype(cfg.precision.param_dtype)
         build = hf.build_fn(ctx.entry, cfg.model.impl, "flax")  # model.impl
         model = _initial_model(ctx, build, dtype, param_dtype)
-        # In the canonical layout of the native models (transformers' classes name theirs otherwise).
-        self.init_sha256 = canonical.sha256(ctx.entry.flax_state(model)) if hf.is_native(cfg) else None
+        # In the canonical layout (torch state_dict keys), for native models and the hf ones with a converter.
+        self.init_sha256 = canonical.sha256(ctx.entry.flax_state(model)) if hf.hashes_init(cfg) else None
         self.graphdef, params, rest = nnx.split(model, nnx.Param, ...)
         self.tx = _optimizer(cfg.run)
         self.loss_scale = LOSS_SCALE if cfg.precision.loss_scaling else 1.0
@@ -107,6 +134,9 @@ class JaxWorkload:
         self._compiled = None
         self._compile_info: dict = {}
         self._lowered = None
+
+    def _build_compile_info(self) -> dict:
+        return {"build": {k: round(v, 4) for k, v in self._build_compile.items()}}
 
     # The step functions are pure: state in, state out. The module is rebuilt from the state
     # inside the trace; nnx.value_and_grad differentiates its nnx.Param leaves and carries
@@ -175,7 +205,7 @@ class JaxWorkload:
             # (optax init) existed before it was compiled, with the structure it has now.
             self._compile_info.update({"recompiles_possible": False,
                                        "optimizer_state_at_compile": len(jax.tree_util.tree_leaves(self.state[2]))})
-        return self._compile_info
+        return {**self._compile_info, **self._build_compile_info()}
 
     def measured_flops(self) -> tuple[float, str] | None:
         """FLOPs of the compiled step as XLA's cost analysis counts them (a workload with no formula)."""
@@ -220,6 +250,8 @@ class JaxWorkload:
         return {
             "matmul_precision": str(setting),
             "fp32_matmul": precision.jax_fp32_matmul(setting, device.platform, tf32),
+            "determinism": determinism.xla_effective(device.platform, os.environ.get("XLA_FLAGS", ""),
+                                                     None if setting is None else str(setting)),
             "loss_scale": self.loss_scale if self.loss_scale != 1.0 else None,
             "param_dtypes": dtypes,
             "param_count": int(sum(np.prod(l.shape) for l in jax.tree_util.tree_leaves(params))),

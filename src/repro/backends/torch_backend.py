@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from repro.backends import precision, torch_distributed
+from repro.backends import determinism, precision, torch_distributed
 from repro.backends.base import BuildContext, memory_limit_bytes
 from repro.models import canonical, hf
 
@@ -50,6 +50,8 @@ def configure(ctx: BuildContext) -> None:
         deterministic_algorithms(compiled=cfg.framework.compile)
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
+    elif cfg.hardware.platform == "gpu":  # free to autotune, as XLA is: cuDNN times its algorithms per shape
+        torch.backends.cudnn.benchmark = True
     matmul = cfg.precision.matmul
     if matmul != "default":  # "default": leave PyTorch's own defaults (and say what they are)
         torch.set_float32_matmul_precision(matmul)
@@ -109,8 +111,8 @@ class TorchWorkload:
         self.device = torch.device("cuda" if on_gpu else "cpu")
         build = hf.build_fn(ctx.entry, cfg.model.impl, "torch")  # model.impl
         self.model = _initial_model(ctx, build).to(self.device, dtype=DTYPES[cfg.precision.param_dtype])
-        # In the canonical layout of the native models (transformers' classes name theirs otherwise).
-        self.init_sha256 = canonical.sha256(ctx.entry.torch_state(self.model)) if hf.is_native(cfg) else None
+        # In the canonical layout (torch state_dict keys), for native models and the hf ones with a converter.
+        self.init_sha256 = canonical.sha256(ctx.entry.torch_state(self.model)) if hf.hashes_init(cfg) else None
         self.model.train(cfg.run.task == "train")
         self.base_model = self.model  # the unwrapped module (DDP wraps it; FSDP2/TP change it in place)
         self.distributed = cfg.sharding.name != "none" and dist.is_available() and dist.is_initialized()
@@ -279,6 +281,7 @@ class TorchWorkload:
             "model_impl": self.ctx.config.model.impl,
             "autocast": str(self.compute_dtype).replace("torch.", "") if self.autocast else None,
             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "determinism": determinism.torch_effective(torch, self.device.type == "cuda", os.environ),
             "threads": torch.get_num_threads(),
             "platform": self.device.type,
             "compiled": bool(self.ctx.config.framework.compile),

@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from repro.backends import precision, torch_xla_sharding
+from repro.backends import determinism, precision, torch_xla_sharding
 from repro.backends.base import BuildContext
 from repro.backends.torch_backend import TorchWorkload
 
@@ -225,6 +225,7 @@ class TorchXLAWorkload(TorchWorkload):
             "xla_mat_mul_precision_requested": self.matmul_precision,
             "xla_variables": {k: os.environ.get(k) for k in XLA_VARIABLES},
             "xla_persistent_cache_dir": self.cache_dir,
+            "determinism": determinism.xla_effective(platform, os.environ.get("XLA_FLAGS", ""), setting),
             "compile_backend": self.ctx.config.framework.compile_backend if self.ctx.config.framework.compile else None,
             "lazy_tensors": True,
         })

@@ -69,8 +69,8 @@ def to_flax_layout(a: np.ndarray, kind: str) -> np.ndarray:
 
 def variable(fmodel: nnx.Module, path: Iterable) -> nnx.Variable:
     obj = fmodel
-    for key in path:
-        obj = obj[key] if isinstance(key, int) else getattr(obj, key)
+    for key in path:  # a linen module bridged into NNX (model.impl=hf) holds its variables in dicts
+        obj = obj[key] if isinstance(key, int) or isinstance(obj, dict) else getattr(obj, key)
     return obj
 
 

@@ -19,6 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from repro import data, models, paths
 from repro.config import schema
+from repro.backends import capabilities as backend_capabilities, determinism
 from repro.backends.layouts import mesh_size
 from repro.config.launcher import Launcher
 from repro.config.schema import ConfigError
@@ -226,6 +227,9 @@ def check(cfg: DictConfig) -> schema.Config:
     check_xla_hardware(resolved)  # PyTorch/XLA only on CPU and TPU profiles (preflight/xla_hardware.py)
     if resolved.model.impl == "hf" and (reason := hf.refusal(resolved)):
         raise ConfigError(reason)
+    if backend_capabilities.of(resolved.framework.backend).xla and (
+            why := determinism.contradiction(resolved.run.deterministic, os.environ.get("XLA_FLAGS", ""))):
+        raise ConfigError(why)
     resolved.tracking.uri = resolved.tracking.uri or paths.default_tracking_uri()
     resolved.ledger.dir = os.path.abspath(resolved.ledger.dir or paths.default_ledger_dir())
     check_tracking_uri(resolved.tracking.uri)

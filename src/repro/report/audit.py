@@ -47,6 +47,26 @@ def _hardware(r: dict) -> Any:
     return ((env.get("cpu") or {}).get("model"), tuple(g["name"] for g in env.get("gpus", [])))
 
 
+def _determinism(prop: str) -> Callable[[dict], Any]:
+    """One property of what the worker ran with (`effective.determinism`, backends/determinism.py):
+    the same meaning in every framework. A record older than that says only its config value."""
+    def read(r: dict) -> Any:
+        ran = _get(r, "effective.determinism")
+        if ran is None:
+            return f"not recorded (run.deterministic={_get(r, 'config.run.deterministic')})"
+        return ran.get(prop)
+    return read
+
+
+def _determinism_detail(r: dict) -> str:
+    """The raw settings behind the two properties: XLA_FLAGS, torch's and cuDNN's switches, cuBLAS's
+    workspace, the default matmul precision (only the ones this worker's framework has)."""
+    ran = dict(_get(r, "effective.determinism") or {})
+    for prop in ("deterministic_kernels", "autotuning"):
+        ran.pop(prop, None)
+    return ", ".join(f"{k}={v if v not in ('', None) else '—'}" for k, v in ran.items())
+
+
 def _isa(r: dict) -> str:
     isa = _get(r, "environment.cpu.isa")
     if isa is None:
@@ -74,12 +94,16 @@ CHECKS: list[tuple[str, tuple[str, ...], Callable[[dict], Any]]] = [
     ("attention implementation", ("model",), lambda r: _get(r, "config.model.attention") or "eager"),
     ("compile cache", ("run.compile_cache",), lambda r: _get(r, "config.run.compile_cache")),
     ("threads", ("run.threads",), lambda r: _get(r, "environment.variables.REPRO_THREADS")),
-    ("deterministic algorithms", ("run.deterministic",), lambda r: _get(r, "config.run.deterministic")),
+    ("deterministic kernels", ("run.deterministic", "hardware"), _determinism("deterministic_kernels")),
+    ("autotuning", ("run.deterministic", "hardware"), _determinism("autotuning")),
     ("sharding", ("sharding",), lambda r: _get(r, "config.sharding")),
     ("hardware", ("hardware",), _hardware),
     ("host", (), lambda r: _get(r, "machine.host") or "not recorded"),
     ("CPU ISA (vector extensions)", (), _isa),
 ]
+# What a difference in a check is read from, named beside each run's value.
+DETAIL: dict[str, Callable[[dict], str]] = {"deterministic kernels": _determinism_detail,
+                                            "autotuning": _determinism_detail}
 
 
 @dataclass
@@ -89,6 +113,7 @@ class Audit:
     swept: list[str] = field(default_factory=list)
     machine: list[str] = field(default_factory=list)  # per-run warnings: busy machine, wide spread
     names: dict[str, str] = field(default_factory=dict)  # ledger id -> the run as the lines name it
+    details: dict[tuple[str, str], str] = field(default_factory=dict)  # (label, ledger id) -> what its value was read from
 
     @property
     def equal(self) -> bool:
@@ -143,6 +168,8 @@ def audit(records: list[dict], name: Callable[[dict], str]) -> Audit:
         values = {r["id"]: read(r) for r in ok}
         if len({canonical_json(v) for v in values.values()}) <= 1:
             continue
+        if label in DETAIL:
+            result.details.update({(label, r["id"]): DETAIL[label](r) for r in ok})
         why = [s for s in result.swept if any(varied.related(s, k) for k in keys)]
         if why:
             result.varied.append((label, values, why))
@@ -153,6 +180,10 @@ def audit(records: list[dict], name: Callable[[dict], str]) -> Audit:
 
 def _show(value: Any) -> str:
     return markup(value if isinstance(value, str) else canonical_json(value))  # "[...]" is rich markup
+
+
+def _detail(found: Audit, label: str, run_id: str) -> str:
+    return f" ({escape(d)})" if (d := found.details.get((label, run_id))) else ""
 
 
 def _varied_words(swept: list[str]) -> str:
@@ -174,7 +205,8 @@ def print_audit(console, found: Audit, records: list[dict]) -> None:
         console.print(f"[bold red]WARNING: unequal comparison — the runs differ in {len(found.differences)} "
                       "way(s) nobody varied:[/]")
         for label, values in found.differences:
-            console.print(f"  [red]{label}[/]: " + "; ".join(f"{markup(found.names[i])}={_show(v)}" for i, v in values.items()))
+            console.print(f"  [red]{label}[/]: " + "; ".join(f"{markup(found.names[i])}={_show(v)}{_detail(found, label, i)}"
+                                                         for i, v in values.items()))
     elif len(ok) > 1:
         console.print(f"[green]fairness audit: {markup(_varied_words(found.swept))}[/] "
                       f"({', '.join(label for label, _, _ in CHECKS)} all equal)")

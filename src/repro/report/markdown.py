@@ -13,6 +13,7 @@ from repro.flat import flatten
 from repro.ledger.command import sweep_command
 from repro.report import published
 from repro.runner import scheduler
+from repro.report import wall
 from repro.report.audit import CHECKS
 from repro.report.md import md_table
 from repro.report.comparison import CELLS, MISSING, Comparison, Table
@@ -74,7 +75,9 @@ def audit_lines(comparison: Comparison) -> list[str]:
         else:
             lines.append(f"- **{group}**: WARNING, unequal comparison: {len(found.differences)} difference(s) "
                          "nobody asked for")
-            lines += [f"  - {label}: " + "; ".join(f"{found.names.get(i, i)}={v}" for i, v in values.items())
+            lines += [f"  - {label}: " + "; ".join(f"{found.names.get(i, i)}={v}"
+                                                   + (f" ({d})" if (d := found.details.get((label, i))) else "")
+                                                   for i, v in values.items())
                       for label, values in found.differences]
         if not found.machine:
             lines.append("  - the machine was quiet: no busy run, no wide spread.")
@@ -155,6 +158,7 @@ def page(records: list[dict], comparison: Comparison, plot_files: list[str], tab
         "## Fairness audit", "", *audit_lines(comparison), "",
         *published.section(experiment, comparison),
         *_time_goes(comparison),
+        *wall.markdown(comparison),
         "## Machine", "", *machine_lines(comparison), "",
         "## Plots", "",
     ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import IO, Any, Iterator
 
 EVENTS_FD_ENV = "REPRO_EVENTS_FD"
@@ -26,6 +27,9 @@ class EventWriter:
         return cls(os.fdopen(fd, "w", buffering=1))
 
     def emit(self, kind: str, **payload: Any) -> None:
+        """One event, stamped with the wall clock when it was sent (`at`, comparable with the
+        parent's: runner/wall_split.py places each part of a job's wall between two stamps)."""
+        payload.setdefault("at", time.time())
         self._stream.write(json.dumps({"event": kind, **payload}, default=str) + "\n")
         self._stream.flush()
 

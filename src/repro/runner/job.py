@@ -33,7 +33,7 @@ from repro.ledger.store import now_iso, record_id
 from repro.envs import runs as envs_runs
 from repro.envs.venvs import EnvError
 from repro.envs import workload_source
-from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, snapshot, spool
+from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, snapshot, spool, wall_split
 from repro.runner.host import JobHost
 from repro.usertext import markup
 
@@ -338,6 +338,8 @@ def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, t
     record = {**base, "status": outcome.status, "prev": started["id"],
               "mlflow": {"tracking_uri": tracking.uri, "experiment": tracking.experiment},
               "wall_s": outcome.wall_s}
+    if wall := wall_split.split(ev, outcome.started_at, outcome.wall_s):  # where the wall went
+        record["wall_split"] = wall
     if "environment" in ev:
         record["environment"] = ev["environment"]["environment"]
         record["seeds"] = ev["environment"]["seeds"]

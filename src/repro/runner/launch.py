@@ -37,6 +37,7 @@ class WorkerOutcome:
     reason: str = ""
     log_tail: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    started_at: float | None = None  # the wall clock when the worker was started (or handed its spec)
 
 
 def _kill_group(pid: int) -> None:
@@ -147,7 +148,7 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
     (tracking/handoff.py: open_window, quiet_turn).
     `warm`: a worker started ahead for this job (`warm_start`, its log at `log_path`); it is
     handed the spec path, and its wall time counts from then."""
-    start = time.perf_counter()
+    start, started_at = time.perf_counter(), time.time()
     if warm is not None:
         proc, read_fd, gate_write = warm.proc, warm.read_fd, warm.gate_write
         try:
@@ -199,14 +200,15 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
         _kill_group(proc.pid)
         proc.wait()
         return WorkerOutcome("interrupted", proc.returncode, events, "interrupted (Ctrl-C)",
-                             _tail(log_path), time.perf_counter() - start)
+                             _tail(log_path), time.perf_counter() - start, started_at)
     finally:
         if window:
             window.close()
         timer.cancel()
         proc.stdin.close()
     status, reason = _status(events, proc.returncode, timed_out.is_set())
-    return WorkerOutcome(status, proc.returncode, events, reason, _tail(log_path), time.perf_counter() - start)
+    return WorkerOutcome(status, proc.returncode, events, reason, _tail(log_path), time.perf_counter() - start,
+                         started_at)
 
 
 def _tail(path: Path) -> list[str]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import hashlib
 import os
 
-from repro.backends import capabilities
+from repro.backends import capabilities, determinism
 from repro.backends.layouts import mesh_size
 
 if TYPE_CHECKING:
@@ -49,16 +49,20 @@ def worker_env(config: Config, processes: int = 1) -> dict[str, str]:
         "TF_CPP_MIN_LOG_LEVEL": "2",
     }
     if run.deterministic:
-        env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
-    if config.hardware.platform == "cpu":
+        env["CUBLAS_WORKSPACE_CONFIG"] = determinism.CUBLAS_WORKSPACE
+    caps = capabilities.of(config.framework.backend)
+    platform, extra = config.hardware.platform, []
+    if platform == "cpu":
         env["JAX_PLATFORMS"] = "cpu"
         devices = mesh_size(config.sharding.mesh) // processes
-        how = capabilities.of(config.framework.backend).cpu_devices  # simulated devices for the mesh
-        if devices > 1 and how == capabilities.XLA_FLAGS:
-            flags = os.environ.get("XLA_FLAGS", "")
-            env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
-        if devices > 1 and how == capabilities.CPU_NUM_DEVICES:  # PJRT's CPU client, SPMD
+        if devices > 1 and caps.cpu_devices == capabilities.XLA_FLAGS:  # simulated devices for the mesh
+            extra.append(f"--xla_force_host_platform_device_count={devices}")
+        if devices > 1 and caps.cpu_devices == capabilities.CPU_NUM_DEVICES:  # PJRT's CPU client, SPMD
             env["CPU_NUM_DEVICES"] = str(devices)
+    if caps.xla:  # the user's XLA_FLAGS, merged with what the run needs (deterministic ops on a GPU)
+        user = os.environ.get("XLA_FLAGS", "")
+        if (flags := determinism.xla_flags(run.deterministic, platform, user, extra)) != user:
+            env["XLA_FLAGS"] = flags
     return env
 
 

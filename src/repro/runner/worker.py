@@ -46,6 +46,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     seeding.seed_python_numpy(seeds)
     entry = models.entry_of(config.model)
     dims = schema.dims(config.model)
+    t_data = time.perf_counter()
     batches, eval_set, data_record = make_batches(config, entry, dims, seeds["data"])
 
     t0 = time.perf_counter()
@@ -74,6 +75,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     state = machine.before(lifeline.parent_pid() if gate else None)
     times, losses = measure.timed_loop(workload, StepPlan.of(run_cfg, spec.steps), emit)
     emit("measure_end", at=time.time())
+    t_end = time.perf_counter()
 
     results = measure.summarise(times, losses, run_cfg.warmup, run_cfg.batch_size)
     results["params_sha256"] = workload.params_sha256()
@@ -82,7 +84,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     results["compile"] = workload.compile_info()
     if spec.injected_gap:
         results["injected_gap"] = workload.record()
-    results["setup"] = {"import_s": import_s, "build_s": t2 - t1,
+    results["setup"] = {"import_s": import_s, "build_s": t2 - t1, "data_s": t0 - t_data,
                         "imported_ahead": config.framework.backend in IMPORTED_AHEAD}
     results["param_count"] = entry.param_count(dims) or workload.effective().get("param_count")
     if sharding := workload.sharding_info():
@@ -102,12 +104,15 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
         ir_files.append(str(path))
     effective = workload.effective()
     machine_state = machine.after(state, threads)
+    results["setup"]["results_s"] = time.perf_counter() - t_end  # hashes, evaluation, FLOPs, IR, settings
     emit("window_end", at=time.time())  # the parent's deferred work (the next job's worker) may start
     profile_files = []
     if run_cfg.profile:  # after everything above is read: the profiled steps change the state
         from repro import profile
 
+        t_profile = time.perf_counter()
         results["profile"], profile_files = profile.run(workload, len(times), _profile_dir(spec.out_dir, rank))
+        results["setup"]["profile_s"] = time.perf_counter() - t_profile
     # the record keeps the first SERIES_STEPS steps (runner/window.py); every statistic is of all
     result = {"results": results, "series": {"loss": losses[:SERIES_STEPS], "step_time_s": times[:SERIES_STEPS]},
               "effective": effective, "ir_files": ir_files, "profile_files": profile_files,

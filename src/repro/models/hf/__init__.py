@@ -50,9 +50,23 @@ def transformers_for(family: str) -> ModuleType:
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
+# Models whose transformers classes take one canonical state in both frameworks: their Flax
+# variable paths name the PyTorch state_dict keys (models/state_flax.py maps kernels and scales),
+# and after loading one draw both give the same logits (tests/test_hf_shared_init.py). The others
+# are left out: BERT's and the GPT's tied output layers exist in torch's state_dict only, and
+# Flax Llama's rotary embedding gives other logits from the same weights.
+SHARED_INIT = ("vit", "resnet50")
+
+
 def is_native(cfg) -> bool:
     """Whether the run's model is repro's own implementation (model.impl=native, the default)."""
     return cfg.model.impl == "native"
+
+
+def hashes_init(cfg) -> bool:
+    """Whether the run's initial parameters have a canonical-layout hash: every native model, and
+    the transformers classes with a converter (the same numbers hash alike in both frameworks)."""
+    return is_native(cfg) or cfg.model.name in SHARED_INIT
 
 
 def refusal(cfg) -> str | None:
@@ -61,9 +75,10 @@ def refusal(cfg) -> str | None:
     if model not in CLASSES:
         return (f"model.impl=hf: transformers has no PyTorch and Flax classes for model={model}; "
                 f"impl=hf works for model {', '.join(CLASSES)} (or use model.impl=native)")
-    if cfg.run.init != "native":
-        return ("model.impl=hf draws its own initial weights: run.init=shared loads the canonical draw "
-                "through the native models' converters; use run.init=native with impl=hf (or model.impl=native)")
+    if cfg.run.init != "native" and model not in SHARED_INIT:
+        return (f"model.impl=hf with run.init=shared: no weight converter for model={model}'s transformers "
+                f"classes (one draw must give the same logits in both frameworks); run.init=shared works "
+                f"with impl=hf for model {', '.join(SHARED_INIT)}; use run.init=native (or model.impl=native)")
     if cfg.sharding.name != "none":
         return (f"model.impl=hf runs unsharded: sharding={cfg.sharding.name} is built for the native "
                 f"models' parameter names; use sharding=none or model.impl=native")

@@ -23,7 +23,9 @@ from repro.models.hf.configs import config_for  # noqa: E402
 class HFModel(nnx.Module):
     def __init__(self, entry, dims: Mapping[str, Any], *, rngs: nnx.Rngs, dtype=jnp.float32):
         cls = getattr(transformers, CLASSES[entry.name][1])
-        module = cls(config_for(entry.name, dims), dtype=dtype or jnp.float32, _do_init=False).module
+        # The linen module alone: the FlaxPreTrainedModel wrapper traces a whole init in its constructor
+        # (jax.eval_shape, even with _do_init=False), a second trace of what lazy_init traces below.
+        module = cls.module_class(config=config_for(entry.name, dims), dtype=dtype or jnp.float32)
         self.image = entry.image_input
         self.batch_norm = entry.name == "resnet50"
         self.use_running_average = False  # nnx's .eval() sets it: BatchNorm then uses its running stats
