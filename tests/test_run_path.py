@@ -15,6 +15,8 @@ import pytest
 
 from conftest import Sandbox, worker_of
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 SECRETS = {"HF_TOKEN": "abc123-hf-secret-value", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI-K7MDENG-bPxRfiCY"}
 
 

@@ -123,6 +123,7 @@ def test_a_start_not_recorded_is_said():
     assert a["same_init"] is None and trajectory.describe(a) == "max 3.4e-02, >1e-4 from step 2, start not recorded"
 
 
+@pytest.mark.slow
 def test_init_keeps_old_identity_and_refuses_bad_values():
     native = resolved("framework=jax", "model=mlp")
     assert native.run.init == "native"
