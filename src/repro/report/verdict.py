@@ -15,8 +15,8 @@ The model (what is assumed, and why)
   taken in log space; the ratio of two configs is exp(difference of mean log medians), the
   geometric-mean ratio, and its interval comes from Welch's t (unequal variances: JAX and
   PyTorch need not be equally noisy), with the Welch–Satterthwaite degrees of freedom. At 2-3
-  repeats a bootstrap over two run medians cannot hold its 95 % (issue 31 measured 29 % false
-  "faster" at n=2); Welch's t at 1 degree of freedom is wide, as it must be.
+  repeats a bootstrap over two run medians cannot hold its 95 % (simulated A/A pairs gave 29 %
+  false "faster" at n=2); Welch's t at 1 degree of freedom is wide, as it must be.
 - **Three outcomes.** *faster*: the (1 - alpha) interval of the ratio excludes 1 (two-sided, so
   at most alpha false "faster" between identical configs). *equivalent*: two one-sided tests
   (TOST, Schuirmann 1987) against `verdict.band` (default ±2 %): the (1 - 2 alpha) interval lies
