@@ -117,11 +117,12 @@ class Sandbox:
 REPO = Path(__file__).resolve().parents[1]
 
 
-def repro_cli(*args: str, cwd: Path | None = None, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
-    """`python -m repro ARGS` (this interpreter) in `cwd`, its output captured as text; `env` is added
-    to this process's environment. For a sandboxed ledger and store use `Sandbox.run`."""
+def repro_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None,
+              **extra: str) -> subprocess.CompletedProcess:
+    """`python -m repro ARGS` (this interpreter) in `cwd`, its output captured as text; its environment
+    is `env` (default: this process's) plus `extra`. For a sandboxed ledger and store use `Sandbox.run`."""
     return subprocess.run([sys.executable, "-m", "repro", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=cwd, env={**os.environ, **env})
+                          cwd=cwd, env={**(os.environ if env is None else env), **extra})
 
 
 def finished_run(ledger, store: Path, **extra) -> dict:
@@ -402,7 +403,15 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+# Session fixtures that start processes (a sweep, a cluster): a test that uses one is slow, marked or not.
+PROCESS_FIXTURES = {"report_sweep", "recorded", "slurm"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if PROCESS_FIXTURES & set(item.fixturenames) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
     _check_scopes(items)
     if hasattr(config, "workerinput"):  # an xdist worker: `-n 0` runs keep the files' order
         _longest_scopes_first(items)

@@ -57,6 +57,7 @@ def test_hf_parameter_counts_equal_ours(name, torch_counts):
     assert torch_counts[name][1] == "eager"
 
 
+@pytest.mark.slow  # XLA compiles the HF Flax ResNet whole: tens of seconds of CPU
 def test_hf_flax_batch_norm_trains_its_running_stats_and_eval_keeps_them():
     entry = models.get("resnet50")
     dims = entry.dims("tiny")
