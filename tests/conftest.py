@@ -258,8 +258,8 @@ SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "rep
 
 # The scopes that take longest, longest first: the seconds each took alone (`-n 0`, the shared 2-core
 # machine at load 1.3-3, 2026-11-25): slurm 218, sharding ~170, report_sweep 129, scaleout 126,
-# loose_ends 118, own_model 103, zoo_runs ~100, faults 95, verdicts 94, env_replay 85, torch_xla 83,
-# handoff_faults 80, run_path 79, tracking_server 55, launchers 55, time_to_result 54, one_comparison
+# loose_ends (now split; its heaviest, the README quick start, keeps the slot) 118, own_model 103, zoo_runs ~100, faults 95, verdicts 94, env_replay 85, torch_xla 83,
+# handoff_faults 80, run_path 79, tracking_server 55, launchers 55, tracking_handoff (was time_to_result) 54, report_views (was one_comparison)
 # 50, same_start 50, precision 50, profile 47, hf 40, snapshot 37, models_parity 35; the other files
 # 5-27 s. Under xdist they are handed out first and the short scopes fill in at the end (longest
 # processing time first), so that no worker is left with a long scope while the other has nothing
