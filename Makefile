@@ -1,6 +1,7 @@
 # Every target installs what it needs into .venv first (once; redone when pyproject changes).
 #   make quickstart   the small JAX-vs-PyTorch comparison on CPU
 #   make test         the test suite (what CI runs)
+#   make test-fast    the fast tier: the tests that start no process (a few minutes on 2 cores)
 #   make xla-env      the PyTorch/XLA worker env (.venv-xla: torch 2.9 + torch-xla 2.9, ~7 GB; once)
 PYTHON ?= python3
 VENV ?= .venv
@@ -20,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q $(CONSTRAINTS) -e ".[all]"
 	touch $(STAMP)
 
-.PHONY: install quickstart test bench
+.PHONY: install quickstart test test-fast bench
 install: $(STAMP)
 
 quickstart: $(STAMP)
@@ -34,6 +35,11 @@ quickstart: $(STAMP)
 TEST_WORKERS ?= 2
 test: $(STAMP) xla-env system-deps
 	$(PY) -m pytest -n $(TEST_WORKERS)
+
+# The tests marked neither slow nor for other hardware: in this process, no worker, server or
+# `python -m repro` (tests/conftest.py fails an unmarked test that starts one). Needs the venv only.
+test-fast: $(STAMP)
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow"
 
 bench: $(STAMP)
 	$(PY) benchmarks/harness_overhead.py

@@ -1,6 +1,6 @@
 """Seconds from `python -m repro` to the worker's first step, for two source trees.
 
-    python benchmarks/first_step_latency.py --a /work/main/src --b src [--repeats 3] [--steps 8]
+    python benchmarks/first_step_latency.py --a <other checkout>/src --b src [--repeats 3] [--steps 8]
 
 One job (torch mlp tiny, a fresh ledger and a fresh sqlite MLflow store each time) runs
 under each tree (PYTHONPATH), interleaved A B, B A, ... so drift on a shared machine falls

@@ -38,7 +38,7 @@
 Before/after on one machine (the issue 23 figures), back to back, load beside each. The script
 measures whichever tree PYTHONPATH names, so this tree's script measures an older tree too:
     B=benchmarks/harness_overhead.py; A="--models mlp --repeats 3 --sweep 10"
-    uptime; (cd /work/wt/base && PYTHONPATH=$PWD/src .venv/bin/python /work/wt/ttfr/$B $A --json before.json)
+    uptime; (cd $BEFORE && PYTHONPATH=$PWD/src .venv/bin/python $AFTER/$B $A --json before.json)
     uptime; PYTHONPATH=$PWD/src .venv/bin/python $B $A --json after.json
 
 Child modes (used by the script itself): `--bare` (reads a JSON spec on stdin) and `--probe DIR`.

@@ -117,6 +117,34 @@ class Sandbox:
 REPO = Path(__file__).resolve().parents[1]
 
 
+def repro_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None,
+              **extra: str) -> subprocess.CompletedProcess:
+    """`python -m repro ARGS` (this interpreter) in `cwd`, its output captured as text; its environment
+    is `env` (default: this process's) plus `extra`. For a sandboxed ledger and store use `Sandbox.run`."""
+    return subprocess.run([sys.executable, "-m", "repro", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd, env={**(os.environ if env is None else env), **extra})
+
+
+def finished_run(ledger, store: Path, **extra) -> dict:
+    """A finished run's records (started → ok) appended to `ledger`, as the runner writes them; its
+    tracking block names the sqlite `store`. Returns the ok record."""
+    tracking = {"uri": f"sqlite:///{store}", "experiment": "loose"}
+    config = {"framework": {"name": "jax"}, "model": {"name": "mlp", "preset": "tiny"}, "tracking": tracking}
+    base = {"kind": "run", "config_hash": "c" * 64, "config": config, **extra}
+    started = ledger.append({**base, "status": "started"})
+    return ledger.append({**base, "status": "ok", "prev": started["id"], "results": {"steady_median_s": 0.01}})
+
+
+def dead_parent() -> dict:
+    """The identity of a process that has exited (a parent killed mid-run)."""
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    created = psutil.Process(proc.pid).create_time()
+    proc.wait()
+    return {"host": socket.gethostname(), "pid": proc.pid, "create_time": created}
+
+
 @functools.cache
 def shipped_ledger() -> Path:
     """The ledger as the repo publishes it: its git-tracked records, copied once per test process.
@@ -225,13 +253,13 @@ def sandbox(tmp_path: Path) -> Sandbox:
 SHARED_FIXTURES = {"report_sweep": "report_sweep", "recorded": "report_sweep", "slurm": "slurm"}
 SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "report_sweep",
                 "test_data_replay.py": "report_sweep", "test_slurm.py": "slurm",
-                "test_one_writer.py": "slurm", "test_slurm_waiting.py": "slurm"}
+                "test_tracking_drain.py": "slurm", "test_slurm_waiting.py": "slurm"}
 
 
 # The scopes that take longest, longest first: the seconds each took alone (`-n 0`, the shared 2-core
 # machine at load 1.3-3, 2026-11-25): slurm 218, sharding ~170, report_sweep 129, scaleout 126,
-# loose_ends 118, own_model 103, zoo_runs ~100, faults 95, verdicts 94, env_replay 85, torch_xla 83,
-# handoff_faults 80, run_path 79, tracking_server 55, launchers 55, time_to_result 54, one_comparison
+# loose_ends (now split; its heaviest, the README quick start, keeps the slot) 118, own_model 103, zoo_runs ~100, faults 95, verdicts 94, env_replay 85, torch_xla 83,
+# handoff_faults 80, run_path 79, tracking_server 55, launchers 55, tracking_handoff (was time_to_result) 54, report_views (was one_comparison)
 # 50, same_start 50, precision 50, profile 47, hf 40, snapshot 37, models_parity 35; the other files
 # 5-27 s. Under xdist they are handed out first and the short scopes fill in at the end (longest
 # processing time first), so that no worker is left with a long scope while the other has nothing
@@ -239,11 +267,11 @@ SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "rep
 # (tracking_server, handoff_faults, launchers) and the Stack Wars sweep near the end; a worker also
 # takes its next scope while its last two tests still run, so a late long scope held a short one
 # back. Scopes not named here follow, most tests first (xdist's order).
-SLOWEST_SCOPES = ("slurm", "test_sharding.py", "report_sweep", "test_scaleout.py", "test_loose_ends.py",
+SLOWEST_SCOPES = ("slurm", "test_sharding.py", "report_sweep", "test_scaleout.py", "test_readme_quickstart.py",
                   "test_own_model.py", "test_zoo_runs.py", "test_faults.py", "test_verdicts.py",
                   "test_env_replay.py", "test_torch_xla.py", "test_handoff_faults.py", "test_run_path.py",
-                  "test_tracking_server.py", "test_launchers.py", "test_time_to_result.py",
-                  "test_one_comparison.py", "test_same_start.py", "test_precision.py", "test_profile.py",
+                  "test_tracking_server.py", "test_launchers.py", "test_tracking_handoff.py",
+                  "test_report_views.py", "test_ledger_readers.py", "test_same_start.py", "test_precision.py", "test_profile.py",
                   "test_hf.py", "test_snapshot.py", "test_models_parity.py")
 
 
@@ -292,7 +320,98 @@ def _check_scopes(items) -> None:
                                         f"{item.path.name!r}: {group!r} to SHARED_FILES in tests/conftest.py")
 
 
+# The fast tier (`make test-fast`: -m "not slow") starts no process: a test that starts one
+# (`python -m repro`, a worker, a server, a spawned multiprocessing child), in its setup (its
+# fixtures) or its body, is marked `slow`. The guard below enforces it in every run: a process
+# started while an unmarked test sets up or runs fails that test, naming the program. Quick
+# read-only lookups are allowed (QUICK_PROGRAMS). Fixtures' teardown is not watched (a session
+# fixture ends in whichever test runs last).
+QUICK_PROGRAMS = {"git"}
+_watched: list = []  # the unmarked test now setting up or running, if any
+
+
+def _command(args) -> list[str]:
+    if isinstance(args, (str, bytes)):
+        return os.fsdecode(args).split()
+    if isinstance(args, os.PathLike):
+        return [os.fsdecode(args)]
+    return [os.fsdecode(a) for a in args]
+
+
+def _refuse_unmarked(command: list[str]) -> None:
+    item = _watched[-1]
+    message = (f"{item.nodeid} starts a process ({' '.join(command)[:200]}) but is not marked slow: mark it "
+               "`@pytest.mark.slow` (tests/conftest.py: the fast tier starts no process)")
+    item.stash.setdefault(_STARTED, []).append(message)
+    raise AssertionError(message)
+
+
+_STARTED = pytest.StashKey[list]()
+_popen_init = subprocess.Popen.__init__
+
+
+def _guarded_popen_init(self, args, *rest, **kwargs):
+    if _watched and Path((_command(args) or [""])[0]).name not in QUICK_PROGRAMS:
+        _refuse_unmarked(_command(args))
+    return _popen_init(self, args, *rest, **kwargs)
+
+
+def pytest_configure(config):
+    import multiprocessing.util
+
+    subprocess.Popen.__init__ = _guarded_popen_init
+    spawn = multiprocessing.util.spawnv_passfds
+
+    def guarded_spawn(path, args, passfds):
+        if _watched:
+            _refuse_unmarked(["multiprocessing child:", *_command(args)])
+        return spawn(path, args, passfds)
+
+    multiprocessing.util.spawnv_passfds = guarded_spawn
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with _watching(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with _watching(item):
+        return (yield)
+
+
+@contextmanager
+def _watching(item):
+    watched = item.get_closest_marker("slow") is None
+    if watched:
+        _watched.append(item)
+    try:
+        yield
+    finally:
+        if watched:
+            _watched.remove(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test whose code caught the guard's error still fails."""
+    report = yield
+    if report.when in ("setup", "call") and report.passed and (started := item.stash.get(_STARTED, None)):
+        report.outcome, report.longrepr = "failed", started[0]
+    return report
+
+
+# Session fixtures that start processes (a sweep, a cluster): a test that uses one is slow, marked or not.
+PROCESS_FIXTURES = {"report_sweep", "recorded", "slurm"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if PROCESS_FIXTURES & set(item.fixturenames) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
     _check_scopes(items)
     if hasattr(config, "workerinput"):  # an xdist worker: `-n 0` runs keep the files' order
         _longest_scopes_first(items)

@@ -1,8 +1,7 @@
 """A real SLURM cluster for the tests: munged, slurmctld and two slurmd's (n1, n2) on this host.
 
 Debian's `slurmctld slurmd slurm-client munge` (`make system-deps` installs them) run as root
-without systemd or cgroups (PLATFORM.md, "A real SLURM on this machine"): every daemon in the
-foreground, all state, logs and the munge socket under one folder of our own, on free ports.
+without systemd or cgroups (a container has neither): every daemon in the foreground, all state, logs and the munge socket under one folder of our own, on free ports.
 `SLURM_CONF` points the client commands (sbatch, srun, squeue, scontrol, scancel) and the
 jobs' processes at it. `stop()` cancels every job, waits until none runs (a slurmd stopped
 under a running job leaves its slurmstepd behind), then stops exactly the daemons it started,

@@ -16,6 +16,7 @@ from repro.backends import capabilities
 from repro.config import ConfigError
 
 
+@pytest.mark.slow
 def test_the_table_imports_without_any_framework():
     code = ("import sys, repro.backends, repro.backends.capabilities, repro.preflight.capabilities, "
             "repro.runner.seeding, repro.backends.layouts; "

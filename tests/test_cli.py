@@ -52,6 +52,7 @@ def _leaves(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()):
 
 # ---- help, version, typos -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_bare_repro_prints_help_and_writes_nothing(tmp_path):
     ledger_before = _files(REPO / "ledger")
     bare = _repro(tmp_path, MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/mlflow.db")
@@ -116,6 +117,7 @@ def test_missing_ledger_is_refused_by_every_subcommand_that_reads_one(capsys, tm
 
 # ---- refusals and the dry run ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_capture_ir_without_ir_is_refused_writing_nothing(tmp_path):
     box = Sandbox(tmp_path)
     proc = box.run("framework=torch", "run.capture_ir=true")
@@ -129,6 +131,7 @@ def test_capture_ir_without_ir_is_refused_writing_nothing(tmp_path):
         preflight.plan(["progress.interval_s=0"])
 
 
+@pytest.mark.slow
 def test_dry_run_lists_the_quickstart_jobs_and_writes_nothing(tmp_path):
     box = Sandbox(tmp_path)
     proc = subprocess.run(box.repro_cmd("+exp=quickstart", "--dry-run"), cwd=tmp_path, env=box.env(),
@@ -181,6 +184,7 @@ def cli_run(box):
     return box, cache, proc
 
 
+@pytest.mark.slow
 def test_run_leaves_no_hydra_folders_in_the_cwd(cli_run):
     box, cache, proc = cli_run
     assert not {"outputs", "multirun", ".hydra", "app.log"} & {p.name for p in box.root.iterdir()}
@@ -207,6 +211,7 @@ def test_tables_off_a_terminal_are_not_cut(capsys, monkeypatch):
 
 # ---- DVC from a fresh clone -----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_dvc_repro_in_a_fresh_clone(tmp_path):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, env=_env())
@@ -218,6 +223,7 @@ def test_dvc_repro_in_a_fresh_clone(tmp_path):
 
 # ---- the Python API -------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_python_api_runs_sweeps_and_reads_the_ledger(box, cli_run, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", box.uri)  # the store cli_run created
     monkeypatch.chdir(tmp_path)
@@ -245,6 +251,7 @@ def test_python_api_runs_sweeps_and_reads_the_ledger(box, cli_run, tmp_path, mon
     assert not {"outputs", "multirun"} & {p.name for p in tmp_path.iterdir()}
 
 
+@pytest.mark.slow
 def test_import_repro_is_cheap():
     code = "import sys, repro; assert repro.__version__; print(sorted(m for m in ('hydra', 'omegaconf', " \
            "'mlflow', 'torch', 'jax', 'rich') if m in sys.modules))"
@@ -264,6 +271,7 @@ complete_line() {
 """
 
 
+@pytest.mark.slow
 def test_shell_completion_of_commands_and_config_keys(tmp_path):
     lines = ["repro led", "repro ledger ", "repro ledger l", "repro framework=torch_x", "repro run model=ml"]
     script = COMPLETE + "".join(f'complete_line "{line}"\n' for line in lines)

@@ -28,6 +28,7 @@ def test_plan_refuses_with_named_key(args, expected):
         assert text in str(err.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["framework=jaxx"], ["model.width=-1"], ["+exp=vit_l4"]])
 def test_cli_exit_2_and_nothing_written(sandbox, args):
     proc = sandbox.run(*args)

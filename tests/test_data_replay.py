@@ -15,6 +15,8 @@ from conftest import Sandbox, shipped_ledger
 from repro import paths
 from repro.ledger import Ledger
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 REPO = paths.repo_root()
 BIN = Path(sys.executable).parent
 DIGITS = ["data=digits", "model.preset=digits", "run.steps=60", "run.warmup=5", "run.batch_size=64",

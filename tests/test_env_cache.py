@@ -1,4 +1,4 @@
-"""Issue 30: the environment cache tells the truth. A venv uv hard-links from its cache is counted
+"""The environment cache tells the truth. A venv uv hard-links from its cache is counted
 once per inode, split into its own bytes and those shared with uv's cache; uv's cache is where uv
 says (`uv cache dir`, here moved by XDG_CACHE_HOME); prune goes by last use, never removes what a
 running replay holds, and without --all or --older-than removes nothing."""
@@ -14,7 +14,11 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+import pytest
+
 from repro.envs import lock
+
+pytestmark = pytest.mark.slow  # every test here starts a process
 
 HOLD = """
 import sys

@@ -1,4 +1,4 @@
-"""Issue 30: `env.packages` checked in the preflight (exit 2, nothing run or written), and the README's
+"""`env.packages` checked in the preflight (exit 2, nothing run or written), and the README's
 version sweep run as written (with one repeat)."""
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.slow  # every test here starts a process
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Environment replay (issue 20): whole-environment records, `replay --as-recorded`, `repro env`.
+"""Environment replay: whole-environment records, `replay --as-recorded`, `repro env`.
 
 The recorded runs use a small venv made here with uv (just what a JAX MLP run imports) as
 `framework.python`, so rebuilding their environment is quick and downloads nothing large.
@@ -68,6 +68,7 @@ class Checkout:
         return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
 
 
+@pytest.mark.slow
 def test_code_changed_later_replays_exact_as_recorded(tmp_path):
     co = Checkout(tmp_path)
     python = make_venv(tmp_path / "venv")
@@ -91,13 +92,14 @@ def test_code_changed_later_replays_exact_as_recorded(tmp_path):
     assert verdict["parts"] == {"code": "restored", "packages": "restored", "data": "same", "hardware": "same"}
     assert rerun["git"]["commit"] == verdict["as_recorded"]["commit"] == original["git"]["commit"]
     assert rerun["environment"]["env_hash"] == verdict["as_recorded"]["env_hash"] == env_hash
-    # the sources uv was handed are pip's (issue 30: in a fresh login shell only pip's config names the CA bundle)
+    # the sources uv was handed are pip's (in a fresh login shell only pip's config names the CA bundle)
     sources = verdict["as_recorded"]["sources"]
     assert sources["index"] and "package sources (pip's configuration, handed to uv)" in exact.stdout
     assert sources.get("cert") == venvs.pipconf.read().cert
     print(f"\nplain replay {plain_s:.1f} s, --as-recorded {exact_s:.1f} s (cold worktree and venv)")
 
 
+@pytest.mark.slow
 def test_one_package_older_rebuilt_from_the_record(tmp_path):
     co = Checkout(tmp_path)
     python = make_venv(tmp_path / "venv", "numpy==2.4.5")  # a patch release older than this venv's
@@ -124,6 +126,7 @@ def test_one_package_older_rebuilt_from_the_record(tmp_path):
     assert not list((tmp_path / "cache" / "venvs").glob("*/bin"))
 
 
+@pytest.mark.slow
 def test_lock_pins_and_refusals(tmp_path, monkeypatch):
     text = lock.render([{"name": "numpy", "version": "2.4.6", "source": "index"},
                         {"name": "optax", "version": "0.2.8", "source": "index"},
@@ -156,8 +159,9 @@ def test_lock_pins_and_refusals(tmp_path, monkeypatch):
     assert lock.versions(lock.of_interpreter(venvs.python_of(venv), tmp_path / "locks"))["optax"] == "0.0.6"
 
 
+@pytest.mark.slow
 def test_an_edited_lock_is_refused_by_verify_show_and_replay(tmp_path):
-    """Issue 30: a lock in <ledger>/envs/ edited after it was written (another optax) was verified,
+    """A lock in <ledger>/envs/ edited after it was written (another optax) was verified,
     shown and restored as if it were the recorded one."""
     co = Checkout(tmp_path)
     original = co.record(sys.executable)
@@ -199,6 +203,7 @@ def test_pip_settings_are_handed_to_uv_in_its_own_terms():
     assert pipconf.describe(s)["from"]["cert"] == "PIP_CERT"
 
 
+@pytest.mark.slow
 def test_an_index_uv_cannot_reach_is_named_in_one_line_with_what_pip_would_use(tmp_path):
     """pip's certificate set to a bundle that trusts nothing: uv's TLS handshake with the index fails,
     and the refusal names the index and pip's settings in one line (not uv's multi-line error)."""

@@ -1,4 +1,4 @@
-"""Faults on the run path (issue 14), each with real processes, signals, stores and disks:
+"""Faults on the run path, each with real processes, signals, stores and disks:
 a tracking server that is down for a whole sweep (then `repro sync`), a disk that fills while
 the worker runs, the parent killed (SIGKILL) or stopped (SIGTERM) mid-job, inputs refused
 before anything is written, and runs started at once on a fresh sqlite store.
@@ -21,6 +21,8 @@ import pytest
 
 from conftest import Sandbox, free_port, mlflow_server as start_mlflow_server, tmpfs, worker_of
 from repro.ledger import Ledger
+
+pytestmark = pytest.mark.slow  # every test here starts a process
 
 TINY = ("model=mlp", "framework=torch", "run.warmup=2")
 ENDLESS = (*TINY, "run.steps=1000000")

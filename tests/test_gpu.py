@@ -6,6 +6,8 @@ import pytest
 
 from repro import hardware
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 PROFILES = ("h200", "h100", "a100", "l4")
 
 

@@ -1,4 +1,4 @@
-"""What the MLflow hand-over meets from outside a run (issue 30): a projector stopped mid-work
+"""What the MLflow hand-over meets from outside a run: a projector stopped mid-work
 (SIGSTOP), one killed, and malformed entries in `<ledger>/.mlflow-pending/`. Nothing waits
 without a bound or a word, nothing recorded is lost, and one bad entry stops no other.
 
@@ -16,8 +16,11 @@ import threading
 import time
 
 import psutil
+import pytest
 
 from repro.tracking import handoff
+
+pytestmark = pytest.mark.slow  # every test here starts a process
 
 TINY = ("framework=jax", "model=mlp", "model.preset=tiny", "run.steps=6", "run.warmup=2")
 

@@ -45,6 +45,7 @@ def torch_counts() -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CLASSES))
 def test_hf_parameter_counts_equal_ours(name, torch_counts):
     entry = models.get(name)
@@ -56,6 +57,7 @@ def test_hf_parameter_counts_equal_ours(name, torch_counts):
     assert torch_counts[name][1] == "eager"
 
 
+@pytest.mark.slow  # XLA compiles the HF Flax ResNet whole: tens of seconds of CPU
 def test_hf_flax_batch_norm_trains_its_running_stats_and_eval_keeps_them():
     entry = models.get("resnet50")
     dims = entry.dims("tiny")
@@ -100,6 +102,7 @@ def test_records_made_before_model_impl_keep_their_hash():
     assert config_hash(config) != record["config_hash"]
 
 
+@pytest.mark.slow
 def test_hf_vit_runs_in_both_frameworks_with_our_parameter_count(sandbox):
     proc = sandbox.run("-m", "framework=jax,torch", "model=vit", "model.impl=hf", "run.steps=4", "run.warmup=2",
                        "tracking.experiment=hf")

@@ -41,6 +41,7 @@ def local_sweep(tmp_path_factory):
     return box
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", [["hydra/launcher=submitit_local"],
                                       ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]],
                          ids=["submitit_local", "joblib"])
@@ -94,6 +95,7 @@ def _hydra_launchers() -> dict[str, str]:
         GlobalHydra.instance().clear()
 
 
+@pytest.mark.slow
 def test_the_launcher_kind_parses_every_launcher_hydra_knows():
     from repro.config.launcher import Launcher
 

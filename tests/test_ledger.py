@@ -41,6 +41,7 @@ def test_verify_names_the_changed_record(tmp_path):
     assert len(problems) == 1 and problems[0].path == path and target["id"] in str(problems[0])
 
 
+@pytest.mark.slow
 def test_cli_verify_fails_naming_record(tmp_path):
     ledger = Ledger(tmp_path)
     rec = ledger.append({"kind": "run", "status": "ok"})
@@ -63,6 +64,7 @@ def _writer(root: str, n: int, who: int) -> None:
         ledger.append({"kind": "run", "status": "ok", "writer": who, "i": i})
 
 
+@pytest.mark.slow
 def test_concurrent_writers_lose_nothing(tmp_path):
     procs = [mp.get_context("spawn").Process(target=_writer, args=(str(tmp_path), 25, w)) for w in range(4)]
     for p in procs:

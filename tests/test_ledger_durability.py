@@ -1,4 +1,4 @@
-"""Issue 14, the ledger side: damaged and foreign files, duplicates, the record schema, lost runs,
+"""The ledger under faults: damaged and foreign files, duplicates, the record schema, lost runs,
 spool recovery, failed writes, file modes and the derived index."""
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ def test_verify_names_every_damaged_file_and_the_duplicate(damaged):
     assert found.files == len(DAMAGED) + 3  # dot-files and dot-folders are never records
 
 
+@pytest.mark.slow
 def test_cli_on_a_damaged_ledger_lists_shows_and_fails_verify_without_a_traceback(damaged):
     root, started, ok = damaged
     listed = _cli("list", "--json", "--ledger", str(root))
@@ -121,6 +122,7 @@ def test_new_records_carry_the_schema_version_and_old_ones_still_verify(tmp_path
         assert where in reasons
 
 
+@pytest.mark.slow
 def test_the_schema_uses_only_keywords_its_checker_implements():
     def keywords(node: dict) -> set[str]:
         found = set(node)
@@ -135,6 +137,7 @@ def _started_by(parent: dict) -> dict:
     return {"kind": "run", "status": "started", "id": "0" * 16, "parent": parent}
 
 
+@pytest.mark.slow
 def test_a_started_run_whose_parent_is_gone_is_lost(tmp_path):
     host = socket.gethostname()
     proc = subprocess.Popen(["sleep", "60"])
@@ -179,6 +182,7 @@ def _parent(pid: int) -> dict:
     return {"host": socket.gethostname(), "pid": pid, "create_time": psutil.Process(pid).create_time()}
 
 
+@pytest.mark.slow
 def test_recover_appends_spooled_records_once_and_removes_the_spool(tmp_path):
     ledger = Ledger(tmp_path)
     a = ledger.append({"kind": "run", "status": "started", "parent": _parent(os.getpid())})  # this process's
@@ -205,6 +209,7 @@ def test_recover_appends_spooled_records_once_and_removes_the_spool(tmp_path):
     assert "nothing to recover" in _cli("recover", "--ledger", str(tmp_path)).stdout
 
 
+@pytest.mark.slow
 def test_recover_frees_the_reservations_of_runs_that_are_over(tmp_path):
     from repro.runner import spool
 
@@ -242,6 +247,7 @@ def _fill(folder: Path) -> Path:
     return filler
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_keeps_the_spool_and_leaves_no_temp_file(small_fs):
     ledger = Ledger(small_fs / "ledger")
     started = ledger.append({"kind": "run", "status": "started", "pad": "x" * 3000})
@@ -261,6 +267,7 @@ def test_a_full_disk_is_one_line_keeps_the_spool_and_leaves_no_temp_file(small_f
     assert ledger.heads()[0]["results"]["loss"] == [0.5] * 200
 
 
+@pytest.mark.slow
 def test_a_read_only_ledger_is_read_but_refuses_writes(small_fs):
     ledger = Ledger(small_fs / "ledger")
     _, ok = _chain(ledger)
@@ -297,6 +304,7 @@ def test_records_follow_the_umask(tmp_path, umask, mode):
     assert path.stat().st_mode & 0o777 == mode
 
 
+@pytest.mark.slow
 def test_the_index_follows_other_writers_and_is_rebuilt_when_corrupt(tmp_path):
     ledger = Ledger(tmp_path)
     _, ok = _chain(ledger)
@@ -329,6 +337,7 @@ def test_verify_sees_a_change_that_orjsons_bytes_would_hide(tmp_path):
     assert "changed after it was written" in str(ledger.verify())
 
 
+@pytest.mark.slow
 def test_verify_split_over_forked_workers_finds_what_one_process_finds(damaged, monkeypatch):
     from repro.ledger import verify
 

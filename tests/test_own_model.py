@@ -1,11 +1,11 @@
-"""Your own model (issue 33): a workload outside repro's source, found by Hydra's conventions.
+"""Your own model: a workload outside repro's source, found by Hydra's conventions.
 
 - The example package (examples/own_model) installed into a fresh venv and run from a folder
   outside the repo: found by `--config-dir` (its yaml's `_target_`) and by its `repro.models`
   entry point, JAX and PyTorch from one start agree over 50 steps, the record names its source,
   a replay says when that source changed and `--as-recorded` restores it: exact.
 - A broken workload stops in the preflight (exit 2, nothing written), naming the file and the piece.
-- The models import nothing of repro.config and config.schema imports no model (issue 29).
+- The models import nothing of repro.config and config.schema imports no model.
 """
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ def outside(tmp_path_factory):
     return Outside(tmp_path_factory.mktemp("own"))
 
 
+@pytest.mark.slow
 def test_found_by_config_dir_trained_alike_from_one_start(outside):
     out = outside.repro("--config-dir", str(outside.pkg / "conf"), "-m", "framework=jax,torch", "model=resconv",
                         "run.init=shared", "run.steps=50", "run.warmup=5", "run.batch_size=8",
@@ -139,6 +140,7 @@ def test_found_by_config_dir_trained_alike_from_one_start(outside):
     assert not str(outside.work).startswith(str(paths.repo_root()))
 
 
+@pytest.mark.slow
 def test_found_by_entry_point_and_listed_with_its_source(outside):
     listed = outside.repro("models", "--json", "--config-dir", str(outside.pkg / "conf"))
     rows = [r for r in json.loads(listed.stdout) if r["model"] == "resconv"]
@@ -150,6 +152,7 @@ def test_found_by_entry_point_and_listed_with_its_source(outside):
     assert outside.records()[-1]["config"]["model"]["_target_"] == "own_model.ResConvNet"
 
 
+@pytest.mark.slow
 def test_layouts_and_backends_it_does_not_declare_are_refused(outside):
     for args, says in ((["framework=torch_xla"], "does not say it runs under PyTorch/XLA"),
                        (["framework=jax", "sharding=fsdp"], "declares no fsdp partitioning")):
@@ -158,6 +161,7 @@ def test_layouts_and_backends_it_does_not_declare_are_refused(outside):
         assert not (outside.work / "refused").exists()
 
 
+@pytest.mark.slow
 def test_replay_names_a_changed_source_and_as_recorded_restores_it(outside):
     original = next(r for r in outside.records() if r["config"]["framework"]["name"] == "jax")
     module = outside.pkg / "own_model.py"
@@ -201,6 +205,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_a_broken_workload_stops_in_the_preflight(case, tmp_path):
     source, expected = BROKEN[case]

@@ -32,6 +32,7 @@ def policy_runs(tmp_path_factory):
     return box
 
 
+@pytest.mark.slow
 def test_each_policy_read_back_and_recorded(policy_runs):
     heads = policy_runs.heads()
     assert len(heads) == 2 * len(POLICIES)
@@ -59,11 +60,12 @@ def _compare(box, *ids):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_compare_lists_precision_difference_or_none(policy_runs):
     pick = {(h["config"]["framework"]["name"], h["config"]["precision"]["name"]): h["id"] for h in policy_runs.heads()}
     unequal = _compare(policy_runs, pick["jax", "fp32"], pick["torch", "tf32"])
     assert unequal.returncode == 0, unequal.stderr
-    # precision was swept on purpose (issue 11): listed as varied, with what it changed, not warned about
+    # precision was swept on purpose: listed as varied, with what it changed, not warned about
     assert "varied on purpose: framework, precision" in unequal.stdout and "WARNING" not in unequal.stdout
     assert "precision policy" in unequal.stdout and "matmul precision setting" in unequal.stdout
     equal = _compare(policy_runs, pick["jax", "fp32"], pick["torch", "fp32"])

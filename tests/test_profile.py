@@ -101,6 +101,7 @@ def _torch_step(compile_: bool):
     return step
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compile_", [False, True], ids=["eager", "compile"])
 def test_torch_profile_reduces_a_real_trace(tmp_path, compile_):
     info = capture.torch_trace(_torch_step(compile_), 1, capture.STEPS, str(tmp_path), device=False)
@@ -176,6 +177,7 @@ def test_the_store_keeps_files_by_content(tmp_path):
     assert store.paths(record) == kept and sha256_file(kept[0]) == entry["sha256"]
 
 
+@pytest.mark.slow
 def test_profiled_sweep_end_to_end_and_the_second_step(sandbox):
     """`repro -m framework=jax,torch_xla,torch model=ffn run.optimizer=adamw run.profile=true`: every
     record holds its breakdown and names trace files the ledger's store and MLflow hold; the report
@@ -301,6 +303,7 @@ def test_a_profiled_run_prints_its_top_categories_and_traces(tmp_path):
     assert str(store.path_of(tmp_path / "ledger", entry)) in line
 
 
+@pytest.mark.slow
 def test_a_sharded_torch_run_profiles_each_rank_into_its_own_folder(sandbox):
     """`framework=torch sharding=dp run.profile=true`: every rank runs the profiled steps (their
     collectives need each other), rank 0's trace is the record's. All ranks once wrote one

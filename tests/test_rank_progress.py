@@ -19,6 +19,7 @@ def _rank(spec: dict, rank: int) -> None:
     emit("result", ignored=True)
 
 
+@pytest.mark.slow
 def test_only_rank_0_steps_pass_the_relay(tmp_path):
     seen = []
     relay = rank_progress.Relay(str(tmp_path), lambda kind, **p: seen.append((kind, p)))
@@ -67,6 +68,7 @@ def _fails(spec: dict, index: int, joined) -> None:
     raise ValueError(f"rank {index} cannot go on")
 
 
+@pytest.mark.slow
 def test_every_failing_process_is_named(tmp_path):
     from repro.runner import processes
 

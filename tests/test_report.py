@@ -27,6 +27,7 @@ def _report_dir(proc) -> Path:
     return Path(line.removeprefix("report: ").split(" (")[0]).parent
 
 
+@pytest.mark.slow
 def test_sweep_writes_its_report_and_the_ledger_alone_rebuilds_it(report_sweep, tmp_path):
     box, proc = report_sweep
     folder = _report_dir(proc)
@@ -42,6 +43,7 @@ def test_sweep_writes_its_report_and_the_ledger_alone_rebuilds_it(report_sweep, 
     assert all((folder / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in PLOTS)
 
 
+@pytest.mark.slow
 def test_report_page_and_table(report_sweep):
     box, proc = report_sweep
     folder = _report_dir(proc)
@@ -69,6 +71,7 @@ def test_report_page_and_table(report_sweep):
     assert {r["verdicts"] for r in table} == {verdict}  # the CSV carries the page's sentence, as it is
 
 
+@pytest.mark.slow
 def test_child_runs_as_the_mlflow_ui_expects(report_sweep):
     from mlflow.tracking import MlflowClient
 
@@ -105,6 +108,7 @@ def test_child_runs_as_the_mlflow_ui_expects(report_sweep):
         assert "worker.log" in log and "ledger_record.json" in log
 
 
+@pytest.mark.slow
 def test_parent_run_holds_the_report(report_sweep):
     from mlflow.tracking import MlflowClient
 
@@ -120,6 +124,7 @@ def test_parent_run_holds_the_report(report_sweep):
         "python -m repro -m model=mlp run.steps=8 framework=jax,torch")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
 def test_ledger_export_one_row_per_run(report_sweep, tmp_path, fmt):
     box, _ = report_sweep
@@ -131,6 +136,7 @@ def test_ledger_export_one_row_per_run(report_sweep, tmp_path, fmt):
     assert set(df["config.framework.name"]) == {"jax", "torch"}
 
 
+@pytest.mark.slow
 def test_bad_report_and_export_requests_say_what_to_do(report_sweep, capsys):
     box, _ = report_sweep
     assert run_subcommand(["report", "--sweep", "nosuchsweep", "--ledger", str(box.ledger)]) == 2
@@ -141,6 +147,7 @@ def test_bad_report_and_export_requests_say_what_to_do(report_sweep, capsys):
     assert "give --out" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_published_figures_beside_ours(report_sweep):
     """The sweep's records relabelled as the Stack Wars GEMM workload: both sides' ratios."""
     box, _ = report_sweep
@@ -171,6 +178,7 @@ def test_dvc_data_as_mlflow_datasets():
     assert json.dumps(found)  # plain data: no MLflow object in content.py
 
 
+@pytest.mark.slow
 def test_a_sweep_with_runs_that_did_not_end_ok_still_reports(report_sweep, tmp_path):
     """An oom run: every file is written, the table and the verdict name its status."""
     from repro.report import sweep_report

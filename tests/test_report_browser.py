@@ -15,6 +15,8 @@ from browser import Chromium, chromium_binary
 from conftest import mlflow_server
 from repro.report.plots import PLOTS
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 EXPANDERS = 'button[data-component-id$="runnamecellrenderer.tsx_46"]'  # the +/- before a parent run's name
 ROW_IDS = "[...new Set([...document.querySelectorAll('[role=row][row-id]')].map(r => r.getAttribute('row-id')))]"
 

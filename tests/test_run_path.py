@@ -16,6 +16,8 @@ import pytest
 from conftest import Sandbox, worker_of
 from repro.report import reruns
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 SECRETS = {"HF_TOKEN": "abc123-hf-secret-value", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI-K7MDENG-bPxRfiCY"}
 
 

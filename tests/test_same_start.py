@@ -76,6 +76,7 @@ def zoo(tmp_path_factory) -> dict[str, list[dict]]:
             for name in models.MODEL_NAMES}
 
 
+@pytest.mark.slow  # the zoo fixture trains every zoo model in both frameworks: minutes of CPU
 @pytest.mark.parametrize("name", models.MODEL_NAMES)
 def test_shared_start_same_init_hash_and_trajectory(zoo, name):
     jax_run, torch_run = zoo[name]
@@ -88,6 +89,7 @@ def test_shared_start_same_init_hash_and_trajectory(zoo, name):
     assert a[-1] != a[0], "the loss must move, or agreement proves nothing"
 
 
+@pytest.mark.slow
 def test_trajectory_agreement_reports_drift_and_never(zoo):
     records = [r for runs in zoo.values() for r in runs]
     found = {a["model"]: a for a in trajectory.agreements(records)}
@@ -101,6 +103,7 @@ def test_trajectory_agreement_reports_drift_and_never(zoo):
     assert trajectory.describe(resnet).endswith(f">1e-4 from step {resnet['first_step_over']}")
 
 
+@pytest.mark.slow
 def test_native_starts_apart_and_says_so(tmp_path, zoo):
     """native: each framework's own initialisers: different start, the column says so."""
     native = [train(resolved(f"framework={fw}", "model=mlp", "run.steps=4", "run.warmup=2"), tmp_path) for fw in ("jax", "torch")]
@@ -123,6 +126,7 @@ def test_a_start_not_recorded_is_said():
     assert a["same_init"] is None and trajectory.describe(a) == "max 3.4e-02, >1e-4 from step 2, start not recorded"
 
 
+@pytest.mark.slow
 def test_init_keeps_old_identity_and_refuses_bad_values():
     native = resolved("framework=jax", "model=mlp")
     assert native.run.init == "native"

@@ -48,6 +48,7 @@ def _two_nodes(sandbox, tmp_path, args: list[str], envs: tuple[dict, dict] = ({}
     return sandbox.heads()
 
 
+@pytest.mark.slow
 def test_jax_processes_match_unsharded(sandbox, unsharded):
     base = unsharded["jax"]
     proc = sandbox.run("-m", "framework=jax", "sharding=fsdp,dp_tp", "cluster.jax_processes=2", *FAST)
@@ -65,6 +66,7 @@ def test_jax_processes_match_unsharded(sandbox, unsharded):
     assert fsdp["param_bytes_per_device"] <= 1.05 * fsdp["param_bytes_total"] / 4
 
 
+@pytest.mark.slow
 def test_torch_ranks_over_two_nodes_from_the_config(sandbox, tmp_path, unsharded):
     base = unsharded["torch"]
     args = ["framework=torch", "sharding=dp", "sharding.mesh.data=4", *FAST, "cluster.nodes=2",
@@ -76,6 +78,7 @@ def test_torch_ranks_over_two_nodes_from_the_config(sandbox, tmp_path, unsharded
     assert head["cluster"]["nodes"] == 2 and head["cluster"]["source"] == "local"
 
 
+@pytest.mark.slow
 def test_jax_over_two_nodes_from_slurm_variables(sandbox, tmp_path, unsharded):
     base = unsharded["jax"]
     slurm = {"SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "localhost"}
@@ -88,6 +91,7 @@ def test_jax_over_two_nodes_from_slurm_variables(sandbox, tmp_path, unsharded):
     assert [(r["rank"], r["node"]) for r in head["results"]["ranks"]] == [(0, 0), (1, 1)]
 
 
+@pytest.mark.slow
 def test_dead_jax_process_fails_the_run_naming_it(sandbox):
     heads, out, after_kill = sandbox.kill_one_process_mid_run(
         "framework=jax", "model=mlp", "sharding=fsdp", "sharding.mesh.data=2", "cluster.jax_processes=2",
@@ -99,6 +103,7 @@ def test_dead_jax_process_fails_the_run_naming_it(sandbox):
     assert after_kill < 240
 
 
+@pytest.mark.slow
 def test_node_that_never_joins_fails_the_run_within_the_timeout(sandbox):
     """Node 0 of 2 started alone: each framework's run ends `failed` past cluster.join_timeout_s,
     saying where it waited and what to check, and the sweep goes on."""
@@ -134,6 +139,7 @@ def test_impossible_cluster_refused_before_launch(args, message):
     assert message in str(err.value)
 
 
+@pytest.mark.slow
 def test_slurm_rendezvous_from_the_variables():
     env = {"SLURM_NNODES": "4", "SLURM_NODEID": "2", "SLURM_JOB_NODELIST": "gpu[03-05,9],cpu1"}
     rdzv = cluster.resolve(ClusterConfig(name="slurm", port=29400, jax_processes=8), env)

@@ -26,6 +26,7 @@ def layouts(tmp_path_factory):
 FRAMEWORKS = ("jax", "torch", "torch_xla")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_every_layout_matches_unsharded_loss(layouts, framework):
     runs = {s: h for (f, s), h in layouts.items() if f == framework}
@@ -41,6 +42,7 @@ EIGHT = {"dp": 8, "fsdp": 8, "tp": 8, "dp_tp": 8}
 DEVICES = {"jax": EIGHT, "torch_xla": EIGHT, "torch": {"dp": 4, "fsdp": 4, "tp": 2, "dp_tp": 4}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_per_device_bytes(layouts, framework):
     sharded = {s: layouts[framework, s]["results"]["sharding"] for s in ("dp", "fsdp", "tp", "dp_tp")}
@@ -54,6 +56,7 @@ def test_per_device_bytes(layouts, framework):
     assert "sharding" not in layouts[framework, "none"]["results"]
 
 
+@pytest.mark.slow
 def test_equal_layouts_hold_equal_bytes_in_both_xla_frameworks(layouts):
     """The same rules over the same 8-device mesh: torch's [out, in] weights split as Flax's [in, out]."""
     for name in ("dp", "fsdp", "tp", "dp_tp"):
@@ -64,6 +67,7 @@ def test_equal_layouts_hold_equal_bytes_in_both_xla_frameworks(layouts):
     assert layouts["torch_xla", "fsdp"]["environment"]["variables"]["CPU_NUM_DEVICES"] == "8"
 
 
+@pytest.mark.slow
 def test_jax_collectives_and_torch_ranks_recorded(layouts):
     for name in ("dp", "fsdp", "tp", "dp_tp"):
         assert sum(layouts["jax", name]["results"]["sharding"]["collectives"].values()) > 0, name
@@ -86,6 +90,7 @@ def test_impossible_mesh_refused_before_launch(args, message):
     assert message in str(err.value)
 
 
+@pytest.mark.slow
 def test_dead_rank_fails_the_run_naming_it(sandbox):
     heads, out, after_kill = sandbox.kill_one_process_mid_run(
         "framework=torch", "model=mlp", "sharding=dp", "sharding.mesh.data=2", "run.steps=1000000,8",

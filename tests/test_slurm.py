@@ -59,6 +59,7 @@ def test_local_records_say_local():
     assert scheduler.tags(None) == {"repro.scheduler": "local"}
 
 
+@pytest.mark.slow
 def test_submitit_slurm_sweep_records_its_jobs(slurm, sandbox, timeout_job):
     proc = sandbox.run("-m", "framework=jax,torch", *FAST, *SLURM_SWEEP, "hydra.launcher.partition=both",
                        _sweep_dir(sandbox), "tracking.experiment=slurm_sweep")
@@ -93,6 +94,7 @@ def test_submitit_slurm_sweep_records_its_jobs(slurm, sandbox, timeout_job):
     assert f"ran under: slurm job {heads['jax']['scheduler']['job_id']}" in show.stdout
 
 
+@pytest.mark.slow
 def test_scancel_records_killed_and_the_sweep_goes_on(slurm, sandbox, timeout_job):
     """Two jobs of one array: the long one is cancelled while it runs, the short one ends ok."""
     sweep = subprocess.Popen(sandbox.repro_cmd("-m", "framework=torch", "model=mlp", "run.warmup=2",
@@ -121,6 +123,7 @@ def test_scancel_records_killed_and_the_sweep_goes_on(slurm, sandbox, timeout_jo
     assert f"1 run(s) of this job not yet in MLflow: repro sync --ledger {sandbox.ledger}" in job_log, job_log[-2000:]
 
 
+@pytest.mark.slow
 def test_first_job_cancelled_while_the_second_runs(slurm, sandbox):
     """The first job in the launcher's order is cancelled while the second runs: submitit's
     UncompletedJobError for it no longer ends the parent's watch (hydra_plugins/repro_sweeper/
@@ -152,6 +155,7 @@ def test_first_job_cancelled_while_the_second_runs(slurm, sandbox):
     assert sweep.returncode == 1  # a run did not end ok: the sweep says so
 
 
+@pytest.mark.slow
 def test_time_limit_records_timeout(slurm, timeout_job):
     box, job_id = timeout_job
     slurm.wait_state(job_id, {"TIMEOUT", "COMPLETED", "FAILED", "CANCELLED"}, timeout=150)
@@ -177,6 +181,7 @@ def _srun_two_nodes(sandbox, *args: str, timeout: float = 240) -> subprocess.Com
                           cwd=sandbox.root, env=sandbox.env(), capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("framework, sharding", [("jax", ["sharding=dp"]), ("jax", ["sharding=dp_tp"]),
                                                  ("torch", ["sharding=dp"])], ids=["jax-dp", "jax-dp_tp", "torch-gloo"])
 def test_two_slurm_nodes_record_one_run(slurm, sandbox, one_node, timeout_job, framework, sharding):
@@ -194,6 +199,7 @@ def test_two_slurm_nodes_record_one_run(slurm, sandbox, one_node, timeout_job, f
     assert all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(base, head["results"]["loss"]))
 
 
+@pytest.mark.slow
 def test_a_node_that_cannot_join_fails_at_once_naming_host_and_port(slurm, sandbox, timeout_job):
     start = time.time()
     proc = _srun_two_nodes(sandbox, "framework=jax", "sharding=dp", *FAST, "cluster=slurm",
@@ -206,6 +212,7 @@ def test_a_node_that_cannot_join_fails_at_once_naming_host_and_port(slurm, sandb
     assert sandbox.heads() == []
 
 
+@pytest.mark.slow
 def test_requeued_job_runs_again_as_its_next_attempt_and_resumes(slurm, sandbox, timeout_job):
     """A sweep in one batch job (run.resume=true) is requeued while its second run works: the first
     run, recorded ok, is not run again; the second is recorded killed (requeued), then ok as attempt 2."""
@@ -232,8 +239,9 @@ def test_requeued_job_runs_again_as_its_next_attempt_and_resumes(slurm, sandbox,
     assert (sandbox.root / "rc").read_text().split() == ["130", "0"]  # attempt 1 ended by SLURM, attempt 2 ok
 
 
+@pytest.mark.slow
 def test_a_node_that_dies_under_a_run_is_recorded_as_a_node_failure(slurm, sandbox, timeout_job):
-    """Issue 30: n2's slurmd killed under a running job, the node then marked DOWN as slurmctld does once
+    """n2's slurmd killed under a running job, the node then marked DOWN as slurmctld does once
     it stops answering (after SlurmdTimeout; done here at once), SLURM requeues the job; the run's parent
     ends (SIGTERM, as the node's end brings). Recorded as a node failure, not a scancel or a requeue."""
     cmd = " ".join(sandbox.repro_cmd("framework=torch", "model=mlp", "run.steps=300000", "run.warmup=2",

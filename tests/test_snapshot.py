@@ -1,4 +1,4 @@
-"""A sweep is one snapshot (issue 29 item 5, runner/snapshot.py): the code and conf/ its jobs run
+"""A sweep is one snapshot (runner/snapshot.py): the code and conf/ its jobs run
 are fixed at its start. The sweep runs from a copy of the checkout (src/ and conf/ in a temp
 folder, so that the test can edit it), and the test breaks a model file and edits conf/ while
 the sweep's first job runs."""
@@ -29,6 +29,7 @@ def checkout(tmp_path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_editing_the_checkout_during_a_sweep_changes_nothing_it_runs(checkout, tmp_path):
     ledger = tmp_path / "ledger"
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "REPRO_SNAPSHOT")}

@@ -1,4 +1,4 @@
-"""Layers that only look down (DESIGN.md, "Layers that only look down"): types on the ground
+"""Layers that only look down (docs/architecture.md, "Layers that only look down"): types on the ground
 floor, what measures above them, the run path above that, the preflight, reports and tracking
 above the run path, commands on top. A module never imports one on a floor above its own,
 except the named climbs in CLIMBS (at most four, each with its reason), and no import closes a
@@ -40,7 +40,7 @@ FLOORS = [
      "repro.ledger.cli", "repro.models.cli", "repro.envs.cli", "repro.tracking.sync", "repro.tracking.projector"),
 ]
 
-# Imports that climb a floor, each for a reason DESIGN.md gives; the list can only shrink.
+# Imports that climb a floor, each with its reason; the list can only shrink.
 CLIMBS: dict[tuple[str, str], str] = {}
 
 

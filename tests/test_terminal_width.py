@@ -19,6 +19,8 @@ from repro.ledger import Ledger
 from repro.report import comparison, compare
 from repro.report.table import DEFAULT, FILE_WIDTH
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 SHIPPED = shipped_ledger()  # the git-tracked records (conftest): not what a user ran since
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 NUMBERS = ("median", "ci", "x_best", "samples_per_s", "first", "peak_mib")

@@ -60,6 +60,7 @@ def vit(tmp_path_factory, xla_python) -> Sandbox:
     return box
 
 
+@pytest.mark.slow
 def test_vit_run_records_versions_and_effective_settings(vit):
     rec = _one(vit, "torch_xla")
     assert rec["status"] == "ok"
@@ -81,6 +82,7 @@ def test_vit_run_records_versions_and_effective_settings(vit):
     assert res["peak_memory"]["kind"] == "host_rss"
 
 
+@pytest.mark.slow
 def test_vit_starts_where_the_torch_backend_starts(vit):
     """Same seed ⇒ same initial parameters and batches: the first losses agree (fp32 rounding apart)."""
     xla, cpu = _one(vit, "torch_xla"), _one(vit, "torch")
@@ -88,6 +90,7 @@ def test_vit_starts_where_the_torch_backend_starts(vit):
     assert xla["results"]["loss"][0] == pytest.approx(cpu["results"]["loss"][0], rel=1e-4)
 
 
+@pytest.mark.slow
 def test_vit_ir_artifacts_in_mlflow(vit, tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -102,6 +105,7 @@ def test_vit_ir_artifacts_in_mlflow(vit, tmp_path):
     assert hlo.startswith("HloModule")
 
 
+@pytest.mark.slow
 def test_compile_openxla_run(sandbox, xla_python):
     proc = sandbox.run("framework=torch_xla_compile", "model=vit", "run.steps=4", "run.warmup=2",
                        REPRO_XLA_PYTHON=xla_python)
@@ -113,6 +117,7 @@ def test_compile_openxla_run(sandbox, xla_python):
     assert rec["results"]["compile"]["graph_breaks"] == 0
 
 
+@pytest.mark.slow
 def test_missing_interpreter_is_recorded_with_how_to_create_it(sandbox):
     proc = sandbox.run("framework=torch_xla", "framework.python=/nonexistent/python", "model=mlp",
                        "run.steps=3", "run.warmup=2")
@@ -124,6 +129,7 @@ def test_missing_interpreter_is_recorded_with_how_to_create_it(sandbox):
     assert MAKE_HINT in reason
 
 
+@pytest.mark.slow
 def test_interpreter_without_torch_xla_says_how_to_create_it(sandbox):
     assert importlib.util.find_spec("torch_xla") is None, "needs an interpreter without torch_xla (the main venv)"
     proc = sandbox.run("framework=torch_xla", f"framework.python={sys.executable}", "model=mlp",
@@ -151,6 +157,7 @@ def test_default_interpreter_is_the_repo_env(monkeypatch, tmp_path):
     assert command[0] == str(paths.repo_root() / ".venv-xla" / "bin" / "python")
 
 
+@pytest.mark.slow
 def test_ir_diff_jax_against_torch_xla(vit):
     jax_run, xla_run = _one(vit, "jax"), _one(vit, "torch_xla")
     for rec in (jax_run, xla_run):

@@ -17,6 +17,8 @@ import pytest
 from conftest import free_port, mlflow_server as start_mlflow_server
 from repro.ledger import Ledger
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 
 def _pg_bin(name: str) -> str | None:
     found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))

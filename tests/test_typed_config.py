@@ -27,6 +27,7 @@ def test_check_returns_a_typed_config():
     assert "mesh_by_framework" not in as_dict(config)["sharding"]  # read by check, not recorded
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("record", RUNS, ids=[r["id"] for r in RUNS])
 def test_shipped_config_round_trips_with_its_hash(record):
     recorded = record["config"]
@@ -146,6 +147,7 @@ print(json.dumps({"hydra": "hydra" in sys.modules, "steps": [j.run.steps for j i
 """
 
 
+@pytest.mark.slow
 def test_the_same_command_line_composes_from_the_cache_without_hydra(tmp_path):
     """compose_cache: a second plan of a command line reads Hydra's compose from disk (Hydra is
     not imported), with another ledger.dir too; a changed config file is composed afresh."""

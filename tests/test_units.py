@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from repro.config import config_hash
 from repro.preflight import plan
 from repro import gitinfo
@@ -35,6 +37,7 @@ def test_secret_variables_never_captured(monkeypatch):
     assert envcapture.redact("token abc123 in a traceback") == "token *** in a traceback"
 
 
+@pytest.mark.slow
 def test_ledger_records_do_not_make_the_tree_dirty(tmp_path):
     def git(*a):
         subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
@@ -60,6 +63,7 @@ def test_summary_separates_first_second_and_steady():
     assert s["steady_p10_s"] < s["steady_median_s"] < s["steady_p90_s"]
 
 
+@pytest.mark.slow
 def test_repo_root_escapes_dvc_temporary_copies(tmp_path):
     """`dvc exp run --temp/--queue` runs in <repo>/.dvc/tmp/exps/<tmp>/: records belong to <repo>."""
     import os

@@ -108,6 +108,7 @@ def test_a_table_of_pairs_is_holm_adjusted():
     assert {v.outcome for v in verdicts} == {V.FASTER}
 
 
+@pytest.mark.slow
 def test_public_verdict_is_lazy_and_checks_its_input():
     code = "import sys, repro; assert 'repro.report.verdict' not in sys.modules; v = repro.verdict([[1, 1.1], [1, 1.05]], [[2, 2.1], [2.1, 2]]); print(type(v).__name__, v.outcome)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -131,6 +132,7 @@ def test_preflight_refuses_bad_verdict_settings(args, message):
         plan(args)
 
 
+@pytest.mark.slow
 def test_auto_on_a_single_config_runs_once_and_says_so(tmp_path):
     import subprocess
     import sys
@@ -150,6 +152,7 @@ def test_auto_on_a_single_config_runs_once_and_says_so(tmp_path):
     assert [r["status"] for r in runs] == ["ok"] and "repeat" not in runs[0]
 
 
+@pytest.mark.slow
 def test_the_dvc_stage_checks_run_repeats_as_the_command_does(tmp_path):
     """dvc.yaml's run stage (repro.dvc_stage) on DVC's params.yaml: a bad verdict setting is one line,
     exit 2, nothing written; run.repeats=auto on its one config runs once and says so (no TypeError)."""
@@ -184,6 +187,7 @@ def test_auto_plans_each_config_once():
     assert [j.framework.name for j in jobs] == ["jax", "torch"] and jobs[0].verdict.max_repeats == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, key", [(["framework=jax,torch"], "framework=jax,torch"), (["-m", "framework=jax"], "-m"),
                                        (["run.repeats=3"], "run.repeats")])
 def test_calibrate_refuses_a_sweep_and_writes_nothing(tmp_path, args, key):

@@ -85,6 +85,7 @@ def _compare(box: Sandbox, *args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_repeats_run_interleaved_with_ci_and_ratio(box, repeats):
     out, runs = repeats
     started = sorted((r for r in box.records() if r["status"] == "started" and r["sweep"]["experiment"] == "rep"),
@@ -117,6 +118,7 @@ def test_repeats_run_interleaved_with_ci_and_ratio(box, repeats):
     assert all(r.data.tags["machine.host"] == runs[0]["machine"]["host"] for r in mlflow)
 
 
+@pytest.mark.slow
 def test_machine_state_in_every_record(repeats):
     _, runs = repeats
     for r in runs:
@@ -146,6 +148,7 @@ print(json.dumps({"machine": machine.after(start, 1), "burner_s": b1 - b0}))
 """
 
 
+@pytest.mark.slow
 def test_the_commands_own_processes_are_not_other_processes():
     """The window that ends after the loop counts the repro parent's process tree as the
     command's: a process the parent started (the next job's worker) is not "other". The burner's
@@ -167,6 +170,7 @@ def test_the_commands_own_processes_are_not_other_processes():
     assert counted_s >= burner_s - 0.05, out  # the burner, counted as the command's (10 ms ticks, rounding)
 
 
+@pytest.mark.slow
 def test_busy_run_named_and_quiet_pair_called_equal(box, repeats):
     _, runs = repeats
     jax = [r for r in runs if r["config"]["framework"]["name"] == "jax"]
@@ -185,6 +189,7 @@ def test_busy_run_named_and_quiet_pair_called_equal(box, repeats):
     assert ("machine: quiet" in quiet) == (not any(audit.busy(r) for r in pair) and not wide)
 
 
+@pytest.mark.slow
 def test_compare_by_sweep_and_experiment(box, repeats):
     _, runs = repeats
     by_experiment = _compare(box, "--experiment", "rep", "--wide")  # --wide: the ledger ids too
@@ -193,6 +198,7 @@ def test_compare_by_sweep_and_experiment(box, repeats):
         assert "3 repeats each, interleaved" in out and runs[0]["id"] in out
 
 
+@pytest.mark.slow
 def test_batch_sweep_labelled_by_batch_ranked_by_throughput(box):
     proc = box.run("-m", "framework=jax", "run.batch_size=16,64", *STEPS, "tracking.experiment=batch")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -208,6 +214,7 @@ def test_batch_sweep_labelled_by_batch_ranked_by_throughput(box):
     assert names == ["jax · batch 16", "jax · batch 64"]  # MLflow runs named as the table names them
 
 
+@pytest.mark.slow
 def test_repeat_records_replay_exact_and_experiment_keeps_groups(box, repeats):
     from repro.replay import originals_for
 
@@ -229,6 +236,7 @@ def test_repeat_records_replay_exact_and_experiment_keeps_groups(box, repeats):
     assert [r["id"] for r in after] == [r["id"] for r in runs]
 
 
+@pytest.mark.slow
 def test_shipped_avx512_and_avx2_records_name_the_isa(capsys):
     compare.run(Namespace(ids=["d97209714a789bed", "08447f06a1b4ca15"], sweep=None, experiment=None, ledger=str(shipped_ledger())))
     out = capsys.readouterr().out
@@ -305,6 +313,7 @@ def test_audit_compares_values_not_repr_and_lists_swept_keys():
     assert "0.30 of a core" in audit.busy(d) and audit.busy(a) is None
 
 
+@pytest.mark.slow
 def test_auto_repeats_stop_when_decided_and_say_why(box):
     """run.repeats=auto: rounds A B, B A, ... until the pair is decided or verdict.max_repeats; the
     records say they are auto repeats, a `repeats` record says how many rounds and why it stopped,

@@ -1,4 +1,4 @@
-"""Issue 30: PyTorch/XLA on an NVIDIA GPU profile is refused before anything runs (no CUDA wheels since
+"""PyTorch/XLA on an NVIDIA GPU profile is refused before anything runs (no CUDA wheels since
 2.8, pytorch/xla PRs #9295 and #9533); vit_l4 leaves it out there; and a torch_xla run whose XLA device
 is not the one its hardware profile names ends `failed`, naming both."""
 
@@ -27,6 +27,7 @@ def test_torch_xla_on_an_nvidia_profile_is_refused_naming_why(framework, hardwar
         plan([f"framework={framework}", f"hardware={hardware}", "hardware.check=false", "model=mlp"])
 
 
+@pytest.mark.slow
 def test_torch_xla_on_h100_exits_2_and_writes_nothing(tmp_path):
     out = subprocess.run([sys.executable, "-m", "repro", "framework=torch_xla", "hardware=h100", "model=mlp",
                           f"ledger.dir={tmp_path / 'ledger'}", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"],
@@ -47,6 +48,7 @@ def test_torch_xla_on_cpu_and_tpu_profiles_passes_the_preflight():
     assert plan(["framework=torch_xla", "hardware=tpu_v6e", "hardware.check=false", "model=mlp"]).jobs
 
 
+@pytest.mark.slow
 def test_an_xla_device_that_is_not_the_profiles_ends_the_run_failed_naming_both(tmp_path):
     """A TPU profile whose worker's XLA runtime came up on the CPU (PJRT_DEVICE=CPU in the environment
     wins over the profile): recorded `failed`, not a TPU run."""

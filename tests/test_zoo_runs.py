@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from repro.preflight import plan
 
 WORKLOADS = ("gemm", "ffn", "mha", "resnet50", "bert_base", "gpt2_small", "vit", "gpt_neo_1_3b", "llama3_8b")
@@ -17,6 +19,7 @@ def test_stack_wars_cpu_is_the_study_s_setup():
     assert {j.run.optimizer for j in jobs} == {"adamw"}  # stateful: the second-step effect it is named for
 
 
+@pytest.mark.slow
 def test_stack_wars_cpu_prints_one_table_per_workload(sandbox):
     # Every workload in JAX and eager PyTorch. The exp's third framework, torch_xla (its own
     # interpreter: ~7 min more on 2 cores), runs under the same conditions (AdamW, beside JAX and
@@ -43,6 +46,7 @@ def test_stack_wars_is_the_published_table():
     assert sizes["gemm"].run.batch_size == 4096  # the model's suggested batch for its preset
 
 
+@pytest.mark.slow
 def test_memory_cap_ends_oom_and_sweep_goes_on(sandbox):
     proc = sandbox.run("-m", "model=mlp", "model.preset=base", "framework=jax,torch", "run.memory_limit_gb=0.02,null",
                        "run.steps=4", "run.warmup=2", "tracking.experiment=oom")
@@ -60,6 +64,7 @@ def test_memory_cap_ends_oom_and_sweep_goes_on(sandbox):
         assert run.info.status == ("FINISHED" if h["status"] == "ok" else "FAILED")
 
 
+@pytest.mark.slow
 def test_models_json_published_sizes():
     out = subprocess.run([sys.executable, "-m", "repro", "models", "--json"], capture_output=True, text=True, check=True)
     rows = json.loads(out.stdout)

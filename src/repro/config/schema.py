@@ -1,7 +1,6 @@
 """The structured schema of a run's config: one dataclass per config group.
 
-Migration note (typed config, issue 19): `preflight.check()` returns a `Config`; read the live
-config of a run by attribute: `config.run.steps`, `config.model.name`, `config.tracking.uri`.
+`preflight.check()` returns a `Config`; read the live config of a run by attribute: `config.run.steps`, `config.model.name`, `config.tracking.uri`.
 The dict for hashing, the ledger's `config` and `spec.json` is `as_dict(config)`, and a dict
 from spec.json or a record becomes a `Config` again with `from_dict(d)`. Ledger records and
 `record["config"]` stay dicts. Defaults live here and nowhere else; a field's allowed values

@@ -1,4 +1,4 @@
-"""Published figures our experiments reproduce, with their source (../shared/REFERENCES.md),
+"""Published figures our experiments reproduce, with their source (REFERENCES.md),
 and the side-by-side section of a report: published figure, ours, and each side's ratio."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ The model (what is assumed, and why)
   from different sweeps), the run medians are compared unpaired by Welch's t (unequal variances:
   JAX and PyTorch need not be equally noisy; Welch–Satterthwaite degrees of freedom), and the
   sentence says "Welch, rounds incomplete". At 2-3 repeats a bootstrap over two run medians
-  cannot hold its 95 % (it gave 29 % false "faster" at n=2); a t at 1-2 degrees of freedom is
+  cannot hold its 95 % (simulated A/A pairs gave 29 % false "faster" at n=2); a t at 1-2 degrees of freedom is
   wide, as it must be.
 - **Three outcomes.** *faster*: the (1 - alpha) interval of the ratio excludes 1 (two-sided, so
   at most alpha false "faster" between identical configs). *equivalent*: two one-sided tests

@@ -1,6 +1,6 @@
 """The one code that writes MLflow: ledger records (and what was handed over with them) into a store.
 
-MLflow is a view of the ledger (DESIGN.md, "Ledger first"). Every run reaches it through
+MLflow is a view of the ledger (docs/architecture.md, "Ledger first"). Every run reaches it through
 `project_runs`, whoever calls:
 - `drain`: the pending entries sessions hand over (tracking/handoff.py), run by the detached
   projector after a local command, inline (bounded) at the end of a submitit/SLURM job, and

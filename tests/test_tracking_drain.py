@@ -1,9 +1,9 @@
-"""One way into MLflow (issue 29 item 1): whatever the launcher, runs reach MLflow through the
-pending queue and tracking/drain.py, the only code that opens a tracker. A sweep through a real
-SLURM (its jobs drain inline, bounded) and a local sweep (a detached projector) are both cut off
-from MLflow (the test holds the ledger's projection lock, so every drain waits, the inline ones
-are stopped at their bound and the projectors are killed); `repro sync` then completes both,
-and their MLflow runs carry the same parameters and tags."""
+"""One way into MLflow: whatever the launcher, runs reach MLflow through the pending queue and
+tracking/drain.py, the only code that opens a tracker. A sweep through a real SLURM (its jobs drain
+inline, bounded) and a local sweep (a detached projector) are both cut off from MLflow (the test
+holds the ledger's projection lock, so every drain waits, the inline ones are stopped at their bound
+and the projectors are killed); `repro sync` then completes both, and their MLflow runs carry the
+same parameters and tags."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 import repro
 from repro.tracking import handoff
@@ -60,6 +61,7 @@ def _cut_off(sandbox, *args: str) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.mark.slow
 def test_slurm_and_local_sweeps_reach_mlflow_through_one_drain_and_sync_finishes_both(slurm, sandbox):
     subprocess.run([sys.executable, "-c", "import sys; from repro.tracking.drain import open_store; "
                     "open_store(sys.argv[1], 'one_writer')", sandbox.uri], check=True, timeout=120)  # the store exists

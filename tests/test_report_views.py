@@ -1,4 +1,4 @@
-"""One comparison, every view (issue 19): the same records rendered by the terminal table (the
+"""One comparison, every view: the same records rendered by the terminal table (the
 sweep's closing output), `repro compare`, report.md, results.csv and the MLflow parent's
 description agree cell by cell on run name, row order, × best and its rule, steady median, CI
 and repeats, and on the verdicts. Each rendering is parsed back from its text.
@@ -145,6 +145,7 @@ def _compare(box_or_ledger, *args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_shipped_quickstart_ledger_every_view_agrees(tmp_path):
     ledger = shipped_ledger()
     records = compare.newest_sweep(Ledger(ledger), "quickstart")
@@ -153,6 +154,7 @@ def test_shipped_quickstart_ledger_every_view_agrees(tmp_path):
     assert [t.model for t in comp.tables] == ["mlp/tiny", "vit/tiny"] and len(comp.verdicts) == 6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exp", ["batch", "repeats"])
 def test_sweeps_every_view_agrees(sweeps, exp, tmp_path):
     box, closing = sweeps

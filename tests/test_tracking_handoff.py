@@ -1,4 +1,4 @@
-"""Time to first result (issue 23): the parent's MLflow work never runs beside a worker's measured
+"""Time to first result, the MLflow hand-over: the parent's MLflow work never runs beside a worker's measured
 steps, MLflow holds every run once the command has returned, and a parent killed while projecting
 loses nothing that `repro sync` cannot put back."""
 
@@ -11,10 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import Sandbox
 from repro.preflight import plan
 from repro.config.workerspec import WorkerSpec
 from repro.runner import cluster, launch, seeding
+
+pytestmark = pytest.mark.slow  # every test here starts a process
 
 TINY = ("framework=jax", "model=mlp", "model.preset=tiny", "run.steps=6", "run.warmup=2")
 
@@ -176,7 +180,7 @@ def test_a_backend_that_fails_to_import_ahead_fails_its_job_as_a_recorded_error(
 
 
 def test_an_eager_forward_run_imports_no_compiler_and_is_deterministic(tmp_path):
-    """Issue 23 item 3: torch.use_deterministic_algorithms imports torch._inductor (dynamo, sympy,
+    """torch.use_deterministic_algorithms imports torch._inductor (dynamo, sympy,
     FSDP: ~1.4 s) for a setting only torch.compile reads. An eager run that builds no optimizer
     (torch.optim's constructor imports dynamo itself) now imports none of it, and still runs
     with deterministic algorithms on (read back into `effective`); a compiled run still sets
