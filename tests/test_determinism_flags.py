@@ -116,6 +116,7 @@ def gpu_records() -> dict[str, list[dict]]:
     return out
 
 
+@pytest.mark.slow  # starts a process
 def test_the_audit_of_a_gpu_pair_reads_what_each_worker_ran_with(gpu_records):
     names = lambda r: r["config"]["framework"]["name"]  # noqa: E731
     for flag, records in gpu_records.items():
@@ -132,6 +133,7 @@ def test_the_audit_of_a_gpu_pair_reads_what_each_worker_ran_with(gpu_records):
     assert off["torch"]["cudnn_benchmark"] and off["jax"]["xla_flags"] == ""
 
 
+@pytest.mark.slow  # starts a process
 def test_a_jax_worker_without_the_flag_beside_a_deterministic_torch_is_a_difference(gpu_records):
     """What the first GPU pass ran: torch's switches on, JAX's XLA free. The config values were equal."""
     jax_free = next(r for r in gpu_records["false"] if r["config"]["framework"]["name"] == "jax")

@@ -48,6 +48,7 @@ def torch_side() -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("name", SHARED_INIT)
 def test_one_draw_gives_both_frameworks_the_same_logits_and_hash(name, torch_side):
     entry = models.get(name)

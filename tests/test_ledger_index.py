@@ -119,6 +119,7 @@ def test_the_index_is_rebuilt_after_it_is_deleted_or_damaged(grown, tmp_path):
         assert index.is_file() and (root / FOLDER / ".gitignore").read_text().splitlines()[-1] == "*"
 
 
+@pytest.mark.slow  # starts a process
 def test_records_another_process_appends_appear_in_list(grown, tmp_path, capsys):
     root = Path(shutil.copytree(grown, tmp_path / "ledger"))
     reader = Ledger(root)

@@ -32,6 +32,7 @@ print(sorted(os.sched_getaffinity(0)), pinning.recorded(), pinning.worker_cpus()
 """
 
 
+@pytest.mark.slow  # starts a process
 def test_a_worker_pins_itself_to_the_cores_its_parent_gave_it():
     plan = {"worker": [0], "parent": [1]} if len(os.sched_getaffinity(0)) > 1 else {"worker": [0], "parent": [0]}
     out = subprocess.run([sys.executable, "-c", PIN_CHILD], env={**os.environ, pinning.PIN_ENV: json.dumps(plan)},
@@ -61,6 +62,7 @@ def _window_beside(parent_work) -> dict:
     return json.loads(out)
 
 
+@pytest.mark.slow  # starts a process
 def test_repro_cpu_counts_what_the_parent_did_in_the_window():
     def busy() -> None:
         end = time.process_time() + 0.6
@@ -87,6 +89,7 @@ with handoff.quiet_turn():
 """
 
 
+@pytest.mark.slow  # starts a process
 def test_a_projector_waits_for_an_open_window(own_cache):
     window = handoff.open_window(1.0)
     assert window is not None
@@ -109,6 +112,7 @@ with handoff.quiet_turn():
 """
 
 
+@pytest.mark.slow  # starts a process
 def test_a_window_waits_for_a_projectors_turn_at_most_its_limit(own_cache):
     child = subprocess.Popen([sys.executable, "-c", HOLD_CHILD], env=own_cache, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
