@@ -41,6 +41,25 @@ RACY_NS = 2_000_000_000
 log = logging.getLogger("repro.ledger")
 
 
+def save_derived(path: Path, payload: dict) -> bool:
+    """Write a derived file of the ledger's `.index/` (git-ignored, rebuilt from the records)
+    atomically; False where the ledger cannot take it (read-only, full): then it is rebuilt."""
+    folder = path.parent
+    tmp = folder / f".{path.name}-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        folder.mkdir(exist_ok=True)
+        ignore = folder / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# repro's derived ledger index: rebuilt from the records, never committed\n*\n")
+        tmp.write_bytes(recordfile.dump_compact(payload))
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        return False
+
+
 class Entry(NamedTuple):
     """One record file as the index knows it (a tuple: 100,000 of them are built per command)."""
     root: Path
@@ -190,16 +209,5 @@ class Index:
         """Write the index; the `racy` files (changed within RACY_NS) with size -1, so the next
         process parses them again."""
         files = {name: [-1, *v[1:]] if name in racy else v for name, v in self._files.items()} if racy else self._files
-        folder = self.path.parent
-        tmp = folder / f".{FILE}-{os.getpid()}-{secrets.token_hex(4)}"
-        try:
-            folder.mkdir(exist_ok=True)
-            ignore = folder / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# repro's derived ledger index: rebuilt from the records, never committed\n*\n")
-            tmp.write_bytes(recordfile.dump_compact({"format": FORMAT, "files": files}))
-            os.replace(tmp, self.path)
-        except OSError:  # a read-only or full ledger: the index lives in memory for this process
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
+        save_derived(self.path, {"format": FORMAT, "files": files})  # a read-only ledger: kept in memory
 

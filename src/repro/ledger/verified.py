@@ -17,14 +17,12 @@ kept). `repro ledger verify --full` reads and checks every file whatever the cac
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import secrets
 from pathlib import Path
 
 from repro.ledger import recordfile, schema
-from repro.ledger.index import FOLDER, RACY_NS
+from repro.ledger.index import FOLDER, RACY_NS, save_derived
 
 FILE = "verified.json"
 FORMAT = 1
@@ -76,18 +74,7 @@ class Cache:
             st = stats[name]
             key = stat_key(st) if now_ns - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS else [-1, 0, 0, 0]
             files[name] = [*key, d, kept]
-        folder = self.path.parent
-        tmp = folder / f".{FILE}-{os.getpid()}-{secrets.token_hex(4)}"
-        try:
-            folder.mkdir(exist_ok=True)
-            ignore = folder / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# repro's derived ledger index: rebuilt from the records, never committed\n*\n")
-            tmp.write_bytes(recordfile.dump_compact({"format": FORMAT, "checker": self.checker, "files": files}))
-            os.replace(tmp, self.path)
-        except OSError:  # a read-only or full ledger: the next verify reads every file again
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
+        save_derived(self.path, {"format": FORMAT, "checker": self.checker, "files": files})  # else: all read again
 
     def _load(self) -> dict[str, list]:
         try:
