@@ -23,6 +23,16 @@ import pytest
 from repro import hardware
 
 
+def _cmdline(p) -> str:
+    """A process's command line, "" for one that ended (or is a zombie) while being listed."""
+    import psutil
+
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
+
+
 @dataclass
 class Sandbox:
     """A working folder with its own ledger and sqlite MLflow store."""
@@ -69,7 +79,7 @@ class Sandbox:
         deadline, procs = time.time() + 120, []
         while time.time() < deadline and len(procs) < 2:
             procs = [p for p in psutil.Process(parent.pid).children(recursive=True)
-                     if "multiprocessing" in " ".join(p.cmdline()) and "resource_tracker" not in " ".join(p.cmdline())]
+                     if "multiprocessing" in _cmdline(p) and "resource_tracker" not in _cmdline(p)]
             time.sleep(0.5)
         assert len(procs) >= 2, "the run's processes did not appear"
         time.sleep(settle_s)

@@ -147,13 +147,14 @@ def run_job(config: Config, host: JobHost, job: int, overrides: list[str], extra
     held = _start(run)
     try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
         reserved = _run(run, held, place, (extra or {}).get("calibration", {}).get("gap", 0.0))
+        interrupted = run.outcome.status == "interrupted"  # before _finish names a scheduler's end instead
         final, written, ended = _finish(run, reserved)
         if written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
             _hand_over(run, final, ended)
     finally:
         if run.run_dir:
             shutil.rmtree(run.run_dir, ignore_errors=True)
-    if run.outcome.status == "interrupted":
+    if interrupted:  # Ctrl-C or SIGTERM (SLURM's too): the sweep ends as interrupted, its record kept
         raise KeyboardInterrupt
     return final
 
