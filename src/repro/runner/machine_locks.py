@@ -55,17 +55,32 @@ def open_window(limit_s: float, poll_s: float = 0.01):
             time.sleep(poll_s)
 
 
+TURN_WAIT_S = 5.0  # the most a projector's unit of work waits for open windows to close
+
+
 @contextmanager
-def quiet_turn() -> Iterator[None]:
+def quiet_turn(limit_s: float = TURN_WAIT_S, poll_s: float = 0.01) -> Iterator[None]:
     """A projector's (or sync's) unit of work (opening a store, writing one run, one sweep's report):
-    begun only while no measured window is open on this machine (it waits for them to close), and
-    no window opens until it is done."""
+    begun once no measured window is open on this machine, and no window opens until it is done.
+    It waits at most `limit_s`: flock grants new shared locks while an exclusive one waits, so on a
+    machine whose windows follow each other (two sweeps, a test suite's workers) a projector would
+    otherwise never get its turn; past the limit it works beside the window, and that window's
+    record says so (machine.repro_cpu_s)."""
     with open(_windows_lock(), "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        deadline, held = time.monotonic() + limit_s, False
+        while not held:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(poll_s)
         try:
             yield
         finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            if held:
+                fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _registry() -> Path:
