@@ -42,3 +42,9 @@ def test_without_a_sampling_sd_there_is_no_recommendation():
         for r in g:
             del r["results"]["steady_median_sd_s"]
     assert allocation.recommend(groups) is None
+
+
+def test_unresolved_process_noise_caps_the_steps_at_ten_times_a_runs_fixed_cost():
+    a = allocation.recommend(_groups(0.0, 0.2, 6, 1.5, 0.0004))  # no per-process part: n* would be unbounded
+    assert a.steps <= round(10 * a.run_cost_s / a.step_cost_s) + 1
+    assert a.wall_per_round_s < 2 * 11 * a.run_cost_s + 1

@@ -69,7 +69,11 @@ def recommend(groups: list[list[dict]], gap: float = 0.05, max_rounds: int = 200
              for r in runs if r.get("wall_s")]
     run_s = max(statistics.median(walls), step_s) if walls else step_s
     per_step_var = var_sampling * steps  # s²: the sampling variance of a one-step median
-    best = max(10, round(math.sqrt(run_s * per_step_var / (step_s * var_process))))
+    # where the per-process part is not resolved (its estimate at or below the sampling part), n*
+    # grows without bound: steps stop at ten times a run's fixed cost, past which more steps barely
+    # change a run's wall share of the sweep
+    cap = max(10, round(10 * run_s / step_s))
+    best = min(cap, max(10, round(math.sqrt(run_s * per_step_var / (step_s * var_process)))))
     sigma_run = math.sqrt(var_process + per_step_var / best)
     rounds = next((n for n in range(2, max_rounds + 1) if verdict.resolvable_gap(sigma_run, n) <= gap), None)
     return Allocation(steps=best, rounds=rounds, gap=gap, sigma_process=math.sqrt(var_process),

@@ -260,7 +260,9 @@ def summarise(records: list[dict]) -> dict:
     aa = {k: labels for k, labels in trials.items() if _gap_of(labels) is None}
     gapped = {k: labels for k, labels in trials.items() if _gap_of(labels) is not None}
     aa_rounds = [_rounds(labels) for labels in aa.values()]
-    sigma = V.noise([[_median_s(r) for r in rs if _median_s(r) is not None] for labels in aa.values()
+    # run-to-run noise within each label of each trial: the A/A trials, or, in a gap-only
+    # calibration, the gapped ones (each label's runs there are identical configs too)
+    sigma = V.noise([[_median_s(r) for r in rs if _median_s(r) is not None] for labels in (aa or gapped).values()
                      for rs in labels.values()])
     parts = _components(aa_rounds)
     residuals = _residuals(aa.values())
