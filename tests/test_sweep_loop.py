@@ -29,6 +29,19 @@ def test_round_orders_are_permutations_drawn_from_seed_and_round():
     assert len({tuple(o) for o in orders}) == 6
 
 
+def test_fixed_order_is_the_serpentine_and_loud_opens_no_window(monkeypatch, tmp_path):
+    # calibrate's levers: --order fixed (no seed) and --loud (no measured window)
+    assert [sweep.order(3, None, k) for k in range(3)] == [[0, 1, 2], [2, 1, 0], [0, 1, 2]]
+    from repro.runner import machine_locks
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    window = machine_locks.open_window(1.0)
+    assert window is not None
+    window.close()
+    monkeypatch.setattr(machine_locks, "WINDOWS", False)
+    assert machine_locks.open_window(1.0) is None
+
+
 def test_hydra_order_and_job_numbers_agree():
     jobs, repeats, sweep_id = ["a", "b", "c"], 4, "20261126T000000Z-abcdef"
     listed = sweep.hydra_order(jobs, repeats, sweep.order_seed(sweep_id))

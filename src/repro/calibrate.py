@@ -50,6 +50,13 @@ def add_parser(sub, common) -> None:
     p.add_argument("--gap", type=float, default=None,
                    help="give label B this extra share of its step time (0 < G < 1, e.g. 0.05) and measure the "
                         "power of auto trials to find it")
+    # the levers a measurement of the protocol turns off, one at a time (README: what each bought)
+    p.add_argument("--order", choices=("random", "fixed"), default="random",
+                   help="random (default): each round's order drawn from a recorded seed; fixed: the serpentine "
+                        "A B, B A, ... of earlier versions, to measure what random order buys")
+    p.add_argument("--loud", action="store_true",
+                   help="no quiet window: MLflow's projectors write beside the measured steps, as in earlier "
+                        "versions, to measure what the window buys")
     p.add_argument("-m", "--multirun", action="store_true", help=argparse.SUPPRESS)  # refused: one config
     p.set_defaults(func=run)
 
@@ -160,8 +167,13 @@ def run(args) -> int:
         signal.signal(sig, lifeline.interrupt)
     session = plan_session(plan)
     policy = Trials(config, overrides, args, session)
+    if args.loud:
+        from repro.runner import machine_locks
+
+        machine_locks.WINDOWS = False
+    seed = sweep.order_seed(session.sweep_id) if args.order == "random" else None
     try:
-        records = sweep.run(session, policy, sweep.order_seed(session.sweep_id), config.verdict.max_reruns)
+        records = sweep.run(session, policy, seed, config.verdict.max_reruns)
     except KeyboardInterrupt:
         done = [r for r in session.records if "calibration" in r]
         _store(config, overrides, session, done, args, policy, status="interrupted")
@@ -210,5 +222,5 @@ def _store(config, overrides, session, records, args, policy, summary=None, host
         "kind": floor.KIND, "status": status, "host": host, "config_hash": config_hash(as_dict(config)),
         "config": as_dict(config), "overrides": overrides, "sweep": {"id": session.sweep_id},
         "protocol": {"trials": args.trials, "rounds_per_trial": policy.per_trial, "auto": policy.auto,
-                     "gap": args.gap, "trials_done": policy.trial, "rounds_of_trials": policy.rounds_of},
+                     "gap": args.gap, "order": args.order, "quiet_window": not args.loud, "trials_done": policy.trial, "rounds_of_trials": policy.rounds_of},
         "runs_ids": [r["id"] for r in records], **(summary or {})})

@@ -310,7 +310,7 @@ def summarise(records: list[dict]) -> dict:
         "trials": len(aa), "gap_trials": len(gapped), "runs": len(records),
         "ok_runs": sum(r.get("status") == "ok" for r in records),
         "busy_runs": sum(busy(r) is not None for r in records),
-        "rounds": statistics.median([len(t) for t in aa_rounds]) if aa_rounds else 0,
+        "rounds": statistics.median_low([len(t) for t in aa_rounds]) if aa_rounds else 0,  # an integer (the schema)
         "noise": sigma if sigma == sigma else None,
         "paired_noise": parts["paired_noise"] if parts else None,
         "components": parts,

@@ -41,7 +41,9 @@ def open_window(limit_s: float, poll_s: float = 0.01):
     held shared until the returned file is closed (the worker's `window_end`, or its end). A
     projector writes only between windows (`quiet_turn`); one at its turn is waited for, at most
     `limit_s` (then the window opens anyway: the record's machine.repro_cpu_s says what ran
-    beside it), and None is returned."""
+    beside it), and None is returned. None at once where `WINDOWS` is off."""
+    if not WINDOWS:
+        return None
     f = open(_windows_lock(), "a")
     deadline = time.monotonic() + limit_s
     while True:
@@ -54,6 +56,11 @@ def open_window(limit_s: float, poll_s: float = 0.01):
                 return None
             time.sleep(poll_s)
 
+
+# Whether this process's workers open measured windows at all: `repro calibrate --loud` turns
+# them off for one command, to measure what the quiet window buys (projectors then write
+# beside the measured steps, as they did before windows existed)
+WINDOWS = True
 
 TURN_WAIT_S = 5.0  # the most a projector's unit of work waits for open windows to close
 

@@ -76,9 +76,13 @@ def order_seed(sweep_id: str) -> int:
     return int(hashlib.sha256(sweep_id.encode()).hexdigest()[:8], 16)
 
 
-def order(n: int, seed: int, k: int) -> list[int]:
-    """Round k's order of n configs: a permutation drawn from (seed, k) alone."""
+def order(n: int, seed: int | None, k: int) -> list[int]:
+    """Round k's order of n configs: a permutation drawn from (seed, k) alone. Seed None: the fixed
+    serpentine (0 1 …, … 1 0, …) sweeps used before random rounds, kept for `repro calibrate
+    --order fixed` to measure what the random order buys."""
     positions = list(range(n))
+    if seed is None:
+        return positions if k % 2 == 0 else positions[::-1]
     random.Random(seed * 1_000_003 + k).shuffle(positions)
     return positions
 
@@ -145,7 +149,7 @@ def _positioned(job: Job, position: int, seed: int | None, attempt: int, replace
     return replace(job, fields={**job.fields, "repeat": rep})
 
 
-def _ordered(policy: Policy, k: int, seed: int) -> list[Job]:
+def _ordered(policy: Policy, k: int, seed: int | None) -> list[Job]:
     jobs = list(policy.round(k))
     return [jobs[i] for i in order(len(jobs), seed, k)] if policy.shuffled else jobs
 
@@ -159,7 +163,7 @@ def run_one(host: JobHost, job: Job, number: int) -> dict:
                    place=job.place)
 
 
-def run(host: JobHost, policy: Policy, seed: int, max_reruns: int = 0) -> list[dict]:
+def run(host: JobHost, policy: Policy, seed: int | None, max_reruns: int = 0) -> list[dict]:
     """Run the policy's rounds in `host`, one job at a time; the sweep's records. Interrupted or
     failed: `policy.ended` and the host's close run (what was recorded stays), then it is re-raised."""
     from repro.runner.rerun import flag
@@ -200,7 +204,7 @@ def run(host: JobHost, policy: Policy, seed: int, max_reruns: int = 0) -> list[d
     return host.close()
 
 
-def _upcoming(policy: Policy, jobs: list[Job], i: int, k: int, seed: int):
+def _upcoming(policy: Policy, jobs: list[Job], i: int, k: int, seed: int | None):
     """The config of the job after job i of round k, if one may run (its worker starts early)."""
     if i + 1 < len(jobs):
         return jobs[i + 1].config
