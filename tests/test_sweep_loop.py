@@ -27,6 +27,9 @@ def test_round_orders_are_permutations_drawn_from_seed_and_round():
     first = Counter(o[0] for o in orders)  # each config leads about a third of the rounds: no fixed order
     assert all(70 <= first[c] <= 130 for c in range(3)), first
     assert len({tuple(o) for o in orders}) == 6
+    assert all(orders[k + 1] == orders[k][::-1] for k in range(0, 300, 2))  # AB/BA pairs: a crossover
+    alone = [sweep.order(3, 1234, k, crossover=False) for k in range(300)]  # calibrate --order random
+    assert sum(alone[k + 1] == alone[k][::-1] for k in range(0, 300, 2)) < 60
 
 
 def test_fixed_order_is_the_serpentine_and_loud_opens_no_window(monkeypatch, tmp_path):

@@ -51,9 +51,10 @@ def add_parser(sub, common) -> None:
                    help="give label B this extra share of its step time (0 < G < 1, e.g. 0.05) and measure the "
                         "power of auto trials to find it")
     # the levers a measurement of the protocol turns off, one at a time (README: what each bought)
-    p.add_argument("--order", choices=("random", "fixed"), default="random",
-                   help="random (default): each round's order drawn from a recorded seed; fixed: the serpentine "
-                        "A B, B A, ... of earlier versions, to measure what random order buys")
+    p.add_argument("--order", choices=("crossover", "random", "fixed"), default="crossover",
+                   help="crossover (default, as sweeps run): random orders in AB/BA pairs of rounds; random: each "
+                        "round drawn on its own; fixed: the serpentine A B, B A, ... of earlier versions (the last "
+                        "two measure what the default buys)")
     p.add_argument("--loud", action="store_true",
                    help="no quiet window: MLflow's projectors write beside the measured steps, as in earlier "
                         "versions, to measure what the window buys")
@@ -82,7 +83,7 @@ def _plan(args):
 
 
 class Trials(Policy):
-    """Calibrate's trials as rounds of the sweep loop: A and B once per round, in random order."""
+    """Calibrate's trials as rounds of the sweep loop: A and B once per round, in random order (AB/BA pairs)."""
 
     def __init__(self, config, overrides, args, host):
         self.config, self.overrides, self.sweep_id = config, tuple(overrides), host.sweep_id
@@ -171,7 +172,8 @@ def run(args) -> int:
         from repro.runner import machine_locks
 
         machine_locks.WINDOWS = False
-    seed = sweep.order_seed(session.sweep_id) if args.order == "random" else None
+    seed = sweep.order_seed(session.sweep_id) if args.order != "fixed" else None
+    policy.crossover = args.order != "random"
     try:
         records = sweep.run(session, policy, seed, config.verdict.max_reruns)
     except KeyboardInterrupt:

@@ -7,11 +7,12 @@ there are and what each job's records carry:
 - `repro.calibrate.Trials`: `repro calibrate`'s A/A trials, one config under two labels;
 - `Listed`: the jobs as given (a replay), with the policy's own work before and after each.
 
-The loop owns the order. Each round of a repeated sweep runs its configs in a fresh random order
-drawn from a seed that every record carries (`repeat.order_seed`, `repeat.position`): a fixed
-order (A B, B A, ...) lines a periodic effect of the machine, or of repro, up with one config, and
-one A/A calibration measured that as a 5 % bias between identical configs (RMIT, Abedi & Brecht
-2017, randomise within every trial for the same reason). The loop also starts the next job's
+The loop owns the order. Each round of a repeated sweep runs its configs in a random order drawn
+from a seed that every record carries (`repeat.order_seed`, `repeat.position`), rounds in AB/BA
+pairs (`order`): a fixed order lines a periodic effect of the machine, or of repro, up with one
+config, and one A/A calibration measured that as a 5 % bias between identical configs (RMIT,
+Abedi & Brecht 2017, randomise within every trial for the same reason); the pairing cancels a
+position effect within each pair of rounds. The loop also starts the next job's
 worker while the current one ends (the warm start), runs a round again when telemetry flagged it
 (`verdict.max_reruns`: decided from the machine's state alone, before any step time is read),
 and closes the sweep once, whatever ends it.
@@ -50,6 +51,7 @@ class Policy:
     one runs; `ended` runs once, whatever ended the sweep (`error` is None when it ended well)."""
 
     shuffled = True
+    crossover = True  # rounds in AB/BA pairs (`order`); False: each round drawn on its own
     max_rounds = 1
     reruns = True  # a round telemetry flags runs again (where a verdict reads the rounds)
 
@@ -76,13 +78,20 @@ def order_seed(sweep_id: str) -> int:
     return int(hashlib.sha256(sweep_id.encode()).hexdigest()[:8], 16)
 
 
-def order(n: int, seed: int | None, k: int) -> list[int]:
-    """Round k's order of n configs: a permutation drawn from (seed, k) alone. Seed None: the fixed
-    serpentine (0 1 …, … 1 0, …) sweeps used before random rounds, kept for `repro calibrate
-    --order fixed` to measure what the random order buys."""
+def order(n: int, seed: int | None, k: int, crossover: bool = True) -> list[int]:
+    """Round k's order of n configs, drawn from (seed, k) alone. Rounds come in pairs: an even
+    round is a random permutation, the odd round after it the same order reversed (`crossover`):
+    an AB/BA crossover, the design clinical trials use against period effects, so a position
+    effect (one calibration measured position 1 1.4 % faster than position 0) cancels within every
+    pair of rounds instead of only on average over many, where at two rounds an order drawn twice
+    alike (A B, A B) turned it into a false "faster". `crossover=False`: every round drawn on its
+    own (`repro calibrate --order random`, to measure what the pairing buys). Seed None: the fixed
+    serpentine (0 1 …, … 1 0, …) of earlier versions (`--order fixed`)."""
     positions = list(range(n))
     if seed is None:
         return positions if k % 2 == 0 else positions[::-1]
+    if crossover and k % 2 == 1:
+        return order(n, seed, k - 1)[::-1]
     random.Random(seed * 1_000_003 + k).shuffle(positions)
     return positions
 
@@ -151,7 +160,7 @@ def _positioned(job: Job, position: int, seed: int | None, attempt: int, replace
 
 def _ordered(policy: Policy, k: int, seed: int | None) -> list[Job]:
     jobs = list(policy.round(k))
-    return [jobs[i] for i in order(len(jobs), seed, k)] if policy.shuffled else jobs
+    return [jobs[i] for i in order(len(jobs), seed, k, policy.crossover)] if policy.shuffled else jobs
 
 
 def run_one(host: JobHost, job: Job, number: int) -> dict:
