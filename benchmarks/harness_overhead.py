@@ -80,6 +80,15 @@ def typed(config: dict):
     return from_dict(config)
 
 
+def dims_of(cfg) -> dict:
+    """The model's dims as this tree computes them (config.schema.dims; older trees: models.dims_of)."""
+    try:
+        from repro.config.schema import dims
+    except ImportError:
+        from repro.models import dims_of as dims
+    return dims(cfg.model if not isinstance(cfg, dict) else cfg["model"])
+
+
 def overrides(framework: str, model: str, steps: int, warmup: int) -> list[str]:
     return [f"framework={framework}", f"model={model}", "model.preset=tiny", "precision=fp32",
             "hardware=cpu", "run.batch_size=32", f"run.steps={steps}", f"run.warmup={warmup}"]
@@ -88,14 +97,12 @@ def overrides(framework: str, model: str, steps: int, warmup: int) -> list[str]:
 # ---------------------------------------------------------------- child: the bare loop
 
 def _bare_jax(entry, dims, batches, seeds, lr):
-    import importlib
-
     import jax
     import optax
     from flax import nnx
 
     jax.config.update("jax_default_matmul_precision", "highest")  # what precision=fp32 sets
-    model = importlib.import_module(entry.flax_module).build(dims, nnx.Rngs(seeds["jax"]))
+    model = entry.module("flax").build(dims, nnx.Rngs(seeds["jax"]))
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     tx = optax.sgd(lr)
 
@@ -123,8 +130,6 @@ def _bare_jax(entry, dims, batches, seeds, lr):
 
 
 def _bare_torch(entry, dims, batches, seeds, lr):
-    import importlib
-
     import torch
     import torch.nn.functional as F
 
@@ -132,7 +137,7 @@ def _bare_torch(entry, dims, batches, seeds, lr):
     torch.set_num_threads(os.cpu_count())
     torch.use_deterministic_algorithms(True)  # run.deterministic=true
     torch.set_float32_matmul_precision("highest")  # precision=fp32
-    model = importlib.import_module(entry.torch_module).build(dims).train()
+    model = entry.module("torch").build(dims).train()
     opt = torch.optim.SGD(model.parameters(), lr=lr)
 
     def tensors(x, y):
@@ -164,7 +169,7 @@ def bare_main() -> None:
     entry = models.get(config["model"]["name"])
     assert entry.task == "classify", "the bare loops use a cross-entropy loss"
     cfg = typed(config)
-    dims = models.dims_of(cfg.model if not isinstance(cfg, dict) else cfg["model"])
+    dims = dims_of(cfg)
     batches = make_batches(cfg, entry, dims, seeds["data"])[0]  # (batches, [eval set,] record)
     build = _bare_jax if config["framework"]["backend"] == "jax" else _bare_torch
     step, sync = build(entry, dims, batches, seeds, config["run"]["lr"])

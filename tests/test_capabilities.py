@@ -38,7 +38,7 @@ def test_every_declared_backend_has_its_module_and_the_loader_reads_the_table():
     (["framework=jax", "framework.compile=true"], "backend jax lacks the capability 'compile'"),
     (["framework=torch_compile", "sharding=dp"], "backend torch lacks the capability 'compiled_layouts: dp'"),
     (["framework=torch_xla", "framework.python=null"], "backend torch_xla runs in an interpreter of its own"),
-    (["framework=torch", "sharding=tp", "model=vit"], "backend torch's capability 'tp_models'"),
+    (["framework=torch", "sharding=tp", "model=vit"], "backend torch's capability 'tp_needs_plan'"),
     (["framework.backend=mxnet"], "framework.backend='mxnet' is not valid; choose one of: jax, torch, torch_xla"),
 ])
 def test_what_a_shipped_backend_lacks_is_refused_by_name(args, says):

@@ -20,7 +20,6 @@ overwrites every variable anyway. `test_flax_init_round_trip` covers real flax i
 from __future__ import annotations
 
 import dataclasses
-import importlib
 
 import jax
 import jax.numpy as jnp
@@ -70,8 +69,7 @@ class Report:
 
 def modules(name: str):
     e = get(name)
-    return e, importlib.import_module(e.flax_module), importlib.import_module(e.torch_module), \
-        importlib.import_module(e.convert_module)
+    return e, e.module("flax"), e.module("torch"), cc  # one converter for every zoo model
 
 
 def build(name: str, seed: int = 0):

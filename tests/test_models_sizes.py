@@ -8,7 +8,6 @@ within 1 % of the published figure; `model_table()` lists everything.
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import jax
@@ -37,14 +36,14 @@ EXACT = {
 
 def abstract_flax(name, preset):
     e = get(name)
-    fm = importlib.import_module(e.flax_module)
+    fm = e.module("flax")
     d = e.dims(preset)
     return nnx.eval_shape(lambda: fm.build(d, nnx.Rngs(0)))
 
 
 def meta_torch(name, preset):
     e = get(name)
-    tm = importlib.import_module(e.torch_module)
+    tm = e.module("torch")
     with torch.device("meta"):
         return tm.build(e.dims(preset))
 
@@ -136,7 +135,7 @@ def test_dtype_and_param_dtype_reach_every_layer(name):
     """build(..., dtype=bf16, param_dtype=bf16): every variable is stored in bf16 and the output
     is computed in bf16 (traced abstractly, nothing allocated)."""
     e = get(name)
-    fm = importlib.import_module(e.flax_module)
+    fm = e.module("flax")
     d = e.dims("tiny")
     model = nnx.eval_shape(lambda: fm.build(d, nnx.Rngs(0), dtype=jnp.bfloat16, param_dtype=jnp.bfloat16))
     dtypes = {v.get_value().dtype for _, v in nnx.to_flat_state(nnx.state(model))}

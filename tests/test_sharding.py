@@ -82,7 +82,7 @@ def test_jax_collectives_and_torch_ranks_recorded(layouts):
     (["sharding=tp", "+sharding.mesh.data=2"], "sharding=tp needs mesh axes {model: N}"),
     (["sharding=fsdp", "framework=torch_compile"], "framework=torch_compile runs unsharded"),
     (["sharding=fsdp", "framework=torch_xla_compile"], "framework=torch_xla_compile runs unsharded"),
-    (["sharding=tp", "framework=torch", "model=vit"], "supports model mlp, ffn"),
+    (["sharding=tp", "framework=torch", "model=vit"], "declares partitioning['torch_tp'] (model ffn, mlp;"),
 ])
 def test_impossible_mesh_refused_before_launch(args, message):
     with pytest.raises(ConfigError) as err:

@@ -25,6 +25,7 @@ _EXPORTS = {
     "Ledger": "repro.ledger",
     "LedgerError": "repro.ledger",
     "ConfigError": "repro.config",
+    "Model": "repro.models.api",  # the model protocol: subclass it for a model of your own
 }
 __all__ = ["__version__", *_EXPORTS]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, TYPE_CHECKING
 
-from repro.models.base import Batch, ModelEntry
+from repro.models.api import Batch, Model
 
 if TYPE_CHECKING:
     from repro.config.schema import Config
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class BuildContext:
     config: Config  # the resolved, typed config
-    entry: ModelEntry
+    entry: Model  # repro.models.api: the zoo's and a package's alike
     dims: dict
     seeds: dict[str, int]
     batches: list[Batch]  # NumPy, JAX layout

@@ -32,7 +32,9 @@ class Capabilities:
     layouts: tuple[str, ...]  # sharding.name it runs (eager)
     compile: bool  # framework.compile=true: the model wrapped in torch.compile
     compiled_layouts: tuple[str, ...]  # sharding.name it runs with framework.compile=true
-    tp_models: tuple[str, ...] | None  # models its tensor-parallel layouts (tp, dp_tp) split; None: every one
+    # its tensor-parallel layouts (tp, dp_tp) split only a model that declares a plan for them
+    # (partitioning["torch_tp"] on the model: column/row-parallel Linear pairs); False: every model
+    tp_needs_plan: bool
     processes: str  # ONE_PROCESS | PER_RANK | PER_NODE: how a sharded run spans processes
     cpu_devices: str | None  # XLA_FLAGS | CPU_NUM_DEVICES | None: how a CPU run simulates its mesh's devices
     profile: bool  # run.profile=true: a few steps under the framework's profiler
@@ -51,19 +53,19 @@ DTYPES = ("float32", "bfloat16", "float16")
 BACKENDS: dict[str, Capabilities] = {
     # JAX + Flax NNX + Optax: jit always compiles (framework.compile is torch's wrapper, not JAX's).
     "jax": Capabilities(module="repro.backends.jax_backend", dtypes=DTYPES, autocast=True, loss_scaling=True,
-                        layouts=ALL_LAYOUTS, compile=False, compiled_layouts=(), tp_models=None,
+                        layouts=ALL_LAYOUTS, compile=False, compiled_layouts=(), tp_needs_plan=False,
                         processes=PER_NODE, cpu_devices=XLA_FLAGS, profile=True, ir=True, own_interpreter=False,
                         xla=True),
     # PyTorch eager or torch.compile; eager and inductor lower to no StableHLO/HLO. Tensor parallel
-    # splits MLP-only models so far (attention needs per-rank head counts).
+    # splits the models that declare a torch TP plan (MLP-only so far: attention needs per-rank head counts).
     "torch": Capabilities(module="repro.backends.torch_backend", dtypes=DTYPES, autocast=True, loss_scaling=True,
-                          layouts=ALL_LAYOUTS, compile=True, compiled_layouts=("none",), tp_models=("mlp", "ffn"),
+                          layouts=ALL_LAYOUTS, compile=True, compiled_layouts=("none",), tp_needs_plan=True,
                           processes=PER_RANK, cpu_devices=None, profile=True, ir=False, own_interpreter=False),
     # PyTorch/XLA: SPMD annotations split by XLA's partitioner in one process, so any model's attention
     # works; torch-xla 2.9 needs torch 2.9, hence an interpreter of its own (conf/framework/torch_xla.yaml).
     "torch_xla": Capabilities(module="repro.backends.torch_xla_backend", dtypes=DTYPES, autocast=True,
                               loss_scaling=True, layouts=ALL_LAYOUTS, compile=True, compiled_layouts=("none",),
-                              tp_models=None, processes=ONE_PROCESS, cpu_devices=CPU_NUM_DEVICES, profile=True,
+                              tp_needs_plan=False, processes=ONE_PROCESS, cpu_devices=CPU_NUM_DEVICES, profile=True,
                               ir=True, own_interpreter=True, xla=True),
 }
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from repro import paths
 from repro.hashing import sha256_json
-from repro.models.base import Batch, ModelEntry
+from repro.models.api import Batch, Model
 
 if TYPE_CHECKING:
     from repro.config.schema import Config
@@ -50,7 +50,7 @@ def data_folder(data) -> Path:
     return paths.repo_root() / data.path
 
 
-def model_mismatch(data, entry: ModelEntry, dims: dict) -> str | None:
+def model_mismatch(data, entry: Model, dims: dict) -> str | None:
     """Why the model cannot read this dataset, or None."""
     if data.name not in DATASETS:
         return None
@@ -78,7 +78,7 @@ def _epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, steps: int, rn
     return batches[:steps]
 
 
-def make_batches(config: Config, entry: ModelEntry, dims: dict, seed: int) -> tuple[list[Batch], Batch | None, dict]:
+def make_batches(config: Config, entry: Model, dims: dict, seed: int) -> tuple[list[Batch], Batch | None, dict]:
     """The run's training batches, its evaluation set (or None) and the data record."""
     data, run = config.data, config.run
     rng = np.random.default_rng(seed)

@@ -12,14 +12,23 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
+from pathlib import Path
 
-from repro.models.base import ModelEntry
+from repro.models.api import Model
 
-# Names of the model folders. Importing an entry imports only NumPy, never a framework.
-MODEL_NAMES = (
-    "mlp", "vit", "gemm", "ffn", "mha", "resnet50", "gpt2_small", "gpt_neo_1_3b",
-    "bert_base", "llama3_8b",
-)
+
+
+def _zoo_folders() -> tuple[str, ...]:
+    """The zoo: every folder here with both twins (`flax_model.py`, `torch_model.py`), by name. A new
+    zoo model is its folder and its `conf/model/<name>.yaml`, nothing listed elsewhere."""
+    here = Path(__file__).parent
+    return tuple(sorted(p.name for p in here.iterdir()
+                        if (p / "__init__.py").is_file() and (p / "flax_model.py").is_file()
+                        and (p / "torch_model.py").is_file()))
+
+
+# Names of the model folders. Importing one imports only NumPy, never a framework.
+MODEL_NAMES = _zoo_folders()
 ENTRY_POINT_GROUP = "repro.models"
 TARGET_KEY = "_target_"  # the model group's key naming a class: Hydra's own convention
 
@@ -130,14 +139,19 @@ def _file_of(e: BaseException) -> str | None:
     return where
 
 
-def _zoo(name: str) -> ModelEntry:
-    return importlib.import_module(f"repro.models.{name}").ENTRY
+@functools.lru_cache(maxsize=None)
+def _zoo(name: str) -> Model:
+    """The zoo model `name`: the one `Model` class its folder's `__init__.py` declares."""
+    module = importlib.import_module(f"repro.models.{name}")
+    (cls,) = [v for v in vars(module).values()
+              if isinstance(v, type) and issubclass(v, Model) and v.__module__ == module.__name__]
+    return cls()
 
 
-def all_entries() -> list[ModelEntry]:
+def all_entries() -> list[Model]:
     """The zoo's models (a package's model of the same name is listed as its own)."""
     return [_zoo(n) for n in MODEL_NAMES]
 
 
-__all__ = ["ModelEntry", "MODEL_NAMES", "ENTRY_POINT_GROUP", "ModelLoadError", "get", "entry_of", "load",
+__all__ = ["Model", "MODEL_NAMES", "ENTRY_POINT_GROUP", "ModelLoadError", "get", "entry_of", "load",
            "entry_points", "target_of", "all_entries"]

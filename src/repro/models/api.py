@@ -4,7 +4,7 @@ Subclass `Model` in one file of your own package, name it from a Hydra yaml with
 (`repro --config-dir ./myconf model=mymodel`) or from the entry-point group `repro.models`,
 and every framework, precision, verdict, report and replay works on it:
 
-    class ResConvNet(repro.models.api.Model):
+    class ResConvNet(repro.Model):               # repro.Model is repro.models.api.Model
         name = "resconv"
         task = "classify"                                    # classify | lm | regress: the default loss
         presets = {"tiny": dict(image=16, channels=3, width=16, classes=10)}
@@ -35,7 +35,7 @@ flax. Everything else is optional:
 - `torch_xla = True`: the torch module runs under PyTorch/XLA too (its own interpreter,
   `.venv-xla`, must have your package installed); without it `framework=torch_xla` is refused.
 
-The zoo's models (`repro.models.base.ModelEntry`) answer the same methods.
+The zoo's models subclass it too (`repro.models.base.ZooModel`): one protocol, one registry.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class Model:
             return x, rng.integers(0, dims["classes"], size=(batch_size,), dtype=np.int32)
         return x, rng.standard_normal((batch_size, *self.target_shape(dims)), dtype=np.float32)
 
-    # ---- what repro computes from it (the same names as the zoo's ModelEntry) ---------------
+    # ---- what repro computes from it -------------------------------------------------------
     @property
     def extra(self) -> dict:
         return {"batch_size": dict(self.batch_sizes)}
@@ -122,7 +122,7 @@ class Model:
     def param_count(self, dims: Mapping[str, Any]) -> int | None:
         return None
 
-    # ---- the builders the backends call (the zoo's entries have the same) --------------------
+    # ---- the builders the backends call ----------------------------------------------------
     def build_flax(self, dims, rngs, *, dtype=None, param_dtype=None):
         return self.flax_module(dims, rngs, dtype=dtype, param_dtype=param_dtype)
 
@@ -130,32 +130,29 @@ class Model:
         return self.torch_module(dims)
 
     # ---- canonical state (run.init=shared): the default converter ---------------------------
-    def flax_state(self, fmodel) -> dict[str, np.ndarray]:
-        from repro.models import state_flax
+    # by_path: the twins share attribute names and the weights are exchanged by path
+    # (state_flax.read/write: the zoo); else paired by shape and kind in declaration order
+    by_path = False
 
-        return state_flax.read_ordered(fmodel)
+    def _converter(self, module: str, verb: str):
+        import importlib
+
+        return getattr(importlib.import_module(f"repro.models.{module}"), verb if self.by_path else f"{verb}_ordered")
+
+    def flax_state(self, fmodel) -> dict[str, np.ndarray]:
+        return self._converter("state_flax", "read")(fmodel)
 
     def flax_shapes(self, fmodel) -> dict[str, tuple]:
-        from repro.models import state_flax
-
-        return state_flax.shapes_ordered(fmodel)
+        return self._converter("state_flax", "shapes")(fmodel)
 
     def load_flax_state(self, fmodel, state: Mapping[str, np.ndarray]):
-        from repro.models import state_flax
-
-        return state_flax.write_ordered(fmodel, state)
+        return self._converter("state_flax", "write")(fmodel, state)
 
     def torch_state(self, tmodel) -> dict[str, np.ndarray]:
-        from repro.models import state_torch
-
-        return state_torch.read_ordered(tmodel)
+        return self._converter("state_torch", "read")(tmodel)
 
     def torch_shapes(self, tmodel) -> dict[str, tuple]:
-        from repro.models import state_torch
-
-        return state_torch.shapes_ordered(tmodel)
+        return self._converter("state_torch", "shapes")(tmodel)
 
     def load_torch_state(self, tmodel, state: Mapping[str, np.ndarray]):
-        from repro.models import state_torch
-
-        return state_torch.write_ordered(tmodel, state)
+        return self._converter("state_torch", "write")(tmodel, state)

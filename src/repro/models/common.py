@@ -1,6 +1,6 @@
-"""Framework-free pieces shared by the model entries: batch makers and FLOP/param arithmetic.
+"""Framework-free pieces shared by the zoo's models: FLOP/param arithmetic and rotary tables.
 
-Only NumPy here: an entry's `__init__.py` imports this, and entries must stay framework-free.
+Only NumPy here: a model's `__init__.py` imports this, and must stay framework-free.
 FLOP convention: forward FLOPs of matmuls and convolutions only, a multiply-add counted as 2;
 attention's score (QK^T) and value (PV) matmuls are counted over the full T x T square, because
 the eager attention computes all of it even where a causal or local mask throws it away.
@@ -12,8 +12,6 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import numpy as np
-
-from repro.models.base import Batch
 
 
 def linear_params(d_in: int, d_out: int, bias: bool = True) -> int:
@@ -46,22 +44,3 @@ def rope_tables(seq: int, head_dim: int, theta: float) -> tuple[np.ndarray, np.n
     angles = np.outer(np.arange(seq, dtype=np.float64), inv_freq)
     angles = np.concatenate([angles, angles], axis=-1)
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
-
-
-def causal_lm_batch(d: Mapping[str, Any], batch_size: int, rng: np.random.Generator) -> Batch:
-    """Random int32 tokens [B, seq] and the next-token targets (the same stream shifted by 1)."""
-    toks = rng.integers(0, d["vocab"], size=(batch_size, d["seq"] + 1), dtype=np.int32)
-    return toks[:, :-1].copy(), toks[:, 1:].copy()
-
-
-def regression_batch(x_shape: tuple[int, ...], y_shape: tuple[int, ...], batch_size: int,
-                     rng: np.random.Generator) -> Batch:
-    x = rng.standard_normal((batch_size, *x_shape), dtype=np.float32)
-    y = rng.standard_normal((batch_size, *y_shape), dtype=np.float32)
-    return x, y
-
-
-def sequence_regression_batch(d, batch_size: int, rng: np.random.Generator):
-    """Random [B, T, D] inputs and targets of the same shape (the FFN and MHA blocks)."""
-    shape = (d["seq"], d["dim"])
-    return regression_batch(shape, shape, batch_size, rng)

@@ -64,12 +64,25 @@ def check(cfg: schema.Config) -> None:
         raise _lacks(f"sharding={sharding.name}", fw, f"{field}: {sharding.name}",
                      lambda c, comp: sharding.name in (c.compiled_layouts if comp else c.layouts),
                      "sharding=none", why="runs unsharded")
-    if sharding.name in ("tp", "dp_tp") and caps.tp_models is not None and cfg.model.name not in caps.tp_models:
-        raise ConfigError(f"sharding={sharding.name} with framework={fw.name} supports model "
-                          f"{', '.join(caps.tp_models)} (backend {fw.backend}'s capability 'tp_models', {WHERE}: "
-                          f"attention needs per-rank head counts); use framework=jax or sharding=dp/fsdp for "
-                          f"model={cfg.model.name}")
+    if sharding.name in ("tp", "dp_tp") and caps.tp_needs_plan and not _declares_torch_tp(cfg):
+        from repro import models
+
+        planned = [m.name for m in models.all_entries() if m.partitioning.get("torch_tp")]
+        raise ConfigError(f"sharding={sharding.name} with framework={fw.name} splits a model that declares "
+                          f"partitioning['torch_tp'] (model {', '.join(planned)}; backend {fw.backend}'s capability "
+                          f"'tp_needs_plan', {WHERE}: attention needs per-rank head counts); use framework=jax "
+                          f"or sharding=dp/fsdp for model={cfg.model.name}")
     if caps.own_interpreter and not fw.python:
         raise ConfigError(f"framework={fw.name}: backend {fw.backend} runs in an interpreter of its own (capability "
                           f"'own_interpreter', {WHERE}), but framework.python is empty; set framework.python=PATH "
                           "(`make xla-env` makes .venv-xla/bin/python) or $REPRO_XLA_PYTHON")
+
+
+def _declares_torch_tp(cfg) -> bool:
+    """Whether the run's model declares a torch tensor-parallel plan (`partitioning` on the model)."""
+    from repro import models
+
+    try:
+        return bool((models.entry_of(cfg.model).partitioning or {}).get("torch_tp"))
+    except (KeyError, ValueError):  # a model that does not load is refused by its own check
+        return False

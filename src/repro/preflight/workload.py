@@ -131,7 +131,7 @@ def _groups(entry, fmodel, tmodel) -> list[str]:
     tensors), as `flax paths <-> torch names`."""
     from repro.models import api, state_flax, state_torch
 
-    if type(entry).flax_state is not api.Model.flax_state:
+    if entry.by_path or type(entry).flax_state is not api.Model.flax_state:
         return []
     flax_by, torch_by = {}, {}
     for key, path, _ in state_flax.ordered(fmodel):

@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from repro.models.base import SequenceBlock
+from repro.models.common import linear_params
 
-from repro.models.base import ModelEntry
-from repro.models.common import linear_params, sequence_regression_batch
 
-PRESETS = {
-    "tiny": dict(dim=32, hidden=128, seq=16),
-    "large": dict(dim=4096, hidden=16384, seq=512),  # run at batch 8
-}
+class FFN(SequenceBlock):
+    name = "ffn"
+    description = "feed-forward block Linear -> GELU -> Linear on [B, T, D]"
+    presets = {"tiny": dict(dim=32, hidden=128, seq=16), "large": dict(dim=4096, hidden=16384, seq=512)}
+    partitioning = {"fsdp": True, "tp": True, "torch_tp": True}  # Linear pairs: column then row parallel
 
-def param_count(d: Mapping[str, Any]) -> int:
-    return linear_params(d["dim"], d["hidden"]) + linear_params(d["hidden"], d["dim"])
+    def param_count(self, d):
+        return linear_params(d["dim"], d["hidden"]) + linear_params(d["hidden"], d["dim"])
 
-def flops_per_example(d: Mapping[str, Any]) -> float:
-    return float(2 * 2 * d["seq"] * d["dim"] * d["hidden"])
-
-ENTRY = ModelEntry(
-    name="ffn",
-    task="regress",
-    presets=PRESETS,
-    default_preset="tiny",
-    make_batch=sequence_regression_batch,
-    param_count=param_count,
-    flops_per_example=flops_per_example,
-    description="feed-forward block Linear -> GELU -> Linear on [B, T, D]",
-    extra={"batch_size": {"tiny": 4, "large": 8}},
-)
+    def flops_per_example(self, d):
+        return float(2 * 2 * d["seq"] * d["dim"] * d["hidden"])

@@ -3,40 +3,29 @@ no biases, untied output head. Plain RoPE with theta 500000 (no 3.1 long-context
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-from repro.models.base import ModelEntry
-from repro.models.common import attention_flops, attention_params, causal_lm_batch
+from repro.models.base import ZooModel
+from repro.models.common import attention_flops, attention_params
 
 EPS = 1e-5
 
-PRESETS = {
-    "tiny": dict(vocab=128, seq=16, dim=32, depth=2, heads=4, kv_heads=2, hidden=64, theta=500000.0),
-    "8b": dict(vocab=128256, seq=2048, dim=4096, depth=32, heads=32, kv_heads=8, hidden=14336,
-               theta=500000.0),
-}
 
+class Llama3(ZooModel):
+    name = "llama3_8b"
+    task = "lm"
+    description = "LLaMA-3 causal LM (RMSNorm, RoPE, GQA, SwiGLU, untied head)"
+    presets = {
+        "tiny": dict(vocab=128, seq=16, dim=32, depth=2, heads=4, kv_heads=2, hidden=64, theta=500000.0),
+        "8b": dict(vocab=128256, seq=2048, dim=4096, depth=32, heads=32, kv_heads=8, hidden=14336,
+                   theta=500000.0),
+    }
 
-def param_count(d: Mapping[str, Any]) -> int:
-    dim = d["dim"]
-    attn = attention_params(dim, d["heads"], d["kv_heads"], qkv_bias=False, out_bias=False)
-    block = 2 * dim + attn + 3 * dim * d["hidden"]
-    return 2 * d["vocab"] * dim + d["depth"] * block + dim
+    def param_count(self, d):
+        dim = d["dim"]
+        attn = attention_params(dim, d["heads"], d["kv_heads"], qkv_bias=False, out_bias=False)
+        block = 2 * dim + attn + 3 * dim * d["hidden"]
+        return 2 * d["vocab"] * dim + d["depth"] * block + dim
 
-
-def flops_per_example(d: Mapping[str, Any]) -> float:
-    t, dim = d["seq"], d["dim"]
-    block = attention_flops(t, dim, d["heads"], d["kv_heads"]) + 3 * 2 * t * dim * d["hidden"]
-    return float(d["depth"] * block + 2 * t * dim * d["vocab"])
-
-
-ENTRY = ModelEntry(
-    name="llama3_8b",
-    task="lm",
-    presets=PRESETS,
-    default_preset="tiny",
-    make_batch=causal_lm_batch,
-    param_count=param_count,
-    flops_per_example=flops_per_example,
-    description="LLaMA-3 causal LM (RMSNorm, RoPE, GQA, SwiGLU, untied head)",
-)
+    def flops_per_example(self, d):
+        t, dim = d["seq"], d["dim"]
+        block = attention_flops(t, dim, d["heads"], d["kv_heads"]) + 3 * 2 * t * dim * d["hidden"]
+        return float(d["depth"] * block + 2 * t * dim * d["vocab"])

@@ -4,20 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-import numpy as np
-
-from repro.models.base import ModelEntry, random_classification
+from repro.models.base import ZooModel
 
 EXPANSION = 4
 BN_EPS = 1e-5
 BN_MOMENTUM = 0.9  # flax convention: running = 0.9 * running + 0.1 * batch (torch momentum=0.1)
-
-PRESETS = {
-    # 64 px, not 32: the last stage then normalises over 2x2 pixels per image, not 1x1, which keeps
-    # tiny-batch BatchNorm statistics well conditioned (fp32 parity margins 10x instead of 1.5x).
-    "tiny": dict(image=64, channels=3, width=8, blocks=(1, 1, 1, 1), classes=10),
-    "r50": dict(image=224, channels=3, width=64, blocks=(3, 4, 6, 3), classes=1000),
-}
 
 
 def _out(size: int, k: int, s: int, p: int) -> int:
@@ -47,27 +38,24 @@ def _features(d: Mapping[str, Any]) -> int:
     return d["width"] * 2 ** (len(d["blocks"]) - 1) * EXPANSION
 
 
-def param_count(d: Mapping[str, Any]) -> int:
-    conv_bn = sum(k * k * ci * co + 2 * co for k, ci, co, _ in convs(d))
-    return conv_bn + _features(d) * d["classes"] + d["classes"]
+class ResNet50(ZooModel):
+    name = "resnet50"
+    task = "classify"
+    image_input = True
+    description = "ResNet-50 v1.5 (bottleneck, BatchNorm with running stats)"
+    presets = {
+        # 64 px, not 32: the last stage then normalises over 2x2 pixels per image, not 1x1, which keeps
+        # tiny-batch BatchNorm statistics well conditioned (fp32 parity margins 10x instead of 1.5x).
+        "tiny": dict(image=64, channels=3, width=8, blocks=(1, 1, 1, 1), classes=10),
+        "r50": dict(image=224, channels=3, width=64, blocks=(3, 4, 6, 3), classes=1000),
+    }
 
+    def input_shape(self, d):
+        return (d["image"], d["image"], d["channels"])
 
-def flops_per_example(d: Mapping[str, Any]) -> float:
-    return float(sum(2 * k * k * ci * co * px for k, ci, co, px in convs(d)) + 2 * _features(d) * d["classes"])
+    def param_count(self, d):
+        conv_bn = sum(k * k * ci * co + 2 * co for k, ci, co, _ in convs(d))
+        return conv_bn + _features(d) * d["classes"] + d["classes"]
 
-
-def make_batch(d: Mapping[str, Any], batch_size: int, rng: np.random.Generator):
-    return random_classification((d["image"], d["image"], d["channels"]), d["classes"], batch_size, rng)
-
-
-ENTRY = ModelEntry(
-    name="resnet50",
-    task="classify",
-    presets=PRESETS,
-    default_preset="tiny",
-    make_batch=make_batch,
-    param_count=param_count,
-    flops_per_example=flops_per_example,
-    image_input=True,
-    description="ResNet-50 v1.5 (bottleneck, BatchNorm with running stats)",
-)
+    def flops_per_example(self, d):
+        return float(sum(2 * k * k * ci * co * px for k, ci, co, px in convs(d)) + 2 * _features(d) * d["classes"])
