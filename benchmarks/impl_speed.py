@@ -69,14 +69,17 @@ def child_main() -> None:
     from repro.runner import seeding
 
     workloads = {}
-    for impl, config in spec["configs"].items():
-        seeds = seeding.derive(config["run"]["seed"])
-        entry = models.get(config["model"]["name"])
-        dims = models.dims_of(config["model"])
+    from repro.config import schema
+
+    for impl, raw in spec["configs"].items():
+        config = schema.from_dict(raw)
+        seeds = seeding.derive(config.run.seed)
+        entry = models.entry_of(config.model)
+        dims = schema.dims(config.model)
         batches = make_batches(config, entry, dims, seeds["data"])[0]
         ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches,
-                           threads=seeding.resolve_threads(config["run"]["threads"]), cache_dir=spec["cache_dir"])
-        workloads[impl] = backends.load(config["framework"]["backend"]).build(ctx)
+                           threads=seeding.resolve_threads(config.run.threads), cache_dir=spec["cache_dir"])
+        workloads[impl] = backends.load(config.framework.backend).build(ctx)
     clock, step = time.perf_counter, {impl: 0 for impl in workloads}
 
     def timed(impl: str) -> float:
@@ -107,12 +110,13 @@ def quantile(xs: list[float], q: float) -> float:
 
 
 def measure(framework: str, model: str, size: str, pairs: int, warmup: int, cache_dir: str) -> dict:
-    from repro import paths
-    from repro.config import plan
+    from repro import paths, preflight
+    from repro.config.schema import as_dict
     from repro.runner.seeding import worker_env
 
-    configs = {impl: plan(overrides(framework, model, size, impl)).jobs[0] for impl in ("native", "hf")}
-    env = {**os.environ, **worker_env(configs["native"])}  # what a repro worker starts with
+    typed = {impl: preflight.plan(overrides(framework, model, size, impl)).jobs[0] for impl in ("native", "hf")}
+    configs = {impl: as_dict(c) for impl, c in typed.items()}
+    env = {**os.environ, **worker_env(typed["native"])}  # what a repro worker starts with
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.src_dir()), os.environ.get("PYTHONPATH")]))
     spec = {"configs": configs, "pairs": pairs, "warmup": warmup, "cache_dir": cache_dir}
     proc = subprocess.run([sys.executable, __file__, "--child"], input=json.dumps(spec), env=env,
