@@ -28,6 +28,9 @@ def test_round_orders_are_permutations_drawn_from_seed_and_round():
     assert all(70 <= first[c] <= 130 for c in range(3)), first
     assert len({tuple(o) for o in orders}) == 6
     assert all(orders[k + 1] == orders[k][::-1] for k in range(0, 300, 2))  # AB/BA pairs: a crossover
+    # a policy whose rounds restart (calibrate's trials of 3 rounds) pairs from its own count
+    assert sweep.order(3, 1234, 7, second=False) == sweep.order(3, 1234, 7, crossover=False)  # a first: drawn
+    assert sweep.order(3, 1234, 8, second=True) == sweep.order(3, 1234, 7, second=False)[::-1]
     alone = [sweep.order(3, 1234, k, crossover=False) for k in range(300)]  # calibrate --order random
     assert sum(alone[k + 1] == alone[k][::-1] for k in range(0, 300, 2)) < 60
 

@@ -103,6 +103,11 @@ class Trials(Policy):
                 "repeat": {"index": self.index, "count": self.per_trial, "group": f"{self.sweep_id}/{label}"}}))
         return jobs
 
+    def second_of_pair(self, k: int) -> bool:
+        # pairs restart with each trial (an auto trial ends after 3 or 5 rounds): the sweep's
+        # round count would pair a trial's last round with the next trial's first
+        return self.index % 2 == 1
+
     def more(self, k: int, host) -> bool:
         recent = host.records[-2:]
         if bad := next((r for r in recent if r.get("status") != "ok"), None):

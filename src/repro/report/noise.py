@@ -260,14 +260,16 @@ def summarise(records: list[dict]) -> dict:
     aa = {k: labels for k, labels in trials.items() if _gap_of(labels) is None}
     gapped = {k: labels for k, labels in trials.items() if _gap_of(labels) is not None}
     aa_rounds = [_rounds(labels) for labels in aa.values()]
-    # run-to-run noise within each label of each trial: the A/A trials, or, in a gap-only
-    # calibration, the gapped ones (each label's runs there are identical configs too)
-    sigma = V.noise([[_median_s(r) for r in rs if _median_s(r) is not None] for labels in (aa or gapped).values()
+    # what is measured within each label of each trial (run-to-run noise, sampling SD, CPU
+    # correlations): the A/A trials, or, in a gap-only calibration, the gapped ones (each label's
+    # runs there are identical configs too)
+    alike = aa or gapped
+    sigma = V.noise([[_median_s(r) for r in rs if _median_s(r) is not None] for labels in alike.values()
                      for rs in labels.values()])
     parts = _components(aa_rounds)
-    residuals = _residuals(aa.values())
+    residuals = _residuals(alike.values())
     positions, source = _positions(aa_rounds)
-    sd = [r["results"]["steady_median_sd_s"] / m for labels in aa.values() for rs in labels.values() for r in rs
+    sd = [r["results"]["steady_median_sd_s"] / m for labels in alike.values() for rs in labels.values() for r in rs
           if (m := _median_s(r)) is not None and isinstance((r.get("results") or {}).get("steady_median_sd_s"), (int, float))]
 
     outcomes = {V.FASTER: 0, V.EQUIVALENT: 0, V.UNDECIDED: 0, V.SINGLE: 0}

@@ -58,6 +58,10 @@ class Policy:
     def round(self, k: int) -> Sequence[Job]:
         raise NotImplementedError
 
+    def second_of_pair(self, k: int) -> bool:
+        """Whether round k runs the order of round k - 1 reversed (`order`'s AB/BA pairs)."""
+        return k % 2 == 1
+
     def more(self, k: int, host: JobHost) -> bool:
         return k + 1 < self.max_rounds
 
@@ -78,7 +82,7 @@ def order_seed(sweep_id: str) -> int:
     return int(hashlib.sha256(sweep_id.encode()).hexdigest()[:8], 16)
 
 
-def order(n: int, seed: int | None, k: int, crossover: bool = True) -> list[int]:
+def order(n: int, seed: int | None, k: int, crossover: bool = True, second: bool | None = None) -> list[int]:
     """Round k's order of n configs, drawn from (seed, k) alone. Rounds come in pairs: an even
     round is a random permutation, the odd round after it the same order reversed (`crossover`):
     an AB/BA crossover, the design clinical trials use against period effects, so a position
@@ -86,12 +90,15 @@ def order(n: int, seed: int | None, k: int, crossover: bool = True) -> list[int]
     pair of rounds instead of only on average over many, where at two rounds an order drawn twice
     alike (A B, A B) turned it into a false "faster". `crossover=False`: every round drawn on its
     own (`repro calibrate --order random`, to measure what the pairing buys). Seed None: the fixed
-    serpentine (0 1 …, … 1 0, …) of earlier versions (`--order fixed`)."""
+    serpentine (0 1 …, … 1 0, …) of earlier versions (`--order fixed`). `second`: whether round k
+    is the second of its pair (default: k odd; a policy whose own rounds restart, as calibrate's
+    trials do, says so from its count, `Policy.second_of_pair`)."""
     positions = list(range(n))
+    second = k % 2 == 1 if second is None else second
     if seed is None:
-        return positions if k % 2 == 0 else positions[::-1]
-    if crossover and k % 2 == 1:
-        return order(n, seed, k - 1)[::-1]
+        return positions if not second else positions[::-1]
+    if crossover and second:
+        return order(n, seed, k - 1, second=False)[::-1]
     random.Random(seed * 1_000_003 + k).shuffle(positions)
     return positions
 
@@ -160,7 +167,8 @@ def _positioned(job: Job, position: int, seed: int | None, attempt: int, replace
 
 def _ordered(policy: Policy, k: int, seed: int | None) -> list[Job]:
     jobs = list(policy.round(k))
-    return [jobs[i] for i in order(len(jobs), seed, k, policy.crossover)] if policy.shuffled else jobs
+    return [jobs[i] for i in order(len(jobs), seed, k, policy.crossover, policy.second_of_pair(k))] \
+        if policy.shuffled else jobs
 
 
 def run_one(host: JobHost, job: Job, number: int) -> dict:
