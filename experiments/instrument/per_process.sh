@@ -4,7 +4,7 @@
 #   OUT=/tmp/per_process experiments/instrument/per_process.sh
 # Steps, for torch vit tiny and jax mlp tiny: base (as is), hugetlb (glibc's malloc asks for
 # transparent huge pages: GLIBC_TUNABLES=glibc.malloc.hugetlb=1; this host's THP is "madvise"),
-# arena1 (one malloc arena: MALLOC_ARENA_MAX=1), threads1 (run.threads=1: one compute thread).
+# threads1 (run.threads=1: one compute thread).
 set -uo pipefail
 OUT=${OUT:?set OUT to an empty folder}
 PY=${PY:-python}
@@ -23,6 +23,5 @@ for cfg in "torch_vit framework=torch model=vit model.preset=tiny" "jax_mlp fram
   set -- $cfg; tag=$1; shift
   one "${tag}_base" - "$@"
   one "${tag}_hugetlb" GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "$@"
-  one "${tag}_arena1" MALLOC_ARENA_MAX=1 "$@"
   one "${tag}_threads1" - "$@" run.threads=1
 done

@@ -28,9 +28,9 @@ def row(step: str, ledger: Path) -> dict | None:
     heads = Ledger(ledger).heads()
     runs = [r for r in heads if r.get("calibration")]
     (cal,) = [r for r in heads if r.get("kind") == "calibration"] or [None]
-    if not runs or cal is None:
+    ok = [r for r in kept(runs) if r.get("status") == "ok"]
+    if not ok or cal is None or cal.get("status") != "ok":  # a step stopped before it measured anything
         return None
-    ok = kept(runs)
     s = noise.summarise(ok)
     config = ok[0]["config"]
     proto = cal["protocol"]
