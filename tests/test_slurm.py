@@ -74,8 +74,10 @@ def test_submitit_slurm_sweep_records_its_jobs(slurm, sandbox, timeout_job):
         assert s["stdout"].startswith(str(sandbox.root / "sweep" / ".submitit"))
         assert "scheduler" not in h["config"]  # provenance, not part of the config hash
     assert len({h["scheduler"]["array_job_id"] for h in heads.values()}) == 1
-    # every job a SLURM job: each record's job id is one slurmctld knows, ended COMPLETED
-    assert {slurm.scontrol_job(scheduler.job_ref(h["scheduler"]))["JobState"] for h in heads.values()} == {"COMPLETED"}
+    # every job a SLURM job: each record's job id is one slurmctld knows, ended COMPLETED (a job
+    # reads RUNNING for a moment after its result reached the parent: its end is waited for)
+    ended = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
+    assert {slurm.wait_state(scheduler.job_ref(h["scheduler"]), ended, timeout=60) for h in heads.values()} == {"COMPLETED"}
     runs = sandbox.mlflow_runs("slurm_sweep")
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
