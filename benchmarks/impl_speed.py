@@ -35,6 +35,8 @@ import subprocess
 import sys
 import time
 
+import _workload  # benchmarks/_workload.py: this script's folder is on sys.path when it runs
+
 MODELS = ("vit", "resnet50", "bert_base", "gpt2_small", "gpt_neo_1_3b", "llama3_8b")
 LM_SMALL = ["model.vocab=1024", "model.seq=64", "model.dim=128", "model.depth=4", "model.heads=4"]
 SIZES = {
@@ -63,23 +65,9 @@ def overrides(framework: str, model: str, size: str, impl: str) -> list[str]:
 
 def child_main() -> None:
     spec = json.loads(sys.stdin.read())
-    from repro import backends, models
-    from repro.backends.base import BuildContext
-    from repro.data import make_batches
-    from repro.runner import seeding
+    from _workload import build
 
-    workloads = {}
-    from repro.config import schema
-
-    for impl, raw in spec["configs"].items():
-        config = schema.from_dict(raw)
-        seeds = seeding.derive(config.run.seed)
-        entry = models.entry_of(config.model)
-        dims = schema.dims(config.model)
-        batches = make_batches(config, entry, dims, seeds["data"])[0]
-        ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches,
-                           threads=seeding.resolve_threads(config.run.threads), cache_dir=spec["cache_dir"])
-        workloads[impl] = backends.load(config.framework.backend).build(ctx)
+    workloads = {impl: build(raw, spec["cache_dir"])[0] for impl, raw in spec["configs"].items()}
     clock, step = time.perf_counter, {impl: 0 for impl in workloads}
 
     def timed(impl: str) -> float:
@@ -104,11 +92,6 @@ def child_main() -> None:
 
 # ---------------------------------------------------------------- parent
 
-def quantile(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
-
-
 def measure(framework: str, model: str, size: str, pairs: int, warmup: int, cache_dir: str) -> dict:
     from repro import paths, preflight
     from repro.config.schema import as_dict
@@ -126,7 +109,7 @@ def measure(framework: str, model: str, size: str, pairs: int, warmup: int, cach
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     ratios = [n / h for n, h in zip(out["times"]["native"], out["times"]["hf"])]
     return {**out, "ratios": ratios, "ratio": statistics.median(ratios),
-            "ratio_p10": quantile(ratios, 0.1), "ratio_p90": quantile(ratios, 0.9),
+            "ratio_p10": _workload.quantile(ratios, 0.1), "ratio_p90": _workload.quantile(ratios, 0.9),
             "native_ms": 1e3 * statistics.median(out["times"]["native"]),
             "hf_ms": 1e3 * statistics.median(out["times"]["hf"])}
 

@@ -35,6 +35,8 @@ import subprocess
 import sys
 import time
 
+import _workload  # benchmarks/_workload.py: this script's folder is on sys.path when it runs
+
 WORKLOADS = {
     "gemm": ["model=gemm", "model.preset=large", "run.task=forward", "run.batch_size=2048"],
     "attention": ["model=mha", "model.dim=512", "model.heads=8", "model.seq=256", "run.task=forward",
@@ -51,7 +53,6 @@ DEFAULT_PAIRS = {"gemm": 12, "attention": 20, "vit": 20}
 def _jax_bare(workload: str, entry, dims, batches, seeds, lr) -> dict:
     import jax
     import jax.numpy as jnp
-    import optax
     from flax import nnx
 
     data = [tuple(jax.device_put(a) for a in b) for b in batches]
@@ -67,28 +68,10 @@ def _jax_bare(workload: str, entry, dims, batches, seeds, lr) -> dict:
         graphdef, state = nnx.split(mha)
         fwd = jax.jit(lambda s, x, y: jnp.mean((nnx.merge(graphdef, s)(x) - y) ** 2))
         return {"library MHA": lambda i: fwd(state, *data[i % len(data)]).block_until_ready()}
-    model = entry.module("flax").build(dims, nnx.Rngs(seeds["jax"]))  # the same module, by hand
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    tx = optax.sgd(lr)
+    from harness_overhead import _bare_jax  # the same module in a hand-written, donated train step
 
-    def train_step(state, x, y):
-        params, rest, opt_state = state
-
-        def loss_fn(p):
-            return optax.softmax_cross_entropy_with_integer_labels(nnx.merge(graphdef, p, rest)(x), y).mean()
-
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), rest, opt_state), loss
-
-    fn = jax.jit(train_step, donate_argnums=(0,))
-    state = [(params, rest, tx.init(params))]
-
-    def step(i):
-        state[0], loss = fn(state[0], *data[i % len(data)])
-        return loss.block_until_ready()
-
-    return {"hand-written step": step}
+    step, sync = _bare_jax(entry, dims, batches, seeds, lr)
+    return {"hand-written step": lambda i: sync(step(i))}
 
 
 # ---------------------------------------------------------------- child: bare torch
@@ -122,37 +105,16 @@ def _torch_bare(workload: str, entry, dims, batches, seeds, lr) -> dict:
                 return F.mse_loss(mha(x, x, x, need_weights=False)[0], y)
 
         return {"library MHA": fwd}
-    model = entry.module("torch").build(dims).train()
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    data = [(torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(y).long()) for x, y in batches]
+    from harness_overhead import _bare_torch  # the hand-written train step, shared
 
-    def step(i):
-        x, y = data[i % len(data)]
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return {"hand-written step": step}
+    step, sync = _bare_torch(entry, dims, batches, seeds, lr)
+    return {"hand-written step": lambda i: sync(step(i))}
 
 
 def child_main() -> None:
     spec = json.loads(sys.stdin.read())
-    from repro import backends, models
-    from repro.backends.base import BuildContext
-    from repro.config import schema
-    from repro.data import make_batches
-    from repro.runner import seeding
-
-    config = schema.from_dict(spec["config"])
-    seeds = seeding.derive(config.run.seed)
-    entry = models.entry_of(config.model)
-    dims = schema.dims(config.model)
-    batches = make_batches(config, entry, dims, seeds["data"])[0]
-    ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches,
-                       threads=seeding.resolve_threads(config.run.threads), cache_dir=spec["cache_dir"])
-    work = backends.load(config.framework.backend).build(ctx)  # first: it sets what the config asks
+    # repro's workload first: it sets what the config asks (matmul precision, threads) process-wide
+    work, config, entry, dims, batches, seeds = _workload.build(spec["config"], spec["cache_dir"])
 
     def repro_step(i):
         work.sync(work.step(i))
@@ -181,11 +143,6 @@ def child_main() -> None:
 
 # ---------------------------------------------------------------- parent
 
-def quantile(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
-
-
 def measure(framework: str, workload: str, pairs: int, warmup: int, cache_dir: str) -> dict:
     from repro import paths, preflight
     from repro.config.schema import as_dict
@@ -207,7 +164,7 @@ def measure(framework: str, workload: str, pairs: int, warmup: int, cache_dir: s
             continue
         ratios = [b / r for b, r in zip(ts, repro)]  # bare / repro: 1.00 is repro at the library's speed
         rows[name] = {"bare_ms": 1e3 * statistics.median(ts), "ratio": statistics.median(ratios),
-                      "p10": quantile(ratios, 0.1), "p90": quantile(ratios, 0.9)}
+                      "p10": _workload.quantile(ratios, 0.1), "p90": _workload.quantile(ratios, 0.9)}
     return {"repro_ms": 1e3 * statistics.median(repro), "flops": out["flops"], "bare": rows}
 
 
