@@ -88,6 +88,7 @@ class Trials(Policy):
     def __init__(self, config, overrides, args, host):
         self.config, self.overrides, self.sweep_id = config, tuple(overrides), host.sweep_id
         self.trials, self.gap = args.trials, args.gap
+        self.crossover = args.order != "random"  # --order random: rounds drawn unpaired
         self.auto = args.auto or args.gap is not None
         self.per_trial = config.verdict.max_repeats if self.auto else args.repeats
         self.max_rounds = self.trials * self.per_trial
@@ -178,7 +179,6 @@ def run(args) -> int:
 
         machine_locks.WINDOWS = False
     seed = sweep.order_seed(session.sweep_id) if args.order != "fixed" else None
-    policy.crossover = args.order != "random"
     try:
         records = sweep.run(session, policy, seed, config.verdict.max_reruns)
     except KeyboardInterrupt:
