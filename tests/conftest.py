@@ -369,6 +369,14 @@ def _guarded_popen_init(self, args, *rest, **kwargs):
 def pytest_configure(config):
     import multiprocessing.util
 
+    # This process's runs meet only its own projectors (paths.machine_dir): the suite's workers
+    # are not measurements of each other, so one worker's measured windows never hold up the
+    # other's projectors (nor its windows wait for them), and a user's own sweep on this machine
+    # never waits for the tests'. A test of the machine-wide waits gives its commands one folder.
+    machine = tempfile.mkdtemp(prefix="repro-machine-")
+    os.environ["REPRO_MACHINE_DIR"] = machine
+    atexit.register(shutil.rmtree, machine, True)
+
     subprocess.Popen.__init__ = _guarded_popen_init
     spawn = multiprocessing.util.spawnv_passfds
 

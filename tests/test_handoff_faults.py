@@ -2,7 +2,7 @@
 (SIGSTOP), one killed, and malformed entries in `<ledger>/.mlflow-pending/`. Nothing waits
 without a bound or a word, nothing recorded is lost, and one bad entry stops no other.
 
-Each test gives its commands a cache folder of their own (XDG_CACHE_HOME): the machine-wide
+Each test gives its commands a machine folder of their own (REPRO_MACHINE_DIR): the machine-wide
 projector lock lives there, and a stopped projector must not hold up other tests' runs."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ TINY = ("framework=jax", "model=mlp", "model.preset=tiny", "run.steps=6", "run.w
 
 
 def _env(sandbox, tmp_path):
-    return sandbox.env(XDG_CACHE_HOME=str(tmp_path / "cache"))
+    return sandbox.env(XDG_CACHE_HOME=str(tmp_path / "cache"), REPRO_MACHINE_DIR=str(tmp_path / "machine"))
 
 
 def _run(sandbox, tmp_path, *args):

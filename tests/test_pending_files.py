@@ -22,7 +22,7 @@ TINY = ("framework=jax", "model=mlp", "model.preset=tiny", "run.steps=6", "run.w
 def _pending_run(sandbox, tmp_path):
     """One tiny run whose store fails (a file stands where its folder should be), so that its
     entry stays in the pending queue; returns (env, store uri, the run's record, its entry)."""
-    env = sandbox.env(XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env = sandbox.env(XDG_CACHE_HOME=str(tmp_path / "cache"), REPRO_MACHINE_DIR=str(tmp_path / "machine"))
     in_the_way = sandbox.root / "later"
     in_the_way.write_text("a file where the store's folder should be")
     uri = f"sqlite:///{in_the_way}/mlflow.db"

@@ -76,10 +76,10 @@ def test_repro_cpu_counts_what_the_parent_did_in_the_window():
 
 
 @pytest.fixture
-def own_cache(tmp_path, monkeypatch):
+def own_machine(tmp_path, monkeypatch):
     """This machine's projector locks in a folder of the test's own."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    return {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    monkeypatch.setenv("REPRO_MACHINE_DIR", str(tmp_path))
+    return {**os.environ, "REPRO_MACHINE_DIR": str(tmp_path)}
 
 
 TURN_CHILD = """
@@ -90,10 +90,10 @@ with handoff.quiet_turn():
 
 
 @pytest.mark.slow  # starts a process
-def test_a_projector_waits_for_an_open_window(own_cache):
+def test_a_projector_waits_for_an_open_window(own_machine):
     window = handoff.open_window(1.0)
     assert window is not None
-    child = subprocess.Popen([sys.executable, "-c", TURN_CHILD], env=own_cache, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", TURN_CHILD], env=own_machine, stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(2.0)
         assert child.poll() is None, "the projector's turn began inside an open window"
@@ -113,8 +113,8 @@ with handoff.quiet_turn():
 
 
 @pytest.mark.slow  # starts a process
-def test_a_window_waits_for_a_projectors_turn_at_most_its_limit(own_cache):
-    child = subprocess.Popen([sys.executable, "-c", HOLD_CHILD], env=own_cache, stdin=subprocess.PIPE,
+def test_a_window_waits_for_a_projectors_turn_at_most_its_limit(own_machine):
+    child = subprocess.Popen([sys.executable, "-c", HOLD_CHILD], env=own_machine, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "holding"

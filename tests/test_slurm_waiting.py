@@ -38,8 +38,8 @@ def test_sigterm_interrupts_only_until_restored():
 
 
 def test_scancel_while_waiting_for_a_projector_records_killed(slurm, sandbox):
-    xdg = sandbox.root / "xdg"
-    lock = xdg / "repro" / "projectors.lock"
+    machine = sandbox.root / "machine"
+    lock = machine / "projectors.lock"
     lock.parent.mkdir(parents=True)
     with open(lock, "a") as held:
         fcntl.flock(held, fcntl.LOCK_SH)  # a projector at work on this machine, as far as the job can tell
@@ -48,7 +48,7 @@ def test_scancel_while_waiting_for_a_projector_records_killed(slurm, sandbox):
                                                    "hydra.launcher.partition=both",
                                                    f"hydra.sweep.dir={sandbox.root / 'sweep'}",
                                                    "tracking.experiment=slurm_wait"),
-                                 cwd=sandbox.root, env=sandbox.env(XDG_CACHE_HOME=str(xdg)), stdout=subprocess.PIPE,
+                                 cwd=sandbox.root, env=sandbox.env(REPRO_MACHINE_DIR=str(machine)), stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True)
         try:
             deadline, started = time.time() + 180, []

@@ -40,7 +40,7 @@ def test_fixed_order_is_the_serpentine_and_loud_opens_no_window(monkeypatch, tmp
     assert [sweep.order(3, None, k) for k in range(3)] == [[0, 1, 2], [2, 1, 0], [0, 1, 2]]
     from repro.runner import machine_locks
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("REPRO_MACHINE_DIR", str(tmp_path))
     window = machine_locks.open_window(1.0)
     assert window is not None
     window.close()

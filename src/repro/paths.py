@@ -46,6 +46,21 @@ def src_dir(checkout: bool = False) -> Path:
     return Path(__file__).resolve().parents[1]
 
 
+def cache_root() -> Path:
+    """repro's caches on this machine: `$XDG_CACHE_HOME/repro`, else `~/.cache/repro`."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repro"
+
+
+def machine_dir() -> Path:
+    """Where this machine's measured windows and MLflow projectors meet (runner/machine_locks.py):
+    REPRO_MACHINE_DIR if set, else the cache root. Every repro command on one host shares it, so
+    no projector writes beside another command's measured steps; commands that set another keep
+    their windows apart (the test suite's workers: their runs are not measurements of each other)."""
+    if env := os.environ.get("REPRO_MACHINE_DIR"):
+        return Path(env)
+    return cache_root()
+
+
 def default_ledger_dir() -> Path:
     return repo_root() / "ledger"
 

@@ -61,7 +61,7 @@ class Composed:
 
 
 def folder() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repro" / "compose"
+    return paths.cache_root() / "compose"
 
 
 def with_placeholders(args: Sequence[str]) -> tuple[list[str], dict[str, tuple[str, str]]]:

@@ -24,13 +24,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro import paths
+
 _held: list = []  # this process's shared locks (released when it exits)
 
 
 def root() -> Path:
     if env := os.environ.get("REPRO_ENV_CACHE"):
         return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repro"
+    return paths.cache_root()
 
 
 def venvs() -> Path:

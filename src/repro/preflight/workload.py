@@ -74,8 +74,7 @@ def _cache_file(target: str, dims: dict) -> Path | None:
             versions.append(f"{name} absent")
     key = hashlib.sha256(json.dumps([FORMAT, target, dims, source["sha256"], versions, sys.prefix],
                                     sort_keys=True).encode()).hexdigest()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "repro" / "workload-checks" / f"{key}.json"
+    return paths.cache_root() / "workload-checks" / f"{key}.json"
 
 
 def proved(target: str, dims: dict, file: str) -> str | None:

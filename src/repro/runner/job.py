@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from repro import __version__
+from repro import __version__, paths
 from repro.console import console as terminal
 from repro.backends.layouts import process_count
 from repro.config import config_hash
@@ -37,7 +37,6 @@ from repro.runner import cluster, envcapture, launch, lifeline, resume, schedule
 from repro.runner.host import JobHost
 from repro.usertext import markup
 
-CACHE_ROOT = Path.home() / ".cache" / "repro" / "compile"
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
 
 
@@ -70,7 +69,7 @@ def _owner_gone(folder: Path) -> bool:
 
 def _cache_dir(config: Config, run_dir: Path) -> str:
     if config.run.compile_cache == "warm":
-        path = CACHE_ROOT / config.framework.backend
+        path = paths.cache_root() / "compile" / config.framework.backend
         path.mkdir(parents=True, exist_ok=True)
         return str(path)
     return str(run_dir / "compile-cache")

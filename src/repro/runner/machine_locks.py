@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from repro import paths
+
 
 def _write_json(path: Path, data: dict) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
@@ -27,7 +29,7 @@ def _write_json(path: Path, data: dict) -> None:
 def machine_lock() -> Path:
     """Held shared by every projector on this machine (whatever its ledger): a worker about to
     begin its measured steps waits for all of them (`wait_for_projectors`)."""
-    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repro" / "projectors.lock"
+    path = paths.machine_dir() / "projectors.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -66,7 +66,7 @@ _HELD: dict[str, dict[str, bytes]] = {}
 
 
 def _cache() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repro" / "snapshots"
+    return paths.cache_root() / "snapshots"
 
 
 def _sources(src: Path, conf: Path) -> dict[str, Path]:
