@@ -148,3 +148,63 @@ def test_rounds_are_a_whole_number_whatever_the_trials_ran():
                if not (r["calibration"]["trial"] == 0 and r["repeat"]["index"] == 2)]
     s = noise.summarise(records)
     assert s["rounds"] == 2 and isinstance(s["rounds"], int)
+
+
+def test_an_auto_trial_stops_on_the_paired_verdict_at_a_planned_look_and_says_it_is_auto():
+    # calibrate's auto trials are judged as run.repeats=auto judges a pair: paired over the
+    # rounds, at the planned looks (3, 5, ...), by the stopping rule and the summary alike
+    from types import SimpleNamespace
+
+    from repro.preflight import plan
+
+    config = plan(["framework=jax", "model=mlp", "verdict.max_repeats=5"]).jobs[0]
+    args = SimpleNamespace(trials=2, gap=0.05, auto=False, repeats=2, order="crossover")
+    trials = calibrate.Trials(config, [], args, SimpleNamespace(sweep_id="s"))
+    (a, b) = trials.round(0)
+    assert a.fields["repeat"]["auto"] == {"max": 5, "band": config.verdict.band, "budget_s": None}
+    assert b.fields["calibration"] == {"trial": 0, "label": "B", "gap": 0.05}
+    # a round-shared part far above each run's own: pairing decides a 5 % gap at the first look,
+    # an unpaired (Welch) test on the same medians cannot
+    rng = np.random.default_rng(7)
+    recs = _records(rng, 1, 3, shared=0.2, own=0.002, gap=0.05, auto=5)
+    assert calibrate._decided(recs, 0, 3, 5)
+    assert not calibrate._decided(recs, 0, 2, 5) and not calibrate._decided(recs[:4], 0, 2, 5)  # no look at 2
+    sides = [V.Side(x, tuple(r["results"]["steady_median_s"] for r in recs if r["calibration"]["label"] == x))
+             for x in "AB"]
+    assert not V.judge(*sides, alpha=V.spending(5)[3]).decided  # Welch on the same runs
+    s = noise.summarise(recs)
+    assert s["gap"]["power"]["k"] == 1 and s["gap"]["rounds_median"] == 3
+
+
+def test_an_auto_trial_is_judged_at_its_looks_not_at_one_look_over_all_rounds():
+    # the same five rounds: one look at alpha = 0.05 calls them faster, the looks (0.018 after 3,
+    # 0.032 after 5) do not: an A/A trial's verdict is the auto sweep's, not a fixed-n verdict
+    d = [0.030, 0.042, 0.002, 0.048, 0.013]  # within-round log ratios B/A: paired t 3.12 at df 4, p 0.035
+    recs = []
+    for k, x in enumerate(d):
+        for label, m in (("A", 1e-3), ("B", 1e-3 * math.exp(x))):
+            recs.append({"id": f"{k}{label}", "status": "ok", "calibration": {"trial": 0, "label": label},
+                         "repeat": {"index": k, "position": label == "B", "count": 5, "group": f"s/{label}"},
+                         "sweep": {"id": "s", "job": 2 * k + (label == "B")}, "results": {"steady_median_s": m}})
+    fixed = noise.summarise(recs)
+    for r in recs:
+        r["repeat"]["auto"] = {"max": 5, "band": 0.02, "budget_s": None}
+    auto = noise.summarise(recs)
+    assert fixed["false_verdicts"] == 1 and auto["false_verdicts"] == 0
+
+
+def test_a_part_shared_by_a_labels_runs_within_a_trial_is_found_between_trials():
+    # rounds alone: the trials' means spread as their rounds predict; add a per-(trial, label)
+    # offset (sd 2 %) and the F test finds it, its sd recovered roughly
+    rng = np.random.default_rng(11)
+    plain = _records(rng, 60, 5, shared=0.01, own=0.01)
+    shifted = _records(rng, 60, 5, shared=0.01, own=0.01, sweep="t")
+    offset = {t: math.exp(rng.normal(0, 0.02)) for t in range(60)}
+    for r in shifted:
+        if r["calibration"]["label"] == "B":
+            r["results"]["steady_median_s"] *= offset[r["calibration"]["trial"]]
+    calm, moved = noise.summarise(plain)["between_trials"], noise.summarise(shifted)["between_trials"]
+    assert calm["trials"] == 60 and calm["p"] > 0.01 and calm["f"] < 1.6
+    assert moved["p"] < 1e-6 and moved["f"] > 3 and 0.012 < moved["tau"] < 0.03
+    line = next(x for x in noise.lines({**noise.summarise(shifted), "repeats": 5}, "h") if x.startswith("between"))
+    assert "more rounds of one sweep do not average" in line and f"{100 * moved['tau']:.2f} %" in line

@@ -91,6 +91,10 @@ class Trials(Policy):
         self.crossover = args.order != "random"  # --order random: rounds drawn unpaired
         self.auto = args.auto or args.gap is not None
         self.per_trial = config.verdict.max_repeats if self.auto else args.repeats
+        # an auto trial's runs say so, as run.repeats=auto's do (repeats.py): their verdict is
+        # then judged at the planned looks, by the stopping rule and by the summary alike
+        v = config.verdict
+        self.auto_field = {"max": v.max_repeats, "band": v.band, "budget_s": None} if self.auto else None
         self.max_rounds = self.trials * self.per_trial
         self.trial, self.index, self.failure = 0, 0, None
         self.rounds_of: list[int] = []  # rounds each finished trial took
@@ -101,7 +105,8 @@ class Trials(Policy):
             gap = {"gap": self.gap} if self.gap is not None and label == "B" else {}
             jobs.append(Job(self.config, self.overrides, f"calibrate {label}", {
                 "calibration": {"trial": self.trial, "label": label, **gap},
-                "repeat": {"index": self.index, "count": self.per_trial, "group": f"{self.sweep_id}/{label}"}}))
+                "repeat": {"index": self.index, "count": self.per_trial, "group": f"{self.sweep_id}/{label}",
+                           **({"auto": self.auto_field} if self.auto_field else {})}}))
         return jobs
 
     def second_of_pair(self, k: int) -> bool:
@@ -115,24 +120,25 @@ class Trials(Policy):
             self.failure = f"{bad.get('status')}: {(bad.get('error') or {}).get('reason', 'no reason recorded')}"
             return False
         self.index += 1
-        if self.index >= self.per_trial or (self.auto and _decided(host.records, self.trial, self.index, self.config)):
+        if self.index >= self.per_trial or (self.auto and _decided(host.records, self.trial, self.index, self.per_trial)):
             self.rounds_of.append(self.index)
             self.trial, self.index = self.trial + 1, 0
         return self.trial < self.trials
 
 
-def _decided(records: list[dict], trial: int, rounds: int, config) -> bool:
-    """Whether a trial's pair is decided at this round, as run.repeats=auto would stop on it."""
-    from repro.report import stats, verdict
+def _decided(records: list[dict], trial: int, rounds: int, max_repeats: int) -> bool:
+    """Whether a trial's pair is decided at this round, as run.repeats=auto stops on it: at a
+    planned look, paired over the trial's rounds (the verdict its summary then reports)."""
+    from repro.report import noise
     from repro.report.reruns import kept
 
-    if rounds not in _looks(config.verdict.max_repeats):
+    if rounds not in _looks(max_repeats):
         return False
-    mine = [r for r in kept(records) if r.get("calibration", {}).get("trial") == trial]
-    sides = [verdict.Side(label, tuple(stats.steady_medians([r for r in mine if r["calibration"]["label"] == label])))
-             for label in ("A", "B")]
-    plan = verdict.Plan(band=config.verdict.band, sequential=True, max_repeats=config.verdict.max_repeats)
-    return verdict.decide_family([(sides[0], sides[1], "")], plan)[0].decided
+    labels: dict[str, list[dict]] = {}
+    for r in kept(records):
+        if (r.get("calibration") or {}).get("trial") == trial:
+            labels.setdefault(r["calibration"]["label"], []).append(r)
+    return len(labels) == 2 and (v := noise.trial_verdict(labels, ("A", "B"))) is not None and v.decided
 
 
 def _looks(max_repeats: int) -> tuple[int, ...]:

@@ -17,6 +17,9 @@ From the A/A trials (no label has a gap; the true ratio is 1):
   random factor): log t = trial & label mean + s_round + e_run. The round-shared part is the
   covariance of a round's two runs, Cov(A, B) = var(s); the independent part is the rest,
   var(e) = Var(run) - Cov = Var(d) / 2; their correlation rho = Cov / Var. Pairing cancels s.
+- **between trials**: whether the trials' mean within-round log ratios spread more than their
+  rounds predict (an F test; the excess as an SD): a level above the rounds, shared by one
+  label's runs within one sweep, that a paired t over that sweep's rounds cannot see.
 - **sampling SD of a run's steady median** (the median of `steady_median_sd_s / steady_median_s`
   over runs; the window's moving-block bootstrap): the part of the independent noise that more
   steady steps would remove.
@@ -164,6 +167,35 @@ def _components(aa: list[list[dict[str, dict]]]) -> dict | None:
             "rho": cov / var if var > 0 else None}
 
 
+def f_sf(f: float, d1: float, d2: float) -> float:
+    """P(F > f) for Snedecor's F with (d1, d2) degrees of freedom."""
+    return V._betainc(d2 / 2, d1 / 2, d2 / (d2 + d1 * f)) if f > 0 else 1.0
+
+
+def _between_trials(aa: list[list[dict[str, dict]]]) -> dict | None:
+    """A level above the rounds (Kalibera & Jones 2013's levels: steps < processes < sweeps):
+    whether the trials' mean within-round log ratios spread more than their own rounds predict.
+    F = variance of the trial means / mean of (within-trial variance / rounds), tested against
+    F(trials - 1, sum of rounds - 1); the excess, tau^2 = var(means) - mean(s^2 / n) (moments), is
+    a part shared by one label's runs within one sweep: more rounds of that sweep do not average
+    it, a paired t over them does not see it. None with fewer than 3 trials of 2+ rounds."""
+    means, within, dof = [], [], 0
+    for trial in aa:
+        if len(trial) < 2:
+            continue
+        a_label, b_label = sorted(trial[0])[:2]
+        d = [math.log(_median_s(r[b_label])) - math.log(_median_s(r[a_label])) for r in trial]
+        means.append(statistics.fmean(d))
+        within.append(statistics.variance(d) / len(d))
+        dof += len(d) - 1
+    if len(means) < 3 or not statistics.fmean(within):
+        return None
+    var_means, expected = statistics.variance(means), statistics.fmean(within)
+    f = var_means / expected
+    return {"trials": len(means), "f": f, "p": f_sf(f, len(means) - 1, dof),
+            "tau": math.sqrt(max(var_means - expected, 0.0))}
+
+
 def _residuals(aa_trials: Iterable[dict[str, list[dict]]]) -> list[tuple[dict, float]]:
     """(record, log median less its trial and label mean) of each ok run in a group of two or more."""
     out = []
@@ -231,8 +263,9 @@ def _plan(records: list[dict]) -> V.Plan:
     return V.Plan(band=band)
 
 
-def _judge(labels: dict[str, list[dict]], names: tuple[str, str]) -> V.Verdict | None:
-    """A trial's verdict between two labels, from its ok runs paired by round."""
+def trial_verdict(labels: dict[str, list[dict]], names: tuple[str, str]) -> V.Verdict | None:
+    """A trial's verdict between two labels, from its ok runs paired by round, at the planned looks
+    where its runs were auto repeats (calibrate's stopping rule reads the same)."""
     from repro.report.comparison import round_of
 
     sides = []
@@ -267,6 +300,7 @@ def summarise(records: list[dict]) -> dict:
     sigma = V.noise([[_median_s(r) for r in rs if _median_s(r) is not None] for labels in alike.values()
                      for rs in labels.values()])
     parts = _components(aa_rounds)
+    between = _between_trials(aa_rounds)
     residuals = _residuals(alike.values())
     positions, source = _positions(aa_rounds)
     sd = [r["results"]["steady_median_sd_s"] / m for labels in alike.values() for rs in labels.values() for r in rs
@@ -275,7 +309,7 @@ def summarise(records: list[dict]) -> dict:
     outcomes = {V.FASTER: 0, V.EQUIVALENT: 0, V.UNDECIDED: 0, V.SINGLE: 0}
     for labels in aa.values():
         names = tuple(sorted(labels))[:2]
-        if len(names) == 2 and (v := _judge(labels, names)) is not None:
+        if len(names) == 2 and (v := trial_verdict(labels, names)) is not None:
             outcomes[v.outcome] += 1
     judged = sum(outcomes.values())
 
@@ -292,7 +326,7 @@ def summarise(records: list[dict]) -> dict:
             slow, size = _gap_of(labels)  # type: ignore[misc]
             sizes.add(size)
             names = tuple(sorted(labels))[:2]
-            v = _judge(labels, names) if len(names) == 2 else None
+            v = trial_verdict(labels, names) if len(names) == 2 else None
             if v is None:
                 undecided += 1
                 continue
@@ -315,7 +349,7 @@ def summarise(records: list[dict]) -> dict:
         "rounds": statistics.median_low([len(t) for t in aa_rounds]) if aa_rounds else 0,  # an integer (the schema)
         "noise": sigma if sigma == sigma else None,
         "paired_noise": parts["paired_noise"] if parts else None,
-        "components": parts,
+        "components": parts, "between_trials": between,
         "sampling_sd": statistics.median(sd) if sd else None, "sampling_runs": len(sd),
         "correlation": {key: _correlation(residuals, key) for key in ("other_cpu_share", "repro_cpu_s")},
         "order": positions, "order_from": source, "label_effect": _label_effect([t for t in aa_rounds if t]),
@@ -351,6 +385,11 @@ def lines(s: dict, host: str) -> list[str]:
         out.append(f"paired noise: {_pct(parts['paired_noise'])} (sd of the within-round log ratio, {parts['rounds']} "
                    f"complete rounds): shared by a round {_pct(parts['shared_sd'])}, independent per run "
                    f"{_pct(parts['independent_sd'])}{rho}; pairing cancels the shared part")
+    if b := s.get("between_trials"):
+        beyond = f"a part shared by a label's runs within one trial, sd {_pct(b['tau'])}, that more rounds of one " \
+                 "sweep do not average (repeat sweeps to shrink it)" if b["f"] > 1 else "no part beyond the rounds' own noise"
+        out.append(f"between trials: the trials' mean ratios spread {b['f']:.2f}× what their rounds predict "
+                   f"(F test p {b['p']:.2g}, {b['trials']} trials): {beyond}")
     if s.get("sampling_sd") is not None:
         share = "" if not s.get("noise") else \
             f"; {min(1.0, (s['sampling_sd'] / s['noise']) ** 2):.0%} of the run-to-run variance"
