@@ -131,7 +131,7 @@ class JaxWorkload:
             self.batches = [tuple(jax_sharding.place_batch(a, batch_sh) for a in b) for b in batches]
             loss_sh = jax_sharding.replicated(self.mesh)
             self._fn = jax.jit(step_fn, donate_argnums=donate, in_shardings=(state_sh, batch_sh, batch_sh),
-                               out_shardings=(state_sh, loss_sh) if self.train else loss_sh)
+                               out_shardings=(state_sh, loss_sh) if self.train else (loss_sh, batch_sh))
         self._compiled = None
         self._compile_info: dict = {}
         self._lowered = None
@@ -163,7 +163,11 @@ class JaxWorkload:
         # (a 64 MB copy per GEMM step, ~8 % of it)
         params, rest, _ = state
         out = nnx.merge(self.graphdef, params, rest)(x)
-        return _loss_fn(self.ctx.entry)(out, y)
+        # The output too, as an inference step gives it: left unreturned, XLA:CPU fuses the loss
+        # into the model's last dot (its YNN dot+reduce fusion), a kernel that ran at 0.78 of the
+        # dot alone (GEMM, 2 cores: benchmarks/step_vs_library.py; an optimization barrier does
+        # not stop it, the CPU pipeline drops barriers before fusing). torch's step has it anyway.
+        return _loss_fn(self.ctx.entry)(out, y), out
 
     def step(self, i: int):
         x, y = self.batches[i % len(self.batches)]
@@ -179,7 +183,8 @@ class JaxWorkload:
             if limit is not None:  # the cap must refuse before the step runs
                 _check_fits(_memory(self._compiled), limit)
         if not self.train:
-            return self._compiled(self.state, x, y)
+            loss, _ = self._compiled(self.state, x, y)  # the output is dropped (freed) at once
+            return loss
         self.state, loss = self._compiled(self.state, x, y)
         return loss
 
