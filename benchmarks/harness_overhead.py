@@ -57,6 +57,16 @@ import time
 from pathlib import Path
 
 PY = sys.executable
+
+
+def _plan_fn():
+    """The tree's config compose+check: `repro.preflight.plan` (today), `repro.config.plan` (older
+    trees, which this script also measures)."""
+    try:
+        from repro.preflight import plan
+    except ImportError:
+        from repro.config import plan
+    return plan
 TARGET = 1.02
 DEFAULT_STEPS = {"mlp": 200, "vit": 60}
 FIXED_JOB = ["framework=jax", "model=mlp", "model.preset=tiny", "run.steps=10", "run.warmup=2"]
@@ -204,7 +214,7 @@ def probe_main(folder: str) -> None:
 
     timed("import_config", lambda: __import__("repro.preflight.checks"))
     from repro import paths
-    from repro.config import plan
+    plan = _plan_fn()
 
     config = plain(timed("plan_cold", lambda: plan(FIXED_JOB).jobs[0]))
     timed("plan_warm", lambda: plan(FIXED_JOB))
@@ -288,7 +298,10 @@ def wait_for_background() -> float:
     except ImportError:  # an older tree: MLflow was written before the command returned
         return 0.0
     t0 = time.perf_counter()
-    handoff.wait_for_projectors()
+    try:
+        handoff.wait_for_projectors(600, lambda _line: None)  # today's: a bound, and what it would say
+    except TypeError:  # trees before the bound
+        handoff.wait_for_projectors()
     return time.perf_counter() - t0
 
 
@@ -309,7 +322,7 @@ def run_bare(config: dict) -> dict:
 
 
 def steady_state(frameworks, model_names, steps_arg, warmup, repeats, work, log) -> list[dict]:
-    from repro.config import plan
+    plan = _plan_fn()
 
     pairs = [(f, m, steps_arg or DEFAULT_STEPS.get(m, 100)) for m in model_names for f in frameworks]
     runs = {(f, m): {"harness": [], "bare": [], "harness_first": [], "bare_first": []} for f, m, _ in pairs}
@@ -352,7 +365,7 @@ def _median_wall(cmd: list[str], env: dict, n: int = 3) -> float:
 
 def fixed_cost(work: Path) -> dict:
     """Each per-run piece, timed apart; and the small CLI job it adds up to."""
-    from repro.config import plan
+    plan = _plan_fn()
 
     config = plain(plan(FIXED_JOB).jobs[0])
     env = child_env(config)
