@@ -57,6 +57,9 @@ import time
 from pathlib import Path
 
 PY = sys.executable
+TARGET = 1.02
+DEFAULT_STEPS = {"mlp": 200, "vit": 60}
+FIXED_JOB = ["framework=jax", "model=mlp", "model.preset=tiny", "run.steps=10", "run.warmup=2"]
 
 
 def _plan_fn():
@@ -67,9 +70,6 @@ def _plan_fn():
     except ImportError:
         from repro.config import plan
     return plan
-TARGET = 1.02
-DEFAULT_STEPS = {"mlp": 200, "vit": 60}
-FIXED_JOB = ["framework=jax", "model=mlp", "model.preset=tiny", "run.steps=10", "run.warmup=2"]
 
 
 def plain(config) -> dict:

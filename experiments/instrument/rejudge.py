@@ -24,7 +24,7 @@ def rejudge(path: str) -> None:
     heads = Ledger(path).heads()
     (cal,) = [r for r in heads if r.get("kind") == "calibration"]
     proto = cal["protocol"]
-    runs = [r for r in kept([r for r in heads if r.get("calibration")])]
+    runs = kept([r for r in heads if r.get("calibration")])
     rounds = proto["rounds_of_trials"]
     early = sum(n < proto["rounds_per_trial"] for n in rounds)
     band = cal["config"]["verdict"]["band"]
@@ -34,7 +34,7 @@ def rejudge(path: str) -> None:
     print(f"# {path}: {len(runs)} runs, {len(rounds)} trials, {early} stopped before round "
           f"{proto['rounds_per_trial']} (their later rounds were never run)")
     for line in noise.lines({**s, "repeats": proto["rounds_per_trial"]}, cal["host"]):
-        if line.startswith(("false", "gap", "power")):
+        if line.startswith(("false", "gap")):
             print(line)
 
 

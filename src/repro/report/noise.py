@@ -167,9 +167,10 @@ def _components(aa: list[list[dict[str, dict]]]) -> dict | None:
             "rho": cov / var if var > 0 else None}
 
 
-def f_sf(f: float, d1: float, d2: float) -> float:
-    """P(F > f) for Snedecor's F with (d1, d2) degrees of freedom."""
-    return V._betainc(d2 / 2, d1 / 2, d2 / (d2 + d1 * f)) if f > 0 else 1.0
+def _log_ratio(rnd: dict[str, dict]) -> float:
+    """A complete round's log ratio of its second label's run median over its first's (B over A)."""
+    first, second = sorted(rnd)[:2]
+    return math.log(_median_s(rnd[second])) - math.log(_median_s(rnd[first]))
 
 
 def _between_trials(aa: list[list[dict[str, dict]]]) -> dict | None:
@@ -183,8 +184,7 @@ def _between_trials(aa: list[list[dict[str, dict]]]) -> dict | None:
     for trial in aa:
         if len(trial) < 2:
             continue
-        a_label, b_label = sorted(trial[0])[:2]
-        d = [math.log(_median_s(r[b_label])) - math.log(_median_s(r[a_label])) for r in trial]
+        d = [_log_ratio(rnd) for rnd in trial]
         means.append(statistics.fmean(d))
         within.append(statistics.variance(d) / len(d))
         dof += len(d) - 1
@@ -192,7 +192,7 @@ def _between_trials(aa: list[list[dict[str, dict]]]) -> dict | None:
         return None
     var_means, expected = statistics.variance(means), statistics.fmean(within)
     f = var_means / expected
-    return {"trials": len(means), "f": f, "p": f_sf(f, len(means) - 1, dof),
+    return {"trials": len(means), "f": f, "p": V.f_sf(f, len(means) - 1, dof),
             "tau": math.sqrt(max(var_means - expected, 0.0))}
 
 
@@ -242,12 +242,7 @@ def _positions(aa: list[list[dict[str, dict]]]) -> tuple[list[dict], str]:
 def _label_effect(aa: list[list[dict[str, dict]]]) -> dict | None:
     """The mean within-round log ratio of the second label over the first over every complete
     A/A round, with its 95 % interval: a bias toward one label (0 between identical configs)."""
-    d = []
-    for trial in aa:
-        for rnd in trial:
-            first, second = sorted(rnd)[:2]
-            d.append(math.log(_median_s(rnd[second])) - math.log(_median_s(rnd[first])))
-    ci = _mean_ci(d)
+    ci = _mean_ci([_log_ratio(rnd) for trial in aa for rnd in trial])
     return {**ci, "labels": sorted(aa[0][0])[:2] if aa and aa[0] else []} if ci else None
 
 

@@ -265,6 +265,11 @@ def t_sf(t: float, df: float) -> float:
     return tail if t >= 0 else 1 - tail
 
 
+def f_sf(f: float, d1: float, d2: float) -> float:
+    """P(F > f) for Snedecor's F with (d1, d2) degrees of freedom."""
+    return _betainc(d2 / 2, d1 / 2, d2 / (d2 + d1 * f)) if f > 0 else 1.0
+
+
 def t_ppf(q: float, df: float) -> float:
     """The q-quantile of Student's t (bisection on `t_sf`: a rendered interval, not a hot loop).
     q at 0 or 1 gives -inf or inf; q outside [0, 1] is an error, never an endless search."""
