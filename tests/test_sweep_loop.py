@@ -90,30 +90,49 @@ def test_views_leave_out_the_runs_a_rerun_replaced():
 
 
 class _Steps:
-    """A workload whose steps take a fixed time (a sleep: the gap's busy-wait comes after it)."""
+    """A workload whose steps take a fixed time (a sleep: the gap's busy-wait comes after it), and
+    `warm_s` for the first `warm` steps (warm-up is slower than the steady state)."""
 
-    def __init__(self, step_s: float):
-        self.step_s = step_s
+    def __init__(self, step_s: float, warm_s: float | None = None, warm: int = 0):
+        self.step_s, self.warm_s, self.warm = step_s, warm_s, warm
 
     def step(self, i):
-        time.sleep(self.step_s)
+        time.sleep(self.warm_s if i < self.warm else self.step_s)
         return i
 
     def sync(self, out):
         pass
 
 
-def test_injected_gap_is_its_share_of_the_warmup_median_and_spent_inside_the_step():
-    gap = WithGap(_Steps(0.004), 0.5, warmup=4)
+def _timed(gap, steps):
     times = []
-    for i in range(8):
+    for i in range(steps):
         t0 = time.perf_counter()
         gap.sync(gap.step(i))
         times.append(time.perf_counter() - t0)
-    assert gap.extra_s == pytest.approx(0.5 * statistics.median(gap._times))
+    return times
+
+
+def test_injected_gap_starts_from_the_warmup_median_and_is_spent_inside_the_step():
+    gap = WithGap(_Steps(0.004), 0.5, warmup=4)
+    times = _timed(gap, 8)
+    assert gap.first_extra_s == pytest.approx(0.5 * statistics.median(gap._times))
     assert len(gap._times) == 3  # steps 1..3: the warm-up after the compile step
-    assert min(times[4:]) >= 0.004 + gap.extra_s  # every measured step carries the extra time
+    assert min(times[4:]) >= 0.004 + min(gap.first_extra_s, gap.extra_s)  # every measured step carries it
     assert gap.record()["gap"] == 0.5
+
+
+def test_injected_gap_follows_the_steady_steps_not_the_slower_warmup():
+    # warm-up steps take 3x the steady ones: an extra fixed on them would be a 3x larger gap
+    gap = WithGap(_Steps(0.002, warm_s=0.006, warm=4), 0.5, warmup=4)
+    times = _timed(gap, 4 + 80)
+    record = gap.record()
+    unslowed = record["steady_median_unslowed_s"]
+    assert record["first_extra_s"] > 0.5 * 0.006 * 0.9  # started from the warm-up median
+    assert record["extra_s"] == pytest.approx(0.5 * unslowed, rel=0.05)  # ended at the steady one
+    assert record["updates"] == 7  # after steady steps 1, 2, 4, 8, 16, 32 and 64 of the 80
+    measured = statistics.median(times[4:]) / unslowed - 1
+    assert 0.4 < measured < 0.6, f"the steps took {measured:.0%} longer, not the 50 % asked for"
 
 
 @pytest.mark.parametrize("args, says", [
@@ -122,6 +141,7 @@ def test_injected_gap_is_its_share_of_the_warmup_median_and_spent_inside_the_ste
     (["--gap", "0"], "--gap=0.0 must be between 0 and 1"),
     (["--gap", "1.5"], "--gap=1.5 must be between 0 and 1"),
     (["--gap", "0.05", "framework=jax,torch"], "repro calibrate runs one config against itself"),
+    (["--gap", "0.05", "--auto", "--repeats", "5"], "--repeats=5 with --auto: give one"),
 ])
 def test_calibrate_refuses_bad_input_before_anything_runs(tmp_path, capsys, args, says):
     from repro.cli import dispatch
@@ -213,6 +233,20 @@ def test_calibrate_gap_goes_to_label_b_alone_and_is_recorded(sandbox):
     assert all("injected_gap" not in json.dumps(r["config"]) for r in runs)  # never a config key
     (cal,) = _records(sandbox.ledger, "calibration")
     assert cal["protocol"]["gap"] == 0.5 and cal["protocol"]["auto"] is True
+    measured = cal["gap"]["measured"]  # the gap B had, read from the runs: the power is at that gap
+    assert measured["trials"] == 2 and measured["lo"] <= measured["mean"] <= measured["hi"]
+    assert f"gap 50 % (measured {100 * measured['mean']:.1f} %" in proc.stdout
+
+
+@pytest.mark.slow
+def test_calibrate_gap_with_repeats_runs_fixed_trials(sandbox):
+    proc = sandbox.run("calibrate", "--gap", "0.5", "--trials", "2", "--repeats", "2", "framework=jax", *FAST,
+                       "verdict.max_reruns=0", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (cal,) = _records(sandbox.ledger, "calibration")
+    assert cal["protocol"]["auto"] is False and cal["protocol"]["rounds_of_trials"] == [2, 2]
+    runs = _records(sandbox.ledger)
+    assert len(runs) == 8 and not any("auto" in r["repeat"] for r in runs)  # one look at alpha, as run.repeats=2
 
 
 @pytest.mark.slow

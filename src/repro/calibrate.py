@@ -9,7 +9,8 @@ run: until the pair is decided at a planned look, at most `verdict.max_repeats`.
 have no true gap, so every "faster" verdict between A and B is a false one: their rate is the
 engine's false-verdict rate on this machine. `--gap G` gives label B a known extra G of its step
 time (a busy-wait inside its measured steps: runner/injected.py; recorded, and reachable from
-calibrate alone) and runs auto trials: the share of trials that find it is the verdict's power.
+calibrate alone) and runs auto trials, or trials of R rounds with `--repeats R` (the power of a
+fixed `run.repeats=R` at the same gap): the share of trials that find it is the verdict's power.
 It prints the noise of a verdict's unit and what it is made of, the false-verdict rate (or the
 power), and the smallest gap resolvable at 3, 5 and 10 rounds, and stores them in a ledger record
 of kind "calibration" for this host (report/floor.py reads the newest one: a "faster" verdict
@@ -18,6 +19,7 @@ below the floor says so in its sentence).
     repro calibrate framework=jax model=mlp model.preset=tiny            # 20 trials, 2 rounds each
     repro calibrate --trials 40 --auto framework=jax model=vit model.preset=tiny
     repro calibrate --gap 0.05 --trials 20 framework=jax model=vit model.preset=tiny
+    repro calibrate --gap 0.05 --trials 20 --repeats 5 framework=jax model=vit model.preset=tiny
 """
 
 from __future__ import annotations
@@ -43,13 +45,14 @@ def add_parser(sub, common) -> None:
     p.add_argument("overrides", nargs="*", help="Hydra overrides of the one config (key=value)")
     p.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
                    help=f"A/A trials (default {DEFAULT_TRIALS}, at most {MAX_TRIALS})")
-    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
-                   help=f"rounds per trial (default {DEFAULT_REPEATS}; each round runs A and B once)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help=f"rounds per trial (default {DEFAULT_REPEATS}; each round runs A and B once); with --gap: "
+                        "fixed trials of this many rounds instead of auto ones")
     p.add_argument("--auto", action="store_true",
                    help="each trial runs rounds until decided, as run.repeats=auto does (verdict.max_repeats at most)")
     p.add_argument("--gap", type=float, default=None,
                    help="give label B this extra share of its step time (0 < G < 1, e.g. 0.05) and measure the "
-                        "power of auto trials to find it")
+                        "power of auto trials (or of --repeats R rounds) to find it")
     # the levers a measurement of the protocol turns off, one at a time (README: what each bought)
     p.add_argument("--order", choices=("crossover", "random", "fixed"), default="crossover",
                    help="crossover (default, as sweeps run): random orders in AB/BA pairs of rounds; random: each "
@@ -72,7 +75,13 @@ def _plan(args):
         raise ConfigError(f"--trials={args.trials} must be between 2 and {MAX_TRIALS} (give 20 or more for a rate)")
     if args.gap is not None and not 0 < args.gap < 1:
         raise ConfigError(f"--gap={args.gap} must be between 0 and 1 (a share of the step time: --gap 0.05 is 5 %)")
-    if args.repeats < 2 and not (args.auto or args.gap is not None):
+    if args.repeats is not None and args.auto:
+        raise ConfigError(f"--repeats={args.repeats} with --auto: give one (--auto runs rounds until decided, at most "
+                          "verdict.max_repeats)")
+    if args.repeats is None:
+        args.repeats = DEFAULT_REPEATS
+        args.auto = args.auto or args.gap is not None  # a gap's trials are auto unless given their rounds
+    if args.repeats < 2 and not args.auto:
         raise ConfigError(f"--repeats={args.repeats} must be at least 2 (a verdict needs two runs per side)")
     if args.repeats > MAX_TRIALS:
         raise ConfigError(f"--repeats={args.repeats} must be at most {MAX_TRIALS}")
@@ -89,7 +98,7 @@ class Trials(Policy):
         self.config, self.overrides, self.sweep_id = config, tuple(overrides), host.sweep_id
         self.trials, self.gap = args.trials, args.gap
         self.crossover = args.order != "random"  # --order random: rounds drawn unpaired
-        self.auto = args.auto or args.gap is not None
+        self.auto = args.auto
         self.per_trial = config.verdict.max_repeats if self.auto else args.repeats
         # an auto trial's runs say so, as run.repeats=auto's do (repeats.py): their verdict is
         # then judged at the planned looks, by the stopping rule and by the summary alike

@@ -38,7 +38,9 @@ From the A/A trials (no label has a gap; the true ratio is 1):
 
 From `--gap` trials (one label's step time made longer by a known share): the power observed
 (the share of trials that called the other label faster), the trials that called the slowed
-label faster (the wrong direction), both with Wilson intervals, and the rounds each used.
+label faster (the wrong direction), both with Wilson intervals, the rounds each used, and the gap
+the slowed label measured (the mean ratio of its run medians over the other's, with a t interval
+over the trials): the power is the power at that gap.
 
     s = summarise(records)       # a JSON-ready dict (stored in the calibration record)
     print("\\n".join(lines(s, host)))
@@ -171,6 +173,22 @@ def _log_ratio(rnd: dict[str, dict]) -> float:
     """A complete round's log ratio of its second label's run median over its first's (B over A)."""
     first, second = sorted(rnd)[:2]
     return math.log(_median_s(rnd[second])) - math.log(_median_s(rnd[first]))
+
+
+def _measured_gap(gapped) -> dict | None:
+    """The gap the slowed label actually had: each gapped trial's mean log ratio of the slowed
+    label's run medians over the other's (its complete rounds), then a t interval over the
+    trials (their means, so a part shared within a trial is inside it), as a ratio minus 1."""
+    means = []
+    for labels in gapped:
+        slow, _ = _gap_of(labels)
+        rounds = _rounds(labels)
+        other = next((label for label in labels if label != slow), None)
+        if other is None or not rounds:
+            continue
+        means.append(statistics.fmean(math.log(_median_s(r[slow]) / _median_s(r[other])) for r in rounds))
+    ci = _mean_ci(means)
+    return {k: math.expm1(ci[k]) for k in ("mean", "lo", "hi")} | {"trials": ci["n"]} if ci else None
 
 
 def _between_trials(aa: list[list[dict[str, dict]]]) -> dict | None:
@@ -333,6 +351,7 @@ def summarise(records: list[dict]) -> dict:
                 undecided += 1
         n = len(gapped)
         gap = {"gap": sorted(sizes)[0] if len(sizes) == 1 else sorted(sizes), "trials": n,
+               "measured": _measured_gap(gapped.values()),
                "power": _rate(right, n), "wrong": _rate(wrong, n), "undecided": undecided,
                "rounds_median": statistics.median(used) if used else None,
                "rounds_range": [min(used), max(used)] if used else None}
@@ -419,7 +438,10 @@ def lines(s: dict, host: str) -> list[str]:
         size = g["gap"] if isinstance(g["gap"], list) else [g["gap"]]
         rounds = "" if g["rounds_median"] is None else \
             f"; rounds used: median {g['rounds_median']:g} ({g['rounds_range'][0]}–{g['rounds_range'][1]})"
-        out.append(f"gap {', '.join(f'{100 * x:g} %' for x in size)}: {g['power']['k']} of {g['trials']} trials called "
+        m = g.get("measured")
+        seen = "" if not m else f" (measured {100 * m['mean']:.1f} %, 95 % CI {100 * m['lo']:.1f} to " \
+                                f"{100 * m['hi']:.1f} % over {m['trials']} trials)"
+        out.append(f"gap {', '.join(f'{100 * x:g} %' for x in size)}{seen}: {g['power']['k']} of {g['trials']} trials called "
                    f"the unslowed label faster (power {100 * g['power']['rate']:.0f} %, 95 % CI {_pct_ci(g['power'])}), "
                    f"{g['wrong']['k']} in the wrong direction (95 % CI {_pct_ci(g['wrong'])}), {g['undecided']} "
                    f"undecided{rounds}")
