@@ -158,7 +158,7 @@ def test_an_auto_trial_stops_on_the_paired_verdict_at_a_planned_look_and_says_it
     from repro.preflight import plan
 
     config = plan(["framework=jax", "model=mlp", "verdict.max_repeats=5"]).jobs[0]
-    args = SimpleNamespace(trials=2, gap=0.05, auto=False, repeats=2, order="crossover")
+    args = SimpleNamespace(trials=2, gap=0.05, auto=True, repeats=2, order="crossover")
     trials = calibrate.Trials(config, [], args, SimpleNamespace(sweep_id="s"))
     (a, b) = trials.round(0)
     assert a.fields["repeat"]["auto"] == {"max": 5, "band": config.verdict.band, "budget_s": None}
