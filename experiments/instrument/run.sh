@@ -4,7 +4,7 @@
 #   OUT=/tmp/instrument experiments/instrument/run.sh [step ...]
 # Steps (default: all, in this order):
 #   new_jax_vit old_jax_vit new_torch_vit old_torch_vit new_jax_mlp old_jax_mlp
-#   gap_jax_vit fixed5_pair auto_aa_jax_vit lever_steps lever_loud lever_order lever_random lever_reruns
+#   gap_jax_vit gap_fixed5_jax_vit fixed5_pair auto_aa_jax_vit lever_steps lever_loud lever_order lever_random lever_reruns
 # "new" is today's protocol (run.steps=auto, quiet window, random order in AB/BA pairs, reruns);
 # "old" turns all four levers off (run.steps=20, --loud, --order fixed, verdict.max_reruns=0), as
 # before them; a lever_* step turns one lever off (lever_random: random order, unpaired rounds).
@@ -30,7 +30,7 @@ step() {  # step NAME ARGS...: one repro command, its own ledger and MLflow stor
   } >"$OUT/$name.txt"
   cat "$OUT/$name.txt"
 }
-ALL="new_jax_vit old_jax_vit new_torch_vit old_torch_vit new_jax_mlp old_jax_mlp gap_jax_vit fixed5_pair
+ALL="new_jax_vit old_jax_vit new_torch_vit old_torch_vit new_jax_mlp old_jax_mlp gap_jax_vit gap_fixed5_jax_vit fixed5_pair
 auto_aa_jax_vit lever_steps lever_loud lever_order lever_random lever_reruns"
 for s in ${@:-$ALL}; do
   case $s in
@@ -41,6 +41,7 @@ for s in ${@:-$ALL}; do
     new_jax_mlp) step $s calibrate --trials 16 $MLP_J ;;
     old_jax_mlp) step $s calibrate --trials 16 $OLDF $MLP_J $OLDO ;;
     gap_jax_vit) step $s calibrate --gap 0.05 --trials 20 $VIT_J ;;
+    gap_fixed5_jax_vit) step $s calibrate --gap 0.05 --trials 20 --repeats 5 $VIT_J ;;  # fixed run.repeats=5's power
     fixed5_pair) step $s -m "framework=jax,torch" model=vit model.preset=tiny run.repeats=5 ;;
     auto_aa_jax_vit) step $s calibrate --auto --trials 40 $VIT_J verdict.max_repeats=5 ;;
     lever_steps) step $s calibrate --trials 12 $VIT_J run.steps=20 ;;
