@@ -13,7 +13,7 @@ import time
 import pytest
 
 from repro.report.progress import Display
-from repro.runner import pinning
+from repro.runner import machine, pinning
 from repro.tracking import handoff
 
 
@@ -154,3 +154,38 @@ def test_a_real_run_records_its_window(sandbox):
     # the parent waited on its pipe (projectors of other commands on a shared machine are theirs to count)
     assert 0 <= machine["repro_cpu_parts_s"]["command"] < 0.1 and machine["repro_cpu_s"] >= 0, machine
     assert ("pinned" in machine) == (pinning.split(os.sched_getaffinity(0)) is not None)
+
+
+SHORT_LOOP_CHILD = """
+import json, sys, time
+from repro.runner import machine
+first = machine.early(None)
+end = time.monotonic() + 0.6
+while time.monotonic() < end:  # the data, the framework import, the build: this process's own CPU
+    pass
+start = machine.before(None, first)
+time.sleep(float(sys.argv[1]))  # the timed loop
+t = time.monotonic()
+record = machine.after(start, 1)
+print(json.dumps({"machine": record, "after_s": time.monotonic() - t}))
+"""
+
+
+@pytest.mark.slow  # starts processes
+def test_a_short_loop_reads_other_processes_from_the_worker_start_without_waiting():
+    """A loop shorter than MIN_WINDOW_S widens its window back to the worker's start instead of
+    waiting half a second after its last step; another process busy meanwhile is still seen."""
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # not the child's: other
+    try:
+        short, long = (subprocess.run([sys.executable, "-c", SHORT_LOOP_CHILD, loop], capture_output=True,
+                                      text=True, timeout=60) for loop in ("0.01", "0.6"))
+    finally:
+        burner.kill()
+        burner.wait()
+    assert short.returncode == long.returncode == 0, short.stderr[-2000:] + long.stderr[-2000:]
+    short, long = json.loads(short.stdout), json.loads(long.stdout)
+    m = short["machine"]
+    assert m["window_from"] == "worker start" and m["window_s"] >= machine.MIN_WINDOW_S, m
+    assert short["after_s"] < 0.25, short  # no wait for the window (reading the counters takes ms)
+    assert m["own_cpu_share"] > 0.5 and m["other_cpu_share"] > 0.5, m  # the build's CPU is its own; the burner other
+    assert long["machine"]["window_from"] == "first step" and long["machine"]["other_cpu_share"] > 0.5, long

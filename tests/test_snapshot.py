@@ -5,6 +5,7 @@ the sweep's first job runs."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -66,8 +67,15 @@ def test_a_snapshot_is_content_addressed_and_reused(checkout, tmp_path, monkeypa
     monkeypatch.setenv("REPRO_ROOT", str(checkout))
     monkeypatch.delenv("REPRO_SNAPSHOT", raising=False)
     monkeypatch.setattr(paths, "src_dir", lambda **_: checkout / "src")
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as container images set it
     first, again = snapshot.take(), snapshot.take()
     assert first == again and len(list((tmp_path / "cache" / "repro" / "snapshots").iterdir())) == 1
+    # its modules compiled once with it: no process of its sweeps compiles repro's source again
+    source = first.src / "repro" / "runner" / "worker.py"
+    pyc = Path(importlib.util.cache_from_source(str(source))).read_bytes()
+    stat = source.stat()  # the header the import system checks: the source's mtime and size
+    assert pyc[:4] == importlib.util.MAGIC_NUMBER
+    assert int.from_bytes(pyc[8:12], "little") == int(stat.st_mtime) and int.from_bytes(pyc[12:16], "little") == stat.st_size
     assert snapshot.changed(first) == []
     (checkout / "conf" / "model" / "mlp.yaml").write_text("# changed\n")
     assert snapshot.changed(first) == ["conf/model/mlp.yaml"]

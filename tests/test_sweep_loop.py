@@ -222,7 +222,7 @@ def test_calibrate_stops_at_the_first_failed_run(sandbox):
 @pytest.mark.slow
 def test_calibrate_gap_goes_to_label_b_alone_and_is_recorded(sandbox):
     proc = sandbox.run("calibrate", "--gap", "0.5", "--trials", "2", "framework=jax", *FAST,
-                       "verdict.max_repeats=3", "verdict.max_reruns=0", timeout=600)
+                       "verdict.max_repeats=2", "verdict.max_reruns=0", timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     runs = _records(sandbox.ledger)
     b = [r for r in runs if r["calibration"]["label"] == "B"]

@@ -127,7 +127,9 @@ def busy(record: dict) -> str | None:
         return None
     reasons = []
     if (m.get("other_cpu_share") or 0) > BUSY_CPU_SHARE:
-        reasons.append(f"other processes took {m['other_cpu_share']:.2f} of a core during the timed loop "
+        during = "the worker's start and its timed loop (a loop too short to read alone)" \
+            if m.get("window_from") == "worker start" else "the timed loop"
+        reasons.append(f"other processes took {m['other_cpu_share']:.2f} of a core during {during} "
                        f"(bound {BUSY_CPU_SHARE})")
     threads = m.get("threads") or 1
     if m.get("load_before") and (m["load_before"][0] or 0) > threads + BUSY_LOAD_MARGIN:

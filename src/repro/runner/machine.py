@@ -9,11 +9,18 @@ per NVIDIA GPU its utilisation, clocks and the compute processes that are not th
 (nvidia-smi; nothing on a machine without one).
 
 CPU time is counted in kernel ticks (10 ms): over a loop of a few milliseconds that is
-noise, so `after()` ends the window no earlier than MIN_WINDOW_S after `before()`. The worker
-fills what is left of it with its own work after the loop (results, hashes), and its repro
-parent with the end of the job (the next job's worker starting): "this command's own
-processes" are the parent's process tree where a repro parent started the worker (nothing
-of it runs beside the timed loop: runner/events.py Gate), else the worker's own tree.
+noise, so the share is read over a window of MIN_WINDOW_S at least. A loop that long (every
+`run.steps=auto` run: 1 s of steady steps at least) is its own window, from `before()` to
+`after()`, which includes the worker's own work after the loop (results, hashes). A shorter
+loop widens its window backwards to the worker's start (`early()`, taken before the data,
+the framework import, the build and the compile), so a 10-step run does not wait half a second
+for a figure; only where even that is shorter does `after()` wait out the rest. `window_from`
+says which ("first step" or "worker start"). Before the first step the worker's own CPU and its
+parent's tree are this command's, and MLflow projectors write between windows: their CPU
+before the first step is not counted as other processes'; beside the steps it is (they pause
+there: a projector that does not is a disturbance). "This command's own processes" are the
+parent's process tree where a repro parent started the worker (nothing of it runs beside the
+timed loop: runner/events.py Gate), else the worker's own tree.
 
 `repro_cpu_s`: the CPU seconds repro's own other processes used in the same window: the repro
 parent and its other children (a next job's worker started early), and the MLflow projectors at
@@ -176,24 +183,42 @@ def repro_cpu_s(start: dict, now: tuple[dict[int, tuple[float, float, str]], flo
     return used
 
 
-def before(parent_pid: int | None = None) -> dict:
+def _counters(parent_pid: int | None) -> dict:
+    return {"busy_s": _busy_s(), "own_s": _tree_s(psutil.Process()), "ours_s": _tree_s(_ours(parent_pid)),
+            "t": time.monotonic(), "wall": time.time(), "others": _repro_others(parent_pid)}
+
+
+def early(parent_pid: int | None = None) -> dict:
+    """A snapshot taken when the worker starts its pipeline: where the window of a loop shorter
+    than MIN_WINDOW_S begins instead of the first step (module docstring)."""
+    return _counters(parent_pid)
+
+
+def before(parent_pid: int | None = None, early: dict | None = None) -> dict:
     """A snapshot taken right before the first timed step. `parent_pid`: the repro parent that
-    started this worker (its tree's CPU time is this command's, not other processes')."""
-    return {"load": list(os.getloadavg()), "gpus": gpus(), "busy_s": _busy_s(),
-            "own_s": _tree_s(psutil.Process()), "ours_s": _tree_s(_ours(parent_pid)), "t": time.monotonic(),
-            "wall": time.time(), "others": _repro_others(parent_pid), "parent_pid": parent_pid}
+    started this worker (its tree's CPU time is this command's, not other processes'); `early`:
+    the worker's `early()` snapshot, if it took one."""
+    return {"load": list(os.getloadavg()), "gpus": gpus(), **_counters(parent_pid), "parent_pid": parent_pid,
+            "early": early}
 
 
 def after(start: dict, threads: int) -> dict:
-    """The record's `machine`: what happened on this machine between `start` and now."""
-    if (wait := MIN_WINDOW_S - (time.monotonic() - start["t"])) > 0:
+    """The record's `machine`: what happened on this machine between `start` (or, for a loop
+    shorter than MIN_WINDOW_S, the worker's early snapshot) and now; repro's own CPU beside the
+    steps is counted from `start`."""
+    base = start
+    if (first := start.get("early")) and time.monotonic() - start["t"] < MIN_WINDOW_S:
+        base = first
+    if (wait := MIN_WINDOW_S - (time.monotonic() - base["t"])) > 0:
         time.sleep(wait)
     own_s, ours_s, others, busy_s, now = (_tree_s(psutil.Process()), _tree_s(_ours(start["parent_pid"])),
                                           _repro_others(start["parent_pid"]), _busy_s(), time.monotonic())
-    window = now - start["t"]
+    window = now - base["t"]
     # The worker's reaped children count in its own tree, not in the parent's (live descendants only)
-    command_s = max(own_s - start["own_s"], ours_s - start["ours_s"])
-    other = max(0.0, (busy_s - start["busy_s"]) - command_s)
+    command_s = max(own_s - base["own_s"], ours_s - base["ours_s"])
+    # projectors write between windows: before the first step theirs is repro's CPU, not other processes'
+    projectors_before_s = repro_cpu_s(base, start["others"])["projectors"] if base is not start else 0.0
+    other = max(0.0, (busy_s - base["busy_s"]) - command_s - projectors_before_s)
     return {
         "host": socket.gethostname(),
         "cores": os.cpu_count(),
@@ -201,8 +226,9 @@ def after(start: dict, threads: int) -> dict:
         "load_before": [round(x, 2) for x in start["load"]],
         "load_after": [round(x, 2) for x in os.getloadavg()],
         "window_s": round(window, 3),
+        "window_from": "first step" if base is start else "worker start",
         "other_cpu_share": round(other / window, 3),
-        "own_cpu_share": round((own_s - start["own_s"]) / window, 3),
+        "own_cpu_share": round((own_s - base["own_s"]) / window, 3),
         "command_cpu_share": round(command_s / window, 3),
         "repro_cpu_s": round(sum((repro := repro_cpu_s(start, others)).values()), 3),
         "repro_cpu_parts_s": {k: round(v, 3) for k, v in repro.items()},

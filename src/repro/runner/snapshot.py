@@ -128,11 +128,27 @@ def _write_whole(root: Path, snap_id: str, blobs: dict[str, bytes], files: dict[
     for name, data in blobs.items():
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_bytes(data)
+    _compile(tmp / "src")
     (tmp / MANIFEST).write_text(json.dumps({"id": snap_id, "files": files}))
     try:
         os.rename(tmp, root)
     except OSError:  # another sweep made the same snapshot first
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _compile(src: Path) -> None:
+    """Bytecode for the snapshot's modules, written once with it (0.2 s for ~190 files on the 2-core
+    reference machine): every process of its sweeps imports them, and where PYTHONDONTWRITEBYTECODE
+    is set (container images often set it) each process would otherwise compile repro's source as
+    it imports it: 0.1 s of the parent's start and of every worker's. py_compile writes whatever
+    that variable says; it only stops the import system writing. An optimisation: where it fails,
+    Python compiles on import as before."""
+    import compileall
+
+    try:
+        compileall.compile_dir(str(src), quiet=2)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def ensure_active() -> bool:

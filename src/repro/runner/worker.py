@@ -42,6 +42,8 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     parent runs nothing beside them."""
     config = spec.config
     run_cfg = config.run
+    parent_pid = lifeline.parent_pid() if gate else None
+    early = machine.early(parent_pid)  # a short loop's CPU-share window starts here (runner/machine.py)
     seeds = seeding.derive(run_cfg.seed)
     seeding.seed_python_numpy(seeds)
     entry = models.entry_of(config.model)
@@ -70,9 +72,9 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     if gate:
         gate.wait()
     emit("measure_start", at=time.time())  # wall clock: comparable with the parent's
-    # The machine's state is read outside the timed region; its window (machine.MIN_WINDOW_S at
-    # least) goes on while this process reads its results and the parent ends the job.
-    state = machine.before(lifeline.parent_pid() if gate else None)
+    # The machine's state is read outside the timed region; its window goes on while this process
+    # reads its results (machine.MIN_WINDOW_S at least: a shorter loop's began at `early`).
+    state = machine.before(parent_pid, early)
     times, losses = measure.timed_loop(workload, StepPlan.of(run_cfg, spec.steps), emit)
     emit("measure_end", at=time.time())
     t_end = time.perf_counter()
