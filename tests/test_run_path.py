@@ -24,7 +24,7 @@ SECRETS = {"HF_TOKEN": "abc123-hf-secret-value", "AWS_SECRET_ACCESS_KEY": "wJalr
 @pytest.fixture(scope="module")
 def quickstart(tmp_path_factory) -> tuple[Sandbox, subprocess.CompletedProcess]:
     box = Sandbox(tmp_path_factory.mktemp("quickstart"))
-    proc = box.run("+exp=quickstart", timeout=900, **SECRETS)
+    proc = box.run("+exp=quickstart", "run.steps=15", timeout=900, **SECRETS)  # the path, not the step count: short
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return box, proc
 
@@ -103,7 +103,8 @@ def test_same_config_twice_same_hashes(quickstart, tmp_path):
     """Two more processes run two quickstart configs: bitwise the same losses and parameters."""
     box, _ = quickstart
     again = Sandbox(tmp_path)
-    proc = again.run("+exp=quickstart", "model=mlp", "framework=jax,torch", "run.repeats=1")  # repeats hash alike
+    proc = again.run("+exp=quickstart", "run.steps=15", "model=mlp", "framework=jax,torch",
+                     "run.repeats=1")  # repeats hash alike; a fixed count: the same steps, bitwise
     assert proc.returncode == 0, proc.stderr[-2000:]
     first = {(h["config"]["framework"]["name"], h["config_hash"]): h for h in box.heads()}
     heads = again.heads()
