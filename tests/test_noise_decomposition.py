@@ -176,6 +176,28 @@ def test_an_auto_trial_stops_on_the_paired_verdict_at_a_planned_look_and_says_it
     assert s["gap"]["power"]["k"] == 1 and s["gap"]["rounds_median"] == 3
 
 
+def test_a_gap_with_given_rounds_runs_fixed_trials_and_a_gap_alone_auto_ones():
+    # calibrate --gap G --repeats R: the power of a fixed run.repeats=R at that gap (one look at
+    # alpha over R rounds); --gap G alone: auto trials; both: refused, naming the flags
+    from types import SimpleNamespace
+
+    from repro.cli import build_parser
+    from repro.config import ConfigError
+
+    parse = build_parser()[0].parse_args
+    fixed = parse(["calibrate", "--gap", "0.05", "--repeats", "5", "framework=jax", "model=mlp"])
+    config = calibrate._plan(fixed).jobs[0]
+    trials = calibrate.Trials(config, [], fixed, SimpleNamespace(sweep_id="s"))
+    assert trials.auto is False and trials.per_trial == 5 and trials.max_rounds == 20 * 5
+    (a, b) = trials.round(0)
+    assert "auto" not in a.fields["repeat"] and b.fields["calibration"]["gap"] == 0.05
+    auto = parse(["calibrate", "--gap", "0.05", "framework=jax", "model=mlp", "verdict.max_repeats=7"])
+    trials = calibrate.Trials(calibrate._plan(auto).jobs[0], [], auto, SimpleNamespace(sweep_id="s"))
+    assert trials.auto is True and trials.per_trial == 7
+    with pytest.raises(ConfigError, match="--repeats=5 with --auto: give one"):
+        calibrate._plan(parse(["calibrate", "--gap", "0.05", "--auto", "--repeats", "5"]))
+
+
 def test_an_auto_trial_is_judged_at_its_looks_not_at_one_look_over_all_rounds():
     # the same five rounds: one look at alpha = 0.05 calls them faster, the looks (0.018 after 3,
     # 0.032 after 5) do not: an A/A trial's verdict is the auto sweep's, not a fixed-n verdict

@@ -239,17 +239,6 @@ def test_calibrate_gap_goes_to_label_b_alone_and_is_recorded(sandbox):
 
 
 @pytest.mark.slow
-def test_calibrate_gap_with_repeats_runs_fixed_trials(sandbox):
-    proc = sandbox.run("calibrate", "--gap", "0.5", "--trials", "2", "--repeats", "2", "framework=jax", *FAST,
-                       "verdict.max_reruns=0", timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    (cal,) = _records(sandbox.ledger, "calibration")
-    assert cal["protocol"]["auto"] is False and cal["protocol"]["rounds_of_trials"] == [2, 2]
-    runs = _records(sandbox.ledger)
-    assert len(runs) == 8 and not any("auto" in r["repeat"] for r in runs)  # one look at alpha, as run.repeats=2
-
-
-@pytest.mark.slow
 def test_sigterm_ends_calibrate_like_a_sweep(sandbox):
     cmd = sandbox.repro_cmd("calibrate", "--trials", "50", "framework=jax", *FAST)
     proc = subprocess.Popen(cmd, cwd=sandbox.root, env=sandbox.env(), stdout=subprocess.PIPE,
