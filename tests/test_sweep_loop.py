@@ -130,7 +130,8 @@ def test_injected_gap_follows_the_steady_steps_not_the_slower_warmup():
     unslowed = record["steady_median_unslowed_s"]
     assert record["first_extra_s"] > 0.5 * 0.006 * 0.9  # started from the warm-up median
     assert record["extra_s"] == pytest.approx(0.5 * unslowed, rel=0.05)  # ended at the steady one
-    assert record["updates"] == 7  # after steady steps 1, 2, 4, 8, 16, 32 and 64 of the 80
+    assert record["steady_steps"] == 80  # every steady step moved the running median
+    assert unslowed == statistics.median(gap._steady)  # the sorted list's middle is the median
     measured = statistics.median(times[4:]) / unslowed - 1
     assert 0.4 < measured < 0.6, f"the steps took {measured:.0%} longer, not the 50 % asked for"
 
