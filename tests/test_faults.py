@@ -186,7 +186,9 @@ def _dump(folder: Path, record: dict) -> Path:
 def test_disk_full_at_the_end_keeps_the_results_in_the_spool(sandbox):
     with tmpfs(sandbox.ledger, "size=24m"):
         parent = _start(sandbox, *TINY, "run.steps=8", "tracking.experiment=diskfull")
-        worker_of(parent)  # `started` and the spool's reservation are written: now fill the disk
+        deadline = time.time() + 120  # `started` and the spool's reservation are written: now fill the disk
+        while not list((sandbox.ledger / ".spool").glob("*.reserved")) and time.time() < deadline:
+            time.sleep(0.02)
         with open(sandbox.ledger / "filler", "wb") as f, pytest.raises(OSError):
             while True:
                 f.write(b"\0" * (1 << 20))

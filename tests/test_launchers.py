@@ -63,9 +63,10 @@ def test_launcher_records_same_fields_as_local(sandbox, local_sweep, launcher):
     local = {h["config"]["framework"]["name"]: h for h in local_sweep.heads()}
     assert set(remote) == {"jax", "torch"} and all(h["status"] == "ok" for h in remote.values())
     assert len({h["sweep"]["id"] for h in remote.values()}) == 1
-    # The local sweep's second job ran in a worker started (its framework imported) while the first
-    # ended; each launcher job starts its own: the same losses either way
-    assert [local[fw]["results"]["setup"]["imported_ahead"] for fw in ("jax", "torch")] == [False, True]
+    # The local sweep's jobs ran in workers started ahead (their framework imported: the first as the
+    # sweep started, the second while the first started); each launcher job starts its own: the
+    # same losses either way
+    assert [local[fw]["results"]["setup"]["imported_ahead"] for fw in ("jax", "torch")] == [True, True]
     assert not any(h["results"]["setup"]["imported_ahead"] for h in remote.values())
     for fw in ("jax", "torch"):
         assert _fields(remote[fw]) == _fields(local[fw]), fw

@@ -1,5 +1,5 @@
 """The quiet measured window: repro's own other processes are counted (machine.repro_cpu_s) and
-kept out of it (projectors write between windows, the next worker starts after `window_end`),
+kept out of it (projectors write between windows, the next worker is ready, idle, before it opens),
 and on hosts with enough cores the worker and its parent are pinned apart (machine.pinned)."""
 
 from __future__ import annotations

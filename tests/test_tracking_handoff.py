@@ -151,16 +151,43 @@ def test_a_worker_started_ahead_runs_its_job_and_one_not_needed_ends(tmp_path):
     spec = _worker_spec(run_dir, config, rdzv)
     assert warm.proc.poll() is None and warm.key == launch.warm_key(None, env, None, "jax")
     assert warm.key != launch.warm_key(None, env, None, "torch")  # another backend's job starts its own
+    assert warm.wait_ready(120) and warm.proc.poll() is None  # imported, waiting for its spec
+    time.sleep(0.3)
     outcome = launch.run_worker(spec, run_dir / "worker.log", None, env, 300, lambda ev: None, warm=warm)
     assert outcome.status == "ok", outcome.reason + "\n".join(outcome.log_tail)
     assert len(outcome.events["result"]["series"]["loss"]) == config.run.steps
     setup = outcome.events["result"]["results"]["setup"]
     assert setup["imported_ahead"] is True and setup["import_s"] > 0.05, setup  # the import, timed while it waited
+    assert setup["waited_ahead_s"] >= 0.3, setup  # ready, it waited for its spec
     spare = tmp_path / "spare"
     spare.mkdir()
     unused = launch.warm_start(spare, None, env)
     unused.discard()
     assert unused.proc.returncode is not None and not spare.exists()
+    orphan_dir = tmp_path / "orphan"  # its parent gone (EOF on its stdin) before its job: it ends, its folder removed
+    orphan_dir.mkdir()
+    orphan = launch.warm_start(orphan_dir, None, env)
+    assert orphan.wait_ready(120)
+    orphan.proc.stdin.close()
+    assert orphan.proc.wait(timeout=60) == 0 and not orphan_dir.exists()
+
+
+def test_the_next_jobs_worker_is_ready_before_the_running_jobs_steps_and_idle_beside_them(sandbox):
+    """In a sweep, each job's worker is started while the job before it starts (the first: as the
+    sweep starts), and that job's measured steps wait until it has imported its framework: the
+    next job then starts from its build, and nothing of it ran beside the steps."""
+    proc = sandbox.run("-m", *TINY[:3], "run.steps=auto", "run.min_steady_s=0.6", "run.seed=0,1,2",
+                       "tracking.experiment=ahead")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = sorted(sandbox.heads(), key=lambda h: h["config"]["run"]["seed"])
+    assert [h["status"] for h in runs] == ["ok"] * 3
+    for before, after in zip(runs, runs[1:]):
+        steps_s = before["results"]["steady_median_s"] * before["results"]["steady_steps"]
+        # it was ready before the steps began: it waited at least their length for its spec
+        assert after["results"]["setup"]["imported_ahead"] and after["results"]["setup"]["waited_ahead_s"] >= 0.9 * steps_s, \
+            (after["results"]["setup"], steps_s)
+        assert before["machine"]["repro_cpu_parts_s"]["command"] < 0.1, before["machine"]  # and idle beside them
+    assert runs[0]["results"]["setup"]["imported_ahead"]  # the first: started as the sweep started
 
 
 def test_a_backend_that_fails_to_import_ahead_fails_its_job_as_a_recorded_error(tmp_path):
@@ -171,6 +198,7 @@ def test_a_backend_that_fails_to_import_ahead_fails_its_job_as_a_recorded_error(
     run_dir = tmp_path / "ahead"
     run_dir.mkdir()
     warm = launch.warm_start(run_dir, None, env, backend="no_such_backend")
+    assert warm.wait_ready(120)  # the failed import is its job's to report: it waits like any other
     config.framework.backend = "no_such_backend"  # past the preflight, as a stale spec could be
     spec = _worker_spec(run_dir, config, cluster.resolve(config.cluster))
     outcome = launch.run_worker(spec, run_dir / "worker.log", None, env, 300, lambda ev: None, warm=warm)

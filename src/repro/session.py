@@ -13,6 +13,7 @@ inline (bounded) as it ends, since no command outlives its process to start a pr
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from datetime import datetime, timezone
@@ -56,12 +57,18 @@ class Session:
             if plan else None
         self.sweep_id = f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:6]}"
         self.owner = lifeline.identity()
-        self.git = gitinfo.state(paths.repo_root(), Path(primary.ledger.dir))
+        self._ledger_path = Path(primary.ledger.dir)
         self.code = {"src_sha256": gitinfo.source_sha256(paths.src_dir() / "repro"),
                      **({"snapshot": self.snapshot.id} if self.snapshot else {})}
         self.display = Display(primary.progress.mode, self.jobs, primary.progress.interval_s)
         for line in handoff.news(self.ledger_dir):
             _say(f"warning: {line}")
+
+    @functools.cached_property
+    def git(self) -> dict:
+        """The checkout's git state as the sweep started: read at its first record, so that the
+        first job's worker starts first (runner/sweep.py); a session attached elsewhere has it given."""
+        return gitinfo.state(paths.repo_root(), self._ledger_path)
 
     @classmethod
     def replaying(cls, primary: Config, originals: list[dict]) -> "Session":

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 import hashlib
 from pathlib import Path
 
-import numpy as np
-
 from repro import paths
 from repro.hashing import sha256_json
 from repro.models.api import Batch, Model
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from repro.config.schema import Config
 
 # What each real dataset gives a model: per-example input shape (NHWC) and classes.
@@ -30,6 +30,8 @@ class DataError(RuntimeError):
 
 
 def batches_sha256(batches: list[Batch]) -> str:
+    import numpy as np
+
     h = hashlib.sha256()
     for x, y in batches:
         for a in (x, y):
@@ -80,6 +82,8 @@ def _epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, steps: int, rn
 
 def make_batches(config: Config, entry: Model, dims: dict, seed: int) -> tuple[list[Batch], Batch | None, dict]:
     """The run's training batches, its evaluation set (or None) and the data record."""
+    import numpy as np  # here, not at the top: a worker's first import of NumPy is its framework's (runner/worker.py)
+
     data, run = config.data, config.run
     rng = np.random.default_rng(seed)
     if data.name == "synthetic":

@@ -40,11 +40,12 @@ The zoo's models subclass it too (`repro.models.base.ZooModel`): one protocol, o
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import numpy as np
+if TYPE_CHECKING:  # NumPy is imported where a batch is made: a worker's first import of it is its framework's
+    import numpy as np
 
-Batch = tuple[np.ndarray, np.ndarray]
+Batch = tuple["np.ndarray", "np.ndarray"]
 
 # What the preflight asks of every workload: the methods it must define itself.
 REQUIRED_METHODS = ("flax_module", "torch_module")
@@ -84,6 +85,8 @@ class Model:
 
     def make_batch(self, dims: Mapping[str, Any], batch_size: int, rng: np.random.Generator) -> Batch:
         """Synthetic default: the same NumPy numbers for every framework (from the run's seed)."""
+        import numpy as np
+
         if self.task == "lm":
             toks = rng.integers(0, dims["vocab"], size=(batch_size, dims["seq"] + 1), dtype=np.int32)
             return toks[:, :-1].copy(), toks[:, 1:].copy()

@@ -14,6 +14,8 @@ from typing import IO, Any, Iterator
 
 EVENTS_FD_ENV = "REPRO_EVENTS_FD"
 GATE_FD_ENV = "REPRO_GATE_FD"
+READY = "warm_ready"  # a worker started ahead has imported what it imports before its job (runner/launch.py Warm)
+READY_LINE = (json.dumps({"event": READY}) + "\n").encode()
 
 
 class EventWriter:
@@ -69,7 +71,26 @@ def open_gate(fd: int) -> None:
 
 
 def read_events(stream: IO[str]) -> Iterator[dict]:
+    """The worker's events; a warm worker's READY line, where the parent did not read it, is not one."""
     for line in stream:
         line = line.strip()
-        if line:
-            yield json.loads(line)
+        if line and (event := json.loads(line))["event"] != READY:
+            yield event
+
+
+def read_ready(fd: int, timeout_s: float) -> bool:
+    """In the parent: wait for a warm worker's READY line on its event pipe (read byte by byte, so
+    that nothing after it is taken from the stream `read_events` reads next); False where the
+    worker ended or `timeout_s` passed first."""
+    import select
+
+    line, deadline = b"", time.monotonic() + timeout_s
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return False
+        chunk = os.read(fd, 1)
+        if not chunk:
+            return False
+        line += chunk
+    return line == READY_LINE

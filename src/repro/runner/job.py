@@ -79,7 +79,7 @@ def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: P
                 on_event, place: dict | None = None, beside_start=None, warm=None, gap: float = 0.0,
                 steps: int | None = None) -> launch.WorkerOutcome:
     spec_path = WorkerSpec(config, chash, str(run_dir), _cache_dir(config, run_dir), rdzv,
-                           injected_gap=gap, steps=steps).write(run_dir / "spec.json")
+                           injected_gap=gap, steps=steps).write(launch.spec_path_of(run_dir))
     place = place or {}
     return launch.run_worker(spec_path, run_dir / "worker.log", place.get("python") or config.framework.python,
                              env, config.run.timeout_s, on_event, place.get("src"), beside_start, warm)
@@ -201,6 +201,15 @@ def _start(run: _Run) -> lifeline.HeldInterrupts:
     return held
 
 
+def beside_start(host: JobHost, config: Config) -> None:
+    """The parent's work while a worker starts, imports and builds, all before its measured steps
+    (the gate waits for it): MLflow's side of the run, and the next job's worker started and
+    made ready (runner/warm.py)."""
+    host.prepare_tracking(config)
+    host.warm.start_next()
+    host.warm.settle()
+
+
 def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: float) -> Path | None:
     """The worker, from start to its outcome (`run.outcome`, whatever happened); the spool slot
     reserved for its results."""
@@ -213,7 +222,7 @@ def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: floa
         place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
         python = (place or {}).get("python") or config.framework.python
         run.env_hash = envs_runs.record_hash(run.ledger.root, python)
-        warm = host.warm.take(python, run.env, (place or {}).get("src"), config.framework.backend)  # started while the last job ended
+        warm = host.warm.take(python, run.env, (place or {}).get("src"), config.framework.backend)  # started while the last job started
         run.run_dir = warm.run_dir if warm else make_run_dir()
         host.display.job_started(run.job, run.name, config.run.steps)
         restore_sigterm = scheduler.interrupt_on_sigterm(run.base["scheduler"])  # SLURM's end, recorded while it waits
@@ -222,11 +231,9 @@ def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: floa
             host.display.event(run.job, ev)
             if ev["event"] == "measure_start":
                 restore_sigterm()
-            if ev["event"] == "window_end" and not config.run.profile:  # profiled steps come after it
-                host.warm.start_next()
 
         run.outcome = _run_worker(config, run.chash, run.rdzv, run.run_dir, run.env, on_event, place,
-                                  lambda: host.prepare_tracking(config), warm, gap,  # while the worker starts
+                                  lambda: beside_start(host, config), warm, gap,  # while the worker starts
                                   run.base.get("replay_steps"))  # a replayed adaptive run: the count it took
     except KeyboardInterrupt:
         run.outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")

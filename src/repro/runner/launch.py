@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from repro import paths
-from repro.runner.events import EVENTS_FD_ENV, GATE_FD_ENV, open_gate, read_events
+from repro.runner.events import EVENTS_FD_ENV, GATE_FD_ENV, open_gate, read_events, read_ready
 from repro.runner import pinning
 from repro.runner.lifeline import PARENT_PID_ENV, interrupt_came
 from repro.runner import machine_locks
@@ -64,11 +64,17 @@ def _status(events: dict, returncode: int | None, timed_out: bool) -> tuple[str,
 resolve_python = paths.interpreter  # a config's interpreter, relative to the checkout where conf/ says so
 
 
-WARM = "--warm"  # instead of a spec path: the worker imports, then reads its spec path from stdin
+WARM = "--warm"  # `--warm [BACKEND] SPEC`: the worker imports, says so, then waits for a line on stdin to read SPEC
 
 
-def worker_command(python: str | None, spec_path: Path | str, *extra: str) -> list[str]:
-    return [resolve_python(python) or sys.executable, "-m", "repro.runner.worker", str(spec_path), *extra]
+def worker_command(python: str | None, spec_path: Path | str, *before: str) -> list[str]:
+    """The worker's command line; its last argument is always its spec's path."""
+    return [resolve_python(python) or sys.executable, "-m", "repro.runner.worker", *before, str(spec_path)]
+
+
+def spec_path_of(run_dir: Path) -> Path:
+    """Where a run's worker spec is written (known before the job: a worker started ahead is told)."""
+    return run_dir / "spec.json"
 
 
 @dataclass
@@ -82,6 +88,12 @@ class Warm:
     gate_write: int
     run_dir: Path
     key: tuple  # (python, env, src, backend): what it was started with
+    ready: bool = False  # it said so on its event pipe (`wait_ready`): nothing of it runs until handed its spec
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Wait until it has imported what it imports ahead and waits for its spec."""
+        self.ready = self.ready or read_ready(self.read_fd, timeout_s)
+        return self.ready
 
     def discard(self) -> None:
         """Not needed after all: ended (EOF on its stdin ends a waiting worker), its folder removed."""
@@ -131,7 +143,8 @@ def warm_start(run_dir: Path, python: str | None, env: dict[str, str], src: Path
     handed its spec by `run_worker(..., warm=)`; None where it could not be started. `backend`:
     the framework backend it imports while it waits (the job's `setup.import_s` is that import's
     time, outside the measured region either way)."""
-    spawned = _spawn(worker_command(python, WARM, *([backend] if backend else [])), run_dir / "worker.log", env, src)
+    spawned = _spawn(worker_command(python, spec_path_of(run_dir), WARM, *([backend] if backend else [])),
+                     run_dir / "worker.log", env, src)
     if isinstance(spawned, WorkerOutcome):
         return None
     return Warm(*spawned, run_dir=run_dir, key=warm_key(python, env, src, backend))
@@ -141,18 +154,20 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
                timeout_s: float, on_event: Callable[[dict], None], src: Path | None = None,
                beside_start: Callable[[], None] | None = None, warm: Warm | None = None) -> WorkerOutcome:
     """Run the worker to its end. `src`: the folder repro's worker is imported from (default: this
-    repro's; a replay's restored worktree). `beside_start`: the parent's own work (MLflow's import,
-    its store), done while the worker starts, imports its framework and builds; the worker's
+    repro's; a replay's restored worktree). `beside_start`: the parent's own work (MLflow's side of
+    the run, the next job's worker started and made ready: runner/job.py), done while the worker starts, imports its framework and builds; the worker's
     measured steps wait until it has returned (runner/events.py: Gate), so nothing runs beside them;
     from the gate to the worker's `window_end` this machine's projectors hold their writes
     (tracking/handoff.py: open_window, quiet_turn).
-    `warm`: a worker started ahead for this job (`warm_start`, its log at `log_path`); it is
-    handed the spec path, and its wall time counts from then."""
+    `warm`: a worker started ahead for this job (`warm_start`, its log at `log_path`, `spec_path`
+    the one it was told); it is told to go, and its wall time counts from then."""
     start, started_at = time.perf_counter(), time.time()
     if warm is not None:
+        if Path(spec_path) != spec_path_of(warm.run_dir):
+            raise ValueError(f"a worker started ahead reads {spec_path_of(warm.run_dir)}, not {spec_path}")
         proc, read_fd, gate_write = warm.proc, warm.read_fd, warm.gate_write
         try:
-            proc.stdin.write(f"{spec_path}\n".encode())
+            proc.stdin.write(b"go\n")
             proc.stdin.flush()
         except OSError:  # it ended while waiting: its log and exit code say why (below)
             pass

@@ -47,8 +47,10 @@ def parent_pid() -> int | None:
     return _parent_pid
 
 
-def die_with_parent(run_dir: str) -> None:
-    """In the worker: end (and clean up) as soon as the parent process is gone."""
+def die_with_parent(run_dir: str, watch_stdin: bool = True) -> None:
+    """In the worker: end (and clean up) as soon as the parent process is gone. A worker started
+    ahead calls it first with `watch_stdin=False` (its stdin carries the word to go, read by
+    itself), then again once it goes."""
 
     def die(*_) -> None:
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -56,15 +58,16 @@ def die_with_parent(run_dir: str) -> None:
 
     global _parent_pid
     expected = os.environ.pop(PARENT_PID_ENV, None)
-    if expected is None:  # not started by a repro parent (run by hand): nothing to follow
+    if expected is not None:
+        _parent_pid = int(expected)
+    if _parent_pid is None:  # not started by a repro parent (run by hand): nothing to follow
         return
-    _parent_pid = int(expected)
     signal.signal(signal.SIGTERM, die)
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != int(expected):  # the parent died before prctl took effect
+    if os.getppid() != _parent_pid:  # the parent died before prctl took effect
         die()
-    if not stat.S_ISFIFO(os.fstat(0).st_mode):
+    if not watch_stdin or not stat.S_ISFIFO(os.fstat(0).st_mode):
         return
 
     def watch_stdin() -> None:

@@ -13,18 +13,20 @@ import statistics
 import time
 from typing import Callable
 
-import numpy as np
-
 from repro.runner.window import StepPlan, sampling
 
 PROGRESS_EVERY_S = 1.0  # a step event at most once a second: the parent wakes for each
 
 
 def percentile(values: list[float], q: float) -> float:
+    import numpy as np  # NumPy is imported with the framework, after this module (runner/worker.py)
+
     return float(np.percentile(np.asarray(values), q))
 
 
 def loss_sha256(losses: list[float]) -> str:
+    import numpy as np
+
     return hashlib.sha256(np.asarray(losses, dtype=np.float32).tobytes()).hexdigest()
 
 

@@ -10,7 +10,7 @@ started the worker and when the worker ended. Each part is one of those:
     build        model build and weight placement (initial parameters, optimizer state, batches on the device);
                  for JAX, `build` beside the parts says how much of it XLA spent tracing and compiling
     setup        the rest before the measured steps: environment capture, waiting for the parent's
-                 tracking (MLflow's import and store, done beside the worker's start)
+                 side (MLflow's, and the next job's worker getting ready: runner/warm.py)
     first_step   the first step: trace, compile, execute (`first_step_s`, as the closing table's "first")
     steady       every step after the first
     results      hashes, evaluation, FLOPs, IR, settings read back (and run.profile's steps)

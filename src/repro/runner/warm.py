@@ -1,10 +1,19 @@
-"""The next job's worker interpreter, started while the running job ends (runner/launch.py
-`warm_start`): started once the running job's measured steps are over, so it runs beside none,
-and handed to the next job if that job runs the same interpreter, environment, code and backend."""
+"""The next job's worker interpreter, started ahead (runner/launch.py `warm_start`) and handed to
+the next job if that job runs the same interpreter, environment, code and backend.
+
+It starts while the running job's worker starts, imports and builds, none of which is measured,
+and the running job's measured steps wait until it has imported what it imports ahead
+(`settle`, before the gate: runner/events.py); from then on it blocks on a read of its stdin, so
+it runs beside no measured step. The next job then starts from its build: the Python start,
+repro's and the framework's imports are off the sweep's path. Where it is not ready within
+READY_WAIT_S (an import that hangs), it is ended and the next job starts its own worker.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+READY_WAIT_S = 20.0
 
 
 class WarmStart:
@@ -30,6 +39,12 @@ class WarmStart:
                                            backend=config.framework.backend)
         except Exception:  # noqa: BLE001 - an early start is an optimisation: the job starts its own
             self._warm = None
+
+    def settle(self) -> None:
+        """Before the running job's measured steps: wait until the worker started ahead is ready
+        (its imports done), or end it."""
+        if self._warm is not None and not self._warm.wait_ready(READY_WAIT_S):
+            self.discard()
 
     def take(self, python: str | None, env: dict[str, str], src, backend: str):
         """The worker started ahead, if it was started for this job's interpreter, env, code and backend."""

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # imported where used: a worker's first import of NumPy is its framework's (runner/worker.py)
+    import numpy as np
 
 AUTO = "auto"
 SERIES_STEPS = 256  # steps whose time and loss a record keeps: ~10 kB of JSON at most
@@ -115,6 +117,8 @@ def block_length(n: int, rho: float) -> int:
 def median_sd(values, block: int | None = None, resamples: int = BOOTSTRAP_RESAMPLES,
               seed: int = BOOTSTRAP_SEED) -> tuple[float, int]:
     """(the moving-block bootstrap SD of the median of `values`, the block length used)."""
+    import numpy as np
+
     x = np.asarray(values, dtype=np.float64)
     n = len(x)
     if n < 3:

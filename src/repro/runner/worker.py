@@ -11,6 +11,7 @@ and the IR files the parent asked for.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import dataclasses
 import sys
@@ -28,11 +29,12 @@ from repro.config.schema import Config
 from repro.config.workerspec import WorkerSpec
 from repro.data import make_batches
 from repro.runner import envcapture, flops, lifeline, machine, measure, pinning, rank_progress, seeding
-from repro.runner.events import EventWriter, Gate
+from repro.runner.events import EVENTS_FD_ENV, READY_LINE, EventWriter, Gate
 from repro.runner.window import SERIES_STEPS, StepPlan, adaptive, shared_count
 
 TRACEBACK_LINES = 30
 IMPORTED_AHEAD: dict[str, float] = {}  # a worker started ahead (--warm BACKEND): backend -> its import's seconds
+WAITED_AHEAD: list[float] = []  # a worker started ahead: the seconds it waited, ready, for its spec
 
 
 def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> dict:
@@ -44,17 +46,20 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     run_cfg = config.run
     parent_pid = lifeline.parent_pid() if gate else None
     early = machine.early(parent_pid)  # a short loop's CPU-share window starts here (runner/machine.py)
+    # The framework first: NumPy, which repro's worker modules import only where they use it, is
+    # then imported by the framework (JAX and torch import it), inside `import_s`, as it would be
+    # in a bare script; nothing of the run has drawn a number before it.
+    t0 = time.perf_counter()
+    backend = backends.load(config.framework.backend)
+    t1 = time.perf_counter()
+    import_s = IMPORTED_AHEAD.get(config.framework.backend, t1 - t0)
     seeds = seeding.derive(run_cfg.seed)
     seeding.seed_python_numpy(seeds)
     entry = models.entry_of(config.model)
     dims = schema.dims(config.model)
     t_data = time.perf_counter()
     batches, eval_set, data_record = make_batches(config, entry, dims, seeds["data"])
-
-    t0 = time.perf_counter()
-    backend = backends.load(config.framework.backend)
-    t1 = time.perf_counter()
-    import_s = IMPORTED_AHEAD.get(config.framework.backend, t1 - t0)
+    t_built = time.perf_counter()
     threads = seeding.resolve_threads(run_cfg.threads)
     if parallel(spec) == PER_RANK:  # ranks on one host share its cores (oversubscribed OpenMP threads spin)
         threads = max(1, threads // local_processes(spec))
@@ -86,8 +91,9 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     results["compile"] = workload.compile_info()
     if spec.injected_gap:
         results["injected_gap"] = workload.record()
-    results["setup"] = {"import_s": import_s, "build_s": t2 - t1, "data_s": t0 - t_data,
-                        "imported_ahead": config.framework.backend in IMPORTED_AHEAD}
+    results["setup"] = {"import_s": import_s, "build_s": t2 - t_built, "data_s": t_built - t_data,
+                        "imported_ahead": config.framework.backend in IMPORTED_AHEAD,
+                        "waited_ahead_s": WAITED_AHEAD[0] if WAITED_AHEAD else None}
     results["param_count"] = entry.param_count(dims) or workload.effective().get("param_count")
     if sharding := workload.sharding_info():
         results["sharding"] = sharding
@@ -107,7 +113,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     effective = workload.effective()
     machine_state = machine.after(state, threads)
     results["setup"]["results_s"] = time.perf_counter() - t_end  # hashes, evaluation, FLOPs, IR, settings
-    emit("window_end", at=time.time())  # the parent's deferred work (the next job's worker) may start
+    emit("window_end", at=time.time())  # this machine's projectors may write again
     profile_files = []
     if run_cfg.profile:  # after everything above is read: the profiled steps change the state
         from repro import profile
@@ -251,25 +257,36 @@ def run(spec: WorkerSpec, events: EventWriter, gate: Gate) -> None:
 
 
 def _spec_path() -> str:
-    """The spec path: the argument, or for a worker started ahead of its job (`--warm [BACKEND]`,
-    see launch.warm_start) the line its parent writes on stdin once the job is due (read unbuffered:
-    the lifeline reads the same pipe for EOF afterwards); EOF first: the job never came."""
+    """The spec path: the last argument. A worker started ahead of its job (`--warm [BACKEND] SPEC`,
+    see launch.warm_start) first imports the backend, says so and waits for the line its parent
+    writes on stdin once the job is due (read unbuffered: the lifeline reads the same pipe for EOF
+    afterwards); EOF first: the job never came (its parent ended), and its run folder is removed."""
+    spec = sys.argv[-1]
     if sys.argv[1] != "--warm":
-        return sys.argv[1]
-    for name in sys.argv[2:]:  # the job's backend, imported while the last job ends
+        return spec
+    lifeline.die_with_parent(str(Path(spec).parent), watch_stdin=False)  # its parent gone while it waits: its folder too
+    for name in sys.argv[2:-1]:  # the job's backend, imported while the job before it starts
         t0 = time.perf_counter()
         try:
             backends.load(name)
         except Exception:  # noqa: BLE001 - the job's own import raises it again, as a recorded error
             continue
         IMPORTED_AHEAD[name] = time.perf_counter() - t0
+    try:
+        os.write(int(os.environ[EVENTS_FD_ENV]), READY_LINE)  # the parent opens the running job's gate after this
+    except OSError:  # its parent is gone (the pipe has no reader)
+        shutil.rmtree(Path(spec).parent, ignore_errors=True)
+        exit_now(0)
+    ready = time.perf_counter()
     line = b""
     while not line.endswith(b"\n"):
         chunk = os.read(0, 1)
         if not chunk:
+            shutil.rmtree(Path(spec).parent, ignore_errors=True)
             exit_now(0)
         line += chunk
-    return line.decode().strip()
+    WAITED_AHEAD.append(time.perf_counter() - ready)
+    return spec
 
 
 def main() -> None:
