@@ -33,7 +33,13 @@
    measured wall time and reports the fixed cost beyond framework import and compile:
    CLI wall − (steps, compile included) − framework import − build.
 3. Per job inside a sweep (`--sweep N`, default 10): the fixed job swept over N seeds on an
-   existing store; (sweep wall − Σ each run's framework import, build and steps) / N.
+   existing store, against what a bare loop over the same N jobs in one process needs: one
+   framework import, then each job's build and steps, the import and build timed alone (the
+   single run of 2., where nothing runs beside them): (sweep wall − import − N × build − Σ steps)
+   / N. A sweep starts each job's worker (and its framework import) while the job before it
+   starts, so its runs' own recorded import and build overlap and run slower beside each other;
+   (sweep wall − Σ each run's recorded import, build and steps) / N is printed too, and is
+   negative where the overlap hides more than repro adds.
 
 Before/after on one machine (the issue 23 figures), back to back, load beside each. The script
 measures whichever tree PYTHONPATH names, so this tree's script measures an older tree too:
@@ -436,9 +442,11 @@ def fixed_cost(work: Path) -> dict:
     }
 
 
-def sweep_cost(work: Path, jobs: int) -> dict:
+def sweep_cost(work: Path, jobs: int, alone: dict | None = None) -> dict:
     """A `jobs`-job sweep of the fixed job (seeds 0..jobs-1) on an existing store: what the
-    harness adds per job, beyond each run's own framework import, build and steps."""
+    harness adds per job, beyond a bare in-process loop over the same jobs (one framework import,
+    each job's build and steps; `alone`: the import and build of the single run, timed with
+    nothing beside them; None: the sweep's own medians) and beyond each run's own recorded costs."""
     folder = work / "sweep-job"
     folder.mkdir()
     run_cli(FIXED_JOB, folder, "warm-store")  # the store exists, as in the single-run row
@@ -453,14 +461,20 @@ def sweep_cost(work: Path, jobs: int) -> dict:
     runs = [r for r in runs if r.get("kind") == "run" and r.get("status") == "ok"]
     if len(runs) != jobs:
         raise RuntimeError(f"the {jobs}-job sweep recorded {len(runs)} ok runs")
-    own = 0.0
-    for r in runs:
-        res = r["results"]
-        own += (res["setup"]["import_s"] + res["setup"]["build_s"] + res["first_step_s"] + res["second_step_s"]
-                + res["steady_mean_s"] * res["steady_steps"])
+    steps = [r["results"]["first_step_s"] + r["results"]["second_step_s"]
+             + r["results"]["steady_mean_s"] * r["results"]["steady_steps"] for r in runs]
+    imports, builds = ([r["results"]["setup"][k] for r in runs] for k in ("import_s", "build_s"))
+    own = sum(imports) + sum(builds) + sum(steps)
+    import_alone = alone["framework_import_s"] if alone else statistics.median(imports)
+    build_alone = alone["build_s"] if alone else statistics.median(builds)
+    bare_loop = import_alone + jobs * build_alone + sum(steps)
     workers = sum(r["wall_s"] for r in runs)
     return {"jobs": jobs, "wall_s": wall, "workers_wall_s": workers, "runs_own_s": own,
-            "background_after_return_s": background,
+            "background_after_return_s": background, "bare_loop_s": bare_loop,
+            "import_alone_s": import_alone, "build_alone_s": build_alone,
+            "import_median_s": statistics.median(imports), "build_median_s": statistics.median(builds),
+            "imported_ahead": sum(bool(r["results"]["setup"].get("imported_ahead")) for r in runs),
+            "per_job_beyond_bare_loop_s": (wall - bare_loop) / jobs,
             "per_job_beyond_run_s": (wall - own) / jobs, "per_job_parent_s": (wall - workers) / jobs}
 
 
@@ -506,9 +520,17 @@ def print_report(console, rows, fixed, load, sweep=None) -> None:
         t.add_column("piece")
         t.add_column("s", justify="right")
         t.add_row("sweep CLI wall time", f"{sweep['wall_s']:.2f}")
-        t.add_row("Σ workers' wall (spawn to exit)", f"{sweep['workers_wall_s']:.2f}")
-        t.add_row("Σ runs' own cost (framework import + build + steps)", f"{sweep['runs_own_s']:.2f}")
-        t.add_row("[bold]per job beyond its run's own cost[/]", f"[bold]{sweep['per_job_beyond_run_s']:.3f}[/]")
+        t.add_row("a bare loop over the jobs in one process: one import + N × build (alone) + Σ steps",
+                  f"{sweep['bare_loop_s']:.2f}")
+        t.add_row("[bold]per job beyond the bare loop[/]", f"[bold]{sweep['per_job_beyond_bare_loop_s']:.3f}[/]")
+        t.add_row("Σ workers' wall (spec handed or spawn, to exit)", f"{sweep['workers_wall_s']:.2f}")
+        t.add_row(f"Σ runs' own recorded cost (import + build + steps; {sweep['imported_ahead']} of "
+                  f"{sweep['jobs']} imported ahead)", f"{sweep['runs_own_s']:.2f}")
+        t.add_row("per job beyond its run's own recorded cost (< 0: overlap hides more than repro adds)",
+                  f"{sweep['per_job_beyond_run_s']:.3f}")
+        t.add_row("framework import: alone / median in the sweep",
+                  f"{sweep['import_alone_s']:.3f} / {sweep['import_median_s']:.3f}")
+        t.add_row("build: alone / median in the sweep", f"{sweep['build_alone_s']:.3f} / {sweep['build_median_s']:.3f}")
         t.add_row("per job in the parent (wall − Σ workers) / jobs", f"{sweep['per_job_parent_s']:.3f}")
         t.add_row("MLflow projector after the command returned (background)", f"{sweep['background_after_return_s']:.2f}")
         console.print(t)
@@ -541,7 +563,7 @@ def main() -> None:
                                                       args.warmup, args.repeats, work,
                                                       lambda s: console.print(s, highlight=False))
         fixed = None if args.no_fixed else fixed_cost(work)
-        sweep = sweep_cost(work, args.sweep) if args.sweep else None
+        sweep = sweep_cost(work, args.sweep, fixed) if args.sweep else None
     load = (load0, os.getloadavg()[0])
     print_report(console, rows, fixed, load, sweep)
     console.print(f"total {time.perf_counter() - started:.0f} s")
