@@ -117,7 +117,7 @@ def test_a_killed_projectors_leftovers_are_announced_and_written_by_the_next_com
 def test_a_hung_store_is_bounded_and_named_in_one_line(sandbox, tmp_path):
     """An MLflow server that accepts connections and never answers: the command returns at once (its
     projector is detached), the projector gives up within MLflow's own HTTP timeout and retry
-    (tracking/mlflow_tracker.py: 1 retry; 3 s here, 30 s by default), the next command names the
+    (tracking/mlflow_tracker.py: 1 retry; 1 s here, 30 s by default), the next command names the
     store in one line, and `repro sync` exits 1 saying nothing is lost. The run stays in the ledger."""
     server = socket.create_server(("127.0.0.1", 0))
     held: list[socket.socket] = []
@@ -128,7 +128,7 @@ def test_a_hung_store_is_bounded_and_named_in_one_line(sandbox, tmp_path):
 
     threading.Thread(target=accept_and_never_answer, daemon=True).start()
     uri = f"http://127.0.0.1:{server.getsockname()[1]}"
-    env = {**_env(sandbox, tmp_path), "MLFLOW_HTTP_REQUEST_TIMEOUT": "3"}
+    env = {**_env(sandbox, tmp_path), "MLFLOW_HTTP_REQUEST_TIMEOUT": "1"}
 
     def repro(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(sandbox.repro_cmd(*args), cwd=sandbox.root, env=env, capture_output=True, text=True,
