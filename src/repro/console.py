@@ -7,14 +7,18 @@ rest of the output into /dev/null, as git's commands do, and fails nothing (a sw
 records everything); a terminal or pipe whose encoding lacks a glyph gets its ASCII fallback
 (× → x, ⚠ → !, ─ → -), never a UnicodeEncodeError."""
 
+from __future__ import annotations
+
 import codecs
 import os
 import sys
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from repro.usertext import shown
 from repro.redaction import redact
+
+if TYPE_CHECKING:  # rich is imported where a console is made: `guard_streams`, a command's first act, needs none of it
+    from rich.console import Console
 
 # Off a terminal (a pipe, a log file, CI) rich assumes 80 columns and cuts wide tables
 # ("1,315,575,8…"): there a table takes its natural width, as a log line does.
@@ -150,6 +154,8 @@ def guard_streams() -> None:
 def console() -> Console:
     """A terminal console, or, for pipes and logs, one wide enough that no table is cut
     (not even $COLUMNS squeezes it: shells and test runners export COLUMNS=80 to pipes)."""
+    from rich.console import Console
+
     if _live:
         return _live[0]
     c = Console()
@@ -160,6 +166,8 @@ def say(line: str) -> None:
     """One "repro: ..." notice on stderr. In a terminal it wraps at the terminal's width (at words;
     a path longer than the width is folded), as the closing table and verdicts do; in pipes and
     logs it stays one line. While a live progress display shows, it prints above it (through its console)."""
+    from rich.console import Console
+
     err = _live[0] if _live else Console(stderr=True)
     if err.is_terminal:
         err.print(f"repro: {shown(line)}", markup=False, highlight=False, emoji=False)

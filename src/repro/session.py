@@ -13,6 +13,8 @@ inline (bounded) as it ends, since no command outlives its process to start a pr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import functools
 import json
 import uuid
@@ -20,13 +22,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from repro import paths
-from repro.config.schema import Config, as_dict
+from repro.config.schema import Config, ProgressConfig, as_dict
 from repro.report import varied
-from repro.report.progress import Display
 from repro import gitinfo
 from repro.runner import lifeline, snapshot
 from repro.runner.warm import WarmStart
 from repro.tracking import handoff
+
+if TYPE_CHECKING:
+    from repro.report.progress import Display
 
 NOT_OK = ("failed", "killed", "timeout", "interrupted")
 SESSION_FILE = "repro_session.json"
@@ -49,7 +53,7 @@ class Session:
         self.snapshot = snapshot.active()
         if shared:
             self.sweep_id, self.jobs, self.git, self.code, self.swept, self.owner = (shared.get(k) for k in SHARED)
-            self.display = Display("plain", self.jobs, primary.progress.interval_s)
+            self._progress = ProgressConfig("plain", primary.progress.interval_s)
             return
         self.jobs = len(plan.jobs) if plan else (None if multirun else 1)
         # the keys that name its runs (varied.name_keys), as the comparison of its records will
@@ -60,9 +64,16 @@ class Session:
         self._ledger_path = Path(primary.ledger.dir)
         self.code = {"src_sha256": gitinfo.source_sha256(paths.src_dir() / "repro"),
                      **({"snapshot": self.snapshot.id} if self.snapshot else {})}
-        self.display = Display(primary.progress.mode, self.jobs, primary.progress.interval_s)
+        self._progress = primary.progress
         for line in handoff.news(self.ledger_dir):
             _say(f"warning: {line}")
+
+    @functools.cached_property
+    def display(self) -> Display:
+        """The live progress, made when the sweep starts (after its first worker: it imports rich)."""
+        from repro.report.progress import Display
+
+        return Display(self._progress.mode, self.jobs, self._progress.interval_s)
 
     @functools.cached_property
     def git(self) -> dict:

@@ -187,11 +187,11 @@ def run(host: JobHost, policy: Policy, seed: int | None, max_reruns: int = 0) ->
 
     job_no, rounds, reruns = 0, 0, 0
     planned = sum(len(policy.round(k)) for k in range(policy.max_rounds))
-    host.expect(planned)
     try:
-        first = _ordered(policy, 0, seed)  # its worker starts now, while the first job's record is made
+        first = _ordered(policy, 0, seed)  # its worker starts now, while the sweep's display and first record are made
         host.warm.upcoming = first[0].config if first else None
         host.warm.start_next()
+        host.expect(planned)
         while True:
             jobs, attempt, replaces = _ordered(policy, rounds, seed), 0, []
             while True:
