@@ -522,24 +522,26 @@ def print_report(console, rows, fixed, load, sweep=None) -> None:
         t = Table(title=f"A {sweep['jobs']}-job sweep of the same job, existing store (s) · target ≤ 0.1 s per job (a single run: ≤ 0.3 s)")
         t.add_column("piece")
         t.add_column("s", justify="right")
-        t.add_row("sweep CLI wall time", f"{sweep['wall_s']:.2f}")
-        t.add_row("the framework's own need: N fresh processes, N × (import + build, alone) + Σ steps",
-                  f"{sweep['fresh_processes_s']:.2f}")
-        t.add_row("[bold]per job beyond the framework's own need[/] (< 0: overlap hides more than repro adds)",
-                  f"[bold]{sweep['per_job_beyond_fresh_s']:.3f}[/]")
-        t.add_row("a bare loop over the jobs in one process: one import + N × build (alone) + Σ steps",
-                  f"{sweep['bare_loop_s']:.2f}")
-        t.add_row("per job beyond the bare loop", f"{sweep['per_job_beyond_bare_loop_s']:.3f}")
-        t.add_row("Σ workers' wall (spec handed or spawn, to exit)", f"{sweep['workers_wall_s']:.2f}")
-        t.add_row(f"Σ runs' own recorded cost (import + build + steps; {sweep['imported_ahead']} of "
-                  f"{sweep['jobs']} imported ahead)", f"{sweep['runs_own_s']:.2f}")
-        t.add_row("per job beyond its run's own recorded cost (< 0: overlap hides more than repro adds)",
-                  f"{sweep['per_job_beyond_run_s']:.3f}")
-        t.add_row("framework import: alone / median in the sweep",
-                  f"{sweep['import_alone_s']:.3f} / {sweep['import_median_s']:.3f}")
-        t.add_row("build: alone / median in the sweep", f"{sweep['build_alone_s']:.3f} / {sweep['build_median_s']:.3f}")
-        t.add_row("per job in the parent (wall − Σ workers) / jobs", f"{sweep['per_job_parent_s']:.3f}")
-        t.add_row("MLflow projector after the command returned (background)", f"{sweep['background_after_return_s']:.2f}")
+        sw = sweep
+        for label, value in (
+            ("sweep CLI wall time", f"{sw['wall_s']:.2f}"),
+            ("the framework's own need: N fresh processes, N × (import + build, alone) + Σ steps",
+             f"{sw['fresh_processes_s']:.2f}"),
+            ("[bold]per job beyond the framework's own need[/] (< 0: overlap hides more than repro adds)",
+             f"[bold]{sw['per_job_beyond_fresh_s']:.3f}[/]"),
+            ("a bare loop over the jobs in one process: one import + N × build (alone) + Σ steps", f"{sw['bare_loop_s']:.2f}"),
+            ("per job beyond the bare loop", f"{sw['per_job_beyond_bare_loop_s']:.3f}"),
+            ("Σ workers' wall (spec handed or spawn, to exit)", f"{sw['workers_wall_s']:.2f}"),
+            (f"Σ runs' own recorded cost (import + build + steps; {sw['imported_ahead']} of {sw['jobs']} imported ahead)",
+             f"{sw['runs_own_s']:.2f}"),
+            ("per job beyond its run's own recorded cost (< 0: overlap hides more than repro adds)",
+             f"{sw['per_job_beyond_run_s']:.3f}"),
+            ("framework import: alone / median in the sweep", f"{sw['import_alone_s']:.3f} / {sw['import_median_s']:.3f}"),
+            ("build: alone / median in the sweep", f"{sw['build_alone_s']:.3f} / {sw['build_median_s']:.3f}"),
+            ("per job in the parent (wall − Σ workers) / jobs", f"{sw['per_job_parent_s']:.3f}"),
+            ("MLflow projector after the command returned (background)", f"{sw['background_after_return_s']:.2f}"),
+        ):
+            t.add_row(label, value)
         console.print(t)
     console.print(f"load average (1 min) before {load[0]:.2f}, after {load[1]:.2f}; "
                   f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}")

@@ -176,6 +176,7 @@ class TrackingConfig:
     uri: str = ""
     experiment: str = "repro"
     # a run's measured steps wait at most this long for an MLflow projector at work on the machine
+    # (for it to finish, then again for its current write's turn: runner/launch.py open_window)
     projector_wait_s: float = positive(30.0)
     # a job run in a launcher's own process (submitit, SLURM) projects its run for at most this long
     inline_drain_s: float = positive(120.0)

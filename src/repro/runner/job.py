@@ -82,7 +82,8 @@ def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: P
                            injected_gap=gap, steps=steps).write(launch.spec_path_of(run_dir))
     place = place or {}
     return launch.run_worker(spec_path, run_dir / "worker.log", place.get("python") or config.framework.python,
-                             env, config.run.timeout_s, on_event, place.get("src"), beside_start, warm)
+                             env, config.run.timeout_s, on_event, place.get("src"), beside_start, warm,
+                             config.tracking.projector_wait_s)
 
 
 def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:

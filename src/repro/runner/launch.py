@@ -26,7 +26,8 @@ from repro.runner.lifeline import PARENT_PID_ENV, interrupt_came
 from repro.runner import machine_locks
 
 LOG_TAIL_LINES = 40
-WINDOW_WAIT_S = 30.0  # the most a worker's measured window waits for a projector's turn to end (tracking/handoff.py)
+WINDOW_WAIT_S = 30.0  # the most a worker's measured window waits for a projector's turn to end (tracking/handoff.py;
+# a job passes its tracking.projector_wait_s)
 
 
 @dataclass
@@ -152,7 +153,8 @@ def warm_start(run_dir: Path, python: str | None, env: dict[str, str], src: Path
 
 def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[str, str],
                timeout_s: float, on_event: Callable[[dict], None], src: Path | None = None,
-               beside_start: Callable[[], None] | None = None, warm: Warm | None = None) -> WorkerOutcome:
+               beside_start: Callable[[], None] | None = None, warm: Warm | None = None,
+               window_wait_s: float = WINDOW_WAIT_S) -> WorkerOutcome:
     """Run the worker to its end. `src`: the folder repro's worker is imported from (default: this
     repro's; a replay's restored worktree). `beside_start`: the parent's own work (MLflow's side of
     the run, the next job's worker started and made ready: runner/job.py), done while the worker starts, imports its framework and builds; the worker's
@@ -196,7 +198,7 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
         try:
             if beside_start:
                 beside_start()
-            window = machine_locks.open_window(WINDOW_WAIT_S)
+            window = machine_locks.open_window(window_wait_s)
         except Exception:
             if interrupt_came():  # the interrupt, raised inside an import and wrapped by Python
                 raise KeyboardInterrupt from None
