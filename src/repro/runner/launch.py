@@ -26,8 +26,9 @@ from repro.runner.lifeline import PARENT_PID_ENV, interrupt_came
 from repro.runner import machine_locks
 
 LOG_TAIL_LINES = 40
-WINDOW_WAIT_S = 30.0  # the most a worker's measured window waits for a projector's turn to end (tracking/handoff.py;
-# a job passes its tracking.projector_wait_s)
+# The most a worker's measured window waits for a projector's turn to end (tracking/handoff.py);
+# a job passes its tracking.projector_wait_s.
+WINDOW_WAIT_S = 30.0
 
 
 @dataclass
@@ -157,8 +158,8 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
                window_wait_s: float = WINDOW_WAIT_S) -> WorkerOutcome:
     """Run the worker to its end. `src`: the folder repro's worker is imported from (default: this
     repro's; a replay's restored worktree). `beside_start`: the parent's own work (MLflow's side of
-    the run, the next job's worker started and made ready: runner/job.py), done while the worker starts, imports its framework and builds; the worker's
-    measured steps wait until it has returned (runner/events.py: Gate), so nothing runs beside them;
+    the run, the next job's worker started and made ready: runner/job.py), done while the worker
+    starts, imports its framework and builds; the worker's measured steps wait until it has returned (runner/events.py: Gate), so nothing runs beside them;
     from the gate to the worker's `window_end` this machine's projectors hold their writes
     (tracking/handoff.py: open_window, quiet_turn).
     `warm`: a worker started ahead for this job (`warm_start`, its log at `log_path`, `spec_path`

@@ -26,10 +26,10 @@ timed loop: runner/events.py Gate), else the worker's own tree.
 parent and its other children (a next job's worker started early), and the MLflow projectors at
 work on this machine (tracking/handoff.py registers them), the worker's own tree left out. The
 goal is 0: the parent waits on blocking reads, the next job's worker has finished its start
-before the window opens and waits on a read (runner/warm.py), and projectors pause their writes while a window is open (handoff.open_window,
-quiet_turn). `repro_cpu_parts_s` splits it: "command" (the parent's tree) and "projectors"
-(those of any command on this machine, whose writes an open window holds; a projector of an
-older repro does not know to). A process that started and ended inside the window, unreaped, is missed. `pinned`:
+before the window opens and waits on a read (runner/warm.py), and projectors pause their
+writes while a window is open (handoff.open_window, quiet_turn). `repro_cpu_parts_s` splits
+it: "command" (the parent's tree) and "projectors" (those of any command on this machine, whose
+writes an open window holds; a projector of an older repro does not know to). A process that started and ended inside the window, unreaped, is missed. `pinned`:
 the cores the worker and its parent were pinned to (runner/pinning.py), where the host has enough.
 """
 

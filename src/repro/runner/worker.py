@@ -275,18 +275,22 @@ def _spec_path() -> str:
     try:
         os.write(int(os.environ[EVENTS_FD_ENV]), READY_LINE)  # the parent opens the running job's gate after this
     except OSError:  # its parent is gone (the pipe has no reader)
-        shutil.rmtree(Path(spec).parent, ignore_errors=True)
-        exit_now(0)
+        _end_unused(spec)
     ready = time.perf_counter()
     line = b""
     while not line.endswith(b"\n"):
         chunk = os.read(0, 1)
         if not chunk:
-            shutil.rmtree(Path(spec).parent, ignore_errors=True)
-            exit_now(0)
+            _end_unused(spec)
         line += chunk
     WAITED_AHEAD.append(time.perf_counter() - ready)
     return spec
+
+
+def _end_unused(spec: str) -> None:
+    """A worker started ahead whose parent went before its job came: its run folder goes with it."""
+    shutil.rmtree(Path(spec).parent, ignore_errors=True)
+    exit_now(0)
 
 
 def main() -> None:
