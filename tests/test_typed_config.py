@@ -179,3 +179,65 @@ def test_the_same_command_line_composes_from_the_cache_without_hydra(tmp_path):
     run_yaml.write_text(text.replace("steps: auto", "steps: 27", 1))
     changed = plan_("-m", "model=mlp", "run.seed=0,1", f"ledger.dir={tmp_path}/b")
     assert changed["hydra"] and changed["steps"] == [27] * 2
+
+
+PLAN_IN_A_SNAPSHOT = """
+import dataclasses, json, sys
+from repro.runner import snapshot
+if sys.argv[1] == "snapshot":  # as the CLI plans: in the snapshot it takes
+    snapshot.use(snapshot.take())
+from repro import preflight
+p = preflight.plan(sys.argv[2:])
+print(json.dumps({"omegaconf": "omegaconf" in sys.modules, "jobs": [dataclasses.asdict(j) for j in p.jobs],
+                  "models": [type(j.model).__name__ for j in p.jobs], "overrides": p.overrides}))
+"""
+
+
+@pytest.mark.slow
+def test_a_cached_plan_in_the_same_snapshot_types_its_jobs_without_omegaconf(tmp_path):
+    """compose_cache keeps the schema's typed jobs: the same command line again, in the same
+    snapshot, plans without importing OmegaConf, to exactly the jobs OmegaConf types (model
+    group type included), with its own placed values; a job with an interpolation keeps none."""
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+    def plan_(where, *args):
+        proc = subprocess.run([sys.executable, "-c", PLAN_IN_A_SNAPSHOT, where, *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout)
+
+    sweep = ("-m", "framework=jax,torch", "model=mlp,vit", "run.seed=0,1")
+    plan_("snapshot", *sweep, f"ledger.dir={tmp_path}/a", "tracking.experiment=first")
+    cached = plan_("snapshot", *sweep, f"ledger.dir={tmp_path}/b", "tracking.experiment=typed")
+    typed_by_omegaconf = plan_("checkout", *sweep, f"ledger.dir={tmp_path}/b", "tracking.experiment=typed")
+    assert not cached["omegaconf"] and typed_by_omegaconf["omegaconf"]
+    assert cached["jobs"] == typed_by_omegaconf["jobs"] and len(cached["jobs"]) == 8
+    assert cached["models"] == typed_by_omegaconf["models"] and sorted(cached["models"]) == ["MlpModelConfig"] * 4 + ["VitModelConfig"] * 4
+    assert {j["ledger"]["dir"] for j in cached["jobs"]} == {f"{tmp_path}/b"}
+    assert {j["tracking"]["experiment"] for j in cached["jobs"]} == {"typed"}
+    assert cached["overrides"] == typed_by_omegaconf["overrides"]
+    xla = ("framework=torch_xla", "model=mlp")  # framework.python: ${oc.env:REPRO_XLA_PYTHON,...}, resolved every run
+    plan_("snapshot", *xla)
+    assert plan_("snapshot", *xla)["omegaconf"]
+
+
+def test_kept_typed_jobs_are_read_only_in_the_snapshot_that_kept_them(tmp_path, monkeypatch):
+    """Another snapshot (the code changed: the schema or a model's presets may have) composes from
+    the cache but types its jobs again."""
+    from repro.config import compose_cache
+    from repro.runner import snapshot
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    composed = compose_cache.Composed(False, [("model=mlp",)], [{"model": {"name": "mlp"}}], "", [{"kept": 1}], "aaaa")
+    monkeypatch.setenv(snapshot.ENV, str(tmp_path / "snapshots" / "aaaa"))
+    compose_cache.store("k", composed)
+    monkeypatch.setattr(compose_cache, "key", lambda args, extra=b"": "k")
+    assert compose_cache.load(["model=mlp"])[1].typed == [{"kept": 1}]
+    monkeypatch.setenv(snapshot.ENV, str(tmp_path / "snapshots" / "bbbb"))
+    again = compose_cache.load(["model=mlp"])[1]
+    assert again.typed is None and again.configs == [{"model": {"name": "mlp"}}]
+    monkeypatch.delenv(snapshot.ENV)
+    assert compose_cache.load(["model=mlp"])[1].typed is None

@@ -20,7 +20,7 @@ def repo_root() -> Path:
     return root
 
 
-def _snapshot() -> Path | None:
+def snapshot_root() -> Path | None:
     """The sweep snapshot this process runs (runner/snapshot.py sets REPRO_SNAPSHOT), if any."""
     root = os.environ.get("REPRO_SNAPSHOT")
     return Path(root) if root else None
@@ -28,7 +28,7 @@ def _snapshot() -> Path | None:
 
 def conf_dir(checkout: bool = False) -> Path:
     """conf/: the running sweep's snapshot of it, or (`checkout`, or no snapshot) the checkout's."""
-    if not checkout and (snap := _snapshot()):
+    if not checkout and (snap := snapshot_root()):
         return snap / "conf"
     path = repo_root() / "conf"
     if not path.is_dir():
@@ -41,7 +41,7 @@ def conf_dir(checkout: bool = False) -> Path:
 
 def src_dir(checkout: bool = False) -> Path:
     """The folder repro is imported from: the running sweep's snapshot of it, or the checkout's."""
-    if not checkout and (snap := _snapshot()):
+    if not checkout and (snap := snapshot_root()):
         return snap / "src"
     return Path(__file__).resolve().parents[1]
 
@@ -81,3 +81,20 @@ def interpreter(python: str | None) -> str | None:
     if python and os.sep in python and not os.path.isabs(python):
         return str(repo_root() / python)
     return python
+
+
+def distribution_metadata(path: list[str] | tuple[str, ...] | None = None) -> list[Path]:
+    """Every installed distribution's metadata folder (`*.dist-info`, `*.egg-info`) on the import
+    path, by a listing of its folders: what decides the installed versions and entry points,
+    found without importlib.metadata (its import and a scan of every distribution were ~50 ms of
+    each run's start). Sorted within each folder, in import-path order."""
+    import sys
+
+    found = []
+    for folder in sys.path if path is None else path:
+        try:
+            names = sorted(os.listdir(folder or "."))
+        except OSError:
+            continue
+        found += [Path(folder or ".") / n for n in names if n.endswith((".dist-info", ".egg-info"))]
+    return found

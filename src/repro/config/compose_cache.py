@@ -8,6 +8,14 @@ command line and the versions of Hydra, OmegaConf and repro's composing code, so
 is kept under that key in `$XDG_CACHE_HOME/repro/compose/`. Interpolations (`${oc.env:...}`)
 are resolved afterwards, by `preflight.check`, on every run, as are all checks that depend on
 the machine. A cache entry that cannot be read is a miss; one that cannot be written is skipped.
+
+Each entry also keeps what the schema made of each job (`typed`: the typed config as a plain dict,
+`preflight.checks._apply_schema`), where that is a function of the entry alone: no job holds an
+interpolation (resolved on every run) and every model is one of the zoo's, whose code is in the
+snapshot the entry names (`typed_code`: a model of your own package may change under the same
+key). A hit in the same snapshot then builds each job's `Config` from its dict, with no OmegaConf
+at all (its import and merge were ~0.1 s of a single run's start, before its worker could); every
+other check runs on it as on a freshly typed one.
 """
 
 from __future__ import annotations
@@ -21,12 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from typing import TYPE_CHECKING
 
 from repro import paths
 
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
 KEEP = 500  # entries; the oldest beyond it are removed when one is written
-FORMAT = 1  # bump when what preflight.checks._compose returns changes shape or meaning
+FORMAT = 2  # bump when what preflight.checks._compose returns, or `typed`, changes shape or meaning
 PACKAGES = ("hydra-core", "omegaconf", "hydra-submitit-launcher", "hydra-joblib-launcher")
 
 
@@ -56,8 +67,10 @@ class Composed:
 
     multirun: bool
     overrides: list[tuple[str, ...]]  # each job's override list, in sweep order (before repeats)
-    configs: list[DictConfig]  # each job's composed config, unresolved
+    configs: list  # each job's composed config, unresolved: a DictConfig (`dict_configs`), or its container as stored
     launcher: str  # hydra.launcher._target_
+    typed: list[dict] | None = None  # each job's typed config as a dict (`preflight.checks.typed_dicts`), where kept
+    typed_code: str | None = None  # the snapshot that typed it (`typed` None there: it cannot be kept)
 
 
 def folder() -> Path:
@@ -77,26 +90,55 @@ def with_placeholders(args: Sequence[str]) -> tuple[list[str], dict[str, tuple[s
     return out, values
 
 
+def dict_configs(composed: Composed) -> list[DictConfig]:
+    """Each job's composed config as Hydra's compose returns it (a DictConfig in struct mode)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    configs = []
+    for c in composed.configs:
+        cfg = c if isinstance(c, DictConfig) else OmegaConf.create(c)
+        OmegaConf.set_struct(cfg, True)
+        configs.append(cfg)
+    return configs
+
+
 def put_back(composed: Composed, values: dict[str, tuple[str, str]]) -> Composed:
-    """The placed values where their placeholders are, in the configs and the override lists."""
+    """The placed values where their placeholders are, in the configs (DictConfigs) and the override lists."""
+    from omegaconf import OmegaConf
+
+    composed.configs = dict_configs(composed)
     for mark, (key, value) in values.items():
         for cfg in composed.configs:
             if OmegaConf.select(cfg, key) == mark:
                 OmegaConf.update(cfg, key, value, merge=True)
-        composed.overrides = [tuple(o.replace(mark, value) for o in job) for job in composed.overrides]
+    composed.overrides = overrides_put_back(composed.overrides, values)
     return composed
+
+
+def overrides_put_back(overrides: list[tuple[str, ...]], values: dict[str, tuple[str, str]]) -> list[tuple[str, ...]]:
+    for mark, (_, value) in values.items():
+        overrides = [tuple(o.replace(mark, value) for o in job) for job in overrides]
+    return overrides
+
+
+def typed_put_back(typed: dict, values: dict[str, tuple[str, str]]) -> dict:
+    """A kept typed dict with the placed values where their placeholders are (each a plain string field)."""
+    for mark, (key, value) in values.items():
+        group, name = key.split(".")
+        if typed[group][name] == mark:
+            typed[group][name] = value
+    return typed
+
+
+def current_code() -> str | None:
+    """The snapshot this process runs (its content-addressed folder's name), or None outside one."""
+    root = paths.snapshot_root()
+    return root.name if root else None
 
 
 def key(args: Sequence[str], extra: bytes = b"") -> str:
     """`extra`: what else decides the compose (the searched config folders' files, entry-point models)."""
-    from importlib import metadata
-
-    h = hashlib.sha256(json.dumps([FORMAT, list(args), sys.prefix]).encode() + extra)
-    for name in PACKAGES:
-        try:
-            h.update(f"{name}=={metadata.version(name)}".encode())
-        except metadata.PackageNotFoundError:
-            h.update(f"{name} absent".encode())
+    h = hashlib.sha256(json.dumps([FORMAT, list(args), sys.prefix, _distributions()]).encode() + extra)
     conf = paths.conf_dir()
     for path in sorted(conf.rglob("*")):
         if path.is_file():
@@ -104,25 +146,33 @@ def key(args: Sequence[str], extra: bytes = b"") -> str:
     return h.hexdigest()
 
 
+def _distributions() -> list[str]:
+    """The installed PACKAGES as their metadata folders' paths (name and version in each)."""
+    prefixes = tuple(name.replace("-", "_") + "-" for name in PACKAGES)
+    return [str(p) for p in paths.distribution_metadata() if p.name.lower().startswith(prefixes)]
+
+
 def load(args: Sequence[str], extra: bytes = b"") -> tuple[str, Composed | None]:
-    """The cache key of `args` and what it holds (None: not there, or unreadable)."""
+    """The cache key of `args` and what it holds (None: not there, or unreadable). Its configs are
+    the stored containers (`dict_configs` makes them DictConfigs); `typed` only where it was kept
+    in the snapshot this process runs."""
     k = key(args, extra)
     try:
         data = json.loads((folder() / f"{k}.json").read_text())
-        configs = []
-        for c in data["configs"]:
-            cfg = OmegaConf.create(c)
-            OmegaConf.set_struct(cfg, True)  # as Hydra's compose returns it
-            configs.append(cfg)
-        return k, Composed(data["multirun"], [tuple(o) for o in data["overrides"]], configs, data["launcher"])
+        code = current_code()
+        typed = data.get("typed") if code is not None and data.get("typed_code") == code else None
+        return k, Composed(data["multirun"], [tuple(o) for o in data["overrides"]], list(data["configs"]),
+                           data["launcher"], typed, data.get("typed_code"))
     except (OSError, ValueError, KeyError, TypeError):
         return k, None
 
 
 def store(k: str, composed: Composed) -> None:
+    from omegaconf import OmegaConf
+
     data = {"multirun": composed.multirun, "overrides": [list(o) for o in composed.overrides],
-            "configs": [OmegaConf.to_container(c, resolve=False) for c in composed.configs],
-            "launcher": composed.launcher}
+            "configs": [c if isinstance(c, dict) else OmegaConf.to_container(c, resolve=False) for c in composed.configs],
+            "launcher": composed.launcher, "typed": composed.typed, "typed_code": composed.typed_code}
     try:
         folder().mkdir(parents=True, exist_ok=True)
         tmp = folder() / f".{k}.{os.getpid()}.tmp"

@@ -314,5 +314,12 @@ def from_dict(d: dict) -> Config:
     return Config(model=model_from_dict(d["model"]), **groups)
 
 
+def from_typed_dict(d: dict, model_type: type) -> Config:
+    """A `Config` from `dataclasses.asdict` of one (every field, recorded or not), its `model`
+    group as `model_type`: the schema's typed config again (config/compose_cache.py keeps it)."""
+    groups = {name: _group_type(name)(**d[name]) for name in _GROUPS if name != "model"}
+    return Config(model=model_type(**d["model"]), **groups)
+
+
 def _group_type(name: str) -> type:
     return _GROUPS[name].default_factory  # type: ignore[return-value]

@@ -12,10 +12,7 @@ import copy
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Sequence
-
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from typing import TYPE_CHECKING, Any, Sequence
 
 from repro import data, models, paths
 from repro.config import schema
@@ -28,6 +25,9 @@ from repro.models import hf
 from repro.preflight import capabilities, search, verdict, workload
 from repro.preflight.packages import check as check_packages
 from repro.preflight.xla_hardware import check as check_xla_hardware
+
+if TYPE_CHECKING:  # OmegaConf is imported where a config is composed or typed from one: a cached plan needs none
+    from omegaconf import DictConfig
 
 
 DEFAULT_BATCH = 32
@@ -44,17 +44,24 @@ def model_type(entry) -> type:
     return _MODEL_TYPES[id(entry)][1]
 
 
-def _apply_schema(cfg: DictConfig) -> schema.Config:
-    node = cfg.get("model") if isinstance(cfg.get("model"), DictConfig) else {}
-    target = node.get(models.TARGET_KEY)
+def _model_entry(name: str, target: str | None):
+    """The model a config names (`model.name`, `model._target_` for one of your own), or ConfigError."""
     try:
         if not target:
-            models.refuse_shadowing(str(node.get("name")))
-        entry = models.get(str(node.get("name")), target)
+            models.refuse_shadowing(name)
+        return models.get(name, target)
     except KeyError as e:
         raise ConfigError(f"model.name: {e.args[0]}") from None
     except models.ModelLoadError as e:
         raise ConfigError(f"model: {e}") from None
+
+
+def _apply_schema(cfg: DictConfig) -> schema.Config:
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    node = cfg.get("model") if isinstance(cfg.get("model"), DictConfig) else {}
+    entry = _model_entry(str(node.get("name")), node.get(models.TARGET_KEY))
     typed = OmegaConf.structured(schema.Config)
     typed.model = OmegaConf.structured(model_type(entry))
     try:
@@ -64,7 +71,34 @@ def _apply_schema(cfg: DictConfig) -> schema.Config:
         raise ConfigError(_omegaconf_message(e)) from None
 
 
-def _omegaconf_message(e: OmegaConfBaseException) -> str:
+def typed_dicts(configs: Sequence[DictConfig]) -> list[dict] | None:
+    """Each composed job as the schema types it, as a plain dict (config/compose_cache.py keeps it
+    with the compose); None where that is not a function of the compose alone: a job holds an
+    interpolation (resolved on every run), names a model of your own (its code is not in the
+    snapshot), or the schema refuses it (`check` says why, every time)."""
+    import dataclasses
+    import json
+
+    from omegaconf import OmegaConf
+
+    out = []
+    for cfg in configs:
+        container = OmegaConf.to_container(cfg, resolve=False)
+        if "${" in json.dumps(container) or models.TARGET_KEY in (container.get("model") or {}):
+            return None
+        try:
+            out.append(dataclasses.asdict(_apply_schema(cfg)))
+        except ConfigError:
+            return None
+    return out
+
+
+def _from_typed_dict(typed: dict) -> schema.Config:
+    """A job's typed config from its kept dict (`typed_dicts`), as `_apply_schema` made it."""
+    return schema.from_typed_dict(typed, model_type(_model_entry(str(typed["model"]["name"]), None)))
+
+
+def _omegaconf_message(e) -> str:
     key = getattr(e, "full_key", None)
     first = str(e).splitlines()[0] if str(e) else type(e).__name__
     return f"{key}: {first}" if key else first
@@ -217,7 +251,11 @@ def check_ledger_dir(path: str) -> None:
 
 def check(cfg: DictConfig) -> schema.Config:
     """The composed config → a resolved, typed `schema.Config`, every value checked and defaults filled."""
-    resolved = _apply_schema(cfg)
+    return check_typed(_apply_schema(cfg))
+
+
+def check_typed(resolved: schema.Config) -> schema.Config:
+    """Every check after the schema's, on a config it typed (now, or kept by the compose cache)."""
     _check_values(resolved)
     capabilities.check(resolved)  # what the backend declares it can do (backends/capabilities.py)
     _resolve_model(resolved)
@@ -302,6 +340,8 @@ def _hydra_message(text: str) -> str:
 def top_job(top: DictConfig) -> DictConfig:
     """A single run's job config: the top-level compose without its `hydra` node (Hydra's own
     `compose` of the same overrides differs from it only there)."""
+    from omegaconf import OmegaConf
+
     return OmegaConf.masked_copy(top, [k for k in top.keys() if k != "hydra"])
 
 
@@ -395,15 +435,23 @@ def plan(args: Sequence[str]) -> Plan:
     args = search.normalise(args)  # --config-dir DIR -> hydra.searchpath (abs): one key for any cwd
     keyed, placed = compose_cache.with_placeholders(args)
     cache_key, composed = compose_cache.load(keyed, search.fingerprint(keyed))
-    if composed is None:
-        composed = _compose(keyed)
+    code = compose_cache.current_code()
+    if composed is None or code is not None and composed.typed_code != code:  # composed now, or first in this snapshot
+        composed = composed or _compose(keyed)
+        composed.typed = typed_dicts(compose_cache.dict_configs(composed)) if code else None
+        composed.typed_code = code
         compose_cache.store(cache_key, composed)
-    composed = compose_cache.put_back(composed, placed)
-    jobs, job_overrides, multirun = [], composed.overrides, composed.multirun
+    if composed.typed is not None:  # the schema's output kept with the compose: no OmegaConf
+        configs = [(_from_typed_dict, compose_cache.typed_put_back(t, placed)) for t in composed.typed]
+        job_overrides = compose_cache.overrides_put_back(composed.overrides, placed)
+    else:
+        composed = compose_cache.put_back(composed, placed)
+        configs, job_overrides = [(_apply_schema, c) for c in composed.configs], composed.overrides
+    jobs, multirun = [], composed.multirun
     launcher = Launcher.parse(composed.launcher)  # an unknown one is refused before any job is checked
-    for cfg, job in zip(composed.configs, job_overrides):
+    for (typed_config, cfg), job in zip(configs, job_overrides):
         try:
-            jobs.append(check(cfg))
+            jobs.append(check_typed(typed_config(cfg)))
         except ConfigError as e:
             where = f" (in job {' '.join(job)})" if len(job_overrides) > 1 else ""
             raise ConfigError(f"{e}{where}") from None
