@@ -1,7 +1,8 @@
 """What the repro harness costs: per step in the steady state, and once per run.
 
     .venv/bin/python benchmarks/harness_overhead.py [--steps N] [--warmup W] [--repeats R]
-        [--models mlp,vit] [--frameworks jax,torch] [--json PATH] [--no-fixed] [--no-steady] [--sweep N]
+        [--models mlp,vit] [--frameworks jax,torch] [--json PATH] [--no-fixed] [--fixed-runs N]
+        [--no-steady] [--sweep N]
 
 1. Harness vs bare loop (steady state). For each (framework, model) — tiny preset, batch 32,
    fp32, CPU — the real CLI (`python -m repro ...`: Hydra parent, fresh worker process, a ledger
@@ -31,7 +32,8 @@
    spawn + repro import, framework import and build (the worker's own `results.setup`),
    environment capture, and the steps themselves. The table sets their sum against the CLI's
    measured wall time and reports the fixed cost beyond framework import and compile:
-   CLI wall − (steps, compile included) − framework import − build.
+   CLI wall − (steps, compile included) − framework import − build, each run's own, the median
+   over `--fixed-runs` runs (default 5) on an existing store (one sample moved by ~0.1 s).
 3. Per job inside a sweep (`--sweep N`, default 10): the fixed job swept over N seeds on an
    existing store, against what the framework itself needs for N fresh processes, each timed
    with nothing beside it: N × (import + build), the import and build of the single run of 2.,
@@ -370,8 +372,37 @@ def _median_wall(cmd: list[str], env: dict, n: int = 3) -> float:
     return statistics.median(walls)
 
 
-def fixed_cost(work: Path) -> dict:
-    """Each per-run piece, timed apart; and the small CLI job it adds up to."""
+def _worker_start(env: dict) -> float:
+    """A worker's Python start and repro's worker import, as the tree starts one: where a worker
+    started ahead imports its framework's packages first (runner/worker_main.py), the interpreter's
+    start plus what repro's import takes after them (timed inside one process, median of 5); else
+    the wall of `import repro.runner.worker` alone."""
+    try:
+        from repro.backends.capabilities import BACKENDS
+        import repro.runner.worker_main  # noqa: F401 - the tree starts its workers framework first
+        packages = ", ".join(BACKENDS["jax"].packages)
+    except (ImportError, AttributeError):
+        return _median_wall([PY, "-c", "import repro.runner.worker"], env)
+    timed = (f"import time; import {packages}; t = time.perf_counter(); import repro.runner.worker; "
+             "print(time.perf_counter() - t)")
+    after = []
+    for _ in range(5):
+        proc, _ = _run([PY, "-c", timed], env=env)
+        _check(proc, "worker import")
+        after.append(float(proc.stdout.strip().splitlines()[-1]))
+    return _median_wall([PY, "-c", "pass"], env) + statistics.median(after)
+
+
+def _beyond_framework(wall: float, record: dict) -> float:
+    """A single run's fixed cost: its CLI wall − its steps (compile included) − framework import − build."""
+    res = record["results"]
+    steps_sum = res["first_step_s"] + res["second_step_s"] + res["steady_mean_s"] * res["steady_steps"]
+    return wall - steps_sum - res["setup"]["import_s"] - res["setup"]["build_s"]
+
+
+def fixed_cost(work: Path, runs: int = 5) -> dict:
+    """Each per-run piece, timed apart; and the small CLI job it adds up to, run `runs` times on an
+    existing store (after one that creates it): the run with the median fixed cost is broken down."""
     plan = _plan_fn()
 
     config = plain(plan(FIXED_JOB).jobs[0])
@@ -385,23 +416,25 @@ def fixed_cost(work: Path) -> dict:
         probes.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     probe = probes[1]
     python_start = _median_wall([PY, "-c", "pass"], env)
-    worker_import = _median_wall([PY, "-c", "import repro.runner.worker"], env)
+    worker_import = _worker_start(env)
     walls, records = [], []
     job_dir = work / "fixed-job"
     job_dir.mkdir()
-    for i in range(2):  # the first creates the MLflow store
+    for i in range(1 + runs):  # the first creates the MLflow store
         record, wall = run_cli(FIXED_JOB, job_dir, f"fixed-{i}")
         walls.append(wall)
         records.append(record)
-    rec = records[1]
+    beyond = [_beyond_framework(w, r) for w, r in zip(walls[1:], records[1:])]
+    median_at = 1 + sorted(range(runs), key=beyond.__getitem__)[(runs - 1) // 2]
+    rec = records[median_at]
     res = rec["results"]
     steps_sum = res["first_step_s"] + res["second_step_s"] + res["steady_mean_s"] * res["steady_steps"]
     compile_s = sum(v for k, v in res["compile"].items() if k in ("trace_lower_s", "compile_s"))
-    wall, worker_wall = walls[1], rec["wall_s"]
+    wall, worker_wall = walls[median_at], rec["wall_s"]
     parent = [
         ("interpreter start (python -c pass)", python_start),
-        ("import OmegaConf + repro.config", probe["import_config"]),
-        ("config compose+check (plan, cold: imports Hydra)", probe["plan_cold"]),
+        ("import the preflight (repro.preflight.checks)", probe["import_config"]),
+        ("config compose+check (plan, first in its process)", probe["plan_cold"]),
         ("git state (rev-parse, status, diff)", probe["git_state"]),
         ("hash of repro's source (session code id)", probe.get("source_sha256", 0.0)),
         ("import MLflow", probe["import_mlflow"]),
@@ -413,7 +446,7 @@ def fixed_cost(work: Path) -> dict:
     if projector_tree():  # MLflow is written by the projector after the command returns: not in its wall
         parent = [(f"background: {name}" if "MLflow" in name else name, v) for name, v in parent]
     worker = [
-        ("spawn + Python start + repro import", worker_import),
+        ("spawn + Python start + repro's worker import", worker_import),
         ("framework import (setup.import_s)", res["setup"]["import_s"]),
         ("model build (setup.build_s)", res["setup"]["build_s"]),
         ("environment capture", probe["envcapture"]),
@@ -435,7 +468,8 @@ def fixed_cost(work: Path) -> dict:
         "compile_s": compile_s,
         "framework_import_s": res["setup"]["import_s"],
         "build_s": res["setup"]["build_s"],
-        "fixed_beyond_framework_s": wall - steps_sum - res["setup"]["import_s"] - res["setup"]["build_s"],
+        "fixed_beyond_framework_s": beyond[median_at - 1],
+        "fixed_beyond_framework_runs_s": beyond,
         "plan_warm_s": probe["plan_warm"],
         "mlflow_open_fresh_store_s": probes[0]["mlflow_open"],
         "probe_fresh_store": probes[0],
@@ -512,8 +546,10 @@ def print_report(console, rows, fixed, load, sweep=None) -> None:
         t.add_row("MLflow store open, fresh store (creates the tables)", ms(fixed["mlflow_open_fresh_store_s"]))
         t.add_row("config compose+check (plan, warm, in-process)", ms(fixed["plan_warm_s"]))
         t.add_section()
-        t.add_row("[bold]fixed cost beyond framework import and compile[/]", f"[bold]{ms(fixed['fixed_beyond_framework_s'])}[/]")
-        t.add_row("  = CLI wall − steps (compile incl.) − framework import − build", "")
+        runs_ = fixed.get("fixed_beyond_framework_runs_s") or [fixed["fixed_beyond_framework_s"]]
+        t.add_row(f"[bold]fixed cost beyond framework import and compile[/] (median of {len(runs_)}: "
+                  f"{ms(min(runs_))}–{ms(max(runs_))})", f"[bold]{ms(fixed['fixed_beyond_framework_s'])}[/]")
+        t.add_row("  = CLI wall − steps (compile incl.) − framework import − build, the median run's", "")
         if fixed.get("background_after_return_s"):
             t.add_row("MLflow projector after the command returned (background, not in the wall)",
                       ms(fixed["background_after_return_s"]))
@@ -557,6 +593,8 @@ def main() -> None:
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--no-fixed", action="store_true", help="skip the fixed-cost breakdown")
     p.add_argument("--no-steady", action="store_true", help="skip the harness-vs-bare steady state")
+    p.add_argument("--fixed-runs", type=int, default=5, metavar="N",
+                   help="single runs whose fixed cost is measured, after one that creates the store (median; default 5)")
     p.add_argument("--sweep", type=int, default=10, metavar="N",
                    help="jobs of the sweep whose per-job cost is measured (0: none; default 10)")
     args = p.parse_args()
@@ -571,7 +609,7 @@ def main() -> None:
         rows = [] if args.no_steady else steady_state(args.frameworks.split(","), args.models.split(","), args.steps,
                                                       args.warmup, args.repeats, work,
                                                       lambda s: console.print(s, highlight=False))
-        fixed = None if args.no_fixed else fixed_cost(work)
+        fixed = None if args.no_fixed else fixed_cost(work, args.fixed_runs)
         sweep = sweep_cost(work, args.sweep, fixed) if args.sweep else None
     load = (load0, os.getloadavg()[0])
     print_report(console, rows, fixed, load, sweep)

@@ -41,6 +41,9 @@ class Capabilities:
     ir: bool  # run.capture_ir=true: its step's lowered IR (StableHLO/HLO)
     own_interpreter: bool  # its worker needs framework.python (an interpreter of its own)
     xla: bool = False  # it compiles through XLA: XLA_FLAGS set its determinism (backends/determinism.py)
+    # the framework's own packages, as a bare script of it imports them: a worker started ahead
+    # imports these before any module of repro's (runner/worker_main.py)
+    packages: tuple[str, ...] = ()
 
     @property
     def multi_node(self) -> bool:
@@ -55,18 +58,19 @@ BACKENDS: dict[str, Capabilities] = {
     "jax": Capabilities(module="repro.backends.jax_backend", dtypes=DTYPES, autocast=True, loss_scaling=True,
                         layouts=ALL_LAYOUTS, compile=False, compiled_layouts=(), tp_needs_plan=False,
                         processes=PER_NODE, cpu_devices=XLA_FLAGS, profile=True, ir=True, own_interpreter=False,
-                        xla=True),
+                        xla=True, packages=("jax", "optax", "flax.nnx")),
     # PyTorch eager or torch.compile; eager and inductor lower to no StableHLO/HLO. Tensor parallel
     # splits the models that declare a torch TP plan (MLP-only so far: attention needs per-rank head counts).
     "torch": Capabilities(module="repro.backends.torch_backend", dtypes=DTYPES, autocast=True, loss_scaling=True,
                           layouts=ALL_LAYOUTS, compile=True, compiled_layouts=("none",), tp_needs_plan=True,
-                          processes=PER_RANK, cpu_devices=None, profile=True, ir=False, own_interpreter=False),
+                          processes=PER_RANK, cpu_devices=None, profile=True, ir=False, own_interpreter=False,
+                          packages=("torch",)),
     # PyTorch/XLA: SPMD annotations split by XLA's partitioner in one process, so any model's attention
     # works; torch-xla 2.9 needs torch 2.9, hence an interpreter of its own (conf/framework/torch_xla.yaml).
     "torch_xla": Capabilities(module="repro.backends.torch_xla_backend", dtypes=DTYPES, autocast=True,
                               loss_scaling=True, layouts=ALL_LAYOUTS, compile=True, compiled_layouts=("none",),
                               tp_needs_plan=False, processes=ONE_PROCESS, cpu_devices=CPU_NUM_DEVICES, profile=True,
-                              ir=True, own_interpreter=True, xla=True),
+                              ir=True, own_interpreter=True, xla=True, packages=("torch",)),
 }
 
 

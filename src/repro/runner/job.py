@@ -14,12 +14,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-import psutil
 
 from repro import __version__, paths
 from repro.console import console as terminal
@@ -38,33 +35,6 @@ from repro.runner.host import JobHost
 from repro.usertext import markup
 
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
-
-
-RUN_DIR_PREFIX = "repro-run-"  # + the owner's pid + "-": a parent killed by SIGKILL cannot remove its own
-
-
-def make_run_dir() -> Path:
-    """A fresh temp folder for one run, named after this process; stale ones (their owner gone)
-    are removed first."""
-    for stale in Path(tempfile.gettempdir()).glob(f"{RUN_DIR_PREFIX}*"):
-        if _owner_gone(stale):
-            shutil.rmtree(stale, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-"))
-
-
-def _owner_gone(folder: Path) -> bool:
-    """Whether the process named in a run folder's name is gone (or is a later one with its pid)."""
-    try:
-        pid = int(folder.name[len(RUN_DIR_PREFIX):].split("-")[0])
-        made = folder.stat().st_mtime
-    except (ValueError, OSError):
-        return False  # not one of ours (an older name without a pid), or gone already
-    try:
-        return psutil.Process(pid).create_time() > made + 1  # a pid reused since
-    except psutil.NoSuchProcess:
-        return True
-    except psutil.AccessDenied:
-        return False
 
 
 def _cache_dir(config: Config, run_dir: Path) -> str:
@@ -91,7 +61,7 @@ def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
     console = terminal()
     console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: {markup(name)} joins the run at {rdzv.endpoint}; "
                   "node 0 records it")
-    run_dir = make_run_dir()
+    run_dir = launch.make_run_dir()
     try:
         env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
         outcome = _run_worker(config, config_hash(as_dict(config)), rdzv, run_dir, env, lambda ev: None)
@@ -224,7 +194,7 @@ def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: floa
         python = (place or {}).get("python") or config.framework.python
         run.env_hash = envs_runs.record_hash(run.ledger.root, python)
         warm = host.warm.take(python, run.env, (place or {}).get("src"), config.framework.backend)  # started while the last job started
-        run.run_dir = warm.run_dir if warm else make_run_dir()
+        run.run_dir = warm.run_dir if warm else launch.make_run_dir()
         host.display.job_started(run.job, run.name, config.run.steps)
         restore_sigterm = scheduler.interrupt_on_sigterm(run.base["scheduler"])  # SLURM's end, recorded while it waits
 

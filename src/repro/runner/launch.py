@@ -10,9 +10,11 @@ when the parent dies, the worker sees EOF and ends too (see runner/lifeline.py).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -66,12 +68,43 @@ def _status(events: dict, returncode: int | None, timed_out: bool) -> tuple[str,
 resolve_python = paths.interpreter  # a config's interpreter, relative to the checkout where conf/ says so
 
 
-WARM = "--warm"  # `--warm [BACKEND] SPEC`: the worker imports, says so, then waits for a line on stdin to read SPEC
+# `--warm [BACKEND [PACKAGE ...]] SPEC`: the worker imports the framework's packages, then the
+# backend, says so, then waits for a line on stdin to read SPEC (runner/worker_main.py, worker.py)
+WARM = "--warm"
 
 
 def worker_command(python: str | None, spec_path: Path | str, *before: str) -> list[str]:
     """The worker's command line; its last argument is always its spec's path."""
-    return [resolve_python(python) or sys.executable, "-m", "repro.runner.worker", *before, str(spec_path)]
+    return [resolve_python(python) or sys.executable, "-m", "repro.runner.worker_main", *before, str(spec_path)]
+
+
+RUN_DIR_PREFIX = "repro-run-"  # + the owner's pid + "-": a parent killed by SIGKILL cannot remove its own
+
+
+def make_run_dir() -> Path:
+    """A fresh temp folder for one run, named after this process; stale ones (their owner gone)
+    are removed first."""
+    for stale in Path(tempfile.gettempdir()).glob(f"{RUN_DIR_PREFIX}*"):
+        if _owner_gone(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-"))
+
+
+def _owner_gone(folder: Path) -> bool:
+    """Whether the process named in a run folder's name is gone (or is a later one with its pid)."""
+    try:
+        pid = int(folder.name[len(RUN_DIR_PREFIX):].split("-")[0])
+        made = folder.stat().st_mtime
+    except (ValueError, OSError):
+        return False  # not one of ours (an older name without a pid), or gone already
+    import psutil  # only where a run folder is left over
+
+    try:
+        return psutil.Process(pid).create_time() > made + 1  # a pid reused since
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.AccessDenied:
+        return False
 
 
 def spec_path_of(run_dir: Path) -> Path:
@@ -99,8 +132,6 @@ class Warm:
 
     def discard(self) -> None:
         """Not needed after all: ended (EOF on its stdin ends a waiting worker), its folder removed."""
-        import shutil
-
         _kill_group(self.proc.pid)
         self.proc.stdin.close()
         self.proc.wait()
@@ -145,8 +176,11 @@ def warm_start(run_dir: Path, python: str | None, env: dict[str, str], src: Path
     handed its spec by `run_worker(..., warm=)`; None where it could not be started. `backend`:
     the framework backend it imports while it waits (the job's `setup.import_s` is that import's
     time, outside the measured region either way)."""
-    spawned = _spawn(worker_command(python, spec_path_of(run_dir), WARM, *([backend] if backend else [])),
-                     run_dir / "worker.log", env, src)
+    from repro.backends.capabilities import BACKENDS
+
+    caps = BACKENDS.get(backend or "")
+    ahead = [backend, *caps.packages] if caps else [backend] if backend else []
+    spawned = _spawn(worker_command(python, spec_path_of(run_dir), WARM, *ahead), run_dir / "worker.log", env, src)
     if isinstance(spawned, WorkerOutcome):
         return None
     return Warm(*spawned, run_dir=run_dir, key=warm_key(python, env, src, backend))

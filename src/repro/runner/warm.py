@@ -26,7 +26,6 @@ class WarmStart:
         nodes starts its worker as usual."""
         from repro.backends.layouts import process_count
         from repro.runner import cluster, launch, seeding, snapshot
-        from repro.runner.job import make_run_dir
 
         config, self.upcoming = self.upcoming, None
         if self._warm is not None or config is None or config.env.packages or config.cluster.name != "local":
@@ -35,7 +34,7 @@ class WarmStart:
             snapshot.ensure_active()  # whole before a worker imports from it (else the job's own check says why)
             rdzv = cluster.resolve(config.cluster)
             env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
-            self._warm = launch.warm_start(make_run_dir(), config.framework.python, env, src,
+            self._warm = launch.warm_start(launch.make_run_dir(), config.framework.python, env, src,
                                            backend=config.framework.backend)
         except Exception:  # noqa: BLE001 - an early start is an optimisation: the job starts its own
             self._warm = None

@@ -1,4 +1,4 @@
-"""The worker: one fresh process per run. `python -m repro.runner.worker SPEC.json`.
+"""The worker: one fresh process per run. `python -m repro.runner.worker_main SPEC.json` (runner/worker_main.py).
 
 It reads its spec once, as a `WorkerSpec` (config/workerspec.py: the typed config, the rendezvous,
 its folders), and hands that object on, to its ranks and JAX processes too.
@@ -256,22 +256,24 @@ def run(spec: WorkerSpec, events: EventWriter, gate: Gate) -> None:
     events.emit("result", **out["result"])
 
 
-def _spec_path() -> str:
-    """The spec path: the last argument. A worker started ahead of its job (`--warm [BACKEND] SPEC`,
-    see launch.warm_start) first imports the backend, says so and waits for the line its parent
+def _spec_path(framework_first_s: float | None = None) -> str:
+    """The spec path: the last argument. A worker started ahead of its job (`--warm BACKEND
+    [PACKAGE ...] SPEC`, see launch.warm_start; runner/worker_main.py imported the PACKAGEs in
+    `framework_first_s`) first imports the backend, says so and waits for the line its parent
     writes on stdin once the job is due (read unbuffered: the lifeline reads the same pipe for EOF
     afterwards); EOF first: the job never came (its parent ended), and its run folder is removed."""
     spec = sys.argv[-1]
     if sys.argv[1] != "--warm":
         return spec
     lifeline.die_with_parent(str(Path(spec).parent), watch_stdin=False)  # its parent gone while it waits: its folder too
-    for name in sys.argv[2:-1]:  # the job's backend, imported while the job before it starts
+    if len(sys.argv) > 3:  # the job's backend, imported while the job before it starts
+        name = sys.argv[2]
         t0 = time.perf_counter()
         try:
             backends.load(name)
+            IMPORTED_AHEAD[name] = (framework_first_s or 0.0) + time.perf_counter() - t0
         except Exception:  # noqa: BLE001 - the job's own import raises it again, as a recorded error
-            continue
-        IMPORTED_AHEAD[name] = time.perf_counter() - t0
+            pass
     try:
         os.write(int(os.environ[EVENTS_FD_ENV]), READY_LINE)  # the parent opens the running job's gate after this
     except OSError:  # its parent is gone (the pipe has no reader)
@@ -293,9 +295,11 @@ def _end_unused(spec: str) -> None:
     exit_now(0)
 
 
-def main() -> None:
+def main(framework_first_s: float | None = None) -> None:
+    """The worker (runner/worker_main.py starts it: `framework_first_s`, the seconds a worker started
+    ahead took to import its framework's own packages before this module)."""
     pinning.pin_worker()  # before a framework's thread pools exist (a worker started ahead imports one next)
-    spec = WorkerSpec.read(_spec_path())
+    spec = WorkerSpec.read(_spec_path(framework_first_s))
     lifeline.die_with_parent(spec.out_dir)
     events = EventWriter.from_env()
     gate = Gate.from_env()
