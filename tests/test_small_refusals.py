@@ -48,6 +48,37 @@ def test_a_package_model_of_its_own_name_still_runs(tmp_path, monkeypatch):
     assert models.get("mine_only").source == "entry point mine_only (own-pkg 0.1)"
 
 
+def test_the_kept_entry_point_scan_follows_an_install_an_edit_and_a_removal(tmp_path, monkeypatch):
+    """models._entry_points_on keeps its scan on disk under the distributions' metadata (names and
+    entry_points.txt mtimes): a package installed, its entry points edited, then removed, is seen
+    each time without a stale answer; the same state again reads the kept scan, not the packages."""
+    import os
+    import shutil
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+
+    def declared() -> dict:
+        models._entry_points_on.cache_clear()  # a new process: only the disk remembers
+        return models._entry_points_on(tuple(__import__("sys").path))
+
+    assert "mlp" not in declared()
+    _installed(site, "shadow-pkg", "mlp", "shadow_mlp", GOOD)
+    assert declared()["mlp"] == ("shadow_mlp:ResConvNet", "shadow-pkg 0.1")
+    points = site / "shadow-pkg-0.1.dist-info" / "entry_points.txt"
+    points.write_text("[repro.models]\nother = shadow_mlp:ResConvNet\n")
+    os.utime(points, ns=(points.stat().st_mtime_ns + 10**9,) * 2)  # an edit within one mtime tick is still an edit
+    assert "mlp" not in declared() and "other" in declared()
+    scan = models.entry_points
+    monkeypatch.setattr(models, "entry_points", lambda: pytest.fail("scanned again: the kept scan was not read"))
+    assert "other" in declared()
+    monkeypatch.setattr(models, "entry_points", scan)
+    shutil.rmtree(site / "shadow-pkg-0.1.dist-info")
+    assert "other" not in declared() and str(site) in __import__("sys").path
+
+
 def test_a_forward_returning_nan_is_named_nan(tmp_path, monkeypatch):
     from repro.preflight import workload
 
