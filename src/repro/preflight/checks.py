@@ -428,7 +428,8 @@ def _compose(args: Sequence[str]):
 def plan(args: Sequence[str]) -> Plan:
     """Compose and check every job the command line asks for; raise ConfigError if any fails.
     Hydra composes a command line once; the same command line later reads its compose from
-    config/compose_cache.py (no Hydra import). Every check runs every time."""
+    config/compose_cache.py (no Hydra import) and, in the same code snapshot, the schema's typed
+    jobs (no OmegaConf import: `typed_dicts`). Every other check runs every time."""
     from repro.config import compose_cache
     from repro.sweeper import interleave
 
