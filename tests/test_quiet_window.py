@@ -191,3 +191,53 @@ def test_a_short_loop_reads_other_processes_from_the_worker_start_without_waitin
     # another test's processes share the machine)
     assert m["own_cpu_share"] > 0.25 and m["other_cpu_share"] > 0.25, m
     assert long["machine"]["window_from"] == "first step" and long["machine"]["other_cpu_share"] > 0.25, long
+
+
+SIBLINGS = """
+import json, multiprocessing as mp, os, sys, time
+
+def burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+def measure(run_root, started, done, out):
+    from repro.runner import machine
+    start = machine.before(None, None, run_root)
+    started.set()
+    done.wait(60)
+    out.put(machine.after(start, 1))
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    found = {}
+    for label, root in (("alone", None), ("run", os.getpid())):
+        started, done, out = ctx.Event(), ctx.Event(), ctx.Queue()
+        rank0 = ctx.Process(target=measure, args=(root, started, done, out))
+        rank0.start()
+        started.wait(60)
+        sibling = ctx.Process(target=burn, args=(0.6,))  # another process of the same run, reaped in the window
+        sibling.start()
+        sibling.join()
+        done.set()
+        found[label] = out.get(timeout=60)
+        rank0.join()
+    print(json.dumps(found))
+"""
+
+
+@pytest.mark.slow  # starts processes
+def test_a_sibling_process_of_the_run_is_the_runs_own_cpu_not_other_processes(tmp_path):
+    """machine, in one of a run's several processes (torch ranks, JAX processes: rank 0 records):
+    with `run_root` the launching worker, a sibling's CPU in the window is the run's own
+    (own_cpu_share); without it, it was other processes' (the busy flag on every sharded torch run)."""
+    script = tmp_path / "siblings.py"  # a file: spawned children import their target from it
+    script.write_text(SIBLINGS)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    seconds = {label: {k: m[k] * m["window_s"] for k in ("own_cpu_share", "other_cpu_share")}
+               for label, m in found.items()}
+    assert seconds["run"]["own_cpu_share"] >= 0.5, seconds  # the sibling's 0.6 s, in the run's tree
+    assert seconds["alone"]["own_cpu_share"] < 0.3 <= seconds["alone"]["other_cpu_share"], seconds
+

@@ -20,7 +20,10 @@ parent's tree are this command's, and MLflow projectors write between windows: t
 before the first step is not counted as other processes'; beside the steps it is (they pause
 there: a projector that does not is a disturbance). "This command's own processes" are the
 parent's process tree where a repro parent started the worker (nothing of it runs beside the
-timed loop: runner/events.py Gate), else the worker's own tree.
+timed loop: runner/events.py Gate), else the worker's own tree. In a run of several processes on
+one node (torch ranks, JAX processes) the record is rank 0's and the run's own tree is the
+launching worker's (`run_root`): its sibling processes run the same steps, so their CPU is the
+run's, not other processes' (they were counted as other, 1.0–1.5 cores, flagging every such run busy).
 
 `repro_cpu_s`: the CPU seconds repro's own other processes used in the same window: the repro
 parent and its other children (a next job's worker started early), and the MLflow projectors at
@@ -183,23 +186,35 @@ def repro_cpu_s(start: dict, now: tuple[dict[int, tuple[float, float, str]], flo
     return used
 
 
-def _counters(parent_pid: int | None) -> dict:
-    return {"busy_s": _busy_s(), "own_s": _tree_s(psutil.Process()), "ours_s": _tree_s(_ours(parent_pid)),
+def _run_tree(run_root: int | None) -> psutil.Process:
+    """The root of the run's own processes: `run_root` (the worker that launched this one of
+    several), or this process."""
+    if run_root is not None:
+        try:
+            return psutil.Process(run_root)
+        except psutil.Error:  # gone: this process ends with it
+            pass
+    return psutil.Process()
+
+
+def _counters(parent_pid: int | None, run_root: int | None) -> dict:
+    return {"busy_s": _busy_s(), "own_s": _tree_s(_run_tree(run_root)), "ours_s": _tree_s(_ours(parent_pid)),
             "t": time.monotonic(), "wall": time.time(), "others": _repro_others(parent_pid)}
 
 
-def early(parent_pid: int | None = None) -> dict:
+def early(parent_pid: int | None = None, run_root: int | None = None) -> dict:
     """A snapshot taken when the worker starts its pipeline: where the window of a loop shorter
     than MIN_WINDOW_S begins instead of the first step (module docstring)."""
-    return _counters(parent_pid)
+    return _counters(parent_pid, run_root)
 
 
-def before(parent_pid: int | None = None, early: dict | None = None) -> dict:
+def before(parent_pid: int | None = None, early: dict | None = None, run_root: int | None = None) -> dict:
     """A snapshot taken right before the first timed step. `parent_pid`: the repro parent that
     started this worker (its tree's CPU time is this command's, not other processes'); `early`:
-    the worker's `early()` snapshot, if it took one."""
-    return {"load": list(os.getloadavg()), "gpus": gpus(), **_counters(parent_pid), "parent_pid": parent_pid,
-            "early": early}
+    the worker's `early()` snapshot, if it took one; `run_root`: in one of a run's several
+    processes, the worker that launched them (their CPU is the run's own)."""
+    return {"load": list(os.getloadavg()), "gpus": gpus(), **_counters(parent_pid, run_root), "parent_pid": parent_pid,
+            "run_root": run_root, "early": early}
 
 
 def after(start: dict, threads: int) -> dict:
@@ -211,7 +226,7 @@ def after(start: dict, threads: int) -> dict:
         base = first
     if (wait := MIN_WINDOW_S - (time.monotonic() - base["t"])) > 0:
         time.sleep(wait)
-    own_s, ours_s, others, busy_s, now = (_tree_s(psutil.Process()), _tree_s(_ours(start["parent_pid"])),
+    own_s, ours_s, others, busy_s, now = (_tree_s(_run_tree(start.get("run_root"))), _tree_s(_ours(start["parent_pid"])),
                                           _repro_others(start["parent_pid"]), _busy_s(), time.monotonic())
     window = now - base["t"]
     # The worker's reaped children count in its own tree, not in the parent's (live descendants only)

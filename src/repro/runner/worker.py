@@ -37,15 +37,16 @@ IMPORTED_AHEAD: dict[str, float] = {}  # a worker started ahead (--warm BACKEND)
 WAITED_AHEAD: list[float] = []  # a worker started ahead: the seconds it waited, ready, for its spec
 
 
-def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> dict:
-    """The measured pipeline of one process (`rank` of a run of several: 0 is the one recorded);
+def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run_root: int | None = None) -> dict:
+    """The measured pipeline of one process (`rank` of a run of several: 0 is the one recorded;
+    `run_root`: then the worker that launched them, whose tree is the run's own processes);
     returns its "environment" and "result" payloads. Before the measured steps it waits at `gate`
     (the parent's tracking work is done by then) and says when they start and end, so that the
     parent runs nothing beside them."""
     config = spec.config
     run_cfg = config.run
     parent_pid = lifeline.parent_pid() if gate else None
-    early = machine.early(parent_pid)  # a short loop's CPU-share window starts here (runner/machine.py)
+    early = machine.early(parent_pid, run_root)  # a short loop's CPU-share window starts here (runner/machine.py)
     # The framework first: NumPy, which repro's worker modules import only where they use it, is
     # then imported by the framework (JAX and torch import it), inside `import_s`, as it would be
     # in a bare script; nothing of the run has drawn a number before it.
@@ -79,7 +80,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0) -> 
     emit("measure_start", at=time.time())  # wall clock: comparable with the parent's
     # The machine's state is read outside the timed region; its window goes on while this process
     # reads its results (machine.MIN_WINDOW_S at least: a shorter loop's began at `early`).
-    state = machine.before(parent_pid, early)
+    state = machine.before(parent_pid, early, run_root)
     times, losses = measure.timed_loop(workload, StepPlan.of(run_cfg, spec.steps), emit)
     emit("measure_end", at=time.time())
     t_end = time.perf_counter()
@@ -176,7 +177,7 @@ def torch_rank_main(spec: WorkerSpec) -> dict:
     torch_distributed.init(spec.config)
     try:
         rank = dist.get_rank()
-        out = execute(spec, rank_progress.emitter(spec, rank == 0), rank=rank)
+        out = execute(spec, rank_progress.emitter(spec, rank == 0), rank=rank, run_root=os.getppid())
         ranks = [None] * dist.get_world_size()  # every node's ranks, so that rank 0 records them all
         dist.all_gather_object(ranks, _rank_summary(rank, out, spec.rendezvous.node_rank))
         out["result"]["results"]["ranks"] = ranks
@@ -193,7 +194,7 @@ def jax_process_main(spec: WorkerSpec, local_index: int, joined) -> dict:
     jax_distributed.init(spec.config, rdzv, local_index)
     joined()
     rank = jax_distributed.process_id(rdzv, local_index)
-    out = execute(spec, rank_progress.emitter(spec, rank == 0), rank=rank)
+    out = execute(spec, rank_progress.emitter(spec, rank == 0), rank=rank, run_root=os.getppid())
     summary = _rank_summary(rank, out, rdzv.node_rank)
     out["result"]["results"]["ranks"] = jax_distributed.allgather_json(summary)
     return out
