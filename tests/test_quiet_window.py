@@ -206,7 +206,7 @@ def measure(run_root, started, done, out):
     start = machine.before(None, None, run_root)
     started.set()
     done.wait(60)
-    out.put(machine.after(start, 1))
+    out.put(machine.after(start, 1, 1 if run_root is None else 2))
 
 if __name__ == "__main__":
     ctx = mp.get_context("spawn")
@@ -240,4 +240,5 @@ def test_a_sibling_process_of_the_run_is_the_runs_own_cpu_not_other_processes(tm
                for label, m in found.items()}
     assert seconds["run"]["own_cpu_share"] >= 0.5, seconds  # the sibling's 0.6 s, in the run's tree
     assert seconds["alone"]["own_cpu_share"] < 0.3 <= seconds["alone"]["other_cpu_share"], seconds
+    assert (found["run"]["processes"], found["alone"]["processes"]) == (2, 1)  # the load they make themselves
 

@@ -311,6 +311,10 @@ def test_audit_compares_values_not_repr_and_lists_swept_keys():
     d = _record("d", "torch", 1.0, machine={"other_cpu_share": 0.3, "threads": 2, "load_before": [0.5] * 3,
                                              "load_after": [0.6] * 3, "host": "h"})
     assert "0.30 of a core" in audit.busy(d) and audit.busy(a) is None
+    quiet = {"other_cpu_share": 0.0, "threads": 1, "load_before": [3.5] * 3, "load_after": [3.5] * 3, "host": "h"}
+    alone = _record("e", "torch", 1.0, machine=quiet)  # one process, one thread: a load of 3.5 is others'
+    ranks = _record("f", "torch", 1.0, machine={**quiet, "processes": 4})  # 4 ranks of 1 thread make that load themselves
+    assert "load 3.50 before the loop with 1 thread(s)" in audit.busy(alone) and audit.busy(ranks) is None
 
 
 @pytest.mark.slow

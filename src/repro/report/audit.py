@@ -131,7 +131,7 @@ def busy(record: dict) -> str | None:
             if m.get("window_from") == "worker start" else "the timed loop"
         reasons.append(f"other processes took {m['other_cpu_share']:.2f} of a core during {during} "
                        f"(bound {BUSY_CPU_SHARE})")
-    threads = m.get("threads") or 1
+    threads = (m.get("threads") or 1) * (m.get("processes") or 1)  # the run's own: all its processes on this host
     if m.get("load_before") and (m["load_before"][0] or 0) > threads + BUSY_LOAD_MARGIN:
         reasons.append(f"load {m['load_before'][0]:.2f} before the loop with {threads} thread(s)")
     return "; ".join(reasons) or None

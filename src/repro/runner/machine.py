@@ -217,10 +217,11 @@ def before(parent_pid: int | None = None, early: dict | None = None, run_root: i
             "run_root": run_root, "early": early}
 
 
-def after(start: dict, threads: int) -> dict:
+def after(start: dict, threads: int, processes: int = 1) -> dict:
     """The record's `machine`: what happened on this machine between `start` (or, for a loop
     shorter than MIN_WINDOW_S, the worker's early snapshot) and now; repro's own CPU beside the
-    steps is counted from `start`."""
+    steps is counted from `start`. `processes`: the run's processes on this host, each with
+    `threads` compute threads (the load a run of several makes itself)."""
     base = start
     if (first := start.get("early")) and time.monotonic() - start["t"] < MIN_WINDOW_S:
         base = first
@@ -238,6 +239,7 @@ def after(start: dict, threads: int) -> dict:
         "host": socket.gethostname(),
         "cores": os.cpu_count(),
         "threads": threads,
+        "processes": processes,
         "load_before": [round(x, 2) for x in start["load"]],
         "load_after": [round(x, 2) for x in os.getloadavg()],
         "window_s": round(window, 3),

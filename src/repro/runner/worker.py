@@ -112,7 +112,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
         path.write_text(text, encoding="utf-8")
         ir_files.append(str(path))
     effective = workload.effective()
-    machine_state = machine.after(state, threads)
+    machine_state = machine.after(state, threads, local_processes(spec) if run_root else 1)
     results["setup"]["results_s"] = time.perf_counter() - t_end  # hashes, evaluation, FLOPs, IR, settings
     emit("window_end", at=time.time())  # this machine's projectors may write again
     profile_files = []
