@@ -190,6 +190,30 @@ def test_the_next_jobs_worker_is_ready_before_the_running_jobs_steps_and_idle_be
     assert runs[0]["results"]["setup"]["imported_ahead"]  # the first: started as the sweep started
 
 
+@pytest.mark.slow  # starts a worker
+def test_code_from_before_the_worker_main_module_starts_its_worker_as_it_did(tmp_path):
+    """A replay in the recorded code (`launch.run_worker(src=...)`) of a tree recorded before
+    runner/worker_main.py existed starts its worker as that code did, at runner/worker.py, and
+    runs; today's code starts at worker_main."""
+    import shutil
+
+    from repro import paths
+
+    old = tmp_path / "src"
+    shutil.copytree(paths.src_dir() / "repro", old / "repro", ignore=shutil.ignore_patterns("__pycache__"))
+    (old / "repro" / "runner" / "worker_main.py").unlink()
+    assert launch.worker_command(None, "spec.json", src=old)[2] == "repro.runner.worker"
+    assert launch.worker_command(None, "spec.json")[2] == launch.worker_command(None, "spec.json", src=paths.src_dir())[2] \
+        == "repro.runner.worker_main"
+    config = plan([*TINY]).jobs[0]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    spec = _worker_spec(run_dir, config, cluster.resolve(config.cluster))
+    outcome = launch.run_worker(spec, run_dir / "worker.log", None, seeding.worker_env(config), 300,
+                                lambda ev: None, src=old)
+    assert outcome.status == "ok", outcome.reason + "\n".join(outcome.log_tail)
+
+
 def test_a_backend_that_fails_to_import_ahead_fails_its_job_as_a_recorded_error(tmp_path):
     """A worker started ahead whose backend import fails keeps waiting; its job's own import
     raises the error again inside the worker's recorded-error path, as a cold start would."""

@@ -73,9 +73,14 @@ resolve_python = paths.interpreter  # a config's interpreter, relative to the ch
 WARM = "--warm"
 
 
-def worker_command(python: str | None, spec_path: Path | str, *before: str) -> list[str]:
-    """The worker's command line; its last argument is always its spec's path."""
-    return [resolve_python(python) or sys.executable, "-m", "repro.runner.worker_main", *before, str(spec_path)]
+def worker_command(python: str | None, spec_path: Path | str, *before: str, src: Path | None = None) -> list[str]:
+    """The worker's command line; its last argument is always its spec's path. `src`: the folder
+    its repro is imported from; code from before runner/worker_main.py existed (a replay in the
+    recorded code) starts as it did then, at runner/worker.py."""
+    module = "repro.runner.worker_main"
+    if src is not None and not (Path(src) / "repro" / "runner" / "worker_main.py").is_file():
+        module = "repro.runner.worker"
+    return [resolve_python(python) or sys.executable, "-m", module, *before, str(spec_path)]
 
 
 RUN_DIR_PREFIX = "repro-run-"  # + the owner's pid + "-": a parent killed by SIGKILL cannot remove its own
@@ -180,7 +185,7 @@ def warm_start(run_dir: Path, python: str | None, env: dict[str, str], src: Path
 
     caps = BACKENDS.get(backend or "")
     ahead = [backend, *caps.packages] if caps else [backend] if backend else []
-    spawned = _spawn(worker_command(python, spec_path_of(run_dir), WARM, *ahead), run_dir / "worker.log", env, src)
+    spawned = _spawn(worker_command(python, spec_path_of(run_dir), WARM, *ahead, src=src), run_dir / "worker.log", env, src)
     if isinstance(spawned, WorkerOutcome):
         return None
     return Warm(*spawned, run_dir=run_dir, key=warm_key(python, env, src, backend))
@@ -209,7 +214,7 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
         except OSError:  # it ended while waiting: its log and exit code say why (below)
             pass
     else:
-        spawned = _spawn(worker_command(python, spec_path), log_path, env, src)
+        spawned = _spawn(worker_command(python, spec_path, src=src), log_path, env, src)
         if isinstance(spawned, WorkerOutcome):
             return spawned
         proc, read_fd, gate_write = spawned
