@@ -88,6 +88,7 @@ def _entry_points_on(path: tuple[str, ...]) -> dict[str, tuple[str, str]]:
     install, a removal or an edit changes them). The scan reads every installed distribution's
     metadata (~35 ms, and importlib.metadata's import ~15 ms, on every run's way to its worker);
     the key is a listing and a stat per distribution (~2 ms). An unreadable entry is a miss."""
+    import contextlib
     import hashlib
     import json
     import os
@@ -101,15 +102,16 @@ def _entry_points_on(path: tuple[str, ...]) -> dict[str, tuple[str, str]]:
     except (OSError, ValueError, TypeError, AttributeError):
         pass
     found = entry_points()
+    tmp = kept.with_name(f".{kept.name}.{os.getpid()}")
     try:
         kept.parent.mkdir(parents=True, exist_ok=True)
-        tmp = kept.with_name(f".{kept.name}.{os.getpid()}")
         tmp.write_text(json.dumps(found))
         os.replace(tmp, kept)
         for old in sorted(kept.parent.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-KEPT_ENTRY_POINTS]:
             old.unlink(missing_ok=True)
-    except OSError:
-        pass  # a cache: the next process scans again
+    except OSError:  # a cache: the next process scans again (a half-written copy is not left behind)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return found
 
 

@@ -124,12 +124,14 @@ def gpus() -> list[dict]:
     return devices
 
 
-def _ours(parent_pid: int | None) -> psutil.Process:
-    """The root of this command's processes: the repro parent, or this process."""
-    if parent_pid is not None:
+def _root(pid: int | None) -> psutil.Process:
+    """The root of a tree of this command's processes: `pid` (the repro parent; the worker that
+    launched a run's several processes), or this process where there is none or it is gone (this
+    process dies with it: runner/lifeline.py)."""
+    if pid is not None:
         try:
-            return psutil.Process(parent_pid)
-        except psutil.Error:  # gone: this process dies with it (runner/lifeline.py)
+            return psutil.Process(pid)
+        except psutil.Error:
             pass
     return psutil.Process()
 
@@ -186,19 +188,8 @@ def repro_cpu_s(start: dict, now: tuple[dict[int, tuple[float, float, str]], flo
     return used
 
 
-def _run_tree(run_root: int | None) -> psutil.Process:
-    """The root of the run's own processes: `run_root` (the worker that launched this one of
-    several), or this process."""
-    if run_root is not None:
-        try:
-            return psutil.Process(run_root)
-        except psutil.Error:  # gone: this process ends with it
-            pass
-    return psutil.Process()
-
-
 def _counters(parent_pid: int | None, run_root: int | None) -> dict:
-    return {"busy_s": _busy_s(), "own_s": _tree_s(_run_tree(run_root)), "ours_s": _tree_s(_ours(parent_pid)),
+    return {"busy_s": _busy_s(), "own_s": _tree_s(_root(run_root)), "ours_s": _tree_s(_root(parent_pid)),
             "t": time.monotonic(), "wall": time.time(), "others": _repro_others(parent_pid)}
 
 
@@ -227,7 +218,7 @@ def after(start: dict, threads: int, processes: int = 1) -> dict:
         base = first
     if (wait := MIN_WINDOW_S - (time.monotonic() - base["t"])) > 0:
         time.sleep(wait)
-    own_s, ours_s, others, busy_s, now = (_tree_s(_run_tree(start.get("run_root"))), _tree_s(_ours(start["parent_pid"])),
+    own_s, ours_s, others, busy_s, now = (_tree_s(_root(start.get("run_root"))), _tree_s(_root(start["parent_pid"])),
                                           _repro_others(start["parent_pid"]), _busy_s(), time.monotonic())
     window = now - base["t"]
     # The worker's reaped children count in its own tree, not in the parent's (live descendants only)
