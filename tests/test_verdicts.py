@@ -281,13 +281,15 @@ def test_statistics_are_seeded_and_honest():
     rows = [comparison.row(slow, "jax", {}), s]
     (v,) = comparison._verdicts("vit/tiny", rows, ["framework"])
     assert v.faster == "torch" and 1.7 < v.ci[0] <= v.speedup <= v.ci[1] < 1.9
-    assert v.text.startswith("torch is 1.82× faster than jax on vit/tiny (95 % CI 1.")
+    assert v.text.startswith("torch is 1.82× faster than jax on vit/tiny in deterministic mode (run.deterministic=true) "
+                             "(95 % CI 1.")
     assert v.text.endswith(", 5 repeats each, interleaved, Welch, rounds incomplete; recomputed by this version's verdict engine)")
     noisy = [_record(f"c{i}", "jax", m) for i, m in enumerate([0.9, 1.1, 1.05, 0.95, 1.2])]
     for r in noisy:
         r["config"].update(model={"name": "mlp", "preset": "tiny"})
     (v,) = comparison._verdicts("mlp/tiny", [comparison.row(noisy, "jax", {}), s], ["framework"])
-    assert v.text.startswith("jax vs torch on mlp/tiny: cannot tell yet: about ")
+    assert v.text.startswith("jax vs torch on mlp/tiny in deterministic mode (run.deterministic=true): cannot tell yet: "
+                             "about ")
     (single,) = comparison._verdicts("mlp/tiny", [comparison.row(slow[:1], "jax", {}), comparison.row(fast[:1], "torch", {})],
                                      ["framework"])
     assert single.ci is None and "single sample, no verdict" in single.text and "faster" not in single.text

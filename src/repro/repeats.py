@@ -28,13 +28,15 @@ from repro.runner.sweep import Job, Policy
 
 KIND = "repeats"
 DECIDED = "every pair decided"
-NOTHING = "nothing to decide: no two configs of this sweep differ only in a compared key (framework, env.packages)"
+NOTHING = ("nothing to decide: no two configs of this sweep differ only in a compared key (framework, env.packages, "
+           "run.deterministic, run.fill_uninitialized_memory)")
 
 
 def _verdicts(records: list[dict]) -> list:
-    from repro.report import comparison
+    """The pairs a round can decide (an unfair pair is refused whatever the rounds)."""
+    from repro.report import comparison, verdict
 
-    return [v for t in comparison.build(records).tables for v in t.verdicts]
+    return [v for t in comparison.build(records).tables for v in t.verdicts if v.outcome != verdict.UNFAIR]
 
 
 def _looks(max_repeats: int) -> tuple[int, ...]:

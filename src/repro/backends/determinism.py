@@ -90,6 +90,8 @@ def torch_effective(torch, on_gpu: bool, environ) -> dict:
             "torch_deterministic_algorithms": algorithms,
             "cudnn_deterministic": bool(cudnn.deterministic), "cudnn_benchmark": bool(cudnn.benchmark),
             "cublas_workspace_config": environ.get("CUBLAS_WORKSPACE_CONFIG"),
+            # NaN-fills new tensors' memory; read only under deterministic algorithms (torch's docs)
+            "fill_uninitialized_memory": bool(torch.utils.deterministic.fill_uninitialized_memory),
             "float32_matmul_precision": torch.get_float32_matmul_precision()}
 
 

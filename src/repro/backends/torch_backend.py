@@ -50,6 +50,8 @@ def configure(ctx: BuildContext) -> None:
         deterministic_algorithms(compiled=cfg.framework.compile)
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
+        if cfg.run.fill_uninitialized_memory is not None:  # None: torch's own default (on)
+            torch.utils.deterministic.fill_uninitialized_memory = cfg.run.fill_uninitialized_memory
     elif cfg.hardware.platform == "gpu":  # free to autotune, as XLA is: cuDNN times its algorithms per shape
         torch.backends.cudnn.benchmark = True
     matmul = cfg.precision.matmul

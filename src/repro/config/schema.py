@@ -144,6 +144,10 @@ class RunConfig:
     lr: float = positive(1e-3)
     threads: Optional[int] = None  # None: one per core, resolved and recorded
     deterministic: bool = True
+    # torch's deterministic mode only: fill new tensors' uninitialised memory with NaN (or the largest
+    # integer) as `torch.utils.deterministic.fill_uninitialized_memory` does. None: torch's own default
+    # (on under deterministic algorithms). Elsewhere it does not apply, and the preflight drops it (None).
+    fill_uninitialized_memory: Optional[bool] = None
     compile_cache: str = choice("cold", CACHE_STATES)
     capture_ir: bool = False
     # after the timed loop, a few more steps under the framework's own profiler: the trace is

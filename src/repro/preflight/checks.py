@@ -254,6 +254,33 @@ def check(cfg: DictConfig) -> schema.Config:
     return check_typed(_apply_schema(cfg))
 
 
+# Keys that apply to some jobs only: dropped (None) where they do not, so that a sweep over them runs
+# such a job once (`_once`), e.g. `framework=jax,torch run.fill_uninitialized_memory=null,false`.
+NOT_APPLICABLE = "run.fill_uninitialized_memory applies to torch's deterministic mode only"
+
+
+def _drop_inapplicable(cfg: schema.Config) -> None:
+    if cfg.run.fill_uninitialized_memory is not None and not (cfg.framework.backend == "torch" and cfg.run.deterministic):
+        cfg.run.fill_uninitialized_memory = None
+
+
+def _once(jobs: list, job_overrides: list) -> tuple[list, list]:
+    """The jobs with those equal to an earlier one (the same config hash once `_drop_inapplicable`
+    ran) left out, said on stderr: a sweep never runs one config as two."""
+    from repro.config import config_hash
+    from repro.config.schema import as_dict
+
+    seen = {}
+    for job, overrides in zip(jobs, job_overrides):
+        seen.setdefault(config_hash(as_dict(job)), (job, overrides))
+    if len(seen) < len(jobs):
+        print(f"repro: {len(jobs) - len(seen)} of {len(jobs)} jobs are the same config as another once keys that "
+              f"do not apply are dropped ({NOT_APPLICABLE}): each config runs once", file=sys.stderr)
+        kept = list(seen.values())
+        return [j for j, _ in kept], [o for _, o in kept]
+    return jobs, job_overrides
+
+
 def check_typed(resolved: schema.Config) -> schema.Config:
     """Every check after the schema's, on a config it typed (now, or kept by the compose cache)."""
     _check_values(resolved)
@@ -265,6 +292,7 @@ def check_typed(resolved: schema.Config) -> schema.Config:
     check_xla_hardware(resolved)  # PyTorch/XLA only on CPU and TPU profiles (preflight/xla_hardware.py)
     if resolved.model.impl == "hf" and (reason := hf.refusal(resolved)):
         raise ConfigError(reason)
+    _drop_inapplicable(resolved)
     if backend_capabilities.of(resolved.framework.backend).xla and (
             why := determinism.contradiction(resolved.run.deterministic, os.environ.get("XLA_FLAGS", ""))):
         raise ConfigError(why)
@@ -456,6 +484,8 @@ def plan(args: Sequence[str]) -> Plan:
         except ConfigError as e:
             where = f" (in job {' '.join(job)})" if len(job_overrides) > 1 else ""
             raise ConfigError(f"{e}{where}") from None
+    if launcher is Launcher.BASIC:  # the loop runs them: one config once (other launchers run Hydra's list)
+        jobs, job_overrides = _once(jobs, list(job_overrides))
     # The order the jobs will run in: RepeatSweeper's (or, for one run, app.task's loop).
     repeats = verdict.check_plan(jobs, multirun, launcher)  # run.repeats (a count or auto), verdict.*
     jobs, job_overrides = interleave(jobs, repeats), interleave(job_overrides, repeats)

@@ -166,7 +166,10 @@ def audit(records: list[dict], name: Callable[[dict], str]) -> Audit:
     ok = [r for r in records if r.get("status") == "ok"]
     result = Audit(swept=varied.swept_keys(ok), machine=_machine_warnings(ok, name),
                    names={r["id"]: name(r) for r in records})
+    library_defaults = bool(ok) and not any(_get(r, "config.run.deterministic") for r in ok)
     for label, keys, read in CHECKS:
+        if library_defaults and label in DETAIL:  # each library's own kernels, as its framework picks them
+            keys = (*keys, "framework")
         values = {r["id"]: read(r) for r in ok}
         if len({canonical_json(v) for v in values.values()}) <= 1:
             continue
@@ -211,7 +214,13 @@ def print_audit(console, found: Audit, records: list[dict]) -> None:
                                                          for i, v in values.items()))
     elif len(ok) > 1:
         console.print(f"[green]fairness audit: {markup(_varied_words(found.swept))}[/] "
-                      f"({', '.join(label for label, _, _ in CHECKS)} all equal)")
+                      f"({', '.join(equal_labels(found))} all equal)")
+
+
+def equal_labels(found: Audit) -> list[str]:
+    """The checks whose value every run shares: not what was varied, nor what follows from it."""
+    differ = {label for label, *_ in found.varied} | {label for label, _ in found.differences}
+    return [label for label, _, _ in CHECKS if label not in differ]
 
 
 def machine_summary(records: list[dict], name: Callable[[dict], str]) -> str:

@@ -238,8 +238,13 @@ def _interleaved(a: Row, b: Row) -> bool:
 
 
 # What a verdict compares: two rows that differ in one of these keys and in nothing else swept.
-# framework: JAX vs PyTorch; env.packages: two releases of a package (a version sweep, repro.envs).
-COMPARED = ("framework", "env.packages")
+# framework: JAX vs PyTorch; env.packages: two releases of a package (a version sweep, repro.envs);
+# run.deterministic and run.fill_uninitialized_memory: the price of determinism (and of torch's NaN fill)
+# in one framework, where a sweep varies them on purpose (+exp=price_of_determinism).
+COMPARED = ("framework", "env.packages", "run.deterministic", "run.fill_uninitialized_memory")
+# The conditions a verdict is measured under (backends/determinism.py): said in every sentence, and two
+# sides measured under different ones are not compared unless they are the axis varied on purpose.
+MODE_KEYS = ("run.deterministic", "run.fill_uninitialized_memory")
 
 
 def round_of(record: dict) -> tuple | None:
@@ -277,31 +282,58 @@ def verdict_plan(records: list[dict]) -> verdict.Plan:
                         max_repeats=auto[0]["max"] if auto else node.get("max_repeats", verdict.MAX_REPEATS))
 
 
-def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None) -> list[verdict.Verdict]:
+def mode_of(record: dict) -> str:
+    """The determinism mode a run was asked for, in words: the condition its verdicts were measured in."""
+    run = record["config"]["run"]
+    if not run.get("deterministic", True):
+        return "with each library's default kernels (run.deterministic=false)"
+    fill = " without torch's NaN fill" if run.get("fill_uninitialized_memory") is False else ""
+    return f"in deterministic mode{fill} (run.deterministic=true)"
+
+
+def _unfair(a: Row, b: Row, what: str, mode_a: str, mode_b: str) -> verdict.Verdict:
+    """A pair measured under different determinism modes that nobody varied: refused, never judged."""
+    return verdict.Verdict(verdict.UNFAIR, a.name, b.name, 1.0, a.n, b.n, what=what, axis="framework", rows=(a, b),
+                           refused=f"{a.name} was measured {mode_a}, {b.name} {mode_b}; compare runs of one mode, or "
+                                   "sweep run.deterministic=true,false to measure its price")
+
+
+def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swept=()) -> list[verdict.Verdict]:
     """The verdicts of one table: a pair per two rows that differ only in the framework, or only in
-    the pinned package versions; decided together (Holm over the table's pairs; looks spent over
-    rounds for run.repeats=auto) by report/verdict.py. A record written before the `verdict`
-    config existed gets its verdict recomputed, and the sentence says so."""
-    pairs, interleaved = [], []
+    the pinned package versions, or only in the determinism mode; decided together (Holm over the
+    table's pairs; looks spent over rounds for run.repeats=auto) by report/verdict.py. A record
+    written before the `verdict` config existed gets its verdict recomputed, and the sentence says so.
+    Two rows that differ in the framework and in a mode nobody swept are refused (`_unfair`)."""
+    pairs, interleaved, modes, refused = [], [], [], []
     for key in COMPARED:
-        others = [k for k in keys if k != key and k not in IN_TITLE]
+        unswept_modes = [k for k in MODE_KEYS if k not in swept and key not in MODE_KEYS]
+        others = [k for k in keys if k != key and k not in IN_TITLE and k not in unswept_modes]
         for a, b in combinations([r for r in rows if r.median_s], 2):
             rest_a, rest_b = (varied.describe_values(r.records[0], others) for r in (a, b))
-            name_a, name_b = (varied.describe_values(r.records[0], [key]) for r in (a, b))
+            name_a, name_b = (varied.describe_values(r.records[0], [key]) or varied.UNSET.get(key, "default")
+                              for r in (a, b))
             if rest_a != rest_b or name_a == name_b:
                 continue
             what = model + (f" · {rest_a}" if rest_a else "")
+            mode_a, mode_b = mode_of(a.records[0]), mode_of(b.records[0])
+            if key in MODE_KEYS:
+                mode_a = mode_b = mode_a if key == "run.fill_uninitialized_memory" else ""  # the axis itself
+            elif mode_a != mode_b:
+                refused.append(_unfair(a, b, what, mode_a, mode_b))
+                continue
             pairs.append((_side(name_a, a), _side(name_b, b), what, a.ok + b.ok))
             interleaved.append(_interleaved(a, b))
+            modes.append((mode_a, key, (a, b)))
     if not pairs:
-        return []
+        return refused
     records = [r for *_, runs in pairs for r in runs]
     plan = verdict_plan(records)
     out = []
-    for v, (*_, runs), inter in zip(verdict.decide_family([p[:3] for p in pairs], plan), pairs, interleaved):
-        out.append(replace(v, interleaved=inter, floor=floor.below(v, runs, ledger_dir),
+    for v, (*_, runs), inter, (mode, key, two) in zip(verdict.decide_family([p[:3] for p in pairs], plan), pairs,
+                                                      interleaved, modes):
+        out.append(replace(v, interleaved=inter, floor=floor.below(v, runs, ledger_dir), mode=mode, axis=key, rows=two,
                            recomputed=not any("verdict" in r["config"] for r in runs)))
-    return out
+    return out + refused
 
 
 def audit_name(record: dict, keys: list[str]) -> str:
@@ -323,6 +355,7 @@ def build(records: list[dict], ledger_dir=None) -> Comparison:
     for model, of_model in by_model.items():
         rows = [row(rs, varied.run_name(rs[0], keys), drift) for rs in by_config(of_model).values()]
         by = BY_THROUGHPUT if len({r["config"]["run"]["batch_size"] for r in of_model}) > 1 else BY_MEDIAN
-        tables.append(Table(model, _title(model, of_model), by, _ranked(rows, by), _verdicts(model, rows, keys, ledger_dir),
+        verdicts = _verdicts(model, rows, keys, ledger_dir, swept=varied.swept_keys(of_model))
+        tables.append(Table(model, _title(model, of_model), by, _ranked(rows, by), verdicts,
                             audit(of_model, lambda r: audit_name(r, keys))))
     return Comparison(keys, tables)

@@ -11,7 +11,7 @@ import io
 
 from repro.flat import flatten
 from repro.ledger.command import sweep_command
-from repro.report import published
+from repro.report import determinism_price, identity, published
 from repro.runner import scheduler
 from repro.report import wall
 from repro.report.audit import CHECKS
@@ -58,7 +58,21 @@ def results_table(table: Table) -> list[str]:
 
 
 def verdict_lines(comparison: Comparison) -> list[str]:
-    return [f"- {line}" for line in comparison.verdicts] or ["- no two configs differ only in the framework"]
+    lines = [f"- {line}" for line in comparison.verdicts] or ["- no two configs differ only in the framework"]
+    for table in comparison.tables:
+        if (same := identity.table_line(table.rows))[0]:
+            lines.append(f"- **{table.model}**: {same[0]}")
+    return lines
+
+
+def price_lines(comparison: Comparison) -> list[str]:
+    """The price of determinism (report/determinism_price.py), where the sweep varied run.deterministic."""
+    found = determinism_price.prices(comparison)
+    if not found:
+        return []
+    body = [[p.cells()[k] for k, _ in determinism_price.HEADERS] for p in found]
+    return ["## The price of determinism", "", *md_table([h for _, h in determinism_price.HEADERS], body), "",
+            *(f"- {line}" for line in determinism_price.lines(comparison)), ""]
 
 
 def audit_lines(comparison: Comparison) -> list[str]:
@@ -155,6 +169,7 @@ def page(records: list[dict], comparison: Comparison, plot_files: list[str], tab
                                             f"`{', '.join(git.get('changed') or [])[:300]}`)" if dirty else "") + ".",
         "", "## Results", "", *(line for t in comparison.tables for line in [*results_table(t), ""]),
         f"The table as CSV: [{table_file}]({table_file}).", "",
+        *price_lines(comparison),
         "## Fairness audit", "", *audit_lines(comparison), "",
         *published.section(experiment, comparison),
         *_time_goes(comparison),

@@ -18,6 +18,7 @@ from rich.table import Table as RichTable
 
 from repro.console import UNBOUNDED_WIDTH
 from repro.usertext import markup, plain
+from repro.report import determinism_price, identity
 from repro.report.audit import print_audit, print_machine_summary
 from repro.report.comparison import Comparison, Table
 from repro.report.where_time_goes import headline
@@ -105,10 +106,14 @@ def print_comparison(console: Console, comparison: Comparison, wide: bool = Fals
             out.print(grid)
         for verdict in table.verdicts:
             out.print(plain(verdict.text, style="bold"))
+        if (same := identity.table_line(table.rows))[0]:
+            out.print(plain(same[0], style="bold red" if same[1] else ""))
         print_audit(out, table.audit, table.records)
         for row in table.rows:  # profiled runs: their top categories and where their traces are
             if row.ok and (line := headline(row.ok[0], row.name)):
                 out.print(plain(line), highlight=False)
+    for line in determinism_price.lines(comparison):
+        out.print(plain(f"price of determinism: {line}", style="bold"))
     print_machine_summary(out, comparison)
     if hint and not wide and any(len(t.columns) > len(_columns(t, False)) for t in comparison.tables):
         out.print(f"[dim]{markup(hint)}[/]")

@@ -18,6 +18,11 @@ HOUSEKEEPING = ("ledger", "tracking", "progress", "hydra", "run.repeats", "run.t
 # Config groups named by their choice (`framework=jax`), not by their fields.
 GROUPS = ("framework", "precision", "sharding", "hardware", "data", "cluster")
 SHORT = {"run.batch_size": "batch", "model.preset": "preset"}
+# Keys whose values read as words: the determinism mode (`torch · free`, `torch · deterministic · no NaN fill`).
+WORDS = {"run.deterministic": {"true": "deterministic", "false": "free"},
+         "run.fill_uninitialized_memory": {"none": "", "null": "", "true": "NaN fill", "false": "no NaN fill"}}
+# A side of a verdict whose value reads as no word (the fill left to torch's default) is named so.
+UNSET = {"run.fill_uninitialized_memory": "NaN fill (torch's default)"}
 FIRST = ("framework", "model", "model.preset")  # label order: these first, the rest as found
 
 
@@ -57,13 +62,20 @@ def related(key: str, other: str) -> bool:
     return key == other or key.startswith(other + ".") or other.startswith(key + ".")
 
 
-def value_of(record: dict, key: str) -> Any:
+_ABSENT = object()
+
+
+def _lookup(record: dict, key: str) -> Any:
     node: Any = record["config"]
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
-            return None
+            return _ABSENT
         node = node[part]
     return node.get("name") if isinstance(node, dict) else node
+
+
+def value_of(record: dict, key: str) -> Any:
+    return None if (v := _lookup(record, key)) is _ABSENT else v
 
 
 def _config_keys(config: dict) -> dict[str, str]:
@@ -99,6 +111,8 @@ def describe(key: str, value: Any) -> str:
     """`framework`, jax → "jax"; `run.batch_size`, 64 → "batch 64"; `model.width`, 256 → "width 256"."""
     if key in GROUPS or key == "model":
         return str(value)
+    if key in WORDS:
+        return WORDS[key].get(str(value).lower(), f"{key.split('.')[-1]} {value}")
     if key == "env.packages":  # a version sweep: the pins are the name (`jax==0.10.2`)
         pins = value if isinstance(value, (list, tuple)) else str(value).strip("[]").replace("'", "").split(", ")
         return ", ".join(p for p in pins if p) or "as installed"
@@ -108,7 +122,8 @@ def describe(key: str, value: Any) -> str:
 def describe_values(record: dict, keys: list[str]) -> str:
     """The record's values of `keys` in short words (its config's, else its override's)."""
     overrides = override_values(record)
-    return " · ".join(describe(k, v if (v := value_of(record, k)) is not None else overrides.get(k)) for k in keys)
+    words = (describe(k, v if (v := _lookup(record, k)) is not _ABSENT else overrides.get(k)) for k in keys)
+    return " · ".join(w for w in words if w)
 
 
 def run_name(record: dict, keys: list[str]) -> str:

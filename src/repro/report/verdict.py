@@ -69,13 +69,14 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 ALPHA = 0.05
 BAND = 0.02
 MAX_REPEATS = 10
 FASTER, EQUIVALENT, UNDECIDED, SINGLE = "faster", "equivalent", "cannot tell", "single sample"
+UNFAIR = "refused"  # not judged: the sides were measured under different conditions (report/comparison.py)
 DECIDED = (FASTER, EQUIVALENT)
 MORE_CAP = 1000  # "more than 1000 repeats": a gap this small is not worth resolving here
 
@@ -141,6 +142,10 @@ class Verdict:
     paired: int = 0  # rounds the paired t used (0: unpaired, Welch)
     unpaired: str = ""  # why Welch where rounds were given: "rounds incomplete"
     flat: str = ""  # no spread to judge: what was identical ("identical medians", ...)
+    mode: str = ""  # the determinism mode both sides ran in ("in deterministic mode (...)"; "" where it is the axis)
+    refused: str = ""  # UNFAIR only: why the sides are not compared
+    axis: str = ""  # the key the two sides differ in (report/comparison.py's COMPARED)
+    rows: tuple = field(default=(), compare=False, repr=False)  # the two comparison rows (a's, b's)
 
     @property
     def level(self) -> float:
@@ -190,7 +195,7 @@ class Verdict:
     @property
     def text(self) -> str:
         """The one sentence every view prints."""
-        on = f" on {self.what}" if self.what else ""
+        on = (f" on {self.what}" if self.what else "") + (f" {self.mode}" if self.mode else "")
         pct = lambda x: f"{100 * x:.3g} %"  # noqa: E731
         each = ("one run each" if self.n_a == self.n_b == 1 else f"{self.n_a} repeats each" if self.n_a == self.n_b
                 else f"{self.n_a} and {self.n_b} repeats")
@@ -208,6 +213,8 @@ class Verdict:
             tail += f"; below this host's noise floor ({pct(self.floor[1])} at {self.floor[0]} repeats, repro calibrate)"
         if self.recomputed:
             tail += "; recomputed by this version's verdict engine"
+        if self.outcome == UNFAIR:
+            return f"{self.a} vs {self.b}{on}: no verdict, an unfair pair: {self.refused}"
         if self.outcome == SINGLE:
             return (f"{self.a} vs {self.b}{on}: single sample, no verdict (time ratio {self.b}/{self.a} "
                     f"{self.ratio:.2f}; {tail}; run.repeats=auto decides)")

@@ -1,0 +1,103 @@
+"""The price of determinism per framework: what `run.deterministic=true` costs each one, measured.
+
+A sweep that varies `run.deterministic` (+exp=price_of_determinism) has, per model and framework, a
+verdict between its deterministic and its free config (report/comparison.py: the axis
+`run.deterministic`); its interval is the verdict engine's, inverted to read "deterministic / free".
+Beside it, per mode, whether the config's processes were bit-identical (report/identity.py), and for
+torch the share of the cost that its NaN fill of uninitialised memory takes: from the verdict between
+deterministic mode with and without the fill (`run.fill_uninitialized_memory=false`), as
+log(det / det without fill) / log(det / free), a point estimate from two medians (said so).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from repro.report import identity
+from repro.report.verdict import FASTER, UNFAIR
+
+DETERMINISTIC, FILL = "run.deterministic", "run.fill_uninitialized_memory"
+
+
+@dataclass(frozen=True)
+class Price:
+    model: str
+    framework: str
+    ratio: float  # deterministic time / free time (> 1: determinism costs)
+    interval: tuple[float, float] | None  # its confidence interval (None: a single sample)
+    level: float
+    outcome: str  # the verdict's
+    deterministic: str  # bit-identity of the deterministic config's processes (identity.of)
+    free: str
+    fill_share: float | None = None  # torch: the NaN fill's share of the cost
+    no_fill: str = ""  # bit-identity without the fill
+
+    def cells(self) -> dict[str, str]:
+        ci = f"{self.interval[0]:.2f}–{self.interval[1]:.2f}" if self.interval else "single sample"
+        return {"model": self.model, "framework": self.framework, "ratio": f"{self.ratio:.2f}",
+                "ci": ci, "outcome": self.outcome, "deterministic": self.deterministic or "one process",
+                "free": self.free or "one process",
+                "fill": ("—" if self.fill_share is None else f"{self.fill_share:.0%} (point estimate)") if self.no_fill
+                else "not measured",
+                "no_fill": self.no_fill or "—"}
+
+
+HEADERS = (("model", "model"), ("framework", "framework"), ("ratio", "deterministic / free"),
+           ("ci", "CI"), ("outcome", "verdict"), ("deterministic", "deterministic: processes"),
+           ("free", "free: processes"), ("fill", "NaN fill's share of the cost"),
+           ("no_fill", "without the fill: processes"))
+
+
+def _over_free(v, det_row) -> tuple[float, tuple[float, float] | None]:
+    """The verdict's ratio (b's time over a's) as deterministic time over free time."""
+    if v.rows[1] is det_row:
+        return v.ratio, v.interval
+    lo_hi = v.interval
+    return 1 / v.ratio, (1 / lo_hi[1], 1 / lo_hi[0]) if lo_hi else None
+
+
+def _deterministic_row(v):
+    return next(r for r in v.rows if r.records[0]["config"]["run"].get("deterministic", True))
+
+
+def prices(comparison) -> list[Price]:
+    """One Price per model and framework whose deterministic and free configs were compared."""
+    out = []
+    for table in comparison.tables:
+        by_axis = {}
+        for v in table.verdicts:
+            if v.outcome != UNFAIR and v.axis in (DETERMINISTIC, FILL):
+                by_axis.setdefault(v.axis, []).append(v)
+        for v in by_axis.get(DETERMINISTIC, []):
+            det = _deterministic_row(v)
+            free = next(r for r in v.rows if r is not det)
+            ratio, interval = _over_free(v, det)
+            fill = next((f for f in by_axis.get(FILL, []) if det in f.rows), None)
+            share, no_fill = None, ""
+            if fill is not None:
+                without = next(r for r in fill.rows if r is not det)
+                over_without = without.median_s and det.median_s / without.median_s
+                if over_without and v.outcome == FASTER and ratio > 1:  # a cost resolved: its share
+                    share = math.log(over_without) / math.log(ratio)
+                no_fill = identity.of(list(without.records)).text
+            out.append(Price(table.model, det.framework, ratio, interval, v.level, v.outcome,
+                             identity.of(list(det.records)).text, identity.of(list(free.records)).text,
+                             share, no_fill))
+    return out
+
+
+def lines(comparison) -> list[str]:
+    """The price, one sentence per model and framework (the close and report.md print these)."""
+    out = []
+    for p in prices(comparison):
+        c = p.cells()
+        interval = f"{p.level:.0%} CI {c['ci']}" if p.interval else c["ci"]
+        line = (f"{p.framework} on {p.model}: deterministic mode costs {c['ratio']}× ({interval}; {p.outcome}); "
+                f"deterministic: {c['deterministic']}; free: {c['free']}")
+        if p.no_fill:
+            share = f"the NaN fill takes {c['fill']} of it" if p.fill_share is not None else \
+                "the NaN fill's share: no cost resolved to share"
+            line += f"; {share}; without the fill: {c['no_fill']}"
+        out.append(line)
+    return out

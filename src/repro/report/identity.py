@@ -1,0 +1,74 @@
+"""Whether one config's processes gave bit-identical results: the check every sweep with repeats makes.
+
+K fresh workers of one config, same seed, same batches, same step count: in a mode that promises
+determinism they must give one loss trajectory and one set of final parameters (`loss_sha256`,
+`params_sha256`, runner/measure.py and runner/worker.py). Where they differ, the first step whose
+loss differs names where they parted, and between which runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Identity:
+    processes: int
+    identical: bool | None  # None: nothing to compare (one process, or different step counts)
+    text: str  # the sentence every view prints ("" with one process)
+
+
+def _results(r: dict) -> dict:
+    return r.get("results") or {}
+
+
+def _first_difference(a: list, b: list) -> int | None:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
+
+
+def of(records: list[dict]) -> Identity:
+    """The bit-identity of one config's ok runs (their records, in the order they ran)."""
+    ok = [r for r in records if r.get("status") == "ok" and _results(r).get("loss_sha256")
+          and not (r.get("repeat") or {}).get("discarded")]
+    k = len(ok)
+    if k < 2:
+        return Identity(k, None, "")
+    steps = {_results(r).get("steps", _results(r).get("steady_steps")) for r in ok}
+    if len(steps) > 1:
+        return Identity(k, None, f"not comparable: its {k} processes took different step counts "
+                                 f"({', '.join(str(s) for s in sorted(steps, key=str))})")
+    losses = {_results(r)["loss_sha256"] for r in ok}
+    params = {_results(r).get("params_sha256") for r in ok}
+    if len(losses) == 1 and len(params) == 1:
+        return Identity(k, True, f"bit-identical across {k} processes (loss and parameters)")
+    if len(losses) == 1:
+        return Identity(k, False, f"losses identical across {k} processes, final parameters differ "
+                                  f"({len(params)} distinct)")
+    ref = ok[0]
+    parts = [(i, r) for r in ok[1:] if (i := _first_difference(_results(ref).get("loss") or [],
+                                                                _results(r).get("loss") or [])) is not None]
+    if not parts:  # the series were not recorded (an older record): the hashes alone
+        return Identity(k, False, f"not bit-identical: {len(losses)} distinct loss hashes among {k} processes")
+    step, other = min(parts, key=lambda p: p[0])
+    return Identity(k, False, f"not bit-identical: {len(losses)} distinct loss hashes among {k} processes; "
+                              f"the losses first differ at step {step} (between runs {ref['id'][:8]} and "
+                              f"{other['id'][:8]})")
+
+
+def table_line(rows) -> tuple[str, bool]:
+    """One line for a table's configs with several processes (rows of report/comparison.py): each
+    one's bit-identity, and whether any config that promised determinism (run.deterministic=true)
+    diverged: then the line is a warning; without that promise a divergence is expected."""
+    parts, broken = [], False
+    for row in rows:
+        found = of(list(row.records))
+        if found.identical is None:
+            continue
+        promised = row.records[0]["config"]["run"].get("deterministic", True)
+        parts.append(f"{row.name}: {found.text}" + ("" if found.identical or promised else " (expected: "
+                                                    "run.deterministic=false)"))
+        broken |= promised and not found.identical
+    if not parts:
+        return "", False
+    head = "WARNING: a deterministic config diverged across processes: " if broken else "repeats: "
+    return head + "; ".join(parts), broken
