@@ -112,7 +112,7 @@ class TorchXLAWorkload(TorchWorkload):
         Cold runs use none (a fresh, empty cache changes nothing but adds its writes), as the
         JAX backend does. It is set through XLA_PERSISTENT_CACHE_PATH, which the environment
         record then lists."""
-        if ctx.config.run.compile_cache != "warm":
+        if ctx.config.run.compile_cache == "cold":
             return None
         self.xr.initialize_cache(ctx.cache_dir, readonly=False)
         return ctx.cache_dir

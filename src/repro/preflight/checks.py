@@ -281,6 +281,19 @@ def _once(jobs: list, job_overrides: list) -> tuple[list, list]:
     return jobs, job_overrides
 
 
+def _say_nothing_to_reuse(jobs) -> None:
+    """A warm compile cache asked for where the framework compiles nothing: said, not silently cold."""
+    from repro.backends import compile_cache
+
+    said = set()
+    for job in jobs:
+        why = job.run.compile_cache != "cold" and compile_cache.nothing_to_reuse(job.framework.backend, job.framework.compile)
+        if why and job.framework.name not in said:
+            said.add(job.framework.name)
+            print(f"repro: run.compile_cache={job.run.compile_cache} with framework={job.framework.name}: {why}",
+                  file=sys.stderr)
+
+
 def check_typed(resolved: schema.Config) -> schema.Config:
     """Every check after the schema's, on a config it typed (now, or kept by the compose cache)."""
     _check_values(resolved)
@@ -484,6 +497,7 @@ def plan(args: Sequence[str]) -> Plan:
         except ConfigError as e:
             where = f" (in job {' '.join(job)})" if len(job_overrides) > 1 else ""
             raise ConfigError(f"{e}{where}") from None
+    _say_nothing_to_reuse(jobs)
     if launcher is Launcher.BASIC:  # the loop runs them: one config once (other launchers run Hydra's list)
         jobs, job_overrides = _once(jobs, list(job_overrides))
     # The order the jobs will run in: RepeatSweeper's (or, for one run, app.task's loop).

@@ -67,6 +67,8 @@ class Row:
     trajectory: str = ""  # loss drift against the reference framework ("" without a peer)
     busy: int = 0  # runs measured on a busy machine
     x_best: float | None = None
+    warm: int = 0  # ok runs that started with a warm compile cache (run.compile_cache=repeats, warm)
+    first_warm: bool = False  # first/second steps from warm runs (the row has no cold one)
 
     @property
     def ok(self) -> list[dict]:
@@ -97,7 +99,8 @@ class Row:
         """Every column as a person reads it (CELLS names them): computed here, printed everywhere."""
         ci = f"{_ms(self.ci_s[0])}–{_ms(self.ci_s[1])}" if self.ci_s else "single sample" if self.median_s else MISSING
         return {
-            "name": self.name, "status": self.status, "repeats": str(self.n), "first": _ms(self.first_s),
+            "name": self.name, "status": self.status, "repeats": str(self.n),
+            "first": _ms(self.first_s) + (" warm" if self.first_warm and self.first_s is not None else ""),
             "second": _ms(self.second_s), "median": _ms(self.median_s), "ci": ci,
             "p10_p90": f"{_ms(self.p10_s)}–{_ms(self.p90_s)}" if self.median_s else MISSING,
             "x_best": MISSING if self.x_best is None else f"{self.x_best:.2f}",
@@ -183,9 +186,16 @@ def _median(records: list[dict], read) -> float | None:
     return stats.median_of([read(r.get("results") or {}) for r in records])
 
 
+def warm_start(record: dict) -> bool:
+    """The run started with a warm compile cache (backends/compile_cache.py): its first step is not a cold one."""
+    return ((record.get("results") or {}).get("compile_cache") or {}).get("state") == "warm"
+
+
 def row(records: list[dict], name: str, drift: dict[str, str]) -> Row:
-    """One config's row (x_best is set by its table)."""
+    """One config's row (x_best is set by its table). The first and second steps are its cold runs'
+    (a repeat that reused the first run's compile cache skipped the compile), all runs' where none is."""
     ok = [r for r in records if r.get("status") == "ok"]
+    cold = [r for r in ok if not warm_start(r)] or ok
     steady = stats.steady_medians(ok)
     median = stats.median_of(steady)
     res = ok[0]["results"] if ok else {}
@@ -194,7 +204,7 @@ def row(records: list[dict], name: str, drift: dict[str, str]) -> Row:
     return Row(
         name=name, model=model_of(records[0]), framework=records[0]["config"]["framework"]["name"],
         records=tuple(records), n=len(ok),
-        first_s=_median(ok, lambda x: x.get("first_step_s")), second_s=_median(ok, lambda x: x.get("second_step_s")),
+        first_s=_median(cold, lambda x: x.get("first_step_s")), second_s=_median(cold, lambda x: x.get("second_step_s")),
         median_s=median, ci_s=stats.bootstrap_ci(steady),
         p10_s=_median(ok, lambda x: x.get("steady_p10_s")), p90_s=_median(ok, lambda x: x.get("steady_p90_s")),
         samples_per_s=batch / median if median else None,
@@ -205,7 +215,8 @@ def row(records: list[dict], name: str, drift: dict[str, str]) -> Row:
         final_loss=res.get("final_loss"), test_accuracy=_median(ok, lambda x: x.get("test_accuracy")),
         loss_sha256=res.get("loss_sha256") or "",
         trajectory=next((drift[r["id"]] for r in records if r["id"] in drift), ""),
-        busy=sum(busy(r) is not None for r in records))
+        busy=sum(busy(r) is not None for r in records), warm=sum(map(warm_start, ok)),
+        first_warm=bool(ok) and all(map(warm_start, cold)))
 
 
 def _title(model: str, records: list[dict]) -> str:

@@ -112,6 +112,12 @@ def print_comparison(console: Console, comparison: Comparison, wide: bool = Fals
         for row in table.rows:  # profiled runs: their top categories and where their traces are
             if row.ok and (line := headline(row.ok[0], row.name)):
                 out.print(plain(line), highlight=False)
+    if warm := sum(row.warm for row in comparison.rows):
+        cold_too = any(row.warm and not row.first_warm for row in comparison.rows)
+        out.print(plain(f"first/second steps: {'each config’s cold runs only; ' if cold_too else ''}{warm} run(s) started "
+                        "with a warm compile cache (run.compile_cache), whose first steps did not compile from nothing"
+                        + ("; a first step marked 'warm' had no cold run" if any(r.first_warm for r in comparison.rows)
+                           else "")), highlight=False)
     for line in determinism_price.lines(comparison):
         out.print(plain(f"price of determinism: {line}", style="bold"))
     print_machine_summary(out, comparison)

@@ -37,18 +37,22 @@ from repro.usertext import markup
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
 
 
-def _cache_dir(config: Config, run_dir: Path) -> str:
-    if config.run.compile_cache == "warm":
-        path = paths.cache_root() / "compile" / config.framework.backend
-        path.mkdir(parents=True, exist_ok=True)
-        return str(path)
-    return str(run_dir / "compile-cache")
+def _cache_dir(config: Config, run_dir: Path, chash: str, sweep_id: str | None) -> str:
+    """The run's compile cache (backends/compile_cache.py): its own (cold), the framework's shared one
+    (warm), or its config's within this sweep (repeats: the first run fills it, its repeats reuse it)."""
+    if config.run.compile_cache == "cold" or config.run.compile_cache == "repeats" and not sweep_id:
+        return str(run_dir / "compile-cache")
+    path = paths.cache_root() / "compile" / config.framework.backend
+    if config.run.compile_cache == "repeats":
+        path = paths.cache_root() / "compile" / "repeats" / sweep_id / chash
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path)
 
 
 def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: Path, env: dict[str, str],
                 on_event, place: dict | None = None, beside_start=None, warm=None, gap: float = 0.0,
-                steps: int | None = None) -> launch.WorkerOutcome:
-    spec_path = WorkerSpec(config, chash, str(run_dir), _cache_dir(config, run_dir), rdzv,
+                steps: int | None = None, sweep_id: str | None = None) -> launch.WorkerOutcome:
+    spec_path = WorkerSpec(config, chash, str(run_dir), _cache_dir(config, run_dir, chash, sweep_id), rdzv,
                            injected_gap=gap, steps=steps).write(launch.spec_path_of(run_dir))
     place = place or {}
     return launch.run_worker(spec_path, run_dir / "worker.log", place.get("python") or config.framework.python,
@@ -205,7 +209,8 @@ def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: floa
 
         run.outcome = _run_worker(config, run.chash, run.rdzv, run.run_dir, run.env, on_event, place,
                                   lambda: beside_start(host, config), warm, gap,  # while the worker starts
-                                  run.base.get("replay_steps"))  # a replayed adaptive run: the count it took
+                                  run.base.get("replay_steps"),  # a replayed adaptive run: the count it took
+                                  sweep_id=(run.base.get("sweep") or {}).get("id"))
     except KeyboardInterrupt:
         run.outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
     except OSError as e:

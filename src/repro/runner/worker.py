@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 
 from repro import backends, models
-from repro.backends import capabilities
+from repro.backends import capabilities, compile_cache
 from repro.backends.capabilities import PER_NODE, PER_RANK
 from repro.backends.base import BuildContext, is_oom, requested_bytes
 from repro.backends.layouts import process_count
@@ -66,6 +66,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
         threads = max(1, threads // local_processes(spec))
     ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches,
                        threads=threads, cache_dir=spec.cache_dir)
+    cache_state = compile_cache.start(config.framework.backend, spec.cache_dir)  # before anything compiles
     workload = backend.build(ctx)
     if spec.injected_gap:  # repro calibrate --gap: a known extra share of each measured step
         from repro.runner.injected import WithGap
@@ -90,6 +91,8 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
     results["init_params_sha256"] = workload.init_params_sha256()
     results["peak_memory"] = workload.peak_memory()
     results["compile"] = workload.compile_info()
+    results["compile_cache"] = {"mode": run_cfg.compile_cache, "state": cache_state,
+                                **compile_cache.counts(config.framework.backend)}
     if spec.injected_gap:
         results["injected_gap"] = workload.record()
     results["setup"] = {"import_s": import_s, "build_s": t2 - t_built, "data_s": t_built - t_data,
