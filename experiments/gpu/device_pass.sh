@@ -4,7 +4,9 @@
 # the checkout's history as a git bundle in .gitbundle/ (so every record names its commit).
 #
 #   bash experiments/gpu/device_pass.sh OUT tests      # gpu-marked tests + precision read-back sweep
-#   bash experiments/gpu/device_pass.sh OUT vit_l4     # +exp=vit_l4 on this GPU's hardware profile
+#   bash experiments/gpu/device_pass.sh OUT vit_l4     # +exp=vit_l4 on this GPU's hardware profile (3 repeats, ~6 min)
+#   bash experiments/gpu/device_pass.sh OUT price      # +exp=price_of_determinism, jax and torch eager (~6 min)
+#   bash experiments/gpu/device_pass.sh OUT price_compile  # the same for torch.compile on ViT-B/16 (~6 min)
 #   bash experiments/gpu/device_pass.sh OUT calibrate [TRIALS]  # repro calibrate: this GPU's noise floor
 #
 # Each part leaves its log, the ledger and the MLflow store (tarred) and the reports in OUT.
@@ -41,6 +43,15 @@ tests)
   ;;
 vit_l4)
   timeout 580 python3 -m repro +exp=vit_l4 hardware=$HW "${R[@]}" 2>&1 | tee "$OUT/vit_l4.log" | tail -60
+  ;;
+price)  # ViT-B/16 and ResNet-50, deterministic vs free (torch: with and without its NaN fill), 3 repeats:
+  # 10 configs x 3 rounds of 10-25 s jobs (a torch.compile job takes ~36 s: its own call, below)
+  timeout 580 python3 -m repro +exp=price_of_determinism hardware=$HW framework=jax,torch "${R[@]}" 2>&1 \
+    | tee "$OUT/price.log" | tail -60
+  ;;
+price_compile)
+  timeout 580 python3 -m repro +exp=price_of_determinism hardware=$HW framework=torch_compile model=vit "${R[@]}" \
+    2>&1 | tee "$OUT/price_compile.log" | tail -40
   ;;
 calibrate)
   timeout 560 python3 -m repro calibrate --trials "${3:-16}" --repeats 2 framework=torch model=vit model.preset=b16 \
