@@ -139,12 +139,13 @@ def test_dry_run_lists_the_quickstart_jobs_and_writes_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr
     plan = preflight.plan(["+exp=quickstart", f"ledger.dir={box.ledger}"])
     lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
-    assert len(lines) == len(plan.jobs) == 12  # 4 configs × 3 repeats
-    assert proc.stdout.startswith("repro --dry-run: 12 job(s) planned, checked; nothing run or written")
-    for line, config in zip(lines, plan.jobs):
+    assert len(lines) == len(plan.configs) == 4 and len(plan.jobs) == 12  # one line per config; 3 repeats each
+    assert proc.stdout.startswith("repro --dry-run: 4 configs × 3 runs = 12 jobs, checked; nothing run or written\n"
+                                  f"ledger {box.ledger}\nmlflow {box.uri} (experiment quickstart)\n")
+    for line, (config, _) in zip(lines, plan.configs):
         assert f"model={config.model.name} framework={config.framework.name} " in line
-        assert f"config {config_hash(config)[:12]}" in line
-        assert f"ledger {box.ledger} · mlflow {box.uri} (experiment quickstart)" in line
+        assert f"config {config_hash(config)[:12]} · ×3 · no history" in line  # a new ledger: no estimate
+    assert "no history for 12 of 12 jobs on this hardware: no estimate" in proc.stdout
     assert _files(tmp_path) == []
 
 

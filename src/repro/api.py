@@ -43,6 +43,17 @@ SINGLE_AUTO = ("run.repeats=auto: a single config has nothing to compare, so it 
                "compare (-m framework=jax,torch run.repeats=auto) for a verdict")
 
 
+def admit(plan) -> None:
+    """Before a checked plan's first job: its estimate from the ledger (preflight/estimate.py),
+    refused (ConfigError) where verdict.budget_s cannot hold it; a sweep's first line says it."""
+    from repro.preflight import estimate
+    from repro.usertext import shown
+
+    est = estimate.admit(plan)
+    if plan.multirun or len(plan.jobs) > 1:
+        print(shown(f"sweep: {est.summary()}"), flush=True)
+
+
 def plan_session(plan):
     """The session of a checked plan whose jobs run in this process."""
     from repro.session import Session
@@ -90,6 +101,7 @@ def run(**overrides: Any) -> dict:
         if plan.multirun or len(plan.jobs) != plan.jobs[0].run.repeats:  # e.g. an exp that sweeps
             raise ConfigError(f"repro.run runs one job, but {' '.join(_overrides(overrides))} plans "
                               f"{len(plan.jobs)} jobs (a sweep); use repro.sweep(...) for several")
+        admit(plan)
         return run_plan(plan)[0]
 
 
@@ -100,7 +112,9 @@ def sweep(exp: str | None = None, **overrides: Any) -> list[dict]:
 
     args = ([f"+exp={exp}"] if exp else []) + _overrides(overrides)
     with snapshot.running(snapshot.take()):  # the sweep's code and conf/ as they are now, whatever is edited meanwhile
-        return run_plan(preflight.plan(["--multirun", *args]))
+        plan = preflight.plan(["--multirun", *args])
+        admit(plan)
+        return run_plan(plan)
 
 
 def compare(*ids: str, sweep: str | None = None, experiment: str | None = None, ledger: str | None = None,

@@ -285,27 +285,50 @@ def _checked_plan(argv: list[str]):
 
 
 def dry_run(argv: list[str]) -> int:
-    """Compose and check the whole sweep; print one line per planned job; run and write nothing."""
+    """Compose and check the whole sweep; print one line per config (its runs, swept values, run
+    name, config hash and estimated seconds a run: preflight/estimate.py) and the sweep's estimate;
+    run and write nothing. A sweep verdict.budget_s cannot hold is refused as a run of it would be."""
     from repro.config import config_hash
     from repro.config.schema import as_dict
+    from repro.preflight import estimate
     from repro.report import varied
 
     plan = _checked_plan(argv)
     if plan is None:
         return EXIT_CONFIG_ERROR
-    print(f"repro --dry-run: {len(plan.jobs)} job(s) planned, checked; nothing run or written")
-    width = len(str(len(plan.jobs)))
-    jobs = [{"config": as_dict(c), "overrides": list(o)} for c, o in zip(plan.jobs, plan.overrides)]
+    est = estimate.of(plan)
+    configs = plan.configs
+    k, auto = len(configs), est.auto
+    shape = f"{k} configs, run.repeats=auto (up to {est.rounds} runs each)" if auto else \
+        f"{k} configs × {plan.repeats} runs = {len(plan.jobs)} jobs" if k > 1 and plan.repeats > 1 else \
+        f"{len(plan.jobs)} job{'s' * (len(plan.jobs) != 1)}"
+    print(f"repro --dry-run: {shape}, checked; nothing run or written")
+    wheres = [(f"ledger {c.ledger.dir}", f"mlflow {c.tracking.uri} (experiment {c.tracking.experiment})")
+              for c, _ in configs]
+    shared = [i for i in (0, 1) if len({w[i] for w in wheres}) == 1]
+    for i in shared:
+        print(shown(wheres[0][i]))
+    width = len(str(k))
+    jobs = [{"config": as_dict(c), "overrides": list(o)} for c, o in configs]
     swept, keys = varied.swept_keys(jobs), varied.name_keys(jobs)
-    for i, (config, job) in enumerate(zip(plan.jobs, jobs)):
+    runs = f"auto ≤{est.rounds}" if auto else f"×{plan.repeats}"
+    for i, ((config, _), job, cost) in enumerate(zip(configs, jobs, est.configs)):
         values = varied.override_values(job)
-        where = f"ledger {config.ledger.dir} · mlflow {config.tracking.uri} " \
-                f"(experiment {config.tracking.experiment})"
-        print(shown(f"[{i + 1:>{width}}/{len(plan.jobs)}] {' '.join(f'{k}={v}' for k, v in values.items() if k in swept or len(jobs) == 1) or '(defaults)'} · "
-              f"{varied.run_name(job, keys)} · "
-              f"config {config_hash(as_dict(config))[:12]} · {where}"))
+        each = f"{estimate.duration(cost.per_run_s)}/run" if cost.parts else "no history"
+        fields = [' '.join(f'{key}={v}' for key, v in values.items() if key in swept or k == 1) or '(defaults)',
+                  varied.run_name(job, keys), f"config {config_hash(as_dict(config))[:12]}", runs, each,
+                  *(w for j, w in enumerate(wheres[i]) if j not in shared)]
+        print(shown(f"[{i + 1:>{width}}/{k}] {' · '.join(fields)}"))
         if config.hardware.platform != "cpu":  # what its worker will run with, where it differs by framework
             print(f"{'':>{2 * width + 4}}determinism: {_planned_determinism(config)}")
+    print(est.summary())
+    if parts := est.parts_s():
+        print("  by part: " + " · ".join(f"{p.replace('_', ' ')} {estimate.duration(s)}"
+                                         for p, s in estimate.ordered(parts) if s >= 0.05))
+    if note := est.rerun_note():
+        print(f"  {note}")
+    if (why := est.refusal()) is not None:
+        return _die(f"nothing would run: {why}")
     return 0
 
 
@@ -347,7 +370,14 @@ def _run_experiment(argv: list[str], info_only: bool) -> int:
         plan = _checked_plan(argv)
         if plan is None:
             return EXIT_CONFIG_ERROR
-    from repro.api import plan_session, run_jobs, runs_here
+    from repro.api import admit, plan_session, run_jobs, runs_here
+    from repro.config import ConfigError
+
+    if plan is not None:
+        try:  # verdict.budget_s against the ledger's estimate; a sweep's first line says its cost
+            admit(plan)
+        except ConfigError as e:
+            return _die(f"nothing was run: {e}")
     from repro.runner import lifeline
 
     sys.argv = [sys.argv[0]] + argv
