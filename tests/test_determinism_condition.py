@@ -18,6 +18,8 @@ from repro.preflight import plan
 from repro.report import audit, comparison, determinism_price, identity
 from repro.report import verdict as V
 
+from conftest import shipped_ledger
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -212,3 +214,19 @@ def test_torch_records_its_nan_fill():
     finally:
         torch.utils.deterministic.fill_uninitialized_memory = before
     assert determinism.torch_effective(torch, False, {})["fill_uninitialized_memory"] is before
+
+
+def test_every_shipped_record_rebuilds_its_config_with_its_hash():
+    """A record older than a key (model.impl, run.fill_uninitialized_memory, ...) rebuilds its config
+    with the value that key had before it existed, and the hash it was recorded with: the config a
+    replay hands its worker (the first day's records crashed it: no attribute 'impl')."""
+    from repro.config import config_hash
+    from repro.config.schema import as_dict, from_dict
+    from repro.ledger import Ledger
+
+    ledgers = [shipped_ledger(), *sorted((ROOT / "experiments").glob("*/ledger"))]
+    runs = [r for lg in ledgers for r in Ledger(lg).heads(kind="run")]
+    assert len(runs) >= 50
+    for r in runs:
+        config = from_dict(r["config"])
+        assert config.model.impl in ("native", "hf") and config_hash(as_dict(config)) == r["config_hash"], r["id"]

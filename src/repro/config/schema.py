@@ -274,9 +274,16 @@ def _recorded_model_type(keys: tuple[str, ...]) -> type:
     return dataclasses.make_dataclass("RecordedModelConfig", [(k, Any, dataclasses.field(default=None)) for k in keys])
 
 
+# Keys of the `model` group added after records were published, at the value every earlier run had
+# (config/spec.py ADDED_AT_DEFAULT names them too: at this value they leave a config's hash as it was).
+MODEL_ADDED_AT = {"impl": "native"}
+
+
 def model_from_dict(d: dict):
     """The `model` group of a canonical dict (spec.json, a record) as a dataclass of its own keys: its
-    values were typed and checked by the preflight that made the dict, so no model is imported here."""
+    values were typed and checked by the preflight that made the dict, so no model is imported here.
+    A record older than a key of the group gets the value that key had before it existed."""
+    d = {**MODEL_ADDED_AT, **d}
     return _recorded_model_type(tuple(d))(**d)
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from repro.config.schema import NON_SEMANTIC_KEYS, as_dict
+from repro.config.schema import MODEL_ADDED_AT, NON_SEMANTIC_KEYS, as_dict
 from repro.hashing import sha256_json
 from repro.redaction import redact_data
 
 # Sections added after records were published: at these values they leave a config's hash
 # as it was before they existed, so a run's identity survives the upgrade.
 # Dotted keys name one key inside a section.
-ADDED_AT_DEFAULT = {"cluster": {"nodes": 1, "jax_processes": 1}, "model.impl": "native",
+ADDED_AT_DEFAULT = {"cluster": {"nodes": 1, "jax_processes": 1},
+                    **{f"model.{k}": v for k, v in MODEL_ADDED_AT.items()},
                     "run.init": "native", "env": {"packages": []}, "run.profile": False,
                     "run.min_steady_steps": 200, "run.min_steady_s": 1.0, "run.max_steps": 10000,
                     "run.fill_uninitialized_memory": None}
