@@ -283,7 +283,7 @@ def model_from_dict(d: dict):
     """The `model` group of a canonical dict (spec.json, a record) as a dataclass of its own keys: its
     values were typed and checked by the preflight that made the dict, so no model is imported here.
     A record older than a key of the group gets the value that key had before it existed."""
-    d = {**MODEL_ADDED_AT, **d}
+    d = {**d, **{k: v for k, v in MODEL_ADDED_AT.items() if k not in d}}  # the dict's own order kept
     return _recorded_model_type(tuple(d))(**d)
 
 
