@@ -209,7 +209,8 @@ def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: floa
 
         run.outcome = _run_worker(config, run.chash, run.rdzv, run.run_dir, run.env, on_event, place,
                                   lambda: beside_start(host, config), warm, gap,  # while the worker starts
-                                  run.base.get("replay_steps"),  # a replayed adaptive run: the count it took
+                                  # a replayed adaptive run: the count it took; a later repeat: its config's first
+                                  run.base.get("replay_steps") or (run.base.get("steps_resolved") or {}).get("count"),
                                   sweep_id=(run.base.get("sweep") or {}).get("id"))
     except KeyboardInterrupt:
         run.outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")

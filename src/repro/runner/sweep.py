@@ -171,6 +171,35 @@ def _ordered(policy: Policy, k: int, seed: int | None) -> list[Job]:
         if policy.shuffled else jobs
 
 
+class StepCounts:
+    """run.steps=auto, resolved once per config in a sweep: the first ok run of a config takes as many
+    steps as the machine's speed allows; every later run of it in the sweep (its repeats, reruns)
+    takes that count, recorded as `steps_resolved` {count, from: the run that resolved it}. So K
+    processes of one config run the same steps and can be compared bit for bit (report/identity.py)."""
+
+    def __init__(self):
+        self.resolved: dict[str, dict] = {}
+
+    @staticmethod
+    def key(job: Job) -> str | None:
+        """The config the count belongs to (its repeat group), or None: a fixed count, or one run."""
+        from repro.runner.window import adaptive
+
+        group = (job.fields.get("repeat") or {}).get("group")
+        return group if group and adaptive(job.config.run.steps) and "replay_steps" not in job.fields else None
+
+    def take(self, job: Job) -> Job:
+        if (key := self.key(job)) and key in self.resolved:
+            return replace(job, fields={**job.fields, "steps_resolved": self.resolved[key]})
+        return job
+
+    def resolve(self, job: Job, record: dict) -> None:
+        key = self.key(job)
+        if key and key not in self.resolved and record.get("status") == "ok" and \
+                (steps := (record.get("results") or {}).get("steps")):
+            self.resolved[key] = {"count": steps, "from": record["id"]}
+
+
 def run_one(host: JobHost, job: Job, number: int) -> dict:
     """The one per-job function: every job of every sweep, whatever launched it, runs here (the
     loop below, or a Hydra launcher's job process through `repro.app.task`)."""
@@ -185,7 +214,7 @@ def run(host: JobHost, policy: Policy, seed: int | None, max_reruns: int = 0) ->
     failed: `policy.ended` and the host's close run (what was recorded stays), then it is re-raised."""
     from repro.runner.rerun import flag
 
-    job_no, rounds, reruns = 0, 0, 0
+    job_no, rounds, reruns, counts = 0, 0, 0, StepCounts()
     planned = sum(len(policy.round(k)) for k in range(policy.max_rounds))
     try:
         first = _ordered(policy, 0, seed)  # its worker starts now, while the sweep's display and first record are made
@@ -199,7 +228,8 @@ def run(host: JobHost, policy: Policy, seed: int | None, max_reruns: int = 0) ->
                 for i, job in enumerate(jobs):
                     host.warm.upcoming = _upcoming(policy, jobs, i, rounds, seed)
                     job = policy.before(_positioned(job, i, seed if policy.shuffled else None, attempt, replaces), host)
-                    record = run_one(host, job, job_no)
+                    record = run_one(host, counts.take(job), job_no)
+                    counts.resolve(job, record)
                     job_no += 1
                     records.append(record)
                     policy.after(job, record, host)
