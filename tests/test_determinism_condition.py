@@ -139,6 +139,9 @@ def test_identity_names_the_first_step_where_processes_parted():
     broken = comparison.row([a, _record("b2", "torch", 1.0, 1, loss=[2.5, 2.41, 2.3])], "torch", {})
     text, warn = identity.table_line([broken])
     assert warn and text.startswith("WARNING: a deterministic config diverged across processes: torch: ")
+    kept = identity.by_config([a, _record("c", "torch", 1.0, 1), _record("j", "jax", 1.0, 0)])
+    assert kept == {"s/torch/True/None": {"processes": 2, "identical": True, "deterministic": True,
+                                          "text": "bit-identical across 2 processes (loss and parameters)"}}
     free = comparison.row([_record(x, "torch", 1.0, i, False, loss=[2.5, 2.4 + i]) for i, x in enumerate("xy")],
                           "torch", {})
     text, warn = identity.table_line([free])

@@ -72,3 +72,19 @@ def table_line(rows) -> tuple[str, bool]:
         return "", False
     head = "WARNING: a deterministic config diverged across processes: " if broken else "repeats: "
     return head + "; ".join(parts), broken
+
+
+def by_config(records: list[dict]) -> dict[str, dict]:
+    """Each config's bit-identity where it ran in several processes, by its repeat group (else its
+    config hash): what the sweep record keeps (report/trajectory.py `store`) and MLflow's parent shows."""
+    groups: dict[str, list[dict]] = {}
+    for r in records:
+        if r.get("kind", "run") == "run":
+            groups.setdefault((r.get("repeat") or {}).get("group") or r.get("config_hash") or r["id"], []).append(r)
+    out = {}
+    for group, runs in groups.items():
+        found = of(runs)
+        if found.identical is not None or found.text:
+            out[group] = {"processes": found.processes, "identical": found.identical, "text": found.text,
+                          "deterministic": bool(runs[0]["config"]["run"].get("deterministic", True))}
+    return out

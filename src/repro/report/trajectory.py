@@ -91,11 +91,14 @@ def cells(records: list[dict]) -> dict[str, str]:
 
 
 def store(ledger, sweep: dict, records: list[dict]) -> dict | None:
-    """A multirun sweep's agreements as a ledger record (kind "sweep"); None when no run has a peer."""
-    found = agreements(records)
-    if not found:
+    """A multirun sweep's agreements and each config's bit-identity across its processes
+    (report/identity.py) as a ledger record (kind "sweep"); None when there is neither."""
+    from repro.report import identity
+
+    found, same = agreements(records), identity.by_config(records)
+    if not found and not same:
         return None
-    return ledger.append({"kind": "sweep", "status": "ok", "sweep": sweep, "trajectory": found})
+    return ledger.append({"kind": "sweep", "status": "ok", "sweep": sweep, "trajectory": found, "identity": same})
 
 
 def log_parent(tracker, run_id: str, record: dict) -> None:
@@ -107,4 +110,6 @@ def log_parent(tracker, run_id: str, record: dict) -> None:
         metrics[f"{name}/max_rel_diff"] = a["max_rel_diff"] if math.isfinite(a["max_rel_diff"]) else None
         series[f"{name}/rel_diff"] = [min(x, 1e30) for x in a["rel_diff"]]  # inf: a NaN loss
         tags[f"repro.{name.replace('/', '.')}"] = describe(a)
+    for group, same in (record.get("identity") or {}).items():  # bit-identity across a config's processes
+        tags[f"repro.identity.{group.replace('/', '.')}"] = same["text"]
     tracker.log(run_id, metrics=metrics, tags=tags, series=series)
