@@ -233,3 +233,20 @@ def test_every_shipped_record_rebuilds_its_config_with_its_hash():
     for r in runs:
         config = from_dict(r["config"])
         assert config.model.impl in ("native", "hf") and config_hash(as_dict(config)) == r["config_hash"], r["id"]
+
+
+@pytest.mark.slow
+def test_a_cpu_sweep_of_the_mode_prices_it_and_says_what_differs_once(tmp_path):
+    from conftest import Sandbox
+
+    box = Sandbox(tmp_path)
+    proc = box.run("-m", "framework=torch", "run.deterministic=true,false", "model=mlp", "model.preset=tiny",
+                   "run.steps=12", "run.warmup=4", "run.repeats=2", "verdict.max_reruns=0")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    out = " ".join(proc.stdout.split())
+    assert "varied on purpose: run.deterministic (so these differ: deterministic kernels)" in out
+    equal = out.split("all equal")[0].split("fairness audit:")[-1]
+    assert "autotuning" in equal and "deterministic kernels" not in equal
+    assert "deterministic vs free on mlp/tiny · torch:" in out or "free vs deterministic on mlp/tiny · torch:" in out
+    assert "price of determinism: torch on mlp/tiny: deterministic mode costs" in out
+    assert "torch · deterministic: bit-identical across 2 processes (loss and parameters)" in out
