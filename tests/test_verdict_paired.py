@@ -181,8 +181,18 @@ def test_an_undecided_pair_waits_for_the_last_look():
 
 # ---- properties (hypothesis) -------------------------------------------------------------------
 
-times = st.floats(min_value=1e-300, max_value=1e300, allow_nan=False, allow_infinity=False).filter(lambda t: t > 0)
+times = st.floats(min_value=V.SHORTEST_S, max_value=V.LONGEST_S, allow_nan=False, allow_infinity=False)
 runs = st.lists(st.lists(times, min_size=1, max_size=4), min_size=1, max_size=6)
+beyond = st.one_of(st.floats(min_value=5e-324, max_value=V.SHORTEST_S, exclude_max=True),
+                   st.floats(min_value=V.LONGEST_S, max_value=1e308, exclude_min=True))
+
+
+@settings(max_examples=100, deadline=2000)
+@given(t=beyond, a=runs)
+def test_a_time_no_clock_reads_is_refused_at_the_edge(t, a):
+    """5e-324 s once read "A is inf× faster (95 % CI inf–inf)": a time whose ratios overflow is refused."""
+    with pytest.raises(ValueError, match="no step time a clock reads"):
+        repro.verdict([[t], *a], a)
 
 
 @settings(max_examples=400, deadline=2000)

@@ -52,8 +52,14 @@ def loop_text(link: Path) -> str:
     return f"is a symlink loop ({link} -> {target} never reaches a folder): point the link at a folder or remove it"
 
 
-def unusable(path: str | os.PathLike, write: bool = True) -> str | None:
-    """What keeps `path` from holding a ledger (reading it; with `write`, appending records), or None."""
+def unusable(path: str | os.PathLike, write: bool = True, key: str = "") -> str | None:
+    """What keeps `path` from holding a ledger (reading it; with `write`, appending records), or None.
+    `key`: what the user sets instead of `ledger.dir` to move it (e.g. the variable REPRO_MACHINE_DIR)."""
+    why = _unusable(path, write)
+    return why.replace("ledger.dir / --ledger", key).replace("ledger.dir", key) if why and key else why
+
+
+def _unusable(path: str | os.PathLike, write: bool) -> str | None:
     if (link := symlink_loop(path)) is not None:
         return loop_text(link)
     real = Path(os.path.realpath(path))

@@ -9,6 +9,8 @@ this machine, so that a bad value in job 5 stops the sweep before job 1 writes a
 from __future__ import annotations
 
 import copy
+import dataclasses
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -109,6 +111,12 @@ def _check_values(cfg: schema.Config) -> None:
     for key, value, f in checked:  # the allowed values first, then the bounds (as the checks always ran)
         if "choices" in f.metadata and value not in f.metadata["choices"]:
             raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(f.metadata['choices'])}")
+    for group in dataclasses.fields(cfg):  # a number past what a run can hold (inf, nan) is refused at the edge
+        node = getattr(cfg, group.name)
+        for f in dataclasses.fields(node) if dataclasses.is_dataclass(node) else ():
+            value = getattr(node, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{group.name}.{f.name}={value!r} must be a finite number")
     for key, value, f in checked:
         if f.metadata.get("bound") == "> 0" and not value > 0 or f.metadata.get("bound") == ">= 0" and value < 0:
             raise ConfigError(f"{key}={value!r} must be {f.metadata['bound']}")
@@ -148,6 +156,9 @@ def _check_window(run: schema.RunConfig) -> None:
     if isinstance(run.min_steady_s, bool) or not isinstance(run.min_steady_s, (int, float)) or not run.min_steady_s > 0:
         raise ConfigError(f"run.min_steady_s={run.min_steady_s!r} must be > 0 seconds: set run.min_steady_s=1.0, "
                           "the default (or a fixed count: run.steps=N)")
+    if run.min_steady_s >= run.timeout_s:
+        raise ConfigError(f"run.min_steady_s={run.min_steady_s!r} is not below run.timeout_s={run.timeout_s:g}: the "
+                          "steady window could never end; set run.min_steady_s=1.0, the default")
     least = run.warmup + run.min_steady_steps
     if isinstance(run.max_steps, bool) or not isinstance(run.max_steps, int) or run.max_steps < least:
         raise ConfigError(f"run.max_steps={run.max_steps!r} is below run.warmup + run.min_steady_steps = {least}: "
@@ -247,6 +258,14 @@ def check_ledger_dir(path: str) -> None:
 
     if (why := place.unusable(path)) is not None:
         raise ConfigError(f"ledger.dir={path!r} {why}")
+
+
+def check_machine_dir() -> None:
+    """REPRO_MACHINE_DIR (where this machine's measured windows and projectors meet) can take its locks."""
+    from repro.ledger import place
+
+    if (env := os.environ.get("REPRO_MACHINE_DIR")) and (why := place.unusable(env, key="REPRO_MACHINE_DIR")):
+        raise ConfigError(f"REPRO_MACHINE_DIR={env!r} {why} (or unset it: the cache folder is the default)")
 
 
 def check(cfg: DictConfig) -> schema.Config:
@@ -518,5 +537,6 @@ def plan(args: Sequence[str]) -> Plan:
     check_data(jobs)
     for ledger_dir in sorted({j.ledger.dir for j in jobs}):
         check_ledger_dir(ledger_dir)
+    check_machine_dir()
     return Plan(multirun=multirun, jobs=tuple(jobs), overrides=tuple(job_overrides), launcher=launcher,
                 repeats=repeats)

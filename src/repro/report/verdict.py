@@ -78,6 +78,7 @@ MAX_REPEATS = 10
 FASTER, EQUIVALENT, UNDECIDED, SINGLE = "faster", "equivalent", "cannot tell", "single sample"
 UNFAIR = "refused"  # not judged: the sides were measured under different conditions (report/comparison.py)
 DECIDED = (FASTER, EQUIVALENT)
+SHORTEST_S, LONGEST_S = 1e-12, 1e9  # what repro.verdict takes as a step time (a picosecond to 30 years)
 MORE_CAP = 1000  # "more than 1000 repeats": a gap this small is not worth resolving here
 
 
@@ -594,6 +595,9 @@ def _checked(runs, name: str) -> list[list[float]]:
             if isinstance(t, bool) or not isinstance(t, numbers.Real) or not math.isfinite(t) or t <= 0:
                 raise ValueError(f"repro.verdict: {name} run {i} step {j}: {t!r:.40} is not a finite positive "
                                  "time in seconds")
+            if not SHORTEST_S <= t <= LONGEST_S:  # their ratios would overflow to inf or 0
+                raise ValueError(f"repro.verdict: {name} run {i} step {j}: {t!r:.40} s is outside "
+                                 f"{SHORTEST_S:g}–{LONGEST_S:g} s, no step time a clock reads")
         out.append([float(t) for t in times])
     return out
 
