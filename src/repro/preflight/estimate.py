@@ -274,8 +274,12 @@ def history(ledger_dir: str | Path, hashes: set[str], here: tuple) -> dict[str, 
     if not hashes or not root.is_dir():
         return {}
     # The index alone (ledger.store would cost 20-30 ms more to import before the first worker
-    # starts); a file that is not a record is skipped here, and named by the sweep's own reads.
-    entries = list({e.id: e for e in Index(root).entries() if not e.problem}.values())  # in two folders: once
+    # starts), as saved where no record came since (no stat of every file); a file that is not a
+    # record is skipped here, and named by the sweep's own reads.
+    index = Index(root)
+    saved = index.saved_entries()
+    entries = [e for e in (index.entries() if saved is None else saved) if not e.problem]
+    entries = list({e.id: e for e in entries}.values())  # the same record in two folders: once
     created = {e.id: e.created for e in entries}
     ok = sorted((e for e in entries if e.kind == "run" and e.status == "ok" and e.config_hash in hashes),
                 key=lambda e: e.created, reverse=True)
