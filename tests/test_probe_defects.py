@@ -4,6 +4,8 @@ nothing written. In this process: no worker."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from repro.config.schema import ConfigError
@@ -39,3 +41,37 @@ def test_a_machine_dir_that_cannot_take_locks_is_named_in_the_preflight(tmp_path
     text = str(e.value)
     assert text.startswith(f"REPRO_MACHINE_DIR={place!r} {says}") and "set REPRO_MACHINE_DIR to a folder" in text
     assert "ledger.dir" not in text and not (tmp_path / "ledger").exists()
+
+
+def _tampered_ledger(tmp_path):
+    """The shipped ledger, copied, with one quickstart run's steady median edited by hand (0.5456 -> 0.0456 ms)."""
+    import shutil
+
+    from conftest import shipped_ledger
+    from repro.ledger import Ledger
+    from repro.report.compare import newest_sweep
+
+    root = tmp_path / "ledger"
+    shutil.copytree(shipped_ledger(), root)
+    record = newest_sweep(Ledger(root), "quickstart")[0]
+    path = next(root.rglob(f"{record['id']}.json"))
+    text = path.read_text()
+    value = json.dumps(record["results"]["steady_median_s"])
+    assert text.count(value) >= 1
+    path.write_text(text.replace(value, json.dumps(record["results"]["steady_median_s"] / 12), 1))
+    return root, record["id"]
+
+
+def test_report_refuses_and_list_marks_a_record_edited_after_it_was_written(tmp_path, capsys):
+    """`repro report` published a hand-edited steady median with exit 0 and a ratio computed from it."""
+    from repro.cli import dispatch
+
+    root, rid = _tampered_ledger(tmp_path)
+    out = tmp_path / "report"
+    assert dispatch(["report", "--ledger", str(root), "--experiment", "quickstart", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"repro report: not written: record {rid} (") and "was changed after it was written" in err
+    assert not out.exists()
+    assert dispatch(["ledger", "list", "--ledger", str(root)]) == 0
+    captured = capsys.readouterr()
+    assert "⚠ changed" in captured.out and "1 record(s) marked '⚠ changed'" in captured.err

@@ -56,6 +56,9 @@ def _list(ledger: Ledger, args: argparse.Namespace) -> int:
     # a run's state (lost...) from its newest record; --all lists superseded ones too, as recorded
     body = [[shown(c) for c in row] for row in listing.rows(ledger, entries, states=not args.all)]  # user text: no escapes
     listing.print_table(terminal(), shown(f"ledger {ledger.root} ({len(body)} records)"), body)
+    if marked := sum(listing.CHANGED_MARK in row[2] for row in body):
+        print(f"{marked} record(s) marked '{listing.CHANGED_MARK}' were edited after they were written: their "
+              "figures cannot be trusted (repro ledger verify names each file)", file=sys.stderr)
     return 0
 
 

@@ -24,15 +24,18 @@ def row(e: Entry, status: str) -> list[str]:
             (e.config_hash or "")[:12]]
 
 
+CHANGED_MARK = "⚠ changed"  # a record edited after it was written (Ledger.changed): its figures are not its run's
+
+
 def rows(ledger, entries: list[Entry], states: bool) -> list[list[str]]:
     """A row per entry; `states`: the run's state (lost, running...) for `started` heads, read
-    from their record, else the status as recorded."""
-    out = []
+    from their record, else the status as recorded; a record edited after it was written is marked."""
+    out, changed = [], ledger.changed()
     for e in entries:
         status = str(e.status)
         if states and e.status == "started" and (record := ledger.load(e)) is not None:
             status = str(state_of(record))
-        out.append(row(e, status))
+        out.append(row(e, f"{status} {CHANGED_MARK}" if e.id in changed else status))
     return out
 
 

@@ -28,7 +28,7 @@ from repro.ledger.place import write_error
 from repro.ledger.index import Entry, Index, record_files
 from repro.ledger.recordfile import record_id
 from repro.ledger.state import state_of
-from repro.ledger.verify import KEPT, Problem, Verification, verify
+from repro.ledger.verify import CHANGED, KEPT, Problem, Verification, verify
 
 SPOOL = ".spool"  # <ledger>/.spool/<started id>.json: a finished record body not yet appended
 log = logging.getLogger("repro.ledger")
@@ -318,6 +318,12 @@ class Ledger:
 
     def verify(self) -> list[Problem]:
         return self.check().problems
+
+    def changed(self) -> dict[str, Path]:
+        """{id: file} of the records whose content no longer hashes to their id (edited after they
+        were written): what `report` refuses to publish, `compare` warns of and `ledger list` marks.
+        An incremental check (files unchanged since they last passed are not read again)."""
+        return {p.path.stem: p.path for p in self.check().problems if CHANGED in p.reason}
 
     # -- internals -----------------------------------------------------------------------------
 

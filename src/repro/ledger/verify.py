@@ -24,6 +24,9 @@ PARALLEL_FROM = 2000  # files; below that a fork costs more than it saves
 KEPT = ("id", "prev", "status", "parent", "replay_of", "superseded_by")  # what the whole-ledger checks need of a record
 
 
+CHANGED = "it was changed after it was written"  # a record whose figures cannot be trusted (Ledger.changed)
+
+
 @dataclass(frozen=True)
 class Problem:
     path: Path
@@ -63,7 +66,7 @@ def check_file(path: Path, seen: dict[str, dict] | None = None) -> Checked:
     problems = [f"does not match the record schema: {err}" for err in schema.errors(record)]
     expected = recordfile.content_id(record, data)
     if record["id"] != expected:
-        problems.append(f"content hash is {expected}, record says {record['id']}: it was changed after it was written")
+        problems.append(f"content hash is {expected}, record says {record['id']}: {CHANGED}")
     elif path.stem != expected:
         problems.append(f"file name does not match the record id {expected}")
     kept = {k: record[k] for k in KEPT if k in record}

@@ -59,6 +59,14 @@ def newest_sweep(ledger: Ledger, experiment: str) -> list[dict]:
     raise LedgerError(f"no readable runs of experiment {experiment!r} in {ledger.root} (repro ledger verify)")
 
 
+def changed_lines(ledger: Ledger, records: list[dict]) -> list[str]:
+    """One line per record among `records` edited after it was written (Ledger.changed)."""
+    changed = ledger.changed()
+    return [f"record {r['id']} ({changed[r['id']]}) was changed after it was written: its figures cannot be "
+            "trusted; restore it (git checkout -- FILE) or move it out of the ledger (repro ledger verify)"
+            for r in records if r["id"] in changed]
+
+
 def add_parser(sub, common) -> None:
     p = sub.add_parser("compare", help="runs side by side, with every difference besides what was varied",
                        parents=[common])
@@ -89,6 +97,9 @@ def run(args) -> int:
     if not_runs:
         print(f"repro compare: {', '.join(not_runs)} are not run records", file=sys.stderr)
         return 2
+    for line in changed_lines(ledger, records):  # by id, Ledger.get has warned already
+        if not args.ids:
+            print(f"repro compare: warning: {line}", file=sys.stderr)
     built = comparison.build(records, ledger.root)
     wide = getattr(args, "wide", False)  # (a caller's Namespace may predate --wide)
     print_comparison(console(), built, wide=wide, hint="every column: add --wide")

@@ -88,6 +88,9 @@ def run(args) -> int:
     except LedgerError as e:
         print(f"repro report: {e}", file=sys.stderr)
         return 2
+    if changed := compare.changed_lines(ledger, records):  # a report publishes: never an edited figure
+        print("repro report: not written: " + "; ".join(changed), file=sys.stderr)
+        return 2
     out = Path(args.out) if args.out else default_dir(records, args.ledger)
     try:
         files = write(records, out, ledger_dir=ledger.root)  # in the foreground: the path printed below exists
