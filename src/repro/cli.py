@@ -13,7 +13,6 @@ import argparse
 import difflib
 import os
 import re
-import signal
 import sys
 from pathlib import Path
 
@@ -381,9 +380,7 @@ def _run_experiment(argv: list[str], info_only: bool) -> int:
     from repro.runner import lifeline
 
     sys.argv = [sys.argv[0]] + argv
-    lifeline.forget_interrupt()
-    for sig in (signal.SIGINT, signal.SIGTERM):  # SIGTERM ends a sweep as Ctrl-C does: recorded, closed
-        signal.signal(sig, lifeline.interrupt)
+    lifeline.interrupt_on_signals()  # SIGTERM ends a sweep as Ctrl-C does: recorded, closed
     # Jobs that run here run from the plan's configs: Hydra composed each once (its own run would
     # compose every job a second time, ~2 s). Hydra's flags and other launchers go through Hydra.
     if plan is not None and runs_here(plan) and all(a in ("-m", "--multirun") for a in argv if a.startswith("-")):

@@ -311,10 +311,17 @@ def run_cli(args) -> int:
     if bool(args.ids) == bool(args.experiment):
         print("repro replay: give run ids or --experiment NAME (not both)", file=sys.stderr)
         return 2
+    from repro.runner import lifeline
+
+    lifeline.interrupt_on_signals()  # as a sweep: the replay in progress is recorded interrupted, one line
     try:
         verdicts = replay(args.ledger, args.ids, args.experiment, args.tracking_uri, args.progress,
                           args.as_recorded, args.allow_substitutes)
     except (LedgerError, EnvError) as e:
         print(f"repro replay: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the sweep loop recorded the run in progress and closed the session
+        print("repro replay: interrupted (Ctrl-C or SIGTERM); the replay in progress is recorded 'interrupted' in "
+              "the ledger, nothing else ran", file=sys.stderr)
+        return 130
     return 0 if all(v["status"] in ("exact", "close") for v in verdicts) else 1

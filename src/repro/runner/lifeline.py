@@ -100,6 +100,14 @@ def forget_interrupt() -> None:
     _interrupt_came.clear()
 
 
+def interrupt_on_signals() -> None:
+    """A command that runs jobs (a sweep, a replay): SIGINT and SIGTERM end it as Ctrl-C does,
+    recorded `interrupted` and closed, from a fresh note."""
+    forget_interrupt()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, interrupt)
+
+
 class HeldInterrupts:
     """SIGINT and SIGTERM noted, not acted on, until `release()` (main thread only)."""
 
