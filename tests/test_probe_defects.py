@@ -75,3 +75,27 @@ def test_report_refuses_and_list_marks_a_record_edited_after_it_was_written(tmp_
     assert dispatch(["ledger", "list", "--ledger", str(root)]) == 0
     captured = capsys.readouterr()
     assert "⚠ changed" in captured.out and "1 record(s) marked '⚠ changed'" in captured.err
+
+
+def test_a_config_dir_model_that_shadows_a_zoo_name_is_refused(tmp_path):
+    """A user's --config-dir with model/mlp.yaml silently ran the zoo's mlp (`--cfg job` showed the zoo's fields)."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "mlp.yaml").write_text("name: mlp\npreset: tiny\nwidth: 7\n")
+    with pytest.raises(ConfigError, match=r"model=mlp is ambiguous: your .*model/mlp.yaml and the zoo both declare"):
+        plan(["--config-dir", str(tmp_path), "model=mlp"])
+    assert plan(["--config-dir", str(tmp_path), "model=vit"]).jobs[0].model.name == "vit"  # only the name it shadows
+
+
+def test_a_config_dirs_fingerprint_reads_its_config_files_only(tmp_path):
+    """Every file under --config-dir was read in full on every command (a 400 MB file: 840 MB peak)."""
+    from repro.preflight import search
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "mine.yaml").write_text("name: mine\n")
+    args = search.normalise(["--config-dir", str(tmp_path)])
+    before = search.fingerprint(args)
+    (tmp_path / "weights.bin").write_bytes(b"x" * 1000)
+    (tmp_path / "notes.txt").write_text("anything")
+    assert search.fingerprint(args) == before
+    (tmp_path / "model" / "mine.yaml").write_text("name: mine\npreset: tiny\n")
+    assert search.fingerprint(args) != before

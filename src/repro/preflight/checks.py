@@ -516,6 +516,7 @@ def plan(args: Sequence[str]) -> Plan:
         except ConfigError as e:
             where = f" (in job {' '.join(job)})" if len(job_overrides) > 1 else ""
             raise ConfigError(f"{e}{where}") from None
+    search.refuse_shadowing(args, [j.model.name for j in jobs])
     _say_nothing_to_reuse(jobs)
     if launcher is Launcher.BASIC:  # the loop runs them: one config once (other launchers run Hydra's list)
         jobs, job_overrides = _once(jobs, list(job_overrides))

@@ -24,6 +24,7 @@ from repro.config.schema import ConfigError
 
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
 SEARCHPATH = "hydra.searchpath"
+CONFIG_SUFFIXES = (".yaml", ".yml")  # what Hydra reads from a config folder (and so what a compose depends on)
 
 
 def normalise(argv: Sequence[str]) -> list[str]:
@@ -78,8 +79,8 @@ def fingerprint(args: Sequence[str]) -> bytes:
     for entry in searched(args):
         folder = folder_of(entry)
         h.update(f"{entry}->{folder}\0".encode())
-        if folder is not None and folder.is_dir():
-            for path in sorted(folder.rglob("*")):
+        if folder is not None and folder.is_dir():  # its config files only: Hydra composes nothing else
+            for path in sorted(p for suffix in CONFIG_SUFFIXES for p in folder.rglob(f"*{suffix}")):
                 if path.is_file() and "__pycache__" not in path.parts:
                     h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
     # Installed entry points change only when a distribution is installed or removed, which changes
@@ -91,6 +92,29 @@ def fingerprint(args: Sequence[str]) -> bytes:
         except OSError:
             pass
     return h.digest()
+
+
+def shadowing(args: Sequence[str]) -> dict[str, Path]:
+    """{zoo model name: the searched folder's model/NAME.yaml} for each zoo name a folder of yours
+    declares again: which of the two Hydra composes is not yours to see, so a job naming it is refused."""
+    from repro import models
+
+    out = {}
+    for folder in (f for f in map(folder_of, searched(args)) if f is not None):
+        for name in models.MODEL_NAMES:
+            if (path := folder / "model" / f"{name}.yaml").is_file():
+                out.setdefault(name, path)
+    return out
+
+
+def refuse_shadowing(args: Sequence[str], names) -> None:
+    """A job's model that a --config-dir yaml and the zoo both declare: refused, as an entry point's is."""
+    shadows = shadowing(args)
+    for name in dict.fromkeys(names):
+        if name in shadows:
+            raise ConfigError(f"model={name} is ambiguous: your {shadows[name]} and the zoo both declare a model "
+                              f"{name!r}, and one of them would run silently. Rename your file (model/my_{name}.yaml, "
+                              f"with name: my_{name}) and run model=my_{name}")
 
 
 def _entry_points() -> dict[str, tuple[str, str]]:
