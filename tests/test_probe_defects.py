@@ -99,3 +99,29 @@ def test_a_config_dirs_fingerprint_reads_its_config_files_only(tmp_path):
     assert search.fingerprint(args) == before
     (tmp_path / "model" / "mine.yaml").write_text("name: mine\npreset: tiny\n")
     assert search.fingerprint(args) != before
+
+
+def test_the_compose_cache_keeps_no_credential_and_trusts_no_edited_entry(tmp_path, monkeypatch):
+    """A quoted credentialed override was stored in plain text, mode 0644; a well-formed but wrong entry
+    was used silently, and `configs: []` gave an IndexError traceback."""
+    from repro.config import compose_cache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    secret = "tracking.uri='http://bob:s3cret@h'"
+    plan(["run.steps=5", "run.warmup=2", secret])
+    plan(["run.steps=5", "run.warmup=2"])
+    files = list((tmp_path / "repro" / "compose").glob("*.json"))
+    assert len(files) == 1 and all("s3cret" not in f.read_text() for f in files)  # the secret one: not kept
+    assert files[0].stat().st_mode & 0o777 == 0o600
+    entry = json.loads(files[0].read_text())
+    k = files[0].stem
+    monkeypatch.setattr(compose_cache, "key", lambda args, extra=b"": k)
+    assert compose_cache.load(["x"])[1] is not None
+    for wrong in ({**entry, "launcher": "somebody.elses.Launcher"}, {**entry, "configs": [], "overrides": []}):
+        files[0].write_text(json.dumps(wrong))
+        assert compose_cache.load(["x"])[1] is None  # a miss: composed again
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (job,) = plan(["run.steps=5", "run.warmup=2"]).jobs  # the edited entry is composed again, not a traceback
+    assert job.run.steps == 5
+

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
 KEEP = 500  # entries; the oldest beyond it are removed when one is written
-FORMAT = 2  # bump when what preflight.checks._compose returns, or `typed`, changes shape or meaning
+FORMAT = 3  # bump when what preflight.checks._compose returns, or `typed`, changes shape or meaning
 PACKAGES = ("hydra-core", "omegaconf", "hydra-submitit-launcher", "hydra-joblib-launcher")
 
 
@@ -159,6 +159,8 @@ def load(args: Sequence[str], extra: bytes = b"") -> tuple[str, Composed | None]
     k = key(args, extra)
     try:
         data = json.loads((folder() / f"{k}.json").read_text())
+        if data.get("check") != _check(data) or not data["configs"] or len(data["configs"]) != len(data["overrides"]):
+            return k, None  # edited, truncated or emptied since it was written: composed again
         code = current_code()
         typed = data.get("typed") if code is not None and data.get("typed_code") == code else None
         return k, Composed(data["multirun"], [tuple(o) for o in data["overrides"]], list(data["configs"]),
@@ -167,15 +169,29 @@ def load(args: Sequence[str], extra: bytes = b"") -> tuple[str, Composed | None]
         return k, None
 
 
-def store(k: str, composed: Composed) -> None:
+def _check(data: dict) -> str:
+    """The hash an entry carries of its own content: a hit is trusted only while they agree."""
+    body = {k: v for k, v in data.items() if k != "check"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def store(k: str, composed: Composed, args: Sequence[str] = ()) -> None:
+    """Keep the compose under `k`; never one whose command line holds a credential (a password in a
+    URL, a secret variable's value): the cache is a file, and a credential reaches no file."""
     from omegaconf import OmegaConf
 
+    from repro.redaction import redact
+
+    if any(redact(a) != a for a in args):
+        return
     data = {"multirun": composed.multirun, "overrides": [list(o) for o in composed.overrides],
             "configs": [c if isinstance(c, dict) else OmegaConf.to_container(c, resolve=False) for c in composed.configs],
             "launcher": composed.launcher, "typed": composed.typed, "typed_code": composed.typed_code}
+    data["check"] = _check(data)
     try:
         folder().mkdir(parents=True, exist_ok=True)
         tmp = folder() / f".{k}.{os.getpid()}.tmp"
+        tmp.touch(mode=0o600)  # the user's command lines: readable by the user alone
         tmp.write_text(json.dumps(data))
         os.replace(tmp, folder() / f"{k}.json")
         entries = sorted(folder().glob("*.json"), key=lambda p: p.stat().st_mtime)

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from repro.envs import cache, lock, pipconf
+from repro.redaction import redact_data
 
 MARKER = "repro-env.json"  # written last: a venv without it is half-built and is built again
 MAX_SUBSTITUTES = 8
@@ -159,6 +160,7 @@ def ensure(text: str, allow_substitutes: bool | None = None, log=print) -> tuple
         meta = {"env_hash": digest, "python": parsed["python"], "substitutes": substitutes,
                 "built": time.strftime("%Y-%m-%dT%H:%M:%S"), "build_s": round(time.perf_counter() - start, 2),
                 "packages": len(requirements), "sources": pipconf.describe(pipconf.read())}
+        meta = redact_data(meta)  # an index URL's credentials (PIP_INDEX_URL=https://user:token@...) never reach a file
         (venv / "lock.txt").write_text(text)
         (venv / MARKER).write_text(json.dumps(meta, indent=1))
         cache.touch(venv)

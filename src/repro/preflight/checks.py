@@ -501,7 +501,7 @@ def plan(args: Sequence[str]) -> Plan:
         composed = composed or _compose(keyed)
         composed.typed = typed_dicts(compose_cache.dict_configs(composed)) if code else None
         composed.typed_code = code
-        compose_cache.store(cache_key, composed)
+        compose_cache.store(cache_key, composed, keyed)
     if composed.typed is not None:  # the schema's output kept with the compose: no OmegaConf
         configs = [(_from_typed_dict, compose_cache.typed_put_back(t, placed)) for t in composed.typed]
         job_overrides = compose_cache.overrides_put_back(composed.overrides, placed)
