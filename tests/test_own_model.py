@@ -239,7 +239,7 @@ def test_config_dir_reaches_the_compose_and_its_cache_key(tmp_path, monkeypatch)
     yaml.write_text("_target_: mine.Model\n")
     monkeypatch.chdir(tmp_path)
     args = search.normalise(["--config-dir", "conf", "model=mine", "hydra.searchpath=[pkg://other.conf]"])
-    assert args == ["model=mine", f"hydra.searchpath=[file://{tmp_path / 'conf'},pkg://other.conf]"]
+    assert args == ["model=mine", f"hydra.searchpath=['file://{tmp_path / 'conf'}','pkg://other.conf']"]
     assert search.normalise(["-cd=conf"]) == search.normalise([f"--config-dir={tmp_path / 'conf'}"])
     before = compose_cache.key(args, search.fingerprint(args))
     yaml.write_text("_target_: mine.Other\n")

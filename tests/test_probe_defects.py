@@ -125,3 +125,16 @@ def test_the_compose_cache_keeps_no_credential_and_trusts_no_edited_entry(tmp_pa
     (job,) = plan(["run.steps=5", "run.warmup=2"]).jobs  # the edited entry is composed again, not a traceback
     assert job.run.steps == 5
 
+
+
+@pytest.mark.parametrize("name", ["a,b", "it's", "[x]", "plain"])
+def test_config_dir_takes_any_path(tmp_path, name):
+    """--config-dir paths containing `,`, `'` or `[` failed with an error about an override."""
+    folder = tmp_path / name
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "mine.yaml").write_text("name: mine\n")
+    from repro.preflight import search
+
+    args = search.normalise(["--config-dir", str(folder), "model=vit"])
+    assert search.searched(args) == [f"file://{folder}"]
+    assert plan(["--config-dir", str(folder), "model=vit"]).jobs[0].model.name == "vit"

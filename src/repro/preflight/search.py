@@ -47,12 +47,39 @@ def normalise(argv: Sequence[str]) -> list[str]:
         return rest
     given = [a for a in rest if a.split("=", 1)[0] == SEARCHPATH]
     entries = dirs + [e for a in given for e in _entries(a)]
-    return [a for a in rest if a not in given] + [f"{SEARCHPATH}=[{','.join(entries)}]"]
+    return [a for a in rest if a not in given] + [f"{SEARCHPATH}=[{','.join(map(_quoted, entries))}]"]
+
+
+def _quoted(entry: str) -> str:
+    """A search path entry as a quoted string of Hydra's override grammar: any folder name (a comma, a
+    quote, a bracket) stays one entry."""
+    return "'" + entry.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _entries(override: str) -> list[str]:
+    """The entries of a `hydra.searchpath=[...]` override: quoted ones (`_quoted`, or a user's) whole,
+    bare ones split at commas. (Hydra's own override parser would cost its import on every command.)"""
     value = override.split("=", 1)[1].strip()
-    return [e.strip().strip("'\"") for e in value.strip("[]").split(",") if e.strip()]
+    if value.startswith("[") and value.endswith("]"):
+        value = value[1:-1]
+    out, current, quote, escaped = [], "", None, False
+    for ch in value:
+        if escaped:
+            current, escaped = current + ch, False
+        elif quote and ch == "\\":
+            escaped = True
+        elif quote:
+            quote = None if ch == quote else quote
+            current += ch if quote else ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == ",":
+            out.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    out.append(current.strip())
+    return [e for e in out if e]
 
 
 def searched(args: Sequence[str]) -> list[str]:
