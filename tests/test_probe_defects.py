@@ -5,8 +5,11 @@ nothing written. In this process: no worker."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from repro.config.schema import ConfigError
 from repro.preflight import plan
@@ -138,3 +141,24 @@ def test_config_dir_takes_any_path(tmp_path, name):
     args = search.normalise(["--config-dir", str(folder), "model=vit"])
     assert search.searched(args) == [f"file://{folder}"]
     assert plan(["--config-dir", str(folder), "model=vit"]).jobs[0].model.name == "vit"
+
+
+NUMBERS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**30, 10**30),
+                    st.sampled_from([0, -1, 1e308, 5e-324, "1e999", "-0.0"]))
+
+
+@settings(max_examples=30, deadline=30000, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(key=st.sampled_from(["run.lr", "run.min_steady_s", "run.timeout_s", "verdict.band", "run.memory_limit_gb",
+                            "run.batch_size", "run.steps", "verdict.budget_s", "tracking.projector_wait_s"]),
+       value=NUMBERS)
+def test_any_number_for_a_numeric_key_plans_or_is_refused_in_one_line(key, value):
+    """Hostile numbers found by a machine, not by hand: a plan, or a ConfigError naming the key."""
+    try:
+        (job,) = plan([f"{key}={value}", "run.warmup=2"]).jobs
+    except ConfigError as e:
+        assert key in str(e) and "\n" not in str(e).strip(), str(e)
+        return
+    group, name = key.split(".")
+    got = getattr(getattr(job, group), name)
+    assert got is None or got == "auto" or math.isfinite(float(got))
