@@ -137,6 +137,7 @@ def test_a_budget_below_the_fixed_rounds_is_refused_naming_the_rounds_that_fit(t
         _past_run(ledger, c, 0, _split(0.0, 1.0, 0.5, 0.9), wall_s=2.5)
     est = estimate.of(plan, here=HERE)
     assert est.round_s == pytest.approx(5.0) and est.total_s == pytest.approx(20.0)
+    assert est.rerun_note() == "a round telemetry flags runs again: +5.0 s each, at most verdict.max_reruns=2"
     with pytest.raises(ConfigError) as refused:
         estimate.admit(plan, here=HERE)
     assert str(refused.value) == (

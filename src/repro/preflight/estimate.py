@@ -136,11 +136,12 @@ class Estimate:
         return text + self._budget_note()
 
     def rerun_note(self) -> str | None:
-        """What a round run again costs (telemetry flagged it: runner/sweep.py); never in the estimate."""
+        """What a round run again costs (telemetry flagged it: runner/sweep.py; its first worker
+        starts cold, as a sweep's first does); never in the estimate."""
         if not self.reruns or not self.known:
             return None
         return (f"a round telemetry flags runs again: {'at least ' * bool(self.unknown_jobs)}"
-                f"+{duration(self.round_s)} each, at most verdict.max_reruns={self.reruns}")
+                f"+{duration(self.first_round_s)} each, at most verdict.max_reruns={self.reruns}")
 
     def _budget_note(self) -> str:
         if self.budget_s is None:
