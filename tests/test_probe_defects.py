@@ -162,3 +162,18 @@ def test_any_number_for_a_numeric_key_plans_or_is_refused_in_one_line(key, value
     group, name = key.split(".")
     got = getattr(getattr(job, group), name)
     assert got is None or got == "auto" or math.isfinite(float(got))
+
+
+def test_calibrate_says_its_runs_and_their_wall_before_it_starts(tmp_path):
+    """`calibrate --trials 1000 --repeats 1000` started 2,000,000 runs with no estimate (the estimate
+    itself, from the ledger's past runs, is preflight/estimate.py's: tests/test_sweep_estimate.py)."""
+    from argparse import Namespace
+
+    from repro import calibrate
+
+    p = plan(["framework=jax", "model=mlp", "model.preset=tiny", "run.steps=20", f"ledger.dir={tmp_path}"])
+    assert calibrate.planned(p, Namespace(trials=1000, repeats=1000, auto=False)) == (
+        "calibrate: 1000 trials × 1000 rounds × 2 sides = 2,000,000 runs; no history of this config on this "
+        "hardware: no estimate")
+    assert calibrate.planned(p, Namespace(trials=4, repeats=5, auto=True)).startswith(
+        "calibrate: 4 trials × at most 10 rounds × 2 sides = at most 80 runs")

@@ -91,6 +91,22 @@ def _plan(args):
     return plan
 
 
+def planned(plan, args) -> str:
+    """What calibrate will run and, from the ledger's past runs of the config on this hardware
+    (preflight/estimate.py), about how long: said before its first run."""
+    from repro.preflight import estimate
+
+    rounds = plan.jobs[0].verdict.max_repeats if args.auto else args.repeats
+    runs = 2 * args.trials * rounds
+    what = f"calibrate: {args.trials} trials × {'at most ' if args.auto else ''}{rounds} rounds × 2 sides = " \
+           f"{'at most ' if args.auto else ''}{runs:,} runs"
+    (cost,) = estimate.of(plan).configs[:1]
+    if cost.per_run_s is None:
+        return f"{what}; no history of this config on this hardware: no estimate"
+    return f"{what}, about {estimate.duration(runs * cost.per_run_s)} ({estimate.duration(cost.per_run_s)} a run, " \
+           f"the median of {cost.past} past runs of this config on this hardware)"
+
+
 class Trials(Policy):
     """Calibrate's trials as rounds of the sweep loop: A and B once per round, in random order (AB/BA pairs)."""
 
@@ -172,8 +188,6 @@ def lines(s: dict, host: str) -> list[str]:
 
 
 def run(args) -> int:
-    import signal
-
     from repro.api import plan_session
     from repro.config import ConfigError
     from repro.runner import lifeline, sweep
@@ -184,9 +198,8 @@ def run(args) -> int:
         print(f"repro calibrate: invalid config, nothing was run:\n  {e}", file=sys.stderr)
         return 2
     config, overrides = plan.jobs[0], list(plan.overrides[0])
-    lifeline.forget_interrupt()
-    for sig in (signal.SIGINT, signal.SIGTERM):  # SIGTERM ends calibrate as Ctrl-C does: recorded, closed
-        signal.signal(sig, lifeline.interrupt)
+    print(planned(plan, args), flush=True)
+    lifeline.interrupt_on_signals()  # SIGTERM ends calibrate as Ctrl-C does: recorded, closed
     session = plan_session(plan)
     policy = Trials(config, overrides, args, session)
     if args.loud:
