@@ -7,6 +7,7 @@ are donated, as a production training loop would.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import resource
@@ -54,45 +55,104 @@ def configure(ctx: BuildContext) -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 
-def _initial_model(ctx: BuildContext, build_model, dtype, param_dtype) -> nnx.Module:
-    """run.init=native: Flax's own initialisers from the JAX seed. shared: the model built
-    abstractly (nothing drawn, nothing compiled) and filled with the canonical NumPy draw."""
+def _initial_model(ctx: BuildContext, build_model, dtype, param_dtype, clock: _CompileClock) -> nnx.Module:
+    """run.init=native: Flax's own initialisers from the JAX seed, drawn on the host's CPU device and
+    then placed on the run's device. shared: the model built abstractly (nothing drawn, nothing
+    compiled) and filled with the canonical NumPy draw."""
     def build():
         return build_model(ctx.dims, nnx.Rngs(ctx.seeds["jax"]), dtype=dtype, param_dtype=param_dtype)
 
     if canonical.init_mode(ctx.config) == "shared":
         model = nnx.eval_shape(build)
         return ctx.entry.load_flax_state(model, canonical.draw(ctx.entry.flax_shapes(model), ctx.config.run.seed))
-    # Built under one jit: eager Flax init compiles every parameter shape on its own
-    # (about 1 s each on a small CPU); one traced init compiles once.
-    return nnx.jit(build)()
+    # Built under one jit: eager Flax init compiles every parameter shape on its own (about 1 s
+    # each on a small CPU); one traced init compiles once, for the host's CPU, and its state then
+    # moves to the run's device. On an H200 XLA:GPU took 185 s over transformers' ViT-B/16
+    # initialiser, a program of random draws (154 threefry hashes, each lowered for a GPU as 20
+    # unrolled rounds: 44k operations; benchmarks/jax_init_build.py --hlo); XLA:CPU compiles it in
+    # seconds. On a CPU run the host is the run's device: the same program, the same numbers.
+    host, target = _host_device(), _default_device()
+    with jax.default_device(host), clock.phase("init") as compiled:
+        model = nnx.jit(build)()
+    state = nnx.state(model)
+    ran_on = ", ".join(sorted({_device_name(d) for a in jax.tree_util.tree_leaves(state) for d in a.devices()}))
+    for c in compiled:  # where it ran: where its output lies
+        c["device"] = ran_on
+    if target != host:
+        nnx.update(model, jax.device_put(state, target))
+    return model
+
+
+def _device_name(device) -> str:
+    return f"{device.platform}:{device.id}"
+
+
+def _default_device():
+    """Where JAX runs a computation with no placed inputs: jax_default_device, else the first local device."""
+    device = jax.config.jax_default_device
+    if isinstance(device, str):  # a platform name
+        return jax.local_devices(backend=device)[0]
+    return device or jax.local_devices()[0]
+
+
+def _host_device():
+    """The host's first CPU device; the run's device where JAX was started without its CPU backend."""
+    try:
+        return jax.local_devices(backend="cpu")[0]
+    except RuntimeError:  # JAX_PLATFORMS names no cpu
+        return _default_device()
 
 
 class _CompileClock:
     """XLA's own trace / lower / compile durations while it is open (jax.monitoring's events): the
-    part of a build spent compiling (the jitted parameter init, optimizer init, placement)."""
+    part of a build spent compiling (the jitted parameter init, optimizer init, placement), and
+    each compile on its own: the part of the build it belongs to (`what`), JAX's name of what it
+    compiled (`fun`), its seconds and the device it compiled for (the phase's, where it says one;
+    else the run's default device)."""
 
     EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace_s",
               "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
               "/jax/core/compile/backend_compile_duration": "compile_s"}
 
-    def __enter__(self) -> dict:
+    def __enter__(self) -> _CompileClock:
         self.spent = {"trace_s": 0.0, "lower_s": 0.0, "compile_s": 0.0, "compiles": 0}
+        self.compiled: list[dict] = []
+        self._phase: tuple[str, str | None, list] | None = None
         jax.monitoring.register_event_duration_secs_listener(self._add)
-        return self.spent
+        return self
 
-    def _add(self, event: str, duration: float, **_) -> None:
+    @contextlib.contextmanager
+    def phase(self, what: str, device: str | None = None):
+        """The compiles in this block belong to `what` and compile for `device` (in words; None: the
+        run's default device, or what the caller writes into the entries this yields)."""
+        saved, self._phase = self._phase, (what, device, [])
+        try:
+            yield self._phase[2]
+        finally:
+            self._phase = saved
+
+    def _add(self, event: str, duration: float, fun_name: str = "?", **_) -> None:
         if (key := self.EVENTS.get(event)) is not None:
             self.spent[key] += duration
-            self.spent["compiles"] += key == "compile_s"
+            if key == "compile_s":
+                self.spent["compiles"] += 1
+                what, device, entries = self._phase or ("build", None, [])
+                entry = {"what": what, "fun": fun_name, "compile_s": round(duration, 4),
+                         "device": device or _device_name(_default_device())}
+                self.compiled.append(entry)
+                entries.append(entry)
 
     def __exit__(self, *exc) -> None:
         jax.monitoring.unregister_event_duration_listener(self._add)
 
+    def record(self) -> dict:
+        """results.compile.build: the totals, and each compile with its seconds and device."""
+        return {**{k: round(v, 4) for k, v in self.spent.items()}, "compiled": self.compiled}
+
 
 class JaxWorkload:
     def __init__(self, ctx: BuildContext):
-        with _CompileClock() as self._build_compile:  # results.compile.build: what the build compiled
+        with _CompileClock() as self._clock:  # results.compile.build: what the build compiled, and where
             self._build(ctx)
 
     def _build(self, ctx: BuildContext):
@@ -102,7 +162,7 @@ class JaxWorkload:
         dtype = jnp.dtype(cfg.precision.compute_dtype)
         param_dtype = jnp.dtype(cfg.precision.param_dtype)
         build = hf.build_fn(ctx.entry, cfg.model.impl, "flax")  # model.impl
-        model = _initial_model(ctx, build, dtype, param_dtype)
+        model = _initial_model(ctx, build, dtype, param_dtype, self._clock)
         # In the canonical layout (torch state_dict keys), for native models and the hf ones with a converter.
         self.init_sha256 = canonical.sha256(ctx.entry.flax_state(model)) if hf.hashes_init(cfg) else None
         self.graphdef, params, rest = nnx.split(model, nnx.Param, ...)
@@ -120,9 +180,11 @@ class JaxWorkload:
         else:  # parameters placed per the layout; optimizer state follows them through jit
             layout = cfg.sharding.name
             rep = jax_sharding.replicated(self.mesh)
-            params = jax_sharding.place(params, jax_sharding.shardings_for(layout, self.mesh, params))
-            rest = jax_sharding.place(rest, jax.tree_util.tree_map(lambda _: rep, rest))
-            opt_state = jax.jit(self.tx.init)(params)  # moments follow their parameters
+            with self._clock.phase("placement"):  # slices of each array cut where it lies (XLA compiles them)
+                params = jax_sharding.place(params, jax_sharding.shardings_for(layout, self.mesh, params))
+                rest = jax_sharding.place(rest, jax.tree_util.tree_map(lambda _: rep, rest))
+            with self._clock.phase("optimizer", f"mesh of {self.mesh.devices.size} {self.mesh.devices.flat[0].platform}"):
+                opt_state = jax.jit(self.tx.init)(params)  # moments follow their parameters
             opt_state = jax.tree_util.tree_map(  # scalars (the step count) are replicated over the mesh
                 lambda a: a if len(a.sharding.device_set) > 1 else jax_sharding.place(a, rep), opt_state)
             self.state = (params, rest, opt_state)
@@ -137,7 +199,7 @@ class JaxWorkload:
         self._lowered = None
 
     def _build_compile_info(self) -> dict:
-        return {"build": {k: round(v, 4) for k, v in self._build_compile.items()}}
+        return {"build": self._clock.record()}
 
     # The step functions are pure: state in, state out. The module is rebuilt from the state
     # inside the trace; nnx.value_and_grad differentiates its nnx.Param leaves and carries

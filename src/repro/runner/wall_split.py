@@ -8,7 +8,8 @@ started the worker and when the worker ended. Each part is one of those:
                  ahead imported it before the job: then only its share after the hand-off)
     data         the batches (NumPy, from the data seed or the DVC dataset)
     build        model build and weight placement (initial parameters, optimizer state, batches on the device);
-                 for JAX, `build` beside the parts says how much of it XLA spent tracing and compiling
+                 for JAX, `build` beside the parts says how much of it XLA spent tracing and compiling,
+                 and each compile (`compiled`: what it was for, its seconds, the device it ran on)
     setup        the rest before the measured steps: environment capture, waiting for the parent's
                  side (MLflow's, and the next job's worker getting ready: runner/warm.py)
     first_step   the first step: trace, compile, execute (`first_step_s`, as the closing table's "first")
@@ -76,7 +77,7 @@ def split(events: dict, started_at: float | None, wall_s: float) -> dict | None:
         trace, comp = compile_info.get("trace_lower_s", 0.0), compile_info["compile_s"]
         out["first_step"] = {"trace_lower_s": round(trace, 4), "compile_s": round(comp, 4),
                              "execute_s": round(max(0.0, res["first_step_s"] - trace - comp), 4)}
-    if "build" in parts and (build := compile_info.get("build")):  # JAX: what its build compiled (XLA's own clock)
+    if "build" in parts and (build := compile_info.get("build")):  # JAX: what its build compiled, and where (XLA's clock)
         out["build"] = build
     if wall_s > 0 and out["rest_s"] > REST_SHARE * wall_s:
         out["rest"] = _rest(events, parts, started_at, wall_s)
