@@ -244,3 +244,9 @@ def test_a_look_counts_the_busy_runs_it_used():
     b = V.Side("b", (2.0, 1.99, 2.03, 2.0, 2.01, 1.99), busy=0, rounds=tuple(range(6)), busy_at=(False,) * 6)
     (v,) = V.decide_family([(a, b, "")], V.Plan(sequential=True, max_repeats=6))
     assert v.n_a == 3 and v.busy == 1 and "⚠ 1 of 6 runs measured on a busy machine" in v.text
+
+
+def test_an_interval_past_a_thousand_is_said_so_not_in_300_digits():
+    """Two rounds at Holm's share of alpha gave '99.6 % CI 0.00–1697153879...(300 digits)'."""
+    v = repro.verdict([[1.0], [1.0]], [[1.05], [3.0]], paired=True, alpha=0.001)
+    assert v.interval[1] > 1000 and "–> 1000," in v.text and len(v.text) < 300

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from repro.report import identity
+from repro.report import identity, verdict
 from repro.report.verdict import FASTER, UNFAIR
 
 DETERMINISTIC, FILL = "run.deterministic", "run.fill_uninitialized_memory"
@@ -34,7 +34,7 @@ class Price:
     no_fill: str = ""  # bit-identity without the fill
 
     def cells(self) -> dict[str, str]:
-        ci = f"{self.interval[0]:.2f}–{self.interval[1]:.2f}" if self.interval else "single sample"
+        ci = "–".join(verdict.bound_text(x) for x in self.interval) if self.interval else "single sample"
         return {"model": self.model, "framework": self.framework, "ratio": f"{self.ratio:.2f}",
                 "ci": ci, "outcome": self.outcome, "deterministic": self.deterministic or "one process",
                 "free": self.free or "one process",
@@ -92,7 +92,7 @@ def lines(comparison) -> list[str]:
     out = []
     for p in prices(comparison):
         c = p.cells()
-        interval = f"{p.level:.0%} CI {c['ci']}" if p.interval else c["ci"]
+        interval = f"{100 * p.level:.3g} % CI {c['ci']}" if p.interval else c["ci"]
         line = (f"{p.framework} on {p.model}: deterministic mode costs {c['ratio']}× ({interval}; {p.outcome}); "
                 f"deterministic: {c['deterministic']}; free: {c['free']}")
         if p.no_fill:

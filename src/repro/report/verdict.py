@@ -226,13 +226,19 @@ class Verdict:
         if self.outcome == FASTER:
             clo, chi = self.ci  # type: ignore[misc]
             return (f"{self.faster} is {self.speedup:.2f}× faster than {self.slower}{on} "
-                    f"({pct(self.level)} CI {clo:.2f}–{chi:.2f}, {tail})")
+                    f"({pct(self.level)} CI {bound_text(clo)}–{bound_text(chi)}, {tail})")
         if self.outcome == EQUIVALENT:
             return (f"{self.a} and {self.b} are equivalent within ±{pct(self.band)}{on} (time ratio "
-                    f"{self.b}/{self.a} {self.ratio:.3f}, {pct(self.level)} CI {lo:.3f}–{hi:.3f}, {tail})")
+                    f"{self.b}/{self.a} {self.ratio:.3f}, {pct(self.level)} CI {bound_text(lo, 3)}–{bound_text(hi, 3)}, {tail})")
         more = f"more than {MORE_CAP}" if self.more is None or self.more > MORE_CAP else f"about {self.more}"
         return (f"{self.a} vs {self.b}{on}: cannot tell yet: {more} more repeats each would decide at this "
-                f"noise (time ratio {self.b}/{self.a} {self.ratio:.2f}, {pct(self.level)} CI {lo:.2f}–{hi:.2f}, {tail})")
+                f"noise (time ratio {self.b}/{self.a} {self.ratio:.2f}, {pct(self.level)} CI {bound_text(lo)}–{bound_text(hi)}, {tail})")
+
+
+def bound_text(x: float, digits: int = 2) -> str:
+    """An interval's end as a person reads it: past 1000 (a t at one or two degrees of freedom, Holm's
+    share of alpha) its digits say nothing, and 300-digit numbers broke the terminal's lines."""
+    return f"{x:.{digits}f}" if x <= MORE_CAP else f"> {MORE_CAP}"
 
 
 # ---- the statistics ------------------------------------------------------------------------
