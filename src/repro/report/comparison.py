@@ -315,7 +315,7 @@ def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swe
     table's pairs; looks spent over rounds for run.repeats=auto) by report/verdict.py. A record
     written before the `verdict` config existed gets its verdict recomputed, and the sentence says so.
     Two rows that differ in the framework and in a mode nobody swept are refused (`_unfair`)."""
-    pairs, interleaved, modes, refused = [], [], [], []
+    pairs, refused = [], []  # ((side a, side b, what), the runs, the verdict's fields beside the engine's)
     for key in COMPARED:
         unswept_modes = [k for k in MODE_KEYS if k not in swept and key not in MODE_KEYS]
         others = [k for k in keys if k != key and k not in IN_TITLE and k not in unswept_modes]
@@ -327,24 +327,18 @@ def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swe
                 continue
             what = model + (f" · {rest_a}" if rest_a else "")
             mode_a, mode_b = mode_of(a.records[0]), mode_of(b.records[0])
-            if key in MODE_KEYS:
-                mode_a = mode_b = mode_a if key == "run.fill_uninitialized_memory" else ""  # the axis itself
+            if key in MODE_KEYS:  # the mode is the axis: the fill is compared within deterministic mode
+                mode_a = mode_a if key == "run.fill_uninitialized_memory" else ""
             elif mode_a != mode_b:
                 refused.append(_unfair(a, b, what, mode_a, mode_b))
                 continue
-            pairs.append((_side(name_a, a), _side(name_b, b), what, a.ok + b.ok))
-            interleaved.append(_interleaved(a, b))
-            modes.append((mode_a, key, (a, b)))
+            pairs.append(((_side(name_a, a), _side(name_b, b), what), a.ok + b.ok,
+                          {"interleaved": _interleaved(a, b), "mode": mode_a, "axis": key, "rows": (a, b)}))
     if not pairs:
         return refused
-    records = [r for *_, runs in pairs for r in runs]
-    plan = verdict_plan(records)
-    out = []
-    for v, (*_, runs), inter, (mode, key, two) in zip(verdict.decide_family([p[:3] for p in pairs], plan), pairs,
-                                                      interleaved, modes):
-        out.append(replace(v, interleaved=inter, floor=floor.below(v, runs, ledger_dir), mode=mode, axis=key, rows=two,
-                           recomputed=not any("verdict" in r["config"] for r in runs)))
-    return out + refused
+    decided = verdict.decide_family([p for p, _, _ in pairs], verdict_plan([r for _, runs, _ in pairs for r in runs]))
+    return [replace(v, floor=floor.below(v, runs, ledger_dir), recomputed=not any("verdict" in r["config"] for r in runs),
+                    **fields) for v, (_, runs, fields) in zip(decided, pairs)] + refused
 
 
 def audit_name(record: dict, keys: list[str]) -> str:
