@@ -284,14 +284,17 @@ def _drop_inapplicable(cfg: schema.Config) -> None:
 
 
 def _once(jobs: list, job_overrides: list) -> tuple[list, list]:
-    """The jobs with those equal to an earlier one (the same config hash once `_drop_inapplicable`
-    ran) left out, said on stderr: a sweep never runs one config as two."""
+    """The jobs that `_drop_inapplicable` made equal to an earlier one (the same config hash, and
+    overrides that differ only in a dropped key) left out, said on stderr: such a sweep runs each
+    config once. Jobs equal for any other reason (a key swept over values that hash alike) stay."""
     from repro.config import config_hash
     from repro.config.schema import as_dict
 
+    dropped = "run.fill_uninitialized_memory="
     seen = {}
     for job, overrides in zip(jobs, job_overrides):
-        seen.setdefault(config_hash(as_dict(job)), (job, overrides))
+        rest = tuple(o for o in overrides if not o.lstrip("+~").startswith(dropped))
+        seen.setdefault((config_hash(as_dict(job)), rest) if rest != tuple(overrides) else id(job), (job, overrides))
     if len(seen) < len(jobs):
         print(f"repro: {len(jobs) - len(seen)} of {len(jobs)} jobs are the same config as another once keys that "
               f"do not apply are dropped ({NOT_APPLICABLE}): each config runs once", file=sys.stderr)
