@@ -113,7 +113,7 @@ def test_the_price_per_framework_with_its_interval_bit_identity_and_fill_share()
     assert set(prices) == {"jax", "torch"}
     torch = prices["torch"]
     assert torch.ratio == pytest.approx(1.4) and torch.interval[0] < 1.4 < torch.interval[1]
-    assert torch.outcome == V.FASTER
+    assert torch.outcome == V.FASTER and torch.cells()["outcome"] == "deterministic slower"
     assert torch.fill_share == pytest.approx(math.log(1.4 / 1.1) / math.log(1.4))
     assert torch.deterministic == torch.no_fill == "bit-identical across 5 processes (loss and parameters)"
     assert torch.free.startswith("not bit-identical: 5 distinct loss hashes among 5 processes; the losses first "

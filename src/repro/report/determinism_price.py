@@ -33,10 +33,17 @@ class Price:
     fill_share: float | None = None  # torch: the NaN fill's share of the cost
     no_fill: str = ""  # bit-identity without the fill
 
+    @property
+    def verdict_words(self) -> str:
+        """The verdict as it reads on this axis: which mode is faster, where one is."""
+        if self.outcome != FASTER:
+            return self.outcome
+        return "deterministic slower" if self.ratio > 1 else "deterministic faster"
+
     def cells(self) -> dict[str, str]:
         ci = "–".join(verdict.bound_text(x) for x in self.interval) if self.interval else "single sample"
         return {"model": self.model, "framework": self.framework, "ratio": f"{self.ratio:.2f}",
-                "ci": ci, "outcome": self.outcome, "deterministic": self.deterministic or "one process",
+                "ci": ci, "outcome": self.verdict_words, "deterministic": self.deterministic or "one process",
                 "free": self.free or "one process",
                 "fill": ("—" if self.fill_share is None else f"{self.fill_share:.0%} (point estimate)") if self.no_fill
                 else "not measured",
@@ -93,7 +100,7 @@ def lines(comparison) -> list[str]:
     for p in prices(comparison):
         c = p.cells()
         interval = f"{100 * p.level:.3g} % CI {c['ci']}" if p.interval else c["ci"]
-        line = (f"{p.framework} on {p.model}: deterministic mode costs {c['ratio']}× ({interval}; {p.outcome}); "
+        line = (f"{p.framework} on {p.model}: deterministic mode costs {c['ratio']}× ({interval}; {c['outcome']}); "
                 f"deterministic: {c['deterministic']}; free: {c['free']}")
         if p.no_fill:
             share = f"the NaN fill takes {c['fill']} of it" if p.fill_share is not None else \
