@@ -49,7 +49,7 @@ def test_report_page_and_table(report_sweep):
     folder = _report_dir(proc)
     heads = box.heads()
     page = (folder / "report.md").read_text()
-    assert "## Verdicts" in page and " on mlp/tiny: single sample, no verdict (time ratio " in page
+    assert "## Verdicts" in page and " on mlp/tiny in deterministic mode (run.deterministic=true): single sample, no verdict (time ratio " in page
     assert " faster than " not in page  # one run per side never says "faster"
     assert "python -m repro -m model=mlp run.steps=8 tracking.experiment=reporttest" in page
     assert "framework=jax,torch" in page

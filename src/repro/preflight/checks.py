@@ -156,7 +156,7 @@ def _check_window(run: schema.RunConfig) -> None:
     if isinstance(run.min_steady_s, bool) or not isinstance(run.min_steady_s, (int, float)) or not run.min_steady_s > 0:
         raise ConfigError(f"run.min_steady_s={run.min_steady_s!r} must be > 0 seconds: set run.min_steady_s=1.0, "
                           "the default (or a fixed count: run.steps=N)")
-    if run.min_steady_s >= run.timeout_s:
+    if adaptive(run.steps) and run.min_steady_s >= run.timeout_s:
         raise ConfigError(f"run.min_steady_s={run.min_steady_s!r} is not below run.timeout_s={run.timeout_s:g}: the "
                           "steady window could never end; set run.min_steady_s=1.0, the default")
     least = run.warmup + run.min_steady_steps
