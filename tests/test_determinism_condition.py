@@ -250,3 +250,24 @@ def test_a_cpu_sweep_of_the_mode_prices_it_and_says_what_differs_once(tmp_path):
     assert "deterministic vs free on mlp/tiny · torch:" in out or "free vs deterministic on mlp/tiny · torch:" in out
     assert "price of determinism: torch on mlp/tiny: deterministic mode costs" in out
     assert "torch · deterministic: bit-identical across 2 processes (loss and parameters)" in out
+
+
+def test_runs_whose_measured_steps_overlapped_are_never_interleaved_nor_judged():
+    """submitit_local started four jobs within 6 s on two cores, and the close still said "interleaved,
+    paired over 2 rounds": runs measured at the same time on one host are refused, naming the overlap."""
+    records = _sweep({("jax", False, None): WOBBLE, ("torch", False, None): [1.5 * w for w in WOBBLE]}, ("framework",))
+    for i, r in enumerate(records):  # one after another: round k's two runs at 10k and 10k + 2 s, 1 s each
+        r["machine"] = {"host": "h"}
+        r["wall_split"] = {"window": [10.0 * r["repeat"]["index"] + 2 * (i % 2), 10.0 * r["repeat"]["index"] + 2 * (i % 2) + 1]}
+    (v,) = comparison.build(records).tables[0].verdicts
+    assert v.outcome == V.FASTER and v.interleaved and ", interleaved," in v.text
+    for r in records:  # the same runs, each round's two started together
+        r["wall_split"]["window"] = [10.0 * r["repeat"]["index"], 10.0 * r["repeat"]["index"] + 1]
+    (v,) = comparison.build(records).tables[0].verdicts
+    assert v.outcome == V.UNFAIR and not v.interleaved and "interleaved" not in v.text
+    assert "their measured steps ran at the same time on one host (5 pair(s) of runs overlapped on h" in v.text
+    for r in records:  # on two hosts (two nodes): nothing shared
+        if r["config"]["framework"]["name"] == "torch":
+            r["machine"]["host"] = "other"
+    (v,) = comparison.build(records).tables[0].verdicts
+    assert v.outcome == V.FASTER

@@ -29,6 +29,10 @@ def test_every_record_of_a_cpu_sweep_splits_its_wall(sandbox):
         assert math.isclose(sum(wall["parts"].values()) + wall["rest_s"], h["wall_s"], abs_tol=1e-2)
         assert abs(wall["rest_s"]) <= wall_split.REST_SHARE * h["wall_s"] and "rest" not in wall
         assert all(v >= 0 for v in wall["parts"].values())
+        start, end = wall["window"]  # the measured steps on the host's clock: the runs never overlap
+        assert end - start == pytest.approx(wall["parts"]["first_step"] + wall["parts"]["steady"], abs=2e-3)
+    first_window, second_window = sorted(h["wall_split"]["window"] for h in heads)
+    assert first_window[1] <= second_window[0]
     jax = next(h for h in heads if h["config"]["framework"]["name"] == "jax")
     first = jax["wall_split"]["first_step"]  # JAX's AOT lower / compile, and the execution left over
     assert first["compile_s"] > 0 and first["execute_s"] >= 0
@@ -49,7 +53,7 @@ def test_a_worker_killed_in_its_steps_says_where_the_rest_lies():
               "measure_start": {"event": "measure_start", "at": t0 + 4.2},
               "step": {"event": "step", "step": 40, "at": t0 + 34.2}}
     wall = wall_split.split(events, t0, 60.0)
-    assert wall["parts"] == {"start": 1.5, "setup": 0.2}
+    assert wall["parts"] == {"start": 1.5, "setup": 0.2} and "window" not in wall  # its steps never ended
     assert wall["rest_s"] == pytest.approx(58.3)
     assert wall["rest"] == ("2.5 s of data, framework import and build (not itemised: no result came); "
                             "30.0 s of steps (up to step 40); "

@@ -242,10 +242,30 @@ def _ranked(rows: list[Row], by: str) -> list[Row]:
 
 
 def _interleaved(a: Row, b: Row) -> bool:
-    """Both configs' repeats ran in one sweep (RepeatSweeper and run.repeats=auto interleave them)."""
+    """Both configs' repeats ran in one sweep (RepeatSweeper and run.repeats=auto interleave them),
+    one after another: never where their measured windows overlapped (`overlaps`)."""
     both = a.records + b.records
     return len({(r.get("sweep") or {}).get("id") for r in both}) == 1 and \
-        all((r.get("repeat") or {}).get("count", 1) > 1 for r in both)
+        all((r.get("repeat") or {}).get("count", 1) > 1 for r in both) and not overlaps(a, b)
+
+
+def _window(record: dict) -> tuple[str, float, float] | None:
+    """(host, start, end) of a run's measured steps on the host's clock (wall_split.window), if recorded."""
+    w = (record.get("wall_split") or {}).get("window")
+    return ((record.get("machine") or {}).get("host") or "", w[0], w[1]) if w else None
+
+
+def overlaps(a: Row, b: Row) -> list[tuple[str, str, str]]:
+    """(run of a, run of b, host) whose measured windows overlapped on one host: runs a launcher started
+    at the same time (submitit_local, joblib with n_jobs > 1, two array tasks on one node) share its
+    cores, so neither measured the other's speed."""
+    out = []
+    for x in a.ok:
+        for y in b.ok:
+            wx, wy = _window(x), _window(y)
+            if wx and wy and wx[0] == wy[0] and wx[1] < wy[2] and wy[1] < wx[2]:
+                out.append((x["id"], y["id"], wx[0]))
+    return out
 
 
 # What a verdict compares: two rows that differ in one of these keys and in nothing else swept.
@@ -302,11 +322,11 @@ def mode_of(record: dict) -> str:
     return f"in deterministic mode{fill} (run.deterministic=true)"
 
 
-def _unfair(a: Row, b: Row, what: str, mode_a: str, mode_b: str) -> verdict.Verdict:
-    """A pair measured under different determinism modes that nobody varied: refused, never judged."""
-    return verdict.Verdict(verdict.UNFAIR, a.name, b.name, 1.0, a.n, b.n, what=what, axis="framework", rows=(a, b),
-                           refused=f"{a.name} was measured {mode_a}, {b.name} {mode_b}; compare runs of one mode, or "
-                                   "sweep run.deterministic=true,false to measure its price")
+def _unfair(a: Row, b: Row, what: str, why: str, axis: str = "framework") -> verdict.Verdict:
+    """A pair measured under conditions that make it unfair (different determinism modes nobody
+    varied, measured windows that overlapped): refused, never judged."""
+    return verdict.Verdict(verdict.UNFAIR, a.name, b.name, 1.0, a.n, b.n, what=what, axis=axis, rows=(a, b),
+                           refused=why)
 
 
 def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swept=()) -> list[verdict.Verdict]:
@@ -330,7 +350,14 @@ def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swe
             if key in MODE_KEYS:  # the mode is the axis: the fill is compared within deterministic mode
                 mode_a = mode_a if key == "run.fill_uninitialized_memory" else ""
             elif mode_a != mode_b:
-                refused.append(_unfair(a, b, what, mode_a, mode_b))
+                refused.append(_unfair(a, b, what, f"{a.name} was measured {mode_a}, {b.name} {mode_b}; compare runs "
+                                       "of one mode, or sweep run.deterministic=true,false to measure its price"))
+                continue
+            if found := overlaps(a, b):
+                refused.append(_unfair(a, b, what, f"their measured steps ran at the same time on one host ({len(found)} "
+                                       f"pair(s) of runs overlapped on {found[0][2] or 'one host'}, e.g. "
+                                       f"{found[0][0][:8]} and {found[0][1][:8]}): each slowed the other; run them one "
+                                       "after another (the default launcher), never side by side", key))
                 continue
             pairs.append(((_side(name_a, a), _side(name_b, b), what), a.ok + b.ok,
                           {"interleaved": _interleaved(a, b), "mode": mode_a, "axis": key, "rows": (a, b)}))

@@ -72,6 +72,8 @@ def split(events: dict, started_at: float | None, wall_s: float) -> dict | None:
     parts = {k: round(max(0.0, v), 4) for k, v in parts.items()}
     measured = sum(parts.values())
     out = {"parts": parts, "measured_s": round(measured, 4), "rest_s": round(wall_s - measured, 4)}
+    if start_at is not None and end_at is not None:  # the measured steps on the host's clock (epoch s): what
+        out["window"] = [round(start_at, 3), round(end_at, 3)]  # another run's steps must not overlap
     compile_info = res.get("compile") or {}
     if "first_step" in parts and "compile_s" in compile_info:
         trace, comp = compile_info.get("trace_lower_s", 0.0), compile_info["compile_s"]
