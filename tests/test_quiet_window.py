@@ -242,3 +242,15 @@ def test_a_sibling_process_of_the_run_is_the_runs_own_cpu_not_other_processes(tm
     assert seconds["alone"]["own_cpu_share"] < 0.3 <= seconds["alone"]["other_cpu_share"], seconds
     assert (found["run"]["processes"], found["alone"]["processes"]) == (2, 1)  # the load they make themselves
 
+
+
+def test_the_hypervisors_steal_is_recorded_apart(monkeypatch):
+    """Steal time (/proc/stat's 8th field: another tenant had this core) was read by nothing; it is now
+    a share of its own in every record's `machine`, counted inside other processes' share as before."""
+    start = machine.before()
+    real = machine.after(start, 1)
+    assert 0 <= real["steal_share"] <= real["other_cpu_share"] + 0.01
+    clock = iter([100.0, 100.6])  # 0.6 s stolen over a window of at least MIN_WINDOW_S
+    monkeypatch.setattr(machine, "_steal_s", lambda: next(clock))
+    m = machine.after(machine.before(), 1)
+    assert 0 < m["steal_share"] <= 0.6 / machine.MIN_WINDOW_S

@@ -188,8 +188,14 @@ def repro_cpu_s(start: dict, now: tuple[dict[int, tuple[float, float, str]], flo
     return used
 
 
+def _steal_s() -> float:
+    """CPU seconds the hypervisor gave this VM's CPUs to another tenant since boot (/proc/stat's 8th field
+    of `cpu`; 0 where the platform has none). `_busy_s` counts them among other processes' time."""
+    return getattr(psutil.cpu_times(), "steal", 0.0)
+
+
 def _counters(parent_pid: int | None, run_root: int | None) -> dict:
-    return {"busy_s": _busy_s(), "own_s": _tree_s(_root(run_root)), "ours_s": _tree_s(_root(parent_pid)),
+    return {"busy_s": _busy_s(), "steal_s": _steal_s(), "own_s": _tree_s(_root(run_root)), "ours_s": _tree_s(_root(parent_pid)),
             "t": time.monotonic(), "wall": time.time(), "others": _repro_others(parent_pid)}
 
 
@@ -236,6 +242,8 @@ def after(start: dict, threads: int, processes: int = 1) -> dict:
         "window_s": round(window, 3),
         "window_from": "first step" if base is start else "worker start",
         "other_cpu_share": round(other / window, 3),
+        # of which the hypervisor's steal: another tenant had these cores (in cores over the window)
+        "steal_share": round(max(0.0, _steal_s() - base.get("steal_s", 0.0)) / window, 3),
         "own_cpu_share": round((own_s - base["own_s"]) / window, 3),
         "command_cpu_share": round(command_s / window, 3),
         "repro_cpu_s": round(sum((repro := repro_cpu_s(start, others)).values()), 3),
