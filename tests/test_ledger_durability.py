@@ -355,3 +355,42 @@ def test_verify_split_over_forked_workers_finds_what_one_process_finds(damaged, 
     monkeypatch.setattr(verify, "ProcessPoolExecutor", CountedPool)
     assert Ledger(root).check() == serial and len(serial.problems) == len(DAMAGED) + 1
     assert pools == [(2,)]  # the files really went to two forked workers
+
+
+@pytest.mark.slow
+def test_a_disk_that_fills_during_a_sweep_ends_it_in_one_line(small_fs, tmp_path):
+    """A full disk after the first job: a later job's `started` append ended the sweep in a raw
+    traceback and the announced report was never written. Now: the close, one line, exit 1, what was
+    recorded kept, the rest in the spool for `repro ledger recover`."""
+    import threading
+    import time
+
+    from conftest import Sandbox
+
+    box = Sandbox(tmp_path / "box")
+    box.root.mkdir()
+    ledger = small_fs / "ledger"
+    stop = threading.Event()
+
+    def fill_after_the_first_run():
+        while not stop.is_set():
+            if any(r.get("status") == "ok" for r in Ledger(ledger).heads(kind="run")):
+                _fill(small_fs)
+                return
+            time.sleep(0.05)
+
+    filler = threading.Thread(target=fill_after_the_first_run)
+    filler.start()
+    try:
+        proc = subprocess.run([*box.repro_cmd("-m", "framework=torch", "model=mlp", "model.preset=tiny",
+                                              "run.warmup=2", "run.steps=4,5,6,7")[:-2], f"ledger.dir={ledger}",
+                               "progress.mode=plain"], cwd=box.root, env=box.env(), capture_output=True, text=True,
+                              timeout=600)
+    finally:
+        stop.set()
+        filler.join()
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("repro: the sweep stopped:")]
+    assert "repro ledger recover" in line and "ledger.dir" in line
+    assert any(r["status"] == "ok" for r in Ledger(ledger).heads(kind="run"))  # what was recorded stays

@@ -371,6 +371,7 @@ def _run_experiment(argv: list[str], info_only: bool) -> int:
             return EXIT_CONFIG_ERROR
     from repro.api import admit, plan_session, run_jobs, runs_here
     from repro.config import ConfigError
+    from repro.ledger import LedgerError
 
     if plan is not None:
         try:  # verdict.budget_s against the ledger's estimate; a sweep's first line says its cost
@@ -390,6 +391,11 @@ def _run_experiment(argv: list[str], info_only: bool) -> int:
         except KeyboardInterrupt:  # run_jobs closed the session, interrupted
             _interrupted(len(session.records))
             return 130
+        except LedgerError as e:  # the ledger refused a record (a full disk, read-only): closed, said once
+            print(f"repro: the sweep stopped: {shown(str(e))}; {len(session.records)} job(s) ended before it. A "
+                  "result the ledger could not take stays in its spool: once the ledger can be written, `repro "
+                  "ledger recover` appends it and `repro sync` puts it into MLflow", file=sys.stderr)
+            return EXIT_RUN_FAILED
         return EXIT_RUN_FAILED if session.failed_any else 0
     from repro.app import hydra_main
 
