@@ -177,3 +177,28 @@ def test_calibrate_says_its_runs_and_their_wall_before_it_starts(tmp_path):
         "hardware: no estimate")
     assert calibrate.planned(p, Namespace(trials=4, repeats=5, auto=True)).startswith(
         "calibrate: 4 trials × at most 10 rounds × 2 sides = at most 80 runs")
+
+
+def test_every_shipped_record_plans_for_a_replay_or_is_refused_in_one_line():
+    """A replay of an H100 record on this CPU ran ViT-B/16 at 20 s a step; now a record whose config
+    today's preflight or this machine refuses is refused before any worker starts, in one line."""
+    from pathlib import Path
+
+    from conftest import shipped_ledger
+    from repro import replay
+    from repro.config.schema import from_dict
+    from repro.ledger import Ledger
+
+    root = Path(__file__).resolve().parent.parent
+    found = {"planned": 0, "refused": 0}
+    for ledger in [shipped_ledger(), *sorted((root / "experiments").glob("*/ledger"))]:
+        for record in Ledger(ledger).heads(kind="run"):
+            config = from_dict(record["config"])
+            why = replay.refusal(config)
+            found["refused" if why else "planned"] += 1
+            assert why is None or ("\n" not in why and f"hardware={config.hardware.name}" in why), (record["id"], why)
+            assert replay.refusal(config, as_recorded=True) == why or config.hardware.name != "cpu"
+    from repro import hardware
+
+    assert found["planned"] >= 20, found  # the CPU records plan; on a machine without a GPU the H100 pass's are refused
+    assert found["refused"] >= 40 or hardware.nvidia_gpus(), found

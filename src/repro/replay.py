@@ -194,11 +194,32 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
         config.ledger.dir, config.tracking.uri, config.progress = str(ledger.root), uri, ProgressConfig(mode=progress)
         return config
 
+    for original in originals:  # refused before any worker starts, one line each, as a sweep's preflight would
+        if why := refusal(replayed(original), as_recorded):
+            raise EnvError(f"{original['id']} cannot be replayed here: {why}")
     session = Session.replaying(replayed(originals[0]), originals)  # a replay is named as the run it replays
     policy = Replays(ledger, originals, replayed, session, as_recorded, allow_substitutes)
     sweep.run(session, policy, sweep.order_seed(session.sweep_id))
     _print_groups(policy.console, originals, policy.verdicts)
     return policy.verdicts
+
+
+def refusal(config: Config, as_recorded: bool = False) -> str | None:
+    """Why a recorded config cannot run here (the preflight's checks of today's code, the hardware
+    profile against this machine), or None. As recorded, the recorded code decides what it accepts:
+    only the hardware is checked."""
+    import copy
+
+    from repro.config.schema import ConfigError
+    from repro.preflight import checks
+
+    try:
+        if not as_recorded:
+            checks.check_typed(copy.deepcopy(config))
+        hardware.check_all([config.hardware])
+    except ConfigError as e:
+        return str(e)
+    return None
 
 
 class Replays(Policy):
