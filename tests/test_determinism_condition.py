@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from rich.console import Console
 
 from repro.config.schema import ConfigError
+from repro.ledger import Ledger
 from repro.preflight import plan
 from repro.report import audit, comparison, determinism_price, identity
 from repro.report import verdict as V
@@ -117,7 +118,7 @@ def test_the_price_per_framework_with_its_interval_bit_identity_and_fill_share()
     assert torch.fill_share == pytest.approx(math.log(1.4 / 1.1) / math.log(1.4))
     assert torch.deterministic == torch.no_fill == "bit-identical across 5 processes (loss and parameters)"
     assert torch.free.startswith("not bit-identical: 5 distinct loss hashes among 5 processes; the losses first "
-                                 "differ at step 1")
+                                 "differ at step 2")
     assert prices["jax"].fill_share is None and prices["jax"].ratio == pytest.approx(1.0)
     (line,) = [x for x in determinism_price.lines(c) if x.startswith("torch")]
     assert "deterministic mode costs 1.40×" in line and "the NaN fill takes 72% (point estimate)" in line
@@ -131,7 +132,7 @@ def test_identity_names_the_first_step_where_processes_parted():
     b = _record("b", "torch", 1.0, 1, loss=[2.5, 2.4, 2.31])
     assert identity.of([a]).identical is None and identity.of([a]).text == ""
     found = identity.of([a, b])
-    assert not found.identical and "first differ at step 2 (between runs a and b)" in found.text
+    assert not found.identical and "first differ at step 3 (between runs a and b)" in found.text
     b["results"]["steps"] = 30
     assert "different step counts (20, 30)" in identity.of([a, b]).text
     row = comparison.row([a, _record("c", "torch", 1.0, 1)], "torch", {})
@@ -271,3 +272,22 @@ def test_runs_whose_measured_steps_overlapped_are_never_interleaved_nor_judged()
             r["machine"]["host"] = "other"
     (v,) = comparison.build(records).tables[0].verdicts
     assert v.outcome == V.FASTER
+
+
+@pytest.mark.slow
+def test_a_planted_nondeterminism_is_named_at_its_first_differing_step(tmp_path):
+    """tests/planted: a model whose torch twin adds an unseeded draw from its third training step on. Its
+    repeats under run.deterministic=true are a finding: a warning naming step 3 and the two runs."""
+    from conftest import Sandbox
+
+    box = Sandbox(tmp_path)
+    planted = ROOT / "tests" / "planted"
+    proc = box.run("--config-dir", str(planted / "conf"), "-m", "framework=torch", "model=planted", "run.steps=8",
+                   "run.warmup=2", "run.repeats=2", "verdict.max_reruns=0", PYTHONPATH=str(planted))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    out = " ".join(proc.stdout.split())
+    assert "WARNING: a deterministic config diverged across processes: torch: not bit-identical: 2 distinct loss " \
+           "hashes among 2 processes; the losses first differ at step 3 (between runs " in out
+    (sweep,) = [r for r in Ledger(box.ledger).heads(kind="sweep")]
+    (same,) = sweep["identity"].values()
+    assert same["identical"] is False and same["deterministic"] and "step 3" in same["text"]

@@ -49,9 +49,9 @@ def of(records: list[dict]) -> Identity:
                                                                 _results(r).get("loss") or [])) is not None]
     if not parts:  # the series were not recorded (an older record): the hashes alone
         return Identity(k, False, f"not bit-identical: {len(losses)} distinct loss hashes among {k} processes")
-    step, other = min(parts, key=lambda p: p[0])
+    step, other = min(parts, key=lambda p: p[0])  # counted from 1, as the progress line counts steps
     return Identity(k, False, f"not bit-identical: {len(losses)} distinct loss hashes among {k} processes; "
-                              f"the losses first differ at step {step} (between runs {ref['id'][:8]} and "
+                              f"the losses first differ at step {step + 1} (between runs {ref['id'][:8]} and "
                               f"{other['id'][:8]})")
 
 
