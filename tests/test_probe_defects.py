@@ -202,3 +202,23 @@ def test_every_shipped_record_plans_for_a_replay_or_is_refused_in_one_line():
 
     assert found["planned"] >= 20, found  # the CPU records plan; on a machine without a GPU the H100 pass's are refused
     assert found["refused"] >= 40 or hardware.nvidia_gpus(), found
+
+
+def test_resume_never_reuses_an_attempt_a_rerun_replaced(tmp_path):
+    """run.repeats=auto + run.resume=true after a rerun counted two discarded attempts among its six runs."""
+    from repro.config import config_hash
+    from repro.config.schema import as_dict
+    from repro.ledger import Ledger
+    from repro.runner import resume, seeding
+
+    (config,) = plan(["run.resume=true", "run.steps=5", "run.warmup=2", f"ledger.dir={tmp_path}"]).jobs
+    chash, env = config_hash(as_dict(config)), seeding.worker_env(config)
+    recorded = {"variables": {}, "framework": {"devices": ["cpu"]}}
+    recorded["fingerprint"] = resume.fingerprint_here(env, recorded)
+    ledger = Ledger(tmp_path)
+    base = {"kind": "run", "status": "ok", "config_hash": chash, "environment": recorded}
+    flagged = ledger.append({**base, "repeat": {"index": 0, "count": 3, "group": "s/0"}})
+    again = ledger.append({**base, "repeat": {"index": 0, "count": 3, "group": "s/0", "rerun": 1,
+                                              "replaces": [flagged["id"]]}})
+    assert resume.recorded_ok(config, chash, ledger, env)["id"] == again["id"]
+    assert resume.recorded_ok(config, chash, ledger, env, {again["id"]}) is None  # the flagged attempt: never

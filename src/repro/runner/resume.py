@@ -39,9 +39,13 @@ def recorded_ok(config: Config, chash: str, ledger: Ledger, worker_env: dict[str
     own, once: a record is never one sweep's result twice)."""
     if not config.run.resume or config.framework.python:
         return None
-    for record in reversed(ledger.heads()):
+    heads = ledger.heads()
+    # a round's attempt that a rerun replaced (telemetry flagged it) is no result: never reused
+    # (report/reruns.py `replaced`, which this floor cannot import)
+    replaced = {i for r in heads for i in (r.get("repeat") or {}).get("replaces", ())}
+    for record in reversed(heads):
         env = record.get("environment")
-        if record.get("id") in counted:
+        if record.get("id") in counted or record.get("id") in replaced:
             continue
         if (record.get("kind") == "run" and record.get("status") == "ok" and record.get("config_hash") == chash
                 and env and fingerprint_here(worker_env, env) == env["fingerprint"]):
