@@ -165,9 +165,10 @@ while time.monotonic() < end:  # the data, the framework import, the build: this
     pass
 start = machine.before(None, first)
 time.sleep(float(sys.argv[1]))  # the timed loop
-t = time.monotonic()
+waits = []  # machine.after's one way to wait for its window: time.sleep, counted here instead of timed
+real_sleep, time.sleep = time.sleep, lambda s: (waits.append(s), real_sleep(s))
 record = machine.after(start, 1)
-print(json.dumps({"machine": record, "after_s": time.monotonic() - t}))
+print(json.dumps({"machine": record, "waits": waits}))
 """
 
 
@@ -186,7 +187,7 @@ def test_a_short_loop_reads_other_processes_from_the_worker_start_without_waitin
     short, long = json.loads(short.stdout), json.loads(long.stdout)
     m = short["machine"]
     assert m["window_from"] == "worker start" and m["window_s"] >= machine.MIN_WINDOW_S, m
-    assert short["after_s"] < machine.MIN_WINDOW_S, short  # no wait for the window (reading the counters takes ms)
+    assert short["waits"] == [], short  # no wait for the window: it reaches back to the worker's start
     # the build's CPU is its own, the burner's other: both seen (their size depends on what else
     # shares the machine: a loaded 2-core machine read 0.10 where a quiet one reads near a core)
     assert m["own_cpu_share"] > 0 and m["other_cpu_share"] > 0, m
