@@ -12,6 +12,15 @@ def _job(config, group: str, **fields) -> Job:
     return Job(config, (), "jax", {"repeat": {"group": group, "index": 0}, **fields})
 
 
+def test_two_labels_of_one_config_share_its_count():
+    """calibrate's A/A: labels A and B are one config in two repeat groups; with a count each, a
+    trial's two labels took different steps for its whole life (2 of 6 A/A trials called 'faster')."""
+    (auto,) = plan(["run.steps=auto"]).jobs
+    counts = StepCounts()
+    counts.resolve(_job(auto, "s/0"), _ok("a", 1465))
+    assert counts.take(_job(auto, "s/1")).fields["steps_resolved"] == {"count": 1465, "from": "a"}
+
+
 def _ok(rid: str, steps: int) -> dict:
     return {"id": rid, "status": "ok", "results": {"steps": steps}}
 
@@ -26,7 +35,8 @@ def test_the_first_ok_run_resolves_the_count_for_its_config_only():
     counts.resolve(first, _ok("a", 1465))
     counts.resolve(first, _ok("b", 2000))  # later runs never move it
     assert counts.take(_job(auto, "s/0")).fields["steps_resolved"] == {"count": 1465, "from": "a"}
-    assert "steps_resolved" not in counts.take(_job(auto, "s/1")).fields  # another config: its own
+    (other,) = plan(["run.steps=auto", "run.lr=0.01"]).jobs
+    assert "steps_resolved" not in counts.take(_job(other, "s/1")).fields  # another config: its own
     replayed = _job(auto, "s/0", replay_steps=300)  # a replay takes the count its record took
     assert counts.take(replayed) is replayed
 

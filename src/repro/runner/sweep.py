@@ -182,11 +182,15 @@ class StepCounts:
 
     @staticmethod
     def key(job: Job) -> str | None:
-        """The config the count belongs to (its repeat group), or None: a fixed count, or one run."""
+        """The config the count belongs to (its config hash: calibrate's two labels of one config share
+        it, as an A/A must), or None: a fixed count, a replay's own count, or a run outside rounds."""
+        from repro.config import config_hash
+        from repro.config.schema import as_dict
         from repro.runner.window import adaptive
 
-        group = (job.fields.get("repeat") or {}).get("group")
-        return group if group and adaptive(job.config.run.steps) and "replay_steps" not in job.fields else None
+        if "repeat" not in job.fields or not adaptive(job.config.run.steps) or "replay_steps" in job.fields:
+            return None
+        return config_hash(as_dict(job.config))
 
     def take(self, job: Job) -> Job:
         if (key := self.key(job)) and key in self.resolved:
