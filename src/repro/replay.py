@@ -171,7 +171,8 @@ def provenance(before: dict[str, list], restored: dict | None, workload: bool = 
 
 
 def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, tracking_uri: str | None = None,
-           progress: str = "auto", as_recorded: bool = False, allow_substitutes: bool = False) -> list[dict]:
+           progress: str = "auto", as_recorded: bool = False, allow_substitutes: bool = False,
+           wheelhouse: str | None = None) -> list[dict]:
     from repro.envs import restore
     from repro.runner import sweep
     from repro.session import Session
@@ -183,7 +184,11 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
 
         today = gitinfo.state(paths.repo_root(), ledger.root)
         for original in originals:
-            restore.check(original, ledger.root, today)
+            text = restore.check(original, ledger.root, today)
+            if wheelhouse:  # the pack must hold every wheel, intact: one line before any worker starts
+                from repro.envs import pack
+
+                pack.check(wheelhouse, workload_source.lock_without(text, original), f"record {original['id']}")
             if why := workload_source.refusal(original):  # a model of your package: its source too
                 raise EnvError(why)
     uri = tracking_uri or paths.default_tracking_uri()
@@ -195,21 +200,23 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
         return config
 
     for original in originals:  # refused before any worker starts, one line each, as a sweep's preflight would
-        if why := refusal(replayed(original), as_recorded):
+        if why := refusal(replayed(original), as_recorded, original):
             raise EnvError(f"{original['id']} cannot be replayed here: {why}")
     session = Session.replaying(replayed(originals[0]), originals)  # a replay is named as the run it replays
-    policy = Replays(ledger, originals, replayed, session, as_recorded, allow_substitutes)
+    policy = Replays(ledger, originals, replayed, session, as_recorded, allow_substitutes, wheelhouse)
     sweep.run(session, policy, sweep.order_seed(session.sweep_id))
     _print_groups(policy.console, originals, policy.verdicts)
     return policy.verdicts
 
 
-def refusal(config: Config, as_recorded: bool = False) -> str | None:
+def refusal(config: Config, as_recorded: bool = False, record: dict | None = None) -> str | None:
     """Why a recorded config cannot run here (the preflight's checks of today's code, the hardware
-    profile against this machine), or None. As recorded, the recorded code decides what it accepts:
-    only the hardware is checked."""
+    profile against this machine, and for a plain replay of `record`: a change to what today's code
+    computes for it since it was made, config/changes.py), or None. As recorded, the recorded code
+    decides what it accepts: only the hardware is checked."""
     import copy
 
+    from repro.config import changes
     from repro.config.schema import ConfigError
     from repro.preflight import checks
 
@@ -219,6 +226,11 @@ def refusal(config: Config, as_recorded: bool = False) -> str | None:
         hardware.check_all([config.hardware])
     except ConfigError as e:
         return str(e)
+    if record and not as_recorded and (change := changes.since(record.get("created"), config.framework.name,
+                                                                 config.model.name)):
+        return (f"today's code computes {config.framework.name} {config.model.name} differently since "
+                f"{change.at[:10]} ({change.commit}: {change.what}), after this run was made; replay it in the "
+                f"code and packages it ran with: repro replay {record['id'][:16]} --as-recorded")
     return None
 
 
@@ -230,8 +242,9 @@ class Replays(Policy):
     shuffled = reruns = False
 
     def __init__(self, ledger: Ledger, originals: list[dict], replayed, session, as_recorded: bool,
-                 allow_substitutes: bool):
+                 allow_substitutes: bool, wheelhouse: str | None = None):
         self.ledger, self.originals, self.as_recorded, self.allow_substitutes = ledger, originals, as_recorded, allow_substitutes
+        self.wheelhouse = wheelhouse
         self.console, self.verdicts, self.state = report.console(), [], {}
         self.by_id = {r["id"]: r for r in originals}
         self.jobs = []
@@ -258,7 +271,8 @@ class Replays(Policy):
         then_lock = lock.load(self.ledger.root, then_hash) if then_hash else None
         fields, place = dict(job.fields), None
         if self.as_recorded:
-            restored = restore.restore(original, self.ledger.root, host.git, self.allow_substitutes, log=self.console.print)
+            restored = restore.restore(original, self.ledger.root, host.git, self.allow_substitutes, log=self.console.print,
+                                       wheelhouse=self.wheelhouse)
             git_now, code_now, now_lock, place = restored.git, restored.code, restored.lock_text, restored.place
             fields.update(git=restored.git, code=restored.code)
             place, workload = workload_source.restore(original, place, log=self.console.print)
@@ -321,10 +335,17 @@ def add_parser(sub, common) -> None:
     p.add_argument("--allow-substitutes", action="store_true",
                    help="with --as-recorded: a recorded version no index serves here is replaced by the nearest one, "
                         "and the replay says so")
+    p.add_argument("--wheelhouse", metavar="DIR",
+                   help="with --as-recorded: install the recorded packages from this pack only (`repro env pack`), "
+                        "offline; a missing or changed wheel is refused before any worker starts")
     p.set_defaults(func=run_cli)
 
 
 def run_cli(args) -> int:
+    if args.wheelhouse and not args.as_recorded:
+        print("repro replay: --wheelhouse goes with --as-recorded (a plain replay runs in today's packages and "
+              "installs nothing)", file=sys.stderr)
+        return 2
     if args.allow_substitutes and not args.as_recorded:
         print("repro replay: --allow-substitutes goes with --as-recorded (a plain replay uses today's packages)",
               file=sys.stderr)
@@ -337,7 +358,7 @@ def run_cli(args) -> int:
     lifeline.interrupt_on_signals()  # as a sweep: the replay in progress is recorded interrupted, one line
     try:
         verdicts = replay(args.ledger, args.ids, args.experiment, args.tracking_uri, args.progress,
-                          args.as_recorded, args.allow_substitutes)
+                          args.as_recorded, args.allow_substitutes, args.wheelhouse)
     except (LedgerError, EnvError) as e:
         print(f"repro replay: {e}", file=sys.stderr)
         return 2

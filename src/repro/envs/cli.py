@@ -1,4 +1,5 @@
-"""`repro env list | show HASH | prune`: the cached venvs and worktrees of replays and version sweeps."""
+"""`repro env list | show HASH | prune | pack`: the cached venvs and worktrees of replays and version sweeps,
+and packs of recorded environments for a machine with no index (envs.pack)."""
 
 from __future__ import annotations
 
@@ -116,6 +117,43 @@ def cmd_prune(args) -> int:
     return 0
 
 
+def cmd_pack(args) -> int:
+    """Pack an environment (and its commit) for a target: a wheelhouse folder with its manifest."""
+    from repro import paths
+    from repro.envs import pack
+
+    try:
+        tgt = pack.target(args.python, args.platform)
+        have = pack.read_have(args.have) if args.have else None
+        if args.keep and not args.have:
+            raise pack.PackError("--keep goes with --have (it names distributions the target has at another version)")
+        keep = tuple(lock.normalise(k) for k in args.keep.split(",") if k) if args.keep else ()
+        out = Path(args.out).resolve()
+        repo = paths.repo_root()
+        if args.dvc and not out.is_relative_to(repo):
+            raise pack.PackError(f"--dvc: --out {out} is outside the repository {repo}: DVC tracks folders inside it "
+                                 "(e.g. --out wheelhouses/NAME)")
+        src = pack.source(Path(args.ledger), args.what, repo)
+    except pack.PackError as e:
+        print(f"repro env pack: {e}", file=sys.stderr)
+        return 2
+    try:
+        manifest = pack.make(src, tgt, out, have, keep, repo)
+    except pack.PackError as e:
+        print(f"repro env pack: {e}", file=sys.stderr)
+        return 1
+    print("\n".join(pack.describe(manifest, out)))
+    if args.dvc:
+        import subprocess
+
+        added = subprocess.run([sys.executable, "-m", "dvc", "add", str(out)], cwd=repo, capture_output=True, text=True)
+        if added.returncode:
+            print(f"repro env pack: dvc add {out} failed: {added.stderr.strip()[-400:]}", file=sys.stderr)
+            return 1
+        print(f"dvc: {out.name}.dvc beside it tracks the pack (`dvc push` publishes it with the data)")
+    return 0
+
+
 def days(text: str) -> float:
     """`--older-than`: a positive, finite number of days (-1, 0, nan and inf would remove everything
     or nothing, which `--all` or no prune says plainly)."""
@@ -131,7 +169,7 @@ def days(text: str) -> float:
 
 def add_parser(sub, common) -> None:
     p = sub.add_parser("env", help="the cached venvs and worktrees of replays (--as-recorded) and version sweeps")
-    verbs = p.add_subparsers(dest="verb", required=True, metavar="list|show|prune")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="list|show|prune|pack")
     ls = verbs.add_parser("list", parents=[common], help="cached venvs and worktrees with their sizes")
     ls.add_argument("--sizes", action="store_true", help="also measure uv's own cache (slow on a large one)")
     ls.set_defaults(func=cmd_list)
@@ -144,3 +182,16 @@ def add_parser(sub, common) -> None:
                        help="remove those unused for this many days (by last use)")
     prune.add_argument("--all", action="store_true", help="remove every entry not in use")
     prune.set_defaults(func=cmd_prune)
+    pk = verbs.add_parser("pack", parents=[common], help="an environment and its commit as a wheelhouse folder, to "
+                                                        "install with no index: replay --as-recorded --wheelhouse DIR")
+    pk.add_argument("what", help="a record id, a sweep id, an environment hash (or prefixes), or `current` "
+                                 "(the worker's environment now)")
+    pk.add_argument("--out", required=True, help="the pack's folder (new or empty)")
+    pk.add_argument("--python", help="the target's Python, MAJOR.MINOR (default: this interpreter's)")
+    pk.add_argument("--platform", help="the target's platform tag, e.g. manylinux_2_28_x86_64 (default: this machine)")
+    pk.add_argument("--have", help="the target's `pip list --format=freeze`: what it has at the lock's version is "
+                                   "left out, what it has at another is named (and packed unless --keep)")
+    pk.add_argument("--keep", help="with --have: comma-separated names (or `all`) whose target version stays "
+                                   "(e.g. a GPU build of torch)")
+    pk.add_argument("--dvc", action="store_true", help="`dvc add` the pack (its --out inside the repository)")
+    pk.set_defaults(func=cmd_pack)

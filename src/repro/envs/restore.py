@@ -42,7 +42,8 @@ def check(record: dict, ledger_root: Path, git_today: dict) -> str:
     return text
 
 
-def restore(record: dict, ledger_root: Path, git_today: dict, allow_substitutes: bool, log=print) -> Restored:
+def restore(record: dict, ledger_root: Path, git_today: dict, allow_substitutes: bool, log=print,
+            wheelhouse: Path | None = None) -> Restored:
     from repro import gitinfo
 
     text = check(record, ledger_root, git_today)
@@ -55,11 +56,14 @@ def restore(record: dict, ledger_root: Path, git_today: dict, allow_substitutes:
     src = root / "src"
     from repro.envs import workload_source  # a model of your package restored from git, as repro is
 
-    venv, meta = venvs.ensure(workload_source.lock_without(text, record), bool(allow_substitutes), log=log)
+    venv, meta = venvs.ensure(workload_source.lock_without(text, record), bool(allow_substitutes), log=log,
+                              wheelhouse=wheelhouse)
     log(f"  restored: code {git['commit'][:12]} ({where}); packages {meta['env_hash'][:12]} "
         + ("(cached venv)" if meta["reused"] else f"(venv built in {meta['build_s']:.1f} s)")
         + (f", substitutes {meta['substitutes']}" if meta["substitutes"] else ""))
-    if src_of := meta.get("sources"):
+    if (src_of := meta.get("sources") or {}).get("wheelhouse"):
+        log(f"  package sources: the wheelhouse {src_of['wheelhouse']} only, offline (no index)")
+    elif src_of:
         log("  package sources (pip's configuration, handed to uv): " + pipconf.one_line(src_of))
     restored_git = {k: git.get(k) for k in ("commit", "dirty", "diff_sha256", "changed")}
     now_text = lock.with_pins(text, list(meta["substitutes"].values())) if meta["substitutes"] else text

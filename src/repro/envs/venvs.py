@@ -103,11 +103,20 @@ def nearest(requirement: str) -> str | None:
     return f"{name}=={pick}" if pick else None
 
 
-def ensure(text: str, allow_substitutes: bool | None = None, log=print) -> tuple[Path, dict]:
+def offline(wheelhouse: Path) -> tuple[list[str], dict]:
+    """uv options and environment that install from a pack's wheels alone (envs.pack): no index, no network."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_INDEX", "UV_EXTRA_INDEX", "UV_DEFAULT_INDEX",
+                                                                  "UV_FIND_LINKS"))}
+    return (["--offline", "--no-index", "--find-links", str(Path(wheelhouse).resolve() / "wheels")],
+            {**env, "UV_OFFLINE": "1", "UV_NO_INDEX": "1"})
+
+
+def ensure(text: str, allow_substitutes: bool | None = None, log=print, wheelhouse: Path | None = None) -> tuple[Path, dict]:
     """The venv of lock `text` (built once, then reused) and its info: hash, substitutes, build time, sources.
 
     `allow_substitutes` None: the caller has no --allow-substitutes flag (a run's env.packages), so
-    an unserved version is not told to use one."""
+    an unserved version is not told to use one. `wheelhouse`: install from that pack only, offline
+    (the caller checked that it serves every distribution: envs.pack.check)."""
     digest = lock.env_hash(text)
     venv = path_of(digest)
     cache.hold(venv)  # in use by this process until it exits: `repro env prune` keeps it
@@ -122,7 +131,8 @@ def ensure(text: str, allow_substitutes: bool | None = None, log=print) -> tuple
                            + " (installed from a folder; install them from an index or a wheel to record them exactly)")
         cache.remove(venv)
         start = time.perf_counter()
-        env = {**uv_env(), "UV_PYTHON_DOWNLOADS": "never"}
+        from_args, from_env = offline(wheelhouse) if wheelhouse else (sources(), uv_env())
+        env = {**from_env, "UV_PYTHON_DOWNLOADS": "never"}
         made = subprocess.run([*uv(), "venv", "-q", "--python", _interpreter(parsed["python"]), str(venv)],
                               capture_output=True, text=True, env=env)
         if made.returncode:
@@ -134,14 +144,15 @@ def ensure(text: str, allow_substitutes: bool | None = None, log=print) -> tuple
             req_file = venv / "requirements.lock.txt"
             req_file.write_text("\n".join(requirements.values()) + "\n")
             done = subprocess.run([*uv(), "pip", "install", "-q", "--no-deps", "--python", python_of(venv),
-                                   "-r", str(req_file), *sources()], capture_output=True, text=True, env=env)
+                                   "-r", str(req_file), *from_args], capture_output=True, text=True, env=env)
             if done.returncode == 0:
                 break
             missing = _unserved(done.stderr)
             if why := pipconf.unreachable(done.stderr, pipconf.read()):
                 raise EnvError(why)
-            if not missing:
-                raise EnvError(f"uv could not build the recorded environment: {done.stderr.strip()[-800:]}")
+            if not missing or wheelhouse:
+                raise EnvError(f"uv could not build the recorded environment{f' from {wheelhouse}' if wheelhouse else ''}: "
+                               f"{done.stderr.strip()[-800:]}")
             if not allow_substitutes:
                 raise EnvError(f"cannot be installed here: {', '.join(missing)} (no index or wheel folder serves it): "
                                + ("replay with --allow-substitutes to take the nearest version, marked so"
@@ -159,7 +170,9 @@ def ensure(text: str, allow_substitutes: bool | None = None, log=print) -> tuple
             raise EnvError(f"gave up after {MAX_SUBSTITUTES} substitutions: {substitutes}")
         meta = {"env_hash": digest, "python": parsed["python"], "substitutes": substitutes,
                 "built": time.strftime("%Y-%m-%dT%H:%M:%S"), "build_s": round(time.perf_counter() - start, 2),
-                "packages": len(requirements), "sources": pipconf.describe(pipconf.read())}
+                "packages": len(requirements),
+                "sources": {"wheelhouse": str(Path(wheelhouse).resolve()), "offline": True} if wheelhouse
+                else pipconf.describe(pipconf.read())}
         meta = redact_data(meta)  # an index URL's credentials (PIP_INDEX_URL=https://user:token@...) never reach a file
         (venv / "lock.txt").write_text(text)
         (venv / MARKER).write_text(json.dumps(meta, indent=1))

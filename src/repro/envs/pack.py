@@ -1,0 +1,427 @@
+"""`repro env pack`: a recorded environment and its code, packed for a machine with no index.
+
+A pack is a folder:
+
+    manifest.json   every distribution: name, version, file, sha256, where it came from (the index
+                    or a wheel folder pip is configured with, or built here from an sdist: the sdist,
+                    its sha256 and the command), the target, what the target already had
+    SHA256SUMS      the wheels' sha256 in `sha256sum -c` form (a target without repro checks with it)
+    wheels/         the wheel files, hard links into a content store (`<cache>/wheels/<sha256>/`):
+                    two packs of one lock share their files
+    locks/          the packed locks (`<env_hash>.txt`), so a replay there finds them
+    code.bundle     the recorded commit as a git bundle: `git clone code.bundle DIR` checks it out
+
+pip downloads (`pip download --no-deps --only-binary=:all:`, with `--python-version`/`--platform` for
+another target): uv has no download command, and pip's own configuration (wheel folders, extra
+indexes) serves what this machine's environment was installed from. A replay installs from the pack
+with uv, offline (`venvs.offline`: `--offline --no-index --find-links wheels/`), after `verify` found every file
+the manifest names with its sha256 and every distribution of the lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repro.envs import cache, lock
+from repro.envs.venvs import EnvError
+
+MANIFEST = "manifest.json"
+SUMS = "SHA256SUMS"
+WHEELS = "wheels"
+BUNDLE = "code.bundle"
+# platform tags pip and uv take (PEP 425/600/656 and the macOS and Windows forms)
+PLATFORM = re.compile(r"(manylinux_\d+_\d+|manylinux(1|2010|2014)|musllinux_\d+_\d+|linux|macosx_\d+_\d+)_"
+                      r"(x86_64|i686|aarch64|armv7l|ppc64le|s390x|riscv64|arm64|universal2)|win_amd64|win32|win_arm64")
+PYTHON = re.compile(r"3\.\d{1,2}")
+UNSERVED = re.compile(r"No matching distribution found for (\S+)")
+
+
+class PackError(EnvError):
+    """A pack that cannot be made, or a wheelhouse that does not hold what it should (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    python: str | None = None  # "3.12"; None: this interpreter
+    platform: str | None = None  # "manylinux_2_28_x86_64"; None: this machine
+
+    @property
+    def here(self) -> bool:
+        return self.python is None and self.platform is None
+
+    def pip_args(self) -> list[str]:
+        if self.here:
+            return []
+        out = ["--implementation", "cp"]
+        if self.python:
+            out += ["--python-version", self.python, "--abi", "cp" + self.python.replace(".", "")]
+        return out + (["--platform", self.platform] if self.platform else [])
+
+    def describe(self) -> dict:
+        import platform
+
+        return {"python": self.python or platform.python_version(), "platform": self.platform or "this machine"}
+
+
+def target(python: str | None, plat: str | None) -> Target:
+    if python and not PYTHON.fullmatch(python):
+        raise PackError(f"--python {python!r} is not a Python version: give MAJOR.MINOR, e.g. --python 3.12")
+    if plat and not PLATFORM.fullmatch(plat):
+        raise PackError(f"--platform {plat!r} is not a platform tag pip or uv knows: e.g. manylinux_2_28_x86_64, "
+                        "musllinux_1_2_aarch64, macosx_14_0_arm64, win_amd64")
+    return Target(python, plat)
+
+
+@dataclass
+class Source:
+    label: str  # what was packed: "record 5581cc5c", "sweep ...", "environment 3f2a9c...", "current"
+    locks: dict[str, str]  # env_hash -> lock text
+    commit: str | None = None
+    records: list[dict] = field(default_factory=list)
+
+
+def source(ledger_root: Path, what: str, repo: Path) -> Source:
+    """The locks (and the commit) `what` names: `current`, an environment hash, a sweep id or a record id."""
+    from repro.ledger import Ledger, LedgerError
+
+    if what == "current":
+        from repro import gitinfo
+        from repro.paths import interpreter
+
+        text = lock.of_interpreter(interpreter(None), cache.locks())
+        git = gitinfo.state(repo, Path(ledger_root))
+        return Source("the current worker environment", {lock.env_hash(text): text},
+                      None if git.get("dirty") else git.get("commit"))
+    envs = Path(ledger_root) / "envs"
+    if re.fullmatch(r"[0-9a-f]{6,64}", what) and (found := sorted(envs.glob(f"{what}*.txt"))):
+        if len(found) > 1:
+            raise PackError(f"{what!r} names {len(found)} environments in {envs}: give more of the hash")
+        return Source(f"environment {found[0].stem[:12]}", {found[0].stem: _lock(Path(ledger_root), found[0].stem, what)})
+    ledger = Ledger(ledger_root)
+    runs = ledger.heads(kind="run", sweep=what) if ledger.root.is_dir() else []
+    label = f"sweep {what}"
+    if not runs:
+        try:
+            record = ledger.current(ledger.get(what))
+        except LedgerError:
+            raise PackError(f"{what!r} is no environment hash, sweep or record id in {ledger_root}: "
+                            "`repro ledger list` shows records, `repro env show HASH` an environment; "
+                            "or pack `current`") from None
+        runs, label = [record], f"record {record['id']}"
+    locks = {h: _lock(ledger.root, h, r["id"]) for r in runs if (h := (r.get("environment") or {}).get("env_hash"))}
+    if not locks:
+        raise PackError(f"{label} names no whole environment (environment.env_hash): nothing to pack")
+    commits = {(r.get("git") or {}).get("commit") for r in runs} - {None}
+    dirty = [r["id"] for r in runs if (r.get("git") or {}).get("dirty")]
+    if len(commits) > 1 or dirty:
+        raise PackError(f"{label} ran from " + (f"{len(commits)} commits" if len(commits) > 1 else
+                        f"a dirty tree ({', '.join(dirty[:3])})") + ": pack its records one by one, or a clean one")
+    return Source(label, locks, next(iter(commits), None), runs)
+
+
+def _lock(root: Path, digest: str, who: str) -> str:
+    try:
+        text = lock.load(root, digest, check=True)
+    except lock.EditedLock as e:
+        raise PackError(str(e)) from None
+    if text is None:
+        raise PackError(f"{who}'s environment {digest[:12]} is not in {root / 'envs'}: copy envs/{digest}.txt "
+                        "from the ledger it was recorded in")
+    return text
+
+
+def read_have(path: Path) -> dict[str, str]:
+    """A target's `pip list --format=freeze` (or `pip freeze`): {name: version}."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise PackError(f"--have {path}: {e.strerror}: give the target's `pip list --format=freeze` output") from None
+    out = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if m := re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*(\S+)", line):
+            out[lock.normalise(m.group(1))] = m.group(2)
+        elif m := re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*@\s*(\S+)", line):
+            out[lock.normalise(m.group(1))] = m.group(2)
+        elif line and not line.startswith("-"):
+            raise PackError(f"--have {path}: {line!r} is not a `name==version` line (`pip list --format=freeze`)")
+    return out
+
+
+def requirements(locks: dict[str, str]) -> dict[str, str]:
+    """Every installable line of the locks, `name==version` (or `name @ URL`), without repro itself."""
+    out: dict[str, str] = {}
+    for text in locks.values():
+        for name, line in lock.parse(text)["requirements"].items():
+            if name not in lock.OWN:
+                out[line] = name
+    return out
+
+
+def _pip(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def download(wanted: list[str], tgt: Target, dest: Path, log=print) -> tuple[list[str], list[str]]:
+    """pip download each wanted line's wheel for the target into `dest`: (got, no wheel). pip stops at
+    the first requirement with no wheel: it is set aside and the rest asked for again."""
+    left, unserved = list(wanted), []
+    while left:
+        reqs = dest / ".requirements.txt"
+        reqs.write_text("\n".join(left) + "\n")
+        done = _pip("download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(dest), *tgt.pip_args(),
+                    "-r", str(reqs))
+        reqs.unlink()
+        if done.returncode == 0:
+            return left, unserved
+        m = UNSERVED.search(done.stderr)
+        if not m or m.group(1) not in left:
+            tail = [line for line in done.stderr.splitlines() if line.startswith("ERROR")][-2:] or done.stderr.splitlines()[-2:]
+            raise PackError("pip download failed: " + " ".join(tail))
+        unserved.append(m.group(1))
+        left.remove(m.group(1))
+        log(f"  no wheel of {m.group(1)} for {tgt}; trying its sdist")
+    return left, unserved
+
+
+def build(req: str, tgt: Target, dest: Path) -> tuple[dict | None, str]:
+    """A wheel built here from the sdist of `req`: (how, "") or (None, why not)."""
+    work = Path(tempfile.mkdtemp(prefix="repro-sdist-"))
+    try:
+        got = _pip("download", "-q", "--no-deps", "--no-binary=:all:", "-d", str(work / "sdist"), req)
+        sdists = sorted((work / "sdist").glob("*")) if got.returncode == 0 else []
+        if not sdists:
+            return None, "no wheel and no sdist for the target"
+        sdist = sdists[0]
+        cmd = ["pip", "wheel", "--no-deps", "-w", "OUT", sdist.name]
+        made = _pip(*cmd[1:3], "-w", str(work / "out"), str(sdist))
+        wheels = sorted((work / "out").glob("*.whl")) if made.returncode == 0 else []
+        if not wheels:
+            return None, f"its sdist {sdist.name} does not build: " + (made.stderr.strip().splitlines() or ["?"])[-1]
+        wheel = wheels[0]
+        if not tgt.here and not re.search(r"-py3?\d*(\.py\d+)*-none-any\.whl$", wheel.name):
+            return None, f"its sdist builds {wheel.name} here, a wheel for this machine only, not the target"
+        import platform
+
+        shutil.move(str(wheel), dest / wheel.name)
+        return {"sdist": sdist.name, "sdist_sha256": sha256(sdist),
+                "how": f"{' '.join(cmd)} (pip {_pip('--version').stdout.split()[1]}, Python {platform.python_version()})"}, ""
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def store(path: Path) -> tuple[Path, str]:
+    """The file moved into the content store (`<cache>/wheels/<sha256>/<name>`, once) and its sha256."""
+    digest = sha256(path)
+    kept = cache.root() / "wheels" / digest / path.name
+    if not kept.exists():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, kept) if path.stat().st_dev == kept.parent.stat().st_dev else shutil.copy2(path, kept)
+    return kept, digest
+
+
+def _link(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another filesystem: a copy
+        shutil.copy2(src, dst)
+
+
+def _wheel_name(filename: str) -> tuple[str, str]:
+    name, version = filename.split("-")[:2]
+    return lock.normalise(name), version
+
+
+def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None, keep: tuple[str, ...] = (),
+         repo: Path | None = None, log=print) -> dict:
+    """Write the pack of `src` for `tgt` into `out` (a new or empty folder) and return its manifest."""
+    have = have or {}
+    keep_all = "all" in keep
+    wanted, left_out, differs = [], [], []
+    for line, name in requirements(src.locks).items():
+        version = re.split(r"==| @ ", line, maxsplit=1)[1]
+        if name in have and have[name] == version:
+            left_out.append(line)
+        elif name in have:
+            kept = keep_all or name in keep
+            differs.append({"name": name, "target_has": have[name], "lock": version,
+                            "packed": not kept})
+            (left_out if kept else wanted).append(line)
+        else:
+            wanted.append(line)
+    if out.exists() and any(out.iterdir()):
+        raise PackError(f"--out {out} is not empty: give a new folder (a pack is written once)")
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / WHEELS).mkdir(parents=True)
+    dl = Path(tempfile.mkdtemp(prefix="repro-pack-", dir=cache.root() if cache.root().is_dir() else None))
+    try:
+        log(f"packing {src.label}: {len(wanted)} distributions for Python {tgt.describe()['python']} on "
+            f"{tgt.describe()['platform']}" + (f" ({len(left_out)} left out: the target has them)" if left_out else ""))
+        got, unserved = download(wanted, tgt, dl, log=log)
+        built, refused = {}, []
+        for req in unserved:
+            how, why = build(req, tgt, dl)
+            if how:
+                built[lock.normalise(re.split(r"==| @ ", req)[0])] = how
+            else:
+                refused.append(f"{req} ({why})")
+        if refused:
+            raise PackError(f"cannot be had for Python {tgt.describe()['python']} on {tgt.describe()['platform']}: "
+                            + "; ".join(refused))
+        origin = _origins()
+        dists = []
+        for path in sorted(dl.glob("*")):
+            kept, digest = store(path)
+            _link(kept, tmp / WHEELS / path.name)
+            name, version = _wheel_name(path.name)
+            entry = {"name": name, "version": version, "file": path.name, "sha256": digest,
+                     "bytes": kept.stat().st_size}
+            entry["source"] = {"built": built[name]} if name in built else origin(path.name)
+            dists.append(entry)
+        (tmp / "locks").mkdir()
+        for digest, text in src.locks.items():
+            (tmp / "locks" / f"{digest}.txt").write_text(text)
+        if src.commit and repo:
+            bundle(repo, src.commit, tmp / BUNDLE)
+        manifest = {"what": src.label, "locks": sorted(src.locks), "commit": src.commit,
+                    "records": [r["id"] for r in src.records], "target": tgt.describe(),
+                    "distributions": dists, "left_out": sorted(left_out), "differs": differs,
+                    "code": BUNDLE if src.commit and repo else None,
+                    "bytes": sum(d["bytes"] for d in dists)}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        (tmp / SUMS).write_text("".join(f"{d['sha256']}  {d['file']}\n" for d in dists))
+        if out.exists():
+            out.rmdir()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, out)
+        return manifest
+    finally:
+        shutil.rmtree(dl, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _origins():
+    """file name -> where pip took it from: a wheel folder pip is configured with, else its index."""
+    from repro.envs import pipconf
+
+    folders = [Path(f.removeprefix("file://")) for f in pipconf.read().find_links if "://" not in f or f.startswith("file://")]
+
+    def origin(filename: str) -> dict:
+        for folder in folders:
+            if (folder / filename).is_file():
+                return {"find_links": str(folder)}
+        return {"index": pipconf.read().index_url or pipconf.DEFAULT_INDEX}
+    return origin
+
+
+def bundle(repo: Path, commit: str, dest: Path) -> None:
+    """`commit` and its history as a git bundle whose HEAD is that commit (a bare clone in a temp folder:
+    the checkout's own refs are left alone)."""
+    with tempfile.TemporaryDirectory(prefix="repro-bundle-") as tmp:
+        def git(*args: str, where: str = tmp) -> subprocess.CompletedProcess:
+            return subprocess.run(["git", "-C", where, *args], capture_output=True, text=True)
+
+        if git("clone", "-q", "--bare", "--no-tags", str(repo), tmp, where=str(repo)).returncode \
+                or git("update-ref", "--no-deref", "HEAD", commit).returncode \
+                or (made := git("bundle", "create", str(dest), "HEAD")).returncode:
+            raise PackError(f"commit {commit[:12]} could not be bundled from {repo}: `git fetch` the branch that has it")
+        del made
+
+
+# ---- the other side: checking and installing a pack -------------------------------------------------
+
+def manifest_of(wheelhouse: Path) -> dict:
+    try:
+        return json.loads((Path(wheelhouse) / MANIFEST).read_text())
+    except (OSError, ValueError) as e:
+        raise PackError(f"--wheelhouse {wheelhouse} has no readable {MANIFEST} ({e.__class__.__name__}): "
+                        "give a folder `repro env pack` wrote") from None
+
+
+def verify(wheelhouse: Path) -> dict:
+    """The manifest, once every wheel it names is there with its sha256 and no other file is."""
+    wheelhouse = Path(wheelhouse)
+    manifest = manifest_of(wheelhouse)
+    listed = {d["file"]: d for d in manifest["distributions"]}
+    for f in sorted((wheelhouse / WHEELS).iterdir()) if (wheelhouse / WHEELS).is_dir() else []:
+        if f.name not in listed:
+            raise PackError(f"wheelhouse {wheelhouse}: {f} is not in its manifest; remove it or pack again")
+    for name, d in listed.items():
+        path = wheelhouse / WHEELS / name
+        if not path.is_file():
+            raise PackError(f"wheelhouse {wheelhouse}: {path} is missing (the manifest names it): pack again")
+        if (got := sha256(path)) != d["sha256"]:
+            raise PackError(f"wheelhouse {wheelhouse}: {path} does not match its manifest (sha256 {got[:12]}, "
+                            f"the manifest says {d['sha256'][:12]}): it was changed after packing; pack again")
+    return manifest
+
+
+def missing(manifest: dict, text: str) -> list[str]:
+    """The lock's requirements no wheel of the pack serves."""
+    served = {(d["name"], _version(d["version"])) for d in manifest["distributions"]}
+    out = []
+    for name, line in lock.parse(text)["requirements"].items():
+        if name in lock.OWN:
+            continue
+        if "==" in line and (name, _version(line.split("==", 1)[1].strip())) not in served:
+            out.append(line)
+        elif " @ " in line and not any(d["name"] == name for d in manifest["distributions"]):
+            out.append(line)
+    return out
+
+
+def _version(text: str):
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return text
+
+
+def check(wheelhouse: Path, text: str, who: str) -> None:
+    """PackError, one line, unless the pack is intact and serves every distribution of the lock."""
+    manifest = verify(wheelhouse)
+    if gone := missing(manifest, text):
+        raise PackError(f"{who}: wheelhouse {wheelhouse} has no wheel for {', '.join(gone[:8])}"
+                        + (f" and {len(gone) - 8} more" if len(gone) > 8 else "")
+                        + f" (it packs {manifest.get('what')} for {manifest.get('target')}): pack this record's environment")
+
+
+def describe(manifest: dict, out: Path) -> list[str]:
+    """What a pack holds, as lines: size, counts, the built, the differing, each distribution."""
+    dists = manifest["distributions"]
+    lines = [f"pack {out}: {len(dists)} wheels, {manifest['bytes'] / 2**20:,.1f} MiB, for Python "
+             f"{manifest['target']['python']} on {manifest['target']['platform']} ({manifest['what']})"]
+    if manifest["left_out"]:
+        lines.append(f"  left out (the target has them at these versions): {len(manifest['left_out'])}")
+    for d in manifest["differs"]:
+        lines.append(f"  target has {d['name']} {d['target_has']}, the lock {d['lock']}: "
+                     + ("packed (installs over it)" if d["packed"] else "the target's kept (--keep)"))
+    for d in dists:
+        src = d["source"]
+        where = (f"built from {src['built']['sdist']} ({src['built']['how']})" if "built" in src
+                 else f"from {src.get('find_links') or src.get('index')}")
+        lines.append(f"  {d['name']}=={d['version']}  {d['bytes'] / 2**20:.1f} MiB  {d['sha256'][:12]}  {where}")
+    if manifest.get("code"):
+        lines.append(f"  code: commit {manifest['commit'][:12]} in {out / manifest['code']} "
+                     f"(`git clone {out / manifest['code']} DIR`)")
+    return lines
