@@ -71,6 +71,9 @@ class Target:
 
         return {"python": self.python or platform.python_version(), "platform": self.platform or "this machine"}
 
+    def __str__(self) -> str:
+        return "Python {python} on {platform}".format(**self.describe())
+
 
 def target(python: str | None, plat: str | None) -> Target:
     if python and not PYTHON.fullmatch(python):
@@ -273,8 +276,7 @@ def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None
     (tmp / WHEELS).mkdir(parents=True)
     dl = Path(tempfile.mkdtemp(prefix="repro-pack-", dir=cache.root() if cache.root().is_dir() else None))
     try:
-        log(f"packing {src.label}: {len(wanted)} distributions for Python {tgt.describe()['python']} on "
-            f"{tgt.describe()['platform']}" + (f" ({len(left_out)} left out: the target has them)" if left_out else ""))
+        log(f"packing {src.label}: {len(wanted)} distributions for {tgt}" + (f" ({len(left_out)} left out: the target has them)" if left_out else ""))
         got, unserved = download(wanted, tgt, dl, log=log)
         built, refused = {}, []
         for req in unserved:
@@ -284,8 +286,7 @@ def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None
             else:
                 refused.append(f"{req} ({why})")
         if refused:
-            raise PackError(f"cannot be had for Python {tgt.describe()['python']} on {tgt.describe()['platform']}: "
-                            + "; ".join(refused))
+            raise PackError(f"cannot be had for {tgt}: " + "; ".join(refused))
         origin = _origins()
         dists = []
         for path in sorted(dl.glob("*")):
@@ -319,16 +320,23 @@ def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None
 
 
 def _origins():
-    """file name -> where pip took it from: a wheel folder pip is configured with, else its index."""
+    """file name -> where pip took it from: a wheel folder or a local (file://) index pip is configured with,
+    else its index."""
     from repro.envs import pipconf
 
-    folders = [Path(f.removeprefix("file://")) for f in pipconf.read().find_links if "://" not in f or f.startswith("file://")]
+    conf = pipconf.read()
+    local = lambda urls: [Path(u.removeprefix("file://")) for u in urls if "://" not in u or u.startswith("file://")]  # noqa: E731
+    folders, indexes = local(conf.find_links), local([conf.index_url or "", *conf.extra_index_urls])
 
     def origin(filename: str) -> dict:
         for folder in folders:
             if (folder / filename).is_file():
                 return {"find_links": str(folder)}
-        return {"index": pipconf.read().index_url or pipconf.DEFAULT_INDEX}
+        for index in indexes:
+            page = index / _wheel_name(filename)[0] / "index.html"
+            if page.is_file() and f">{filename}<" in page.read_text(errors="replace"):
+                return {"index": f"file://{index}"}
+        return {"index": conf.index_url or pipconf.DEFAULT_INDEX}
     return origin
 
 
