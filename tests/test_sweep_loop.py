@@ -196,7 +196,7 @@ def test_auto_with_no_comparable_pair_stops_after_one_round_saying_so(sandbox):
 
 
 @pytest.mark.slow
-def test_resumed_auto_sweep_counts_each_recorded_run_once(sandbox):
+def test_resumed_auto_sweep_counts_each_recorded_run_once(sandbox, capsys):
     args = ("-m", "framework=jax,torch", *FAST, "run.repeats=auto", "verdict.max_reruns=0", "run.resume=true")
     first = sandbox.run(*args, "verdict.max_repeats=2")
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
@@ -208,6 +208,24 @@ def test_resumed_auto_sweep_counts_each_recorded_run_once(sandbox):
     assert len(runs) == len(set(runs)), runs  # no record counted twice
     assert second.stdout.count("skipped, already recorded ok") <= 4  # each earlier run reused once at most
     assert "1.00× faster" not in second.stdout and "CI 1.00–1.00" not in second.stdout
+
+    # A sweep that runs nothing (every job resumed) writes its own report, never the earlier sweep's again
+    reports = sandbox.ledger / ".reports"
+    before = {p.parent.name: p.stat().st_mtime_ns for p in reports.glob("*/report.md")}
+    third = sandbox.run("-m", "framework=jax,torch", *FAST, "run.repeats=2", "run.resume=true", "verdict.max_reruns=0")
+    assert third.returncode == 0, third.stdout[-2000:] + third.stderr[-2000:]
+    assert third.stdout.count("skipped, already recorded ok") == 4, third.stdout
+    sweep = max(_records(sandbox.ledger, "sweep"), key=lambda r: r["created"])
+    assert len(sweep["reused"]) == 4 and sweep["identity"]  # the runs it took, and their bit-identity
+    own = sweep["sweep"]["id"]
+    assert own not in before and f".reports/{own}/report.md" in third.stdout.replace("\n", "")
+    assert before and {p.parent.name: p.stat().st_mtime_ns for p in reports.glob("*/report.md")
+                       if p.parent.name in before} == before  # the earlier sweeps' reports untouched
+    from repro.cli import run_subcommand
+
+    out = sandbox.root / "rebuilt"  # from the ledger alone: the runs the sweep took
+    assert run_subcommand(["report", "--sweep", own, "--ledger", str(sandbox.ledger), "--out", str(out)]) == 0
+    assert "(4 runs of sweep " + own in capsys.readouterr().out
 
 
 @pytest.mark.slow

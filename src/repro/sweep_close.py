@@ -53,7 +53,7 @@ def close(session, interrupted: bool) -> list[dict]:
         if session.multirun:  # the loss drift between frameworks, stored with the sweep
             sweep_record = trajectory.store(Ledger(session.ledger_dir), {
                 "id": session.sweep_id, "experiment": session.experiment, "jobs": session.jobs}, records)
-            report_dir = sweep_report.announce(records, report.console())
+            report_dir = sweep_report.announce(records, report.console(), session.sweep_id)
         if not interrupted and not any(r["status"] in NOT_OK for r in records):
             status = "ok"
         _say_snapshot(session)

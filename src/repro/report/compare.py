@@ -29,14 +29,35 @@ def _load(ledger: Ledger, entries: list) -> list[dict]:
 
 def sweep_runs(ledger: Ledger, sweep_id: str) -> list[dict]:
     """The current records of every run of one sweep (an id prefix names it if unique), in job
-    order: the index picks them, only their files are read."""
+    order: the index picks them, only their files are read. A resumed sweep's earlier runs come
+    with them, as the sweep took them (`reused`), even when the sweep ran nothing itself."""
     runs = _run_entries(ledger)
-    ids = sorted({e.sweep for e in runs if str(e.sweep).startswith(sweep_id)})
+    sweeps = [e for e in ledger.head_entries(kind="sweep") if e.sweep]
+    ids = sorted({e.sweep for e in [*runs, *sweeps] if str(e.sweep).startswith(sweep_id)})
     if not ids:
         raise LedgerError(f"no sweep {sweep_id!r} in {ledger.root} (`repro ledger list` shows each run's sweep)")
     if len(ids) > 1:
         raise LedgerError(f"sweep id {sweep_id!r} is ambiguous in {ledger.root}: {', '.join(ids)}")
-    return sorted(_load(ledger, [e for e in runs if e.sweep == ids[0]]), key=lambda r: r["sweep"].get("job", 0))
+    return with_reused(ledger, ids[0], _load(ledger, [e for e in runs if e.sweep == ids[0]]))
+
+
+def with_reused(ledger: Ledger, sweep_id: str, records: list[dict]) -> list[dict]:
+    """`records` (one sweep's own runs) and the earlier runs it took as its own (`run.resume=true`),
+    each as the sweep saw it (runner/job.py `_resumed`): this sweep and its job there (`sweep`), its
+    `repeat` in this sweep, `resumed_from` naming the sweep it ran in; in job order."""
+    own = {r["id"] for r in records}
+    for sweep in ledger.heads(kind="sweep", sweep=sweep_id):
+        for taken in sweep.get("reused") or ():
+            if taken["id"] in own:
+                continue
+            try:
+                done = ledger.get(taken["id"])
+            except LedgerError:  # a record gone from this ledger (a partial copy): the sweep's own runs stand
+                continue
+            own.add(taken["id"])
+            records.append({**done, "resumed_from": taken["resumed_from"], "sweep": taken["sweep"],
+                            **({"repeat": taken["repeat"]} if "repeat" in taken else {})})
+    return sorted(records, key=lambda r: r["sweep"].get("job", 0))
 
 
 def newest_sweep(ledger: Ledger, experiment: str) -> list[dict]:

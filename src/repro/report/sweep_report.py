@@ -15,11 +15,12 @@ from repro.usertext import markup
 PAGE, TABLE = "report.md", "results.csv"
 
 
-def default_dir(records: list[dict], ledger_dir: str) -> Path:
-    """The report folder of the sweep these records are: a resumed sweep's earlier runs (which
-    name the sweep they ran in, `resumed_from`) never point its report at that earlier sweep's."""
+def default_dir(records: list[dict], ledger_dir: str, sweep_id: str | None = None) -> Path:
+    """The report folder of the sweep these records are (`sweep_id`, where the caller knows it): a
+    resumed sweep's earlier runs (which name the sweep they ran in, `resumed_from`) never point its
+    report at that earlier sweep's, even when the sweep ran nothing itself."""
     own = [r for r in records if not r.get("resumed_from")] or records
-    return paths.default_reports_dir(ledger_dir) / own[0]["sweep"]["id"]
+    return paths.default_reports_dir(ledger_dir) / (sweep_id or own[0]["sweep"]["id"])
 
 
 def write(records: list[dict], out: Path, comp: comparison.Comparison | None = None,
@@ -54,13 +55,13 @@ def publish(records: list[dict], console, comp: comparison.Comparison | None = N
     return out
 
 
-def announce(records: list[dict], console) -> Path | None:
-    """The end of a multirun whose report the MLflow projector writes (tracking/projector.py),
-    after the command returns: where it will be, said now."""
+def announce(records: list[dict], console, sweep_id: str) -> Path | None:
+    """The end of the multirun `sweep_id`, whose report the MLflow projector writes
+    (tracking/projector.py) after the command returns: where it will be, said now."""
     runs = [r for r in records if r.get("kind") == "run"]
     if not runs:
         return None
-    out = default_dir(runs, runs[0]["config"]["ledger"]["dir"])
+    out = default_dir(runs, runs[0]["config"]["ledger"]["dir"], sweep_id)
     console.print(f"report: {markup(out / PAGE)} (being written in the background; ready when the projector ends)")
     return out
 

@@ -91,14 +91,18 @@ def cells(records: list[dict]) -> dict[str, str]:
 
 
 def store(ledger, sweep: dict, records: list[dict]) -> dict | None:
-    """A multirun sweep's agreements and each config's bit-identity across its processes
-    (report/identity.py) as a ledger record (kind "sweep"); None when there is neither."""
+    """A multirun sweep's agreements, each config's bit-identity across its processes
+    (report/identity.py) and the earlier runs it took as its own (`run.resume=true`: `reused`, read
+    back by report/compare.py `sweep_runs`) as a ledger record (kind "sweep"); None when there is none."""
     from repro.report import identity
 
     found, same = agreements(records), identity.by_config(records)
-    if not found and not same:
+    reused = [{"id": r["id"], "resumed_from": r["resumed_from"], "sweep": r["sweep"],
+               **({"repeat": r["repeat"]} if r.get("repeat") else {})} for r in records if r.get("resumed_from")]
+    if not found and not same and not reused:
         return None
-    return ledger.append({"kind": "sweep", "status": "ok", "sweep": sweep, "trajectory": found, "identity": same})
+    return ledger.append({"kind": "sweep", "status": "ok", "sweep": sweep, "trajectory": found, "identity": same,
+                          **({"reused": reused} if reused else {})})
 
 
 def log_parent(tracker, run_id: str, record: dict) -> None:

@@ -135,10 +135,11 @@ def run_job(config: Config, host: JobHost, job: int, overrides: list[str], extra
 
 def _resumed(run: _Run, done: dict, extra: dict | None) -> dict:
     """`run.resume=true`: the job's result is already recorded ok on this environment. The sweep
-    counts that record once (by id), as this job: in this sweep's view it carries this job's
-    `repeat` and names the sweep it came from (`resumed_from`); the ledger keeps it as it was."""
+    counts that record once (by id), as this job: in this sweep's view it carries this sweep and
+    job (`sweep`), this job's `repeat`, and names the sweep it came from (`resumed_from`); the ledger
+    keeps it as it was, and the sweep's record lists it (report/trajectory.py `store`)."""
     terminal().print(f"resume: {markup(run.name)} skipped, already recorded ok on this environment (ledger {done['id']})")
-    view = {**done, "resumed_from": (done.get("sweep") or {}).get("id")}
+    view = {**done, "resumed_from": (done.get("sweep") or {}).get("id"), "sweep": run.host.sweep_info(run.job)}
     if extra and "repeat" in extra:
         view["repeat"] = extra["repeat"]
     run.host.finished(view)

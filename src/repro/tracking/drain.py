@@ -118,11 +118,13 @@ def write_reports(ledger: Ledger, pending: list[tuple[Path, dict]]) -> None:
     """The report folders the sessions announced, before (and whatever becomes of) MLflow; a
     report that fails is said once in the log and left to `repro report --sweep ID`."""
     from repro.report import sweep_report
+    from repro.report.compare import with_reused
 
     for entry, data in pending:
         if data["kind"] != "sweep" or not data.get("write_report"):
             continue
-        records = _sweep_records(ledger, data["id"])
+        # a resumed sweep's report holds the earlier runs it took too; its MLflow parent only its own
+        records = with_reused(ledger, data["id"], _sweep_records(ledger, data["id"]))
         try:
             if records:
                 with handoff.quiet_turn():  # matplotlib's figures: seconds of CPU
