@@ -200,7 +200,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
         return config
 
     for original in originals:  # refused before any worker starts, one line each, as a sweep's preflight would
-        if why := refusal(replayed(original), as_recorded):
+        if why := refusal(replayed(original), as_recorded, original):
             raise EnvError(f"{original['id']} cannot be replayed here: {why}")
     session = Session.replaying(replayed(originals[0]), originals)  # a replay is named as the run it replays
     policy = Replays(ledger, originals, replayed, session, as_recorded, allow_substitutes, wheelhouse)
@@ -209,12 +209,14 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
     return policy.verdicts
 
 
-def refusal(config: Config, as_recorded: bool = False) -> str | None:
+def refusal(config: Config, as_recorded: bool = False, record: dict | None = None) -> str | None:
     """Why a recorded config cannot run here (the preflight's checks of today's code, the hardware
-    profile against this machine), or None. As recorded, the recorded code decides what it accepts:
-    only the hardware is checked."""
+    profile against this machine, and for a plain replay of `record`: a change to what today's code
+    computes for it since it was made, config/changes.py), or None. As recorded, the recorded code
+    decides what it accepts: only the hardware is checked."""
     import copy
 
+    from repro.config import changes
     from repro.config.schema import ConfigError
     from repro.preflight import checks
 
@@ -224,6 +226,11 @@ def refusal(config: Config, as_recorded: bool = False) -> str | None:
         hardware.check_all([config.hardware])
     except ConfigError as e:
         return str(e)
+    if record and not as_recorded and (change := changes.since(record.get("created"), config.framework.name,
+                                                                 config.model.name)):
+        return (f"today's code computes {config.framework.name} {config.model.name} differently since "
+                f"{change.at[:10]} ({change.commit}: {change.what}), after this run was made; replay it in the "
+                f"code and packages it ran with: repro replay {record['id'][:16]} --as-recorded")
     return None
 
 
