@@ -104,6 +104,25 @@ def test_a_config_dirs_fingerprint_reads_its_config_files_only(tmp_path):
     assert search.fingerprint(args) != before
 
 
+def test_a_model_removed_from_a_folder_outside_site_packages_changes_the_compose_key(tmp_path, monkeypatch):
+    """A removed entry-point model ran from a stale compose cache: its distribution lived on a sys.path
+    folder the key did not look at (PYTHONPATH, a wheel unpacked by hand)."""
+    import shutil
+    import sys
+
+    from repro.preflight import search
+
+    dist = tmp_path / "mine_models-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mine-models\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[repro.models]\nmine = mine_models:conf\n")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path)])
+    installed = search.fingerprint([])
+    assert search.fingerprint([]) == installed  # the key is stable while nothing changes
+    shutil.rmtree(dist)
+    assert search.fingerprint([]) != installed
+
+
 def test_the_compose_cache_keeps_no_credential_and_trusts_no_edited_entry(tmp_path, monkeypatch):
     """A quoted credentialed override was stored in plain text, mode 0644; a well-formed but wrong entry
     was used silently, and `configs: []` gave an IndexError traceback."""

@@ -111,14 +111,27 @@ def fingerprint(args: Sequence[str]) -> bytes:
                 if path.is_file() and "__pycache__" not in path.parts:
                     h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
     # Installed entry points change only when a distribution is installed or removed, which changes
-    # its site folder's mtime: stat'ing sys.path's folders costs microseconds, reading every
-    # distribution's entry points ~0.2 s (done only when Hydra composes).
-    for folder in (p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages"))):
+    # the mtime of the sys.path folder that holds its metadata: stat'ing those folders costs
+    # microseconds, reading every distribution's entry points ~0.2 s (done only when Hydra composes).
+    for folder in filter(_holds_distributions, sys.path):
         try:
             h.update(f"{folder}:{os.stat(folder or '.').st_mtime_ns}\0".encode())
         except OSError:
             pass
     return h.digest()
+
+
+def _holds_distributions(folder: str) -> bool:
+    """A sys.path folder where an installed distribution's metadata (and so its entry points) can
+    live: site- or dist-packages, or any other folder holding a *.dist-info or *.egg-info (PYTHONPATH,
+    a wheel unpacked by hand): a model removed from one of those must not run from a stale cache."""
+    if folder.rstrip("/").endswith(("site-packages", "dist-packages")):
+        return True
+    try:
+        with os.scandir(folder or ".") as entries:
+            return any(e.name.endswith((".dist-info", ".egg-info")) for e in entries)
+    except OSError:
+        return False
 
 
 def shadowing(args: Sequence[str]) -> dict[str, Path]:
