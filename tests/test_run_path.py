@@ -1,6 +1,6 @@
 """End to end through the real CLI, real MLflow (sqlite), real worker processes.
 
-The quickstart sweep runs once per session (about two minutes on 2 cores) with secrets
+The quickstart sweep (one round of it) runs once per session (under a minute on 2 cores) with secrets
 planted in its environment; several tests read what it recorded.
 """
 
@@ -24,7 +24,8 @@ SECRETS = {"HF_TOKEN": "abc123-hf-secret-value", "AWS_SECRET_ACCESS_KEY": "wJalr
 @pytest.fixture(scope="module")
 def quickstart(tmp_path_factory) -> tuple[Sandbox, subprocess.CompletedProcess]:
     box = Sandbox(tmp_path_factory.mktemp("quickstart"))
-    proc = box.run("+exp=quickstart", "run.steps=15", timeout=900, **SECRETS)  # the path, not the step count: short
+    # the path, not the step count or the repeats (test_sweep_loop.py runs those): short, one round
+    proc = box.run("+exp=quickstart", "run.steps=15", "run.repeats=1", timeout=900, **SECRETS)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return box, proc
 
@@ -35,9 +36,9 @@ def test_quickstart_parent_children_records_table(quickstart):
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     heads = box.heads()
-    # {jax, torch} × {mlp, vit} × 3 repeats; a round telemetry flagged ran again (runner/sweep.py),
+    # {jax, torch} × {mlp, vit}, one round; a round telemetry flagged ran again (runner/sweep.py),
     # its first runs kept in the ledger and MLflow, left out of every view (report/reruns.py)
-    assert len(reruns.kept(heads)) == 12 and all(h["status"] == "ok" for h in heads)
+    assert len(reruns.kept(heads)) == 4 and all(h["status"] == "ok" for h in heads)
     assert len(parents) == 1 and len(children) == len(heads)
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     assert all(c.info.status == "FINISHED" for c in children)
