@@ -148,6 +148,38 @@ def test_the_checks_see_a_climb_and_a_circle():
     assert sorted(circles(edges)) == [["repro.flat", "repro.hashing"], ["repro.ledger.probe", "repro.report.comparison"]]
 
 
+def _host_reads(source: str) -> set[str]:
+    """The attributes `source` reads of a sweep's host: `host.X`, `self.host.X`."""
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute):
+            owner = node.value
+            if isinstance(owner, ast.Name) and owner.id == "host":
+                out.add(node.attr)
+            elif isinstance(owner, ast.Attribute) and owner.attr == "host":
+                out.add(node.attr)
+    return out
+
+
+def test_the_sweep_host_declares_everything_its_jobs_and_policies_read():
+    """runner/host.py's JobHost is the whole of what a job and a policy may ask of their sweep, typed
+    (no Any), and the Session (session.py) provides every name of it."""
+    from repro.runner.host import JobHost
+
+    declared = set(JobHost.__annotations__) | {n for n in vars(JobHost) if not n.startswith("_")}
+    readers = ("repeats.py", "calibrate.py", "replay.py", "runner/sweep.py", "runner/job.py")
+    read = set().union(*(_host_reads((SRC / name).read_text()) for name in readers))
+    assert read and read <= declared, sorted(read - declared)
+    host = (SRC / "runner" / "host.py").read_text()
+    assert "Any" not in {n.id for n in ast.walk(ast.parse(host)) if isinstance(n, ast.Name)}
+    session = ast.parse((SRC / "session.py").read_text())
+    provided = {t.attr for n in ast.walk(session) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                for t in (t.elts if isinstance(t, ast.Tuple) else [t]) if isinstance(t, ast.Attribute)}
+    provided |= {n.name for n in ast.walk(session) if isinstance(n, ast.FunctionDef)}
+    assert declared - provided == set(), sorted(declared - provided)
+
+
 if __name__ == "__main__":
     edges = source_graph()
     room_edges = rooms(edges)

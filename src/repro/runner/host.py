@@ -10,20 +10,48 @@ run jobs through the same loop.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from repro.config.schema import Config
+    from repro.runner.warm import WarmStart
+
+
+class Progress(Protocol):
+    """The live progress of a sweep's jobs (report/progress.py `Display`, a floor above: named by
+    what the run path calls, not imported)."""
+
+    def expect(self, jobs: int) -> None: ...
+
+    def job_started(self, job: int, label: str, steps: int | str) -> None: ...
+
+    def event(self, job: int, event: dict) -> None: ...
+
+    def job_finished(self, job: int, record: dict, in_ledger: bool = True) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @runtime_checkable
 class JobHost(Protocol):
+    """Everything a job (runner/job.py) and a policy of the sweep loop (runner/sweep.py, repeats.py,
+    calibrate.py, replay.py) read of their sweep."""
+
+    sweep_id: str  # the sweep's id, in every record's `sweep` block
+    experiment: str  # its MLflow experiment (tracking.experiment)
+    ledger_dir: str  # the ledger its records go to
     git: dict  # the sweep's git state, in every record
     code: dict  # the code its jobs run (src sha256, snapshot id)
     records: list[dict]  # what its jobs recorded so far, in the order they ended
-    beside: Any  # a projector the measured steps ran beside (waited for, in vain), or None
-    display: Any  # report.progress.Display: the live progress of the sweep's jobs
-    warm: Any  # runner.warm.WarmStart: the next job's worker, started while this one ends
+    beside: dict | None  # a projector the measured steps ran beside (waited for, in vain)
+    display: Progress  # the live progress of the sweep's jobs
+    warm: WarmStart  # the next job's worker, started while this one ends
 
     def sweep_info(self, job: int) -> dict:
         """The record's `sweep` block for job number `job`."""
+
+    def run_name(self, config: Config | dict, overrides: list[str]) -> str:
+        """A job's name, as the comparison will call it (what its overrides vary)."""
 
     def prepare_tracking(self, config) -> None:
         """Run while a worker starts, before its measured steps may begin."""
