@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 
 from repro.ledger import Ledger
-from repro.runner.sweep import Job, Policy
+from repro.runner.sweep import Job, Policy, repeat_field
 
 KIND = "repeats"
 DECIDED = "every pair decided"
@@ -58,8 +58,7 @@ class Auto(Policy):
 
     def round(self, k: int) -> list[Job]:
         return [Job(config, tuple(overrides), self.name(config, overrides),
-                    {"repeat": {"index": k, "count": self.max_rounds, "group": f"{self.sweep_id}/{c}",
-                                "auto": self.auto}})
+                    {"repeat": repeat_field(k, self.max_rounds, f"{self.sweep_id}/{c}", auto=self.auto)})
                 for c, (config, overrides) in enumerate(self.configs)]
 
     def more(self, k: int, host) -> bool:

@@ -103,10 +103,11 @@ def order(n: int, seed: int | None, k: int, crossover: bool = True, second: bool
     return positions
 
 
-def repeat_field(k: int, count: int, group: str, position: int, seed: int, **more) -> dict:
-    """A repeated job's `repeat` field: its round, the rounds planned, its config's group, its
-    position in the round and the seed the round's order came from."""
-    return {"index": k, "count": count, "group": group, "position": position, "order_seed": seed, **more}
+def repeat_field(k: int, count: int, group: str, **more) -> dict:
+    """A repeated job's `repeat` field, built here alone: its round, the rounds planned, its config's
+    group, and what its policy adds (auto's plan). The loop adds its position in the round and the
+    seed the round's order came from (`_positioned`), and a rerun's attempt and the runs it replaces."""
+    return {"index": k, "count": count, "group": group, **more}
 
 
 def hydra_order(jobs: Sequence, repeats: int, seed: int) -> list:
@@ -121,7 +122,8 @@ def hydra_repeat(job: int, configs: int, repeats: int, sweep_id: str) -> dict:
     """The `repeat` field of job number `job` in `hydra_order`'s list."""
     seed = order_seed(sweep_id)
     k, position = divmod(job, configs)
-    return repeat_field(k, repeats, f"{sweep_id}/{order(configs, seed, k)[position]}", position, seed)
+    return repeat_field(k, repeats, f"{sweep_id}/{order(configs, seed, k)[position]}", position=position,
+                        order_seed=seed)
 
 
 class Fixed(Policy):
@@ -135,8 +137,7 @@ class Fixed(Policy):
     def round(self, k: int) -> list[Job]:
         out = []
         for c, (config, overrides) in enumerate(self.configs):
-            fields = {"repeat": {"index": k, "count": self.max_rounds, "group": f"{self.sweep_id}/{c}"}} \
-                if self.max_rounds > 1 else {}
+            fields = {"repeat": repeat_field(k, self.max_rounds, f"{self.sweep_id}/{c}")} if self.max_rounds > 1 else {}
             out.append(Job(config, tuple(overrides), self.name(config, overrides), fields))
         return out
 
