@@ -25,17 +25,18 @@ def box(sandbox):
     return sandbox
 
 
-def _replay(box, *ids: str):
+def _replay(box, *args: str):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "repro", "replay", *ids, "--ledger", str(box.ledger),
-                           "--tracking-uri", box.uri, "--progress", "plain"], cwd=box.root, env=box.env(),
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "repro", "replay", *args, "--ledger", str(box.ledger),
+                           "--tracking-uri", box.uri, "--progress", "plain"], cwd=box.root,
+                          env=box.env(REPRO_ENV_CACHE=str(box.root / "env-cache")), capture_output=True, text=True,
+                          timeout=600)
 
 
 @pytest.mark.slow
-def test_a_record_made_before_a_change_is_refused_before_any_worker_and_one_that_is_not_replays(box):
+def test_a_record_made_before_a_change_is_refused_plainly_and_replays_exact_as_recorded(box):
     count = len(Ledger(box.ledger).entries())
     refused = _replay(box, MADE_BEFORE_A_CHANGE, STILL_THE_SAME)
     assert refused.returncode == 2, refused.stdout[-2000:] + refused.stderr[-2000:]
@@ -49,3 +50,13 @@ def test_a_record_made_before_a_change_is_refused_before_any_worker_and_one_that
     assert same.returncode == 0, same.stdout[-2000:] + same.stderr[-2000:]
     (verdict,) = [r for r in Ledger(box.ledger).heads(kind="replay") if r["of"] == STILL_THE_SAME]
     assert verdict["status"] == "exact", verdict["reasons"]
+
+    # the fix the refusal names: its own commit (a worktree), in this environment: the 12 versions the record
+    # names are the ones .ci/constraints.txt pins (a bump there makes this a one-line refusal naming them)
+    restored = _replay(box, MADE_BEFORE_A_CHANGE, "--as-recorded")
+    assert restored.returncode == 0, restored.stdout[-2000:] + restored.stderr[-2000:]
+    assert "packages: this environment's (the record predates whole-environment locks; the 12 versions it names " \
+           "are all as here)" in restored.stdout
+    (verdict,) = [r for r in Ledger(box.ledger).heads(kind="replay") if r["of"] == MADE_BEFORE_A_CHANGE]
+    assert verdict["status"] == "exact", verdict["reasons"]
+    assert "code restored, packages same" in verdict["reasons"][-1]

@@ -165,6 +165,8 @@ def provenance(before: dict[str, list], restored: dict | None, workload: bool = 
     if restored:
         out["code"] = "restored" if "code" not in before else "differs"
         out["packages"] = ("substituted" if restored["substitutes"] else "restored") if not packages else "differs"
+        if restored.get("packages_from"):  # a record from before locks, in this environment: nothing was rebuilt
+            out["packages"] = "same" if not packages else "differs"
     if workload:  # --as-recorded restored it (workload_source.restore) or refused before anything ran
         out["workload"] = "restored" if restored else ("differs" if "workload" in before else "same")
     return out
@@ -185,6 +187,9 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
         today = gitinfo.state(paths.repo_root(), ledger.root)
         for original in originals:
             text = restore.check(original, ledger.root, today)
+            if wheelhouse and text is None:
+                raise EnvError(f"record {original['id']} predates whole-environment locks: a wheelhouse has nothing "
+                               "to install for it (it runs in this environment); replay it without --wheelhouse")
             if wheelhouse:  # the pack must hold every wheel, intact: one line before any worker starts
                 from repro.envs import pack
 
