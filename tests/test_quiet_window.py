@@ -154,6 +154,19 @@ def test_a_real_run_records_its_window(sandbox):
     # the parent waited on its pipe (projectors of other commands on a shared machine are theirs to count)
     assert 0 <= machine["repro_cpu_parts_s"]["command"] < 0.1 and machine["repro_cpu_s"] >= 0, machine
     assert ("pinned" in machine) == (pinning.split(os.sched_getaffinity(0)) is not None)
+    # where the process ran and its memory, read at the window's ends (runner/machine.py)
+    place = machine["placement"]
+    assert place["threads_ran"] >= 1 and place["migrations"] >= 0 and place["source"] in ("sched", "stat")
+    assert place["cpus"] and set(place["cpus"]) <= set(range(machine["cores"])), place
+    assert machine["page_faults"]["minor"] >= 0 and machine["page_faults"]["major"] >= 0
+    assert machine["anon_huge_pages_kb"] is None or machine["anon_huge_pages_kb"] >= 0
+    assert machine["thp_enabled"] in (None, "always", "madvise", "never")
+    # its canary, before the window, on an empty history: recorded, not judged, and said (runner/canary.py)
+    canary = record["canary"]
+    assert canary["seconds"] > 0 and canary["framework"] == "jax" and canary["repeats"] == 5
+    assert canary["slow"] is None and canary["history"] == 0 and canary["threshold_s"] is None
+    said = f"jax, {canary['threads']} threads: canary history 0 of 5 on this host: no run flagged (building it)"
+    assert said in proc.stdout + proc.stderr
 
 
 SHORT_LOOP_CHILD = """

@@ -52,6 +52,16 @@ def counts(backend: str) -> dict[str, int]:
     return {}
 
 
+def snapshot() -> Counter:
+    """JAX's counts now, to be put back (`restore`) after work that is not the run's (backends/canary.py)."""
+    return _jax_counts.copy()
+
+
+def restore(counts: Counter) -> None:
+    _jax_counts.clear()
+    _jax_counts.update(counts)
+
+
 def torch_counts() -> dict[str, int]:
     """Inductor's FX-graph cache and AOTAutograd's cache, hits and misses (0 where nothing compiled:
     a run that never imported dynamo compiled nothing, and importing it to ask costs an eager run ~1.4 s)."""

@@ -57,7 +57,7 @@ SCHEMA: dict = {
             "step_time_s": {"type": "array", "items": {"type": "number"}}}},
         "environment": {"type": "object", "properties": {"env_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}},
         **{key: _OBJECT for key in ("config", "git", "code", "data", "seeds", "effective",
-                                    "mlflow", "cluster", "sweep", "machine")},
+                                    "mlflow", "cluster", "sweep", "machine", "canary")},
     },
 }
 

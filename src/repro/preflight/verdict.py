@@ -7,6 +7,7 @@ plan interleaves, 1 for auto, whose rounds repro/repeats.py runs), and by `repro
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from repro.config import schema
@@ -33,6 +34,10 @@ def check_values(cfg: schema.Config) -> None:
     if isinstance(v.max_reruns, bool) or not isinstance(v.max_reruns, int) or v.max_reruns < 0:
         raise ConfigError(f"verdict.max_reruns={v.max_reruns!r} must be a whole number >= 0 (how often per sweep "
                           "a round that telemetry flagged runs again; 0: never)")
+    if isinstance(v.canary_margin, bool) or not isinstance(v.canary_margin, (int, float)) or \
+            not 0 < v.canary_margin < math.inf:
+        raise ConfigError(f"verdict.canary_margin={v.canary_margin!r} must be a finite share > 0 (verdict.canary_margin=0.25 "
+                          "flags a canary 25 % slower than this host's median); to run no canary: verdict.canary=false")
     if v.budget_s is not None and not v.budget_s > 0:
         raise ConfigError(f"verdict.budget_s={v.budget_s!r} must be > 0 seconds (or null: no budget)")
 

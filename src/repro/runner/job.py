@@ -30,7 +30,7 @@ from repro.ledger.store import now_iso, record_id
 from repro.envs import runs as envs_runs
 from repro.envs.venvs import EnvError
 from repro.envs import workload_source
-from repro.runner import cluster, envcapture, launch, lifeline, resume, scheduler, seeding, snapshot, spool, wall_split
+from repro.runner import canary, cluster, envcapture, launch, lifeline, resume, scheduler, seeding, snapshot, spool, wall_split
 from repro.runner.host import JobHost
 from repro.usertext import markup
 
@@ -244,6 +244,7 @@ def _finish(run: _Run, reserved: Path | None) -> tuple[dict, bool, tuple | None]
             record["environment"]["env_hash"] = run.env_hash
         if host.beside:  # its measured steps ran beside an MLflow projector (waited for, in vain)
             record.setdefault("machine", {})["beside_projector"] = host.beside
+        canary.judge(record, run.ledger.root, run.config.verdict.canary_margin, host.say)  # before it is written
         final, written = _append_finished(run.ledger, reserved, record, host, run.name)
     finally:
         if interrupted:
@@ -337,6 +338,8 @@ def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, t
         record["effective"] = result["effective"]
         if "machine" in result:
             record["machine"] = result["machine"]
+        if "canary" in result:
+            record["canary"] = result["canary"]
     if outcome.status != "ok":
         record["error"] = {
             "reason": envcapture.redact(outcome.reason),

@@ -34,11 +34,23 @@ writes while a window is open (handoff.open_window, quiet_turn). `repro_cpu_part
 it: "command" (the parent's tree) and "projectors" (those of any command on this machine, whose
 writes an open window holds; a projector of an older repro does not know to). A process that started and ended inside the window, unreaped, is missed. `pinned`:
 the cores the worker and its parent were pinned to (runner/pinning.py), where the host has enough.
+
+Where the process ran, read at `before()` and `after()` only, never beside a step (issue 48: a
+process slow for its whole life that no CPU share sees). `placement`, over the worker's threads that
+ran in the window and live at its end ("threads_ran": their CPU time grew): the CPUs they were on at
+the two reads ("cpus", a sample: the kernel keeps no list), the kernel's count of their moves between
+CPUs ("migrations", /proc/self/task/*/sched `se.nr_migrations`) and of their involuntary context
+switches ("involuntary_switches"), "source": "sched"; where that file is not readable, "migrations"
+counts the threads found on another CPU at the second read (a lower bound), "source": "stat".
+`page_faults`: the process's minor and major faults in the same window; `anon_huge_pages_kb`: its
+anonymous memory in transparent huge pages at the window's end (/proc/self/smaps_rollup), beside the
+host's THP setting (`thp_enabled`: "always", "madvise" or "never").
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import socket
 import time
@@ -51,6 +63,9 @@ from repro.runner import pinning
 MIN_WINDOW_S = 0.5
 CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
 NVIDIA_QUERY = "index,utilization.gpu,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu"
+TASKS = Path("/proc/self/task")
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+SCHED_KEYS = {"se.sum_exec_runtime": "run_ms", "se.nr_migrations": "migrations", "nr_involuntary_switches": "involuntary"}
 
 
 def _busy_s() -> float:
@@ -194,6 +209,66 @@ def _steal_s() -> float:
     return getattr(psutil.cpu_times(), "steal", 0.0)
 
 
+def _tasks() -> dict[str, dict]:
+    """Per thread of this process: the CPU it last ran on (/proc/self/task/*/stat field 39), its CPU
+    ticks (fields 14 and 15) and, where the kernel shows them, its `sched` counters (SCHED_KEYS)."""
+    out: dict[str, dict] = {}
+    try:
+        tids = os.listdir(TASKS)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            stat = (TASKS / tid / "stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # from field 3 (its name may hold spaces)
+        out[tid] = {"cpu": int(fields[36]), "ticks": int(fields[11]) + int(fields[12])}
+        try:
+            lines = (TASKS / tid / "sched").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            key, _, value = line.partition(":")
+            if (name := SCHED_KEYS.get(key.strip())) is not None:
+                out[tid][name] = float(value)
+    return out
+
+
+def placement(start: dict[str, dict], now: dict[str, dict]) -> dict:
+    """Where the threads that ran between the two reads of `_tasks()` ran (module docstring)."""
+    def ran(tid: str, t: dict) -> bool:
+        was = start.get(tid, {})
+        return t.get("run_ms", t["ticks"]) > was.get("run_ms", was.get("ticks", -1))
+
+    moving = {tid: t for tid, t in now.items() if ran(tid, t)}
+    cpus = {t["cpu"] for t in moving.values()} | {start[tid]["cpu"] for tid in moving if tid in start}
+    out: dict = {"cpus": sorted(cpus), "threads_ran": len(moving)}
+    if all("migrations" in t for t in moving.values()):
+        for key, name in (("migrations", "migrations"), ("involuntary", "involuntary_switches")):
+            out[name] = int(sum(t.get(key, 0) - start.get(tid, {}).get(key, 0) for tid, t in moving.items()))
+        return {**out, "source": "sched"}
+    return {**out, "migrations": sum(tid in start and start[tid]["cpu"] != t["cpu"] for tid, t in moving.items()),
+            "source": "stat"}
+
+
+def _faults() -> tuple[int, int]:
+    """The process's minor and major page faults so far, all its threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_minflt, usage.ru_majflt
+
+
+def memory_pages() -> dict:
+    """The process's anonymous memory in transparent huge pages (kB) and the host's THP setting."""
+    huge = None
+    for line in (_read(Path("/proc/self/smaps_rollup")) or "").splitlines():
+        if line.startswith("AnonHugePages:"):
+            huge = int(line.split()[1])
+    setting = _read(THP) or ""
+    chosen = setting[setting.find("[") + 1:setting.find("]")] if "[" in setting else None
+    return {"anon_huge_pages_kb": huge, "thp_enabled": chosen}
+
+
 def _counters(parent_pid: int | None, run_root: int | None) -> dict:
     return {"busy_s": _busy_s(), "steal_s": _steal_s(), "own_s": _tree_s(_root(run_root)), "ours_s": _tree_s(_root(parent_pid)),
             "t": time.monotonic(), "wall": time.time(), "others": _repro_others(parent_pid)}
@@ -211,7 +286,7 @@ def before(parent_pid: int | None = None, early: dict | None = None, run_root: i
     the worker's `early()` snapshot, if it took one; `run_root`: in one of a run's several
     processes, the worker that launched them (their CPU is the run's own)."""
     return {"load": list(os.getloadavg()), "gpus": gpus(), **_counters(parent_pid, run_root), "parent_pid": parent_pid,
-            "run_root": run_root, "early": early}
+            "run_root": run_root, "early": early, "tasks": _tasks(), "faults": _faults()}
 
 
 def after(start: dict, threads: int, processes: int = 1) -> dict:
@@ -224,6 +299,7 @@ def after(start: dict, threads: int, processes: int = 1) -> dict:
         base = first
     if (wait := MIN_WINDOW_S - (time.monotonic() - base["t"])) > 0:
         time.sleep(wait)
+    tasks, (minor, major) = _tasks(), _faults()  # where this process ran: from the first step (`start`)
     own_s, ours_s, others, busy_s, now = (_tree_s(_root(start.get("run_root"))), _tree_s(_root(start["parent_pid"])),
                                           _repro_others(start["parent_pid"]), _busy_s(), time.monotonic())
     window = now - base["t"]
@@ -249,6 +325,9 @@ def after(start: dict, threads: int, processes: int = 1) -> dict:
         "repro_cpu_s": round(sum((repro := repro_cpu_s(start, others)).values()), 3),
         "repro_cpu_parts_s": {k: round(v, 3) for k, v in repro.items()},
         **({"pinned": pinned} if (pinned := pinning.recorded()) else {}),
+        "placement": placement(start.get("tasks", {}), tasks),
+        "page_faults": {"minor": minor - start.get("faults", (0, 0))[0], "major": major - start.get("faults", (0, 0))[1]},
+        **memory_pages(),
         "cpu_frequency": cpu_frequency(),
         "gpus_before": start["gpus"],
         "gpus_after": gpus(),

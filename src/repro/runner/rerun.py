@@ -2,18 +2,22 @@
 
 The sweep loop (runner/sweep.py) runs a flagged round again, at most `verdict.max_reruns` times
 per sweep. The rule reads only the record's `machine` block (what the worker saw around its
-measured window), never a step time, so a rerun cannot favour an outcome: a round is not run
-again because its numbers looked odd, only because the machine was busy or slowed down.
+measured window) and its `canary` (a fixed kernel timed before the window, judged against the
+host's earlier canaries: runner/canary.py), never a step time, so a rerun cannot favour an
+outcome: a round is not run again because its numbers looked odd, only because the machine was
+busy or slowed down, or its process was slow before its first step.
 """
 
 from __future__ import annotations
+
+from repro.runner.canary import slow_reason
 
 OTHER_CPU_SHARE = 0.10  # other processes' CPU during the measured window, in cores
 CLOCK_SHORTFALL = 0.95  # a GPU's SM clock below this share of its maximum
 
 
 def flag(record: dict) -> str | None:
-    """Why telemetry flags this run, or None."""
+    """Why telemetry or the run's canary flags this run, or None."""
     m = record.get("machine") or {}
     reasons = []
     if (m.get("other_cpu_share") or 0) > OTHER_CPU_SHARE:
@@ -25,4 +29,6 @@ def flag(record: dict) -> str | None:
             reasons.append(f"GPU {gpu.get('index', '?')} at {clock:.0f} of {top:.0f} MHz")
         if gpu.get("throttle"):
             reasons.append(f"GPU {gpu.get('index', '?')} throttled ({gpu['throttle']})")
+    if (canary := record.get("canary")) and canary.get("slow") is True:
+        reasons.append(slow_reason(canary))
     return "; ".join(reasons) or None

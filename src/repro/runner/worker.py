@@ -78,6 +78,8 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
 
     if gate:
         gate.wait()
+    # the process canary: after the parent's side is done and before the window opens (runner/canary.py)
+    emit("canary", **(canary_block := canary_of(config, threads, local_processes(spec) if run_root else 1)))
     emit("measure_start", at=time.time())  # wall clock: comparable with the parent's
     # The machine's state is read outside the timed region; its window goes on while this process
     # reads its results (machine.MIN_WINDOW_S at least: a shorter loop's began at `early`).
@@ -128,8 +130,25 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
     # the record keeps the first SERIES_STEPS steps (runner/window.py); every statistic is of all
     result = {"results": results, "series": {"loss": losses[:SERIES_STEPS], "step_time_s": times[:SERIES_STEPS]},
               "effective": effective, "ir_files": ir_files, "profile_files": profile_files,
-              "machine": machine_state}
+              "machine": machine_state, "canary": canary_block}
     return {"environment": environment, "result": result}
+
+
+def canary_of(config: Config, threads: int, processes: int) -> dict:
+    """The record's `canary` as the worker measures it (backends/canary.py); runner/canary.py judges it.
+    `processes`: the run's processes on this host, each running its own canary at the same time.
+    A canary that cannot run costs the run nothing but its reason."""
+    block = {"seconds": None, "framework": config.framework.backend, "threads": threads, "processes": processes}
+    if not config.verdict.canary:
+        return {**block, "slow": None, "reason": "verdict.canary=false: no canary ran"}
+    from repro.backends import canary
+
+    t0 = time.perf_counter()
+    try:
+        measured = canary.run(config.framework.backend)
+        return {**measured, "threads": threads, "processes": processes, "wall_s": time.perf_counter() - t0}
+    except Exception as e:  # noqa: BLE001 - the run goes on without it
+        return {**block, "slow": None, "reason": f"the canary failed: {type(e).__name__}: {envcapture.redact(str(e))[:300]}"}
 
 
 def _profile_dir(out_dir: str, rank: int) -> str:

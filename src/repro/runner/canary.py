@@ -1,0 +1,122 @@
+"""Was this process slow before its first step? Its canary (backends/canary.py) against the host's.
+
+The worker times a fixed kernel of its framework before its measured window opens and records it
+(the record's top-level `canary`). The parent judges it before the record is written, from the
+canary numbers alone, never a step time: against the earlier `ok` runs in the ledger of the same
+kind (the same host name and CPU model, framework, compute threads and processes on the host), it is slow where
+
+    seconds > median(their seconds) × (1 + verdict.canary_margin)
+
+With fewer than MIN_HISTORY of them nothing is flagged: the first runs on a host build its history
+and say so. A slow canary flags the run (runner/rerun.py), and its round runs again under
+`verdict.max_reruns`, outcome-blind. The ledger is read once per process and ledger (its index,
+then each record once); the canaries of this process's own later runs are added as they are judged,
+so another command's runs that end meanwhile join the history at the next command.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+MIN_HISTORY = 5
+HISTORY = 50  # the newest this many earlier canaries of a kind
+READ_AT_MOST = 2000  # ok runs read (newest first) to find them, per ledger and process
+BARE = 100  # ok runs in a row without a canary (recorded before it existed): none older has one
+
+_ledgers: dict[str, "_Known"] = {}  # ledger root -> its canaries, as this process read them
+_told: set[tuple] = set()  # kinds whose building history was said
+
+
+def kind_of(record: dict) -> tuple | None:
+    """(host, CPU model, framework, threads, processes) of a record's canary; None where it has no number."""
+    canary, machine = record.get("canary"), record.get("machine")
+    if not isinstance(canary, dict) or not isinstance(canary.get("seconds"), (int, float)) or not isinstance(machine, dict):
+        return None
+    cpu = ((record.get("environment") or {}).get("cpu") or {}) if isinstance(record.get("environment"), dict) else {}
+    return machine.get("host"), cpu.get("model") if isinstance(cpu, dict) else None, canary.get("framework"), \
+        canary.get("threads"), canary.get("processes", 1)
+
+
+def decide(canary: dict, history: list[float], margin: float) -> dict:
+    """The canary block with its verdict: `history` (how many earlier canaries it was compared to),
+    `median_s`, `threshold_s`, `margin`, `slow` (True | False | None: too little history) and `reason`."""
+    n = len(history)
+    if n < MIN_HISTORY:
+        return {**canary, "history": n, "median_s": None, "threshold_s": None, "margin": margin, "slow": None,
+                "reason": f"canary history {n} of {MIN_HISTORY} on this host: no run flagged (building it)"}
+    median = statistics.median(history)
+    block = {**canary, "history": n, "median_s": median, "threshold_s": median * (1 + margin), "margin": margin}
+    block["slow"] = canary["seconds"] > block["threshold_s"]
+    block["reason"] = slow_reason(block) if block["slow"] else \
+        f"its canary took {_ms(canary['seconds'])}, within {_ms(block['threshold_s'])} ({_against(block)})"
+    return block
+
+
+def slow_reason(block: dict) -> str:
+    return f"its canary took {_ms(block['seconds'])} against {_against(block)}"
+
+
+def _against(block: dict) -> str:
+    return f"this host's median {_ms(block['median_s'])} over {block['history']} runs (margin {block['margin']:g})"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def history(ledger_root: str | Path, kind: tuple) -> list[float]:
+    """The seconds of the newest HISTORY earlier canaries of `kind` in the ledger, oldest first."""
+    root = str(Path(ledger_root).resolve())
+    if root not in _ledgers:
+        _ledgers[root] = _Known(Path(root))
+    return _ledgers[root].seconds(kind)
+
+
+def judge(record: dict, ledger_root: str | Path, margin: float, say) -> None:
+    """Decide an ok run's canary in place, before its record is written, and add it to the history;
+    `say`: how the first run of a kind that builds its history says so (once per kind and process)."""
+    kind = kind_of(record)
+    if record.get("status") != "ok" or kind is None:
+        return
+    try:
+        past = history(ledger_root, kind)
+    except Exception as e:  # noqa: BLE001 - the record is worth more than its canary's verdict
+        record["canary"] = {**record["canary"], "slow": None, "reason": f"the canary history could not be read: {e}"}
+        return
+    record["canary"] = decide(record["canary"], past, margin)
+    if record["canary"]["slow"] is None and kind not in _told:
+        _told.add(kind)
+        say(f"{kind[2]}, {kind[3]} threads: {record['canary']['reason']}")
+    _ledgers[str(Path(ledger_root).resolve())].added.append((kind, record["canary"]["seconds"]))
+
+
+class _Known:
+    """One ledger's canaries as this process reads them: its ok runs newest first, each parsed once,
+    as far as a kind's history needs (a ledger of runs recorded before canaries existed stops the
+    reading after BARE of them in a row), then the canaries this process judged."""
+
+    def __init__(self, root: Path):
+        from repro.ledger.index import Index
+
+        entries = [e for e in Index(root).entries() if not e.problem and e.kind == "run" and e.status == "ok"] \
+            if root.is_dir() else []
+        self.entries = sorted({e.id: e for e in entries}.values(), key=lambda e: e.created, reverse=True)[:READ_AT_MOST]
+        self.read: list[tuple[tuple, float]] = []  # newest first
+        self.at, self.bare = 0, 0
+        self.added: list[tuple[tuple, float]] = []  # oldest first
+
+    def seconds(self, kind: tuple) -> list[float]:
+        from repro.ledger import recordfile
+
+        while self.at < len(self.entries) and self.bare < BARE and sum(k == kind for k, _ in self.read) < HISTORY:
+            entry, self.at = self.entries[self.at], self.at + 1
+            try:
+                record = recordfile.load(entry.path)
+            except (recordfile.NotARecord, OSError):
+                continue
+            found = kind_of(record)
+            self.bare = 0 if "canary" in record else self.bare + 1
+            if found is not None:
+                self.read.append((found, float(record["canary"]["seconds"])))
+        return [s for k, s in [*self.read[::-1], *self.added] if k == kind][-HISTORY:]

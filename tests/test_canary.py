@@ -1,0 +1,139 @@
+"""The process canary (backends/canary.py, runner/canary.py): a fixed kernel timed before the measured
+window, judged against the host's earlier canaries in the ledger, flagging a slow process's round for
+a rerun (runner/rerun.py); and the window's placement telemetry (runner/machine.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import finished_run
+from repro import cli
+from repro.ledger import Ledger
+from repro.runner import canary, machine, rerun
+
+HOST = {"host": "host-a", "cores": 2}
+CPU = {"cpu": {"model": "Test CPU @ 2.6GHz"}}
+
+
+def block(seconds: float | None, framework: str = "jax", threads: int = 2) -> dict:
+    return {"seconds": seconds, "kernels": {"matmul_s": seconds, "sweep_s": 0.0}, "repeats": 5,
+            "framework": framework, "threads": threads, "processes": 1}
+
+
+def ok_run(seconds: float | None, host: str = "host-a", **kw) -> dict:
+    return {"kind": "run", "status": "ok", "canary": block(seconds, **kw), "machine": {**HOST, "host": host},
+            "environment": CPU}
+
+
+def test_no_history_flags_nothing_and_says_it_is_building_one():
+    for n in (0, 4):
+        judged = canary.decide(block(9.0), [0.001] * n, 0.25)
+        assert judged["slow"] is None and judged["threshold_s"] is None and judged["history"] == n
+        assert judged["reason"] == f"canary history {n} of 5 on this host: no run flagged (building it)"
+        assert rerun.flag({"canary": judged}) is None
+
+
+def test_a_canary_slower_than_the_hosts_median_by_the_margin_is_slow_and_its_run_flagged():
+    history = [0.0030, 0.0029, 0.0031, 0.0030, 0.0045]  # median 3 ms: one slow process does not move it
+    slow = canary.decide(block(0.0040), history, 0.25)
+    assert slow["slow"] is True and slow["median_s"] == 0.003 and slow["threshold_s"] == pytest.approx(0.00375)
+    why = "its canary took 4.00 ms against this host's median 3.00 ms over 5 runs (margin 0.25)"
+    assert slow["reason"] == why and rerun.flag({"canary": slow}) == why
+    fine = canary.decide(block(0.0037), history, 0.25)
+    assert fine["slow"] is False and rerun.flag({"canary": fine, "results": {"steady_median_s": 99.0}}) is None
+    both = rerun.flag({"canary": slow, "machine": {"other_cpu_share": 0.5}})
+    assert both.startswith("other processes took 0.50 of a core") and both.endswith(why)
+
+
+def test_the_history_is_this_hosts_canaries_of_the_same_framework_and_threads(tmp_path):
+    ledger = Ledger(tmp_path / "ledger")
+    for s in (0.003, 0.003, 0.003, 0.003):
+        ledger.append(ok_run(s))
+    for other in (ok_run(0.001, host="host-b"), ok_run(0.001, threads=1), ok_run(0.001, framework="torch"),
+                  {**ok_run(0.001), "status": "failed"}, ok_run(None)):
+        ledger.append(other)
+    finished_run(ledger, tmp_path / "mlflow.db")  # recorded before canaries existed: none
+    said = []
+    first = ok_run(0.009)  # 4 of its kind so far: building, not flagged however slow
+    canary.judge(first, ledger.root, 0.25, said.append)
+    assert first["canary"]["slow"] is None and first["canary"]["history"] == 4
+    assert said == ["jax, 2 threads: canary history 4 of 5 on this host: no run flagged (building it)"]
+    second = ok_run(0.0036)  # the first one judged is history now: 5, median 3 ms
+    canary.judge(second, ledger.root, 0.25, said.append)
+    assert second["canary"]["history"] == 5 and second["canary"]["slow"] is False and len(said) == 1
+    third = ok_run(0.0038)
+    canary.judge(third, ledger.root, 0.25, said.append)
+    assert third["canary"]["history"] == 6 and third["canary"]["slow"] is True
+    assert "against this host's median 3.00 ms over 6 runs" in rerun.flag(third)
+    failed = {**ok_run(0.5), "status": "failed"}
+    canary.judge(failed, ledger.root, 0.25, said.append)  # a failed run is neither judged nor history
+    assert "slow" not in failed["canary"] and canary.history(ledger.root, canary.kind_of(third)) == \
+        [0.003] * 4 + [0.009, 0.0036, 0.0038]
+
+
+@pytest.mark.parametrize("margin", ["0", "-0.1", "nan", "inf"])
+def test_a_canary_margin_of_no_positive_finite_share_is_refused_naming_the_key(tmp_path, capsys, margin):
+    rc = cli.dry_run(["framework=jax", "model=mlp", "model.preset=tiny", f"verdict.canary_margin={margin}",
+                      f"ledger.dir={tmp_path / 'ledger'}"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines[0] == "repro: invalid config, nothing was run:" and len(lines) == 2
+    assert "verdict.canary_margin=" in lines[1], lines
+    assert not (tmp_path / "ledger").exists()
+
+
+def test_the_canary_runs_after_the_build_and_before_the_window_and_leaves_the_compile_counts(tmp_path):
+    """The worker's events in order (the canary's own, then measure_start, then the steps), the record's
+    block as the event said it, and JAX's persistent-cache counts as they were before the canary."""
+    from repro import preflight
+    from repro.backends import canary as kernels, compile_cache
+    from repro.config.workerspec import Rendezvous, WorkerSpec
+    from repro.runner import worker
+
+    config = preflight.plan(["framework=jax", "model=mlp", "model.preset=tiny", "run.steps=6", "run.warmup=2"]).jobs[0]
+    spec = WorkerSpec(config, "c" * 64, str(tmp_path), str(tmp_path / "cache"),
+                      Rendezvous(1, 0, "127.0.0.1", 0, 1, 60.0, "local"))
+    events = []
+    out = worker.execute(spec, lambda kind, **payload: events.append((kind, payload)))
+    kinds = [k for k, _ in events]
+    assert kinds.index("environment") < kinds.index("canary") < kinds.index("measure_start") < kinds.index("step")
+    assert kinds.count("canary") == 1 and kinds.index("measure_end") < kinds.index("window_end")
+    said = dict(events)["canary"]
+    recorded = out["result"]["canary"]
+    assert recorded == {k: v for k, v in said.items() if k != "at"}
+    assert recorded["seconds"] > 0 and recorded["repeats"] == kernels.REPEATS and recorded["framework"] == "jax"
+    assert all(v > 0 for v in recorded["kernels"].values()) and recorded["threads"] >= 1 and recorded["processes"] == 1
+    import jax
+
+    before, min_s = compile_cache.counts("jax"), jax.config.jax_persistent_cache_min_compile_time_secs
+    kernels.run("jax")
+    assert compile_cache.counts("jax") == before and jax.config.jax_persistent_cache_min_compile_time_secs == min_s
+    m = out["result"]["machine"]
+    assert m["placement"]["source"] in ("sched", "stat") and m["placement"]["threads_ran"] >= 1
+    assert set(m["placement"]["cpus"]) <= set(range(m["cores"])) and m["placement"]["migrations"] >= 0
+    assert m["page_faults"]["minor"] >= 0 and m["page_faults"]["major"] >= 0
+
+
+def test_verdict_canary_false_runs_no_canary_and_says_so():
+    from repro import preflight
+    from repro.runner import worker
+
+    config = preflight.plan(["framework=torch", "model=mlp", "verdict.canary=false"]).jobs[0]
+    assert worker.canary_of(config, 2, 1) == {"seconds": None, "framework": "torch", "threads": 2, "processes": 1,
+                                               "slow": None, "reason": "verdict.canary=false: no canary ran"}
+    judged = {"status": "ok", "canary": worker.canary_of(config, 2, 1), "machine": HOST}
+    assert canary.kind_of(judged) is None and rerun.flag(judged) is None  # nothing to judge
+
+
+def test_placement_counts_the_threads_that_ran_from_the_kernels_counters_or_their_cpus():
+    start = {"1": {"cpu": 0, "ticks": 10, "run_ms": 100.0, "migrations": 3, "involuntary": 5},
+             "2": {"cpu": 1, "ticks": 4, "run_ms": 40.0, "migrations": 1, "involuntary": 0}}  # idle in the window
+    now = {"1": {"cpu": 1, "ticks": 30, "run_ms": 300.0, "migrations": 7, "involuntary": 9},
+           "2": {"cpu": 1, "ticks": 4, "run_ms": 40.0, "migrations": 1, "involuntary": 0},
+           "3": {"cpu": 0, "ticks": 1, "run_ms": 5.0, "migrations": 2, "involuntary": 1}}  # born in the window
+    assert machine.placement(start, now) == {"cpus": [0, 1], "threads_ran": 2, "migrations": 6,
+                                             "involuntary_switches": 5, "source": "sched"}
+    bare = {tid: {"cpu": t["cpu"], "ticks": t["ticks"]} for tid, t in now.items()}
+    assert machine.placement({t: {"cpu": s["cpu"], "ticks": s["ticks"]} for t, s in start.items()}, bare) == \
+        {"cpus": [0, 1], "threads_ran": 2, "migrations": 1, "source": "stat"}
