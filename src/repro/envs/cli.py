@@ -128,6 +128,7 @@ def cmd_pack(args) -> int:
         if args.keep and not args.have:
             raise pack.PackError("--keep goes with --have (it names distributions the target has at another version)")
         keep = tuple(lock.normalise(k) for k in args.keep.split(",") if k) if args.keep else ()
+        leave = tuple(lock.normalise(k) for k in (args.leave_out or "").split(",") if k)
         out = Path(args.out).resolve()
         repo = paths.repo_root()
         if args.dvc and not out.is_relative_to(repo):
@@ -138,7 +139,7 @@ def cmd_pack(args) -> int:
         print(f"repro env pack: {e}", file=sys.stderr)
         return 2
     try:
-        manifest = pack.make(src, tgt, out, have, keep, repo)
+        manifest = pack.make(src, tgt, out, have, keep, repo, leave=leave)
     except pack.PackError as e:
         print(f"repro env pack: {e}", file=sys.stderr)
         return 1
@@ -193,5 +194,7 @@ def add_parser(sub, common) -> None:
                                    "left out, what it has at another is named (and packed unless --keep)")
     pk.add_argument("--keep", help="with --have: comma-separated names (or `all`) whose target version stays "
                                    "(e.g. a GPU build of torch)")
+    pk.add_argument("--leave-out", metavar="NAMES", help="comma-separated distributions not to pack (the target does not "
+                                                          "need them, or cannot have them), named in the manifest")
     pk.add_argument("--dvc", action="store_true", help="`dvc add` the pack (its --out inside the repository)")
     pk.set_defaults(func=cmd_pack)

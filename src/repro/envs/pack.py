@@ -62,9 +62,18 @@ class Target:
         if self.here:
             return []
         out = ["--implementation", "cp"]
-        if self.python:
-            out += ["--python-version", self.python, "--abi", "cp" + self.python.replace(".", "")]
-        return out + (["--platform", self.platform] if self.platform else [])
+        if self.python:  # pip takes these abis only as asked: the stable ABI and pure wheels too
+            out += ["--python-version", self.python, "--abi", "cp" + self.python.replace(".", ""), "--abi", "abi3",
+                    "--abi", "none"]
+        return out + [arg for p in self.platforms() for arg in ("--platform", p)]
+
+    def platforms(self) -> list[str]:
+        """The platform and every older one it runs (pip does not widen a given manylinux tag itself)."""
+        m = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", self.platform or "")
+        if not m:
+            return [self.platform] if self.platform else []
+        arch = m.group(2)
+        return [f"manylinux_2_{v}_{arch}" for v in range(int(m.group(1)), 16, -1)] + [f"manylinux2014_{arch}"]
 
     def describe(self) -> dict:
         import platform
@@ -102,8 +111,8 @@ def source(ledger_root: Path, what: str, repo: Path) -> Source:
 
         text = lock.of_interpreter(interpreter(None), cache.locks())
         git = gitinfo.state(repo, Path(ledger_root))
-        return Source("the current worker environment", {lock.env_hash(text): text},
-                      None if git.get("dirty") else git.get("commit"))
+        return Source("the current worker environment" + (" (the checkout is dirty: its bundle holds HEAD, not "
+                      "the uncommitted change)" if git.get("dirty") else ""), {lock.env_hash(text): text}, git.get("commit"))
     envs = Path(ledger_root) / "envs"
     if re.fullmatch(r"[0-9a-f]{6,64}", what) and (found := sorted(envs.glob(f"{what}*.txt"))):
         if len(found) > 1:
@@ -206,16 +215,21 @@ def build(req: str, tgt: Target, dest: Path) -> tuple[dict | None, str]:
             return None, "no wheel and no sdist for the target"
         sdist = sdists[0]
         cmd = ["pip", "wheel", "--no-deps", "-w", "OUT", sdist.name]
-        made = _pip(*cmd[1:3], "-w", str(work / "out"), str(sdist))
-        wheels = sorted((work / "out").glob("*.whl")) if made.returncode == 0 else []
-        if not wheels:
-            return None, f"its sdist {sdist.name} does not build: " + (made.stderr.strip().splitlines() or ["?"])[-1]
+        # a build is not byte-reproducible (timestamps): one wheel per sdist, kept, so packs share it
+        built = cache.root() / "built" / sha256(sdist)
+        if not (wheels := sorted(built.glob("*.whl"))):
+            made = _pip(*cmd[1:3], "-w", str(work / "out"), str(sdist))
+            wheels = sorted((work / "out").glob("*.whl")) if made.returncode == 0 else []
+            if not wheels:
+                return None, f"its sdist {sdist.name} does not build: " + (made.stderr.strip().splitlines() or ["?"])[-1]
+            built.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(wheels[0], built / wheels[0].name)
         wheel = wheels[0]
         if not tgt.here and not re.search(r"-py3?\d*(\.py\d+)*-none-any\.whl$", wheel.name):
             return None, f"its sdist builds {wheel.name} here, a wheel for this machine only, not the target"
         import platform
 
-        shutil.move(str(wheel), dest / wheel.name)
+        shutil.copy2(wheel, dest / wheel.name)
         return {"sdist": sdist.name, "sdist_sha256": sha256(sdist),
                 "how": f"{' '.join(cmd)} (pip {_pip('--version').stdout.split()[1]}, Python {platform.python_version()})"}, ""
     finally:
@@ -253,20 +267,24 @@ def _wheel_name(filename: str) -> tuple[str, str]:
 
 
 def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None, keep: tuple[str, ...] = (),
-         repo: Path | None = None, log=print) -> dict:
-    """Write the pack of `src` for `tgt` into `out` (a new or empty folder) and return its manifest."""
+         repo: Path | None = None, log=print, leave: tuple[str, ...] = ()) -> dict:
+    """Write the pack of `src` for `tgt` into `out` (a new or empty folder) and return its manifest.
+    `leave`: names left out on purpose (what the target does not need, or cannot have), kept in the manifest."""
     have = have or {}
     keep_all = "all" in keep
-    wanted, left_out, differs = [], [], []
+    wanted, left_out, differs, unwanted = [], [], [], []
     for line, name in requirements(src.locks).items():
         version = re.split(r"==| @ ", line, maxsplit=1)[1]
-        if name in have and have[name] == version:
+        if name in leave:
+            unwanted.append(line)
+        elif name in have and have[name] == version:
             left_out.append(line)
         elif name in have:
             kept = keep_all or name in keep
             differs.append({"name": name, "target_has": have[name], "lock": version,
                             "packed": not kept})
-            (left_out if kept else wanted).append(line)
+            if not kept:
+                wanted.append(line)
         else:
             wanted.append(line)
     if out.exists() and any(out.iterdir()):
@@ -305,6 +323,7 @@ def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None
         manifest = {"what": src.label, "locks": sorted(src.locks), "commit": src.commit,
                     "records": [r["id"] for r in src.records], "target": tgt.describe(),
                     "distributions": dists, "left_out": sorted(left_out), "differs": differs,
+                    "left_out_by_request": sorted(unwanted),
                     "code": BUNDLE if src.commit and repo else None,
                     "bytes": sum(d["bytes"] for d in dists)}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
@@ -421,6 +440,8 @@ def describe(manifest: dict, out: Path) -> list[str]:
              f"{manifest['target']['python']} on {manifest['target']['platform']} ({manifest['what']})"]
     if manifest["left_out"]:
         lines.append(f"  left out (the target has them at these versions): {len(manifest['left_out'])}")
+    if manifest.get("left_out_by_request"):
+        lines.append(f"  left out (--leave-out): {', '.join(manifest['left_out_by_request'])}")
     for d in manifest["differs"]:
         lines.append(f"  target has {d['name']} {d['target_has']}, the lock {d['lock']}: "
                      + ("packed (installs over it)" if d["packed"] else "the target's kept (--keep)"))
