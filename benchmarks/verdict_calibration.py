@@ -15,17 +15,24 @@ the noise model below. Noise models:
 - periodic position: 3 % own noise, and the run in slot 1 of every 4 runs 5 % faster (the
   A B B A blocks of an A/A that made label B faster), in the serpentine order and in random order;
 - unequal noise: A 2 %, B 6 % (one framework 3× noisier);
+- slow processes (issue 48): 2.5 % own noise and one process in ten 60 % slower for its whole
+  life, nothing flagged (what a shared 2-core VM showed for JAX's processes);
 - outliers: 3 % own noise, one run in ten 30 % slower; telemetry flags runs (another process
   in the window, a low clock), either independently of their time (10 % of runs) or mostly the
   outliers (90 % of outliers, 5 % of other runs); without and with the outcome-blind rerun rule
   (a round with a flagged run is run again, decided before its times are read, at most 2
   reruns per sweep).
 
-Each model is judged four ways on the same simulated sweeps: Welch on run medians or the paired t
-on within-round log ratios, at a fixed 5 rounds (one look at alpha) or `run.repeats=auto`
-(at most 10 rounds, the planned looks after 3, 5, 7 and 10 with alpha spent across them). For
+Each model is judged on the same simulated sweeps by the old test (`verdict.trim=0`: the paired t
+on within-round log ratios, Welch on run medians) and the new one side by side (the default
+`verdict.trim`: the trimmed paired t, Yuen's trimmed t unpaired; report/verdict.py), paired at a
+fixed 3, 5 and 10 rounds (one look at alpha) and `run.repeats=auto` (at most 10 rounds, the
+planned looks after 3, 5, 7 and 10 with alpha spent across them), unpaired at 5 and auto. For
 each: the A/A false "faster" rate (identical configs called faster, either way) and the power
 (A correctly called faster) for true gaps of 2, 5, 10 and 20 %, auto's median rounds in brackets.
+Then the issue's own table, rerun (`--issue N` sweeps, default 5000): the slow-process model at 5
+and 10 rounds, the paired t, the new test and Wilcoxon's signed-rank test (scipy), A/A and the
+power for a 5 % gap.
 Targets: A/A false "faster" <= 5 % everywhere; with auto, power >= 80 % for a 5 % gap at this
 machine's noise (`repro calibrate` measures it) at a median cost no more than fixed 5 rounds.
 """
@@ -33,6 +40,7 @@ machine's noise (`repro calibrate` measures it) at a median cost no more than fi
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import subprocess
 import sys
@@ -46,7 +54,13 @@ from repro.report.noise import wilson
 GAPS = (0.0, 0.02, 0.05, 0.10, 0.20)
 MAX, FIXED = 10, 5
 MAX_RERUNS = 2
-ANALYSES = (("Welch", 5), ("paired", 5), ("Welch", None), ("paired", None))  # (analysis, rounds; None: auto)
+OLD = 0.0  # verdict.trim of the paired t and Welch of earlier versions
+
+
+def analyses(new: float) -> tuple:
+    """(analysis, rounds (None: auto), verdict.trim): the old test and the new one side by side."""
+    return tuple((x, n, trim) for x, ns in (("paired", (3, 5, 10, None)), ("Welch", (5, None)))
+                 for n in ns for trim in (OLD, new))
 
 
 def models(machine_sigma: float | None) -> dict[str, dict]:
@@ -59,6 +73,7 @@ def models(machine_sigma: float | None) -> dict[str, dict]:
         "position -5 % in slot 1 of 4, serpentine": {"own": 0.03, "slot": -0.05, "serpentine": True},
         "position -5 % in slot 1 of 4, random order": {"own": 0.03, "slot": -0.05},
         "unequal: A 2 %, B 6 %": {"own": 0.02, "own_b": 0.06},
+        "slow processes: own 2.5 %, 10 % of processes +60 % (issue 48)": {"own": 0.025, "outlier_p": 0.1, "slow": 0.6},
         "outliers, flags independent": {"own": 0.03, "outlier_p": 0.1, "flag": (0.1, 0.1)},
         "outliers, flags independent, reruns": {"own": 0.03, "outlier_p": 0.1, "flag": (0.1, 0.1), "rerun": True},
         "outliers, flags mostly outliers": {"own": 0.03, "outlier_p": 0.1, "flag": (0.05, 0.9)},
@@ -85,7 +100,7 @@ def sweep(rng: np.random.Generator, model: dict, gap: float) -> tuple[list[float
             if slot % 4 == 1:
                 t *= 1 + model.get("slot", 0.0)
             outlier = rng.random() < model.get("outlier_p", 0.0)
-            t *= 1.3 if outlier else 1.0
+            t *= 1 + model.get("slow", 0.3) if outlier else 1.0
             clean, dirty = model.get("flag", (0.0, 0.0))
             flagged |= bool(rng.random() < (dirty if outlier else clean))
             times[side] = t * (1 + gap if side == "b" else 1)
@@ -99,53 +114,90 @@ def sweep(rng: np.random.Generator, model: dict, gap: float) -> tuple[list[float
     return a, b
 
 
-def judged(a: list[float], b: list[float], analysis: str, rounds: int | None) -> V.Verdict:
+def judged(a: list[float], b: list[float], analysis: str, rounds: int | None, trim: float) -> V.Verdict:
     n = rounds or MAX
     keys = tuple(range(n)) if analysis == "paired" else None
     pair = [(V.Side("A", tuple(a[:n]), rounds=keys), V.Side("B", tuple(b[:n]), rounds=keys), "")]
-    (v,) = V.decide_family(pair, V.Plan(sequential=rounds is None, max_repeats=MAX))
+    (v,) = V.decide_family(pair, V.Plan(sequential=rounds is None, max_repeats=MAX, trim=trim))
     return v
 
 
-def simulate(trials: int, seed: int, machine_sigma: float | None) -> list[str]:
+def label(x: tuple) -> str:
+    analysis, rounds, trim = x
+    name = ("paired t" if analysis == "paired" else "Welch") if trim == OLD else \
+        (f"trimmed paired t {trim:.0%}" if analysis == "paired" else f"Yuen {trim:.0%}")
+    return f"{name}, {f'fixed {rounds}' if rounds else 'auto'}"
+
+
+def simulate(trials: int, seed: int, machine_sigma: float | None, new: float = V.TRIM) -> list[str]:
+    ways = analyses(new)
     rng = np.random.default_rng(seed)
     lines = [f"A/A false 'faster' rate and power ({trials} simulated sweeps per cell, seed {seed}); fixed: "
              f"{FIXED} rounds, one look; auto: at most {MAX} rounds, looks after {V.looks(MAX)} spending "
              f"{', '.join(f'{x:.4g}' for x in V.spending(MAX).values())}; [median rounds]", ""]
     lines += ["| noise model | analysis | A/A false | " + " | ".join(f"power {g:.0%}" for g in GAPS[1:]) + " |",
               "|" + "---|" * (3 + len(GAPS) - 1)]
-    pooled = {x: [0, 0] for x in ANALYSES}
-    wrong_way = {x: 0 for x in ANALYSES}
+    pooled = {x: [0, 0] for x in ways}
+    wrong_way = {x: 0 for x in ways}
     for name, model in models(machine_sigma).items():
-        cells = {x: [] for x in ANALYSES}
+        cells = {x: [] for x in ways}
         for gap in GAPS:
-            hits = {x: 0 for x in ANALYSES}
-            cost = {x: [] for x in ANALYSES}
+            hits = {x: 0 for x in ways}
+            cost = {x: [] for x in ways}
             for _ in range(trials):
                 a, b = sweep(rng, model, gap)
-                for x in ANALYSES:
+                for x in ways:
                     v = judged(a, b, *x)
                     cost[x].append(v.n_a if v.decided else (x[1] or MAX))
                     if v.outcome == V.FASTER:
                         hits[x] += gap == 0 or v.faster == "A"
                         wrong_way[x] += gap > 0 and v.faster == "B"
-            for x in ANALYSES:
+            for x in ways:
                 if gap == 0:
                     pooled[x][0] += hits[x]
                     pooled[x][1] += trials
                 rate = hits[x] / trials
                 text = f"{rate:.1%}" if gap == 0 else f"{rate:.0%}"
                 cells[x].append(text + (f" [{statistics.median(cost[x]):g}]" if x[1] is None else ""))
-        for x in ANALYSES:
-            label = f"{x[0]}, {'fixed 5' if x[1] else 'auto'}"
-            lines.append(f"| {name} | {label} | " + " | ".join(cells[x]) + " |")
+        for x in ways:
+            lines.append(f"| {name} | {label(x)} | " + " | ".join(cells[x]) + " |")
     lines += ["", f"A/A false 'faster', pooled over the {len(models(machine_sigma))} noise models (95 % Wilson interval); "
                   "verdicts in the wrong direction over all gapped sweeps:"]
     for x, (k, n) in pooled.items():
         lo, hi = wilson(k, n)
-        lines.append(f"- {x[0]}, {'fixed 5' if x[1] else 'auto'}: {k / n:.1%} ({lo:.1%}–{hi:.1%}, {n} sweeps); "
+        lines.append(f"- {label(x)}: {k / n:.1%} ({lo:.1%}–{hi:.1%}, {n} sweeps); "
                      f"wrong direction: {wrong_way[x]}")
     return lines
+
+
+def issue_table(trials: int, seed: int, new: float = V.TRIM) -> list[str]:
+    """Issue 48's table, rerun: its slow-process model (own 2.5 %, 10 % of processes +60 %), `trials`
+    sweeps of 5 and 10 rounds, judged at one look at alpha by the paired t, the new test (exactly
+    the engine's: its trimmed rows and fitted null) and Wilcoxon's signed-rank test."""
+    from scipy import stats
+
+    rng = np.random.default_rng(seed)
+    out = [f"Issue 48's model (own 2.5 %, 10 % of processes +60 %), {trials} simulated sweeps per cell, seed {seed}:", "",
+           "| test | A/A 'faster' (5 / 10 rounds) | power for a 5 % gap (5 / 10 rounds) |", "|---|---|---|"]
+    cells: dict[str, list[str]] = {"paired t on log ratios": [], f"trimmed paired t, {new:.0%} trimmed (new)": [],
+                                   "Wilcoxon signed-rank": []}
+    for gap in (0.0, 0.05):
+        for n in (5, 10):
+            runs = rng.normal(0, 0.025, (2, trials, n)) + np.log(1.6) * (rng.random((2, trials, n)) < 0.1)
+            d = runs[1] + math.log1p(gap) - runs[0]  # B over A: > 0, A is faster
+            for name, k in (("paired t on log ratios", 0), (f"trimmed paired t, {new:.0%} trimmed (new)",
+                                                            V.trim_count(n, new))):
+                m, var, _ = V._trimmed_rows(d, k)
+                c, nu = V._null_fit(n, k) if k else (1.0, n - 1.0)
+                edge = V.t_ppf(1 - V.ALPHA / 2, nu) * c * np.sqrt(var)
+                hit = (m > edge) | ((m < -edge) & (gap == 0))
+                cells[name].append(f"{hit.mean():.1%}")
+            p = stats.wilcoxon(d, axis=1).pvalue
+            hit = (p <= V.ALPHA) & ((np.median(d, axis=1) > 0) | (gap == 0))
+            cells["Wilcoxon signed-rank"].append(f"{hit.mean():.1%}")
+    for name, c in cells.items():
+        out.append(f"| {name} | {c[0]} / {c[1]} | {c[2]} / {c[3]} |")
+    return out
 
 
 def real(trials: int, overrides: list[str]) -> float | None:
@@ -168,13 +220,19 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--real", type=int, default=0, help="trials of a real A/A (repro calibrate); 0: none")
     p.add_argument("--sigma", type=float, default=None, help="this machine's run-to-run noise (else --real's)")
+    p.add_argument("--trim", type=float, default=V.TRIM, help=f"the new test's verdict.trim (default {V.TRIM})")
+    p.add_argument("--issue", type=int, default=5000, help="sweeps per cell of issue 48's table (0: not run)")
+    p.add_argument("--only-issue", action="store_true", help="issue 48's table alone")
     p.add_argument("overrides", nargs="*", default=["framework=jax", "model=mlp", "model.preset=tiny"])
     args = p.parse_args()
     sigma = args.sigma
     if args.real:
         sigma = real(args.real, args.overrides) or sigma
     start = time.monotonic()
-    print("\n".join(simulate(args.trials, args.seed, sigma)))
+    if args.issue:
+        print("\n".join(issue_table(args.issue, args.seed, args.trim)) + "\n")
+    if not args.only_issue:
+        print("\n".join(simulate(args.trials, args.seed, sigma, args.trim)))
     print(f"\n({time.monotonic() - start:.0f} s)")
 
 

@@ -58,7 +58,11 @@ def test_components_are_recovered():
     assert load["n"] == 600 and load["lo"] > 0.1 and load["lo"] < load["r"] < load["hi"]
     assert s["correlation"]["repro_cpu_s"] is None  # constant: no correlation to give
     assert s["unit"] == "paired" and s["unit_noise"] == s["paired_noise"]
-    assert s["floor"]["5"] == pytest.approx(V.resolvable_gap(s["paired_noise"], 5, paired=True))
+    assert s["floor_normal"]["5"] == pytest.approx(V.resolvable_gap(s["paired_noise"], 5, paired=True))
+    # the floor is the verdict's own test on resampled ratios: at 3 rounds nothing is trimmed, and
+    # on normal noise it is the normal figure; trimming one round of five from each end costs
+    assert s["floor_from"] == "resampled" and s["floor"]["3"] == pytest.approx(s["floor_normal"]["3"], rel=0.1)
+    assert s["floor"]["5"] > s["floor_normal"]["5"]
     assert s["floor"]["10"] < s["floor"]["5"] < s["floor"]["3"]
     json.dumps(s, allow_nan=False)  # stored in the calibration record as it is
 
@@ -124,7 +128,7 @@ def test_calibrate_prints_every_finding_and_tolerates_old_or_failed_records():
     for words in ("run-to-run noise: ", "paired noise: ", "shared by a round", "independent per run",
                   "sampling sd of a run's steady median: 1.00 %", "other processes' CPU share r = ",
                   "order: position 1 over position 0: ", "false verdicts: ", "smallest gap resolved",
-                  "paired rounds"):
+                  "on the measured log ratios resampled", "robust spread: ", "slow processes: "):
         assert words in text, words
     # records of an older version: no position, sd, machine fields; one failed run
     for r in records:
@@ -201,11 +205,13 @@ def test_a_gap_with_given_rounds_runs_fixed_trials_and_a_gap_alone_auto_ones():
 def test_an_auto_trial_is_judged_at_its_looks_not_at_one_look_over_all_rounds():
     # the same five rounds: one look at alpha = 0.05 calls them faster, the looks (0.018 after 3,
     # 0.032 after 5) do not: an A/A trial's verdict is the auto sweep's, not a fixed-n verdict
+    # (verdict.trim=0: the plain paired t, whose p these ratios were chosen for)
     d = [0.030, 0.042, 0.002, 0.048, 0.013]  # within-round log ratios B/A: paired t 3.12 at df 4, p 0.035
     recs = []
     for k, x in enumerate(d):
         for label, m in (("A", 1e-3), ("B", 1e-3 * math.exp(x))):
             recs.append({"id": f"{k}{label}", "status": "ok", "calibration": {"trial": 0, "label": label},
+                         "config": {"verdict": {"trim": 0}},
                          "repeat": {"index": k, "position": label == "B", "count": 5, "group": f"s/{label}"},
                          "sweep": {"id": "s", "job": 2 * k + (label == "B")}, "results": {"steady_median_s": m}})
     fixed = noise.summarise(recs)

@@ -26,22 +26,27 @@ def _rounds(rng, n: int, shared: float, own: float, gap: float = 0.0) -> tuple[V
 
 
 def test_pairing_cancels_a_round_shared_component():
-    """A 6 % shared part and a 1 % own part per run: 5 rounds paired find a 3 % gap nearly always,
-    Welch on the same run medians rarely; between identical configs the paired t stays at alpha."""
+    """A 6 % shared part and a 1 % own part per run: 5 rounds paired (the plain paired t) find a 3 %
+    gap nearly always, Welch on the same run medians rarely; the default trimmed paired t drops one
+    round of five from each end and pays for it in clean noise (about half); between identical
+    configs it stays at alpha."""
     rng = np.random.default_rng(3)
-    paired = welch = false = 0
+    paired = trimmed = welch = false = 0
     trials = 300
     for _ in range(trials):
         a, b = _rounds(rng, 5, 0.06, 0.01, gap=0.03)
         v = V.judge(a, b)
-        assert v.paired == 5 and "paired over 5 rounds" in v.text
-        paired += v.outcome == V.FASTER and v.faster == "A"
-        w = V.judge(V.Side("A", a.medians), V.Side("B", b.medians))
+        assert v.paired == 5 and "trimmed paired t over 5 rounds, 20 % trimmed" in v.text
+        trimmed += v.outcome == V.FASTER and v.faster == "A"
+        p = V.judge(a, b, trim=0)
+        assert p.paired == 5 and "paired t over 5 rounds)" in p.text
+        paired += p.outcome == V.FASTER and p.faster == "A"
+        w = V.judge(V.Side("A", a.medians), V.Side("B", b.medians), trim=0)
         assert w.paired == 0 and "paired" not in w.text
         welch += w.outcome == V.FASTER and w.faster == "A"
         aa, bb = _rounds(rng, 5, 0.06, 0.01)
         false += V.judge(aa, bb).outcome == V.FASTER
-    assert paired / trials >= 0.9 and welch / trials <= 0.3
+    assert paired / trials >= 0.9 and welch / trials <= 0.3 and 0.35 <= trimmed / trials < paired / trials
     assert false / trials <= 0.08  # 5 % nominal; 300 trials
 
 
@@ -77,13 +82,13 @@ def test_records_pair_by_round_and_say_which_analysis():
     jax = [1.00, 1.10, 0.95, 1.05, 1.02]
     torch = [1.08, 1.20, 1.02, 1.12, 1.11]
     (v,) = comparison.build(_sweep(jax, torch)).tables[0].verdicts
-    assert v.paired == 5 and "5 repeats each, interleaved, paired over 5 rounds" in v.text
+    assert v.paired == 5 and "5 repeats each, interleaved, trimmed paired t over 5 rounds, 20 % trimmed" in v.text
     assert v.outcome == V.FASTER and v.faster == "jax"
     # a failed torch run in round 2: the rounds are incomplete, Welch on the run medians
     records = _sweep(jax, torch)
     records[5]["status"] = "failed"
     (w,) = comparison.build(records).tables[0].verdicts
-    assert w.paired == 0 and "5 and 4 repeats, interleaved, Welch, rounds incomplete" in w.text
+    assert w.paired == 0 and "5 and 4 repeats, interleaved, Yuen's trimmed t, 20 % trimmed, rounds incomplete" in w.text
     # an attempt set aside for a rerun is not a run of the verdict: its round stays complete
     extra = _record("t2x", "torch", 9.0, 2, job=99)
     extra["repeat"]["discarded"] = True
@@ -158,8 +163,8 @@ def test_a_verdict_is_the_first_planned_look_that_decided():
     base = (1.0, 1.03, 0.98, 1.01, 0.99, 1.02, 0.97)
     other = tuple(x * f for x, f in zip(base, (1.01, 0.99, 1.02, 0.98, 1.015, 0.985, 1.0)))
     near_pair = (V.Side("A", base, rounds=tuple(range(7))), V.Side("C", other, rounds=tuple(range(7))), "")
-    for band in (0.014, 0.015):  # at the last look's level: 1 more repeat; equivalent already
-        (near,) = V.decide_family([near_pair], V.Plan(sequential=True, max_repeats=10, band=band))
+    for band in (0.014, 0.015):  # at the last look's level (the plain paired t): 1 more repeat; equivalent already
+        (near,) = V.decide_family([near_pair], V.Plan(sequential=True, max_repeats=10, band=band, trim=0))
         assert not near.decided and near.look == "auto: undecided after 7 rounds (next look after 10)"
         assert near.more == 3
     # rendering from more rounds than the loop needed gives the same sentence

@@ -283,7 +283,8 @@ def test_statistics_are_seeded_and_honest():
     assert v.faster == "torch" and 1.7 < v.ci[0] <= v.speedup <= v.ci[1] < 1.9
     assert v.text.startswith("torch is 1.82× faster than jax on vit/tiny in deterministic mode (run.deterministic=true) "
                              "(95 % CI 1.")
-    assert v.text.endswith(", 5 repeats each, interleaved, Welch, rounds incomplete; recomputed by this version's verdict engine)")
+    assert v.text.endswith(", 5 repeats each, interleaved, Yuen's trimmed t, 20 % trimmed, rounds incomplete; recomputed by this "
+                            "version's verdict engine)")
     noisy = [_record(f"c{i}", "jax", m) for i, m in enumerate([0.9, 1.1, 1.05, 0.95, 1.2])]
     for r in noisy:
         r["config"].update(model={"name": "mlp", "preset": "tiny"})

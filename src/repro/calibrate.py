@@ -11,8 +11,10 @@ engine's false-verdict rate on this machine. `--gap G` gives label B a known ext
 time (a busy-wait inside its measured steps: runner/injected.py; recorded, and reachable from
 calibrate alone) and runs auto trials, or trials of R rounds with `--repeats R` (the power of a
 fixed `run.repeats=R` at the same gap): the share of trials that find it is the verdict's power.
-It prints the noise of a verdict's unit and what it is made of, the false-verdict rate (or the
-power), and the smallest gap resolvable at 3, 5 and 10 rounds, and stores them in a ledger record
+It prints the noise of a verdict's unit and what it is made of, which noise it is (the robust
+spread beside the SDs, the slow processes and what caught each: report/noise.py), the
+false-verdict rate (or the power), and the smallest gap resolvable at 3, 5 and 10 rounds by the
+verdict's own test on the measured log ratios resampled, and stores them in a ledger record
 of kind "calibration" for this host (report/floor.py reads the newest one: a "faster" verdict
 below the floor says so in its sentence).
 
@@ -226,12 +228,14 @@ def run(args) -> int:
     host = next((r["machine"]["host"] for r in records if r.get("machine")), socket.gethostname())
     for line in lines(summary, host):
         print(line)
-    from repro.report import allocation
+    from repro.report import allocation, noise
 
     groups: dict = {}
     for r in calibration:
         groups.setdefault((r["calibration"]["trial"], r["calibration"]["label"]), []).append(r)
-    if plan_ := allocation.recommend(list(groups.values())):  # how to spend runs and steps on this host
+    # how to spend runs and steps on this host; the rounds from the measured ratios, not a normal assumption
+    if plan_ := allocation.recommend(list(groups.values()), ratios=noise.aa_log_ratios(calibration),
+                                    trim=summary["trim"]):
         print(plan_.line())
         summary["allocation"] = {"steps": plan_.steps, "rounds": plan_.rounds, "gap": plan_.gap}
     if not summary["floor"]:

@@ -173,6 +173,7 @@ class VerdictConfig:
     budget_s: Optional[float] = None  # run.repeats=auto: no new round once this much wall time is spent
     # a round whose telemetry flags a run (runner/rerun.py) runs again, at most this often per sweep
     max_reruns: int = 2
+    trim: float = 0.2  # the share of rounds dropped from each end of the trimmed paired t (0: the plain paired t)
     # the process canary (runner/canary.py): a run whose canary is slower than this host's median by
     # more than this share is flagged (its round runs again); canary=false: no canary runs
     canary: bool = True

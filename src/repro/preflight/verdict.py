@@ -38,6 +38,9 @@ def check_values(cfg: schema.Config) -> None:
             not 0 < v.canary_margin < math.inf:
         raise ConfigError(f"verdict.canary_margin={v.canary_margin!r} must be a finite share > 0 (verdict.canary_margin=0.25 "
                           "flags a canary 25 % slower than this host's median); to run no canary: verdict.canary=false")
+    if isinstance(v.trim, bool) or not 0 <= v.trim < 0.4:
+        raise ConfigError(f"verdict.trim={v.trim!r} must be in [0, 0.4) (the share of rounds the verdict trims from "
+                          "each end: verdict.trim=0.2 drops 2 of 10 at each end; 0 gives the plain paired t)")
     if v.budget_s is not None and not v.budget_s > 0:
         raise ConfigError(f"verdict.budget_s={v.budget_s!r} must be > 0 seconds (or null: no budget)")
 

@@ -14,7 +14,10 @@ plus n·c_step. For a fixed budget the variance r⁻¹(σ_b² + s²/n) is smalle
 steps per run (the two-level optimum of Kalibera & Jones, their eq. for iterations per
 execution). Where σ_b dominates, n* is small: many short runs beat few long ones, since only
 more processes average the per-process effect away. The rounds a gap needs then follow from the
-noise of a run at n* (`verdict.resolvable_gap`'s inversion).
+noise of a run at n*: given the calibration's measured within-round log ratios (`ratios`), by the
+verdict's own test on sweeps resampled from them (`verdict.resampled_gap`), their spread scaled
+to a run at n* and their shape (a minority of slow processes, heavy tails) kept as measured, not a
+normal assumption; without them, by the normal approximation (`verdict.resolvable_gap`'s inversion).
 """
 
 from __future__ import annotations
@@ -35,9 +38,12 @@ class Allocation:
     run_cost_s: float  # c_run
     step_cost_s: float  # c_step
     wall_per_round_s: float  # one round (two runs) at n*
+    rounds_from: str = "normal"  # "resampled": from the measured ratios by the verdict's own test
 
     def line(self) -> str:
         rounds = f"{self.rounds} rounds" if self.rounds else "more rounds than is sensible"
+        if self.rounds_from == "resampled":
+            rounds += " (the verdict's trimmed paired t on the measured ratios resampled, not a normal assumption)"
         return (f"allocation (Kalibera & Jones): per-process noise {100 * self.sigma_process:.1f} %, sampling "
                 f"{100 * self.sigma_sampling:.1f} % at {self.steps_measured:.0f} steps; a run costs "
                 f"{self.run_cost_s:.2f} s + {1e3 * self.step_cost_s:.3g} ms a step: {self.steps} steady steps "
@@ -49,9 +55,30 @@ def _log_medians(records: list[dict]) -> list[float]:
             if r.get("status") == "ok" and (r.get("results") or {}).get("steady_median_s")]
 
 
-def recommend(groups: list[list[dict]], gap: float = 0.05, max_rounds: int = 200) -> Allocation | None:
+def _rounds_resampled(ratios: list[float], scale: float, gap: float, max_rounds: int, trim: float) -> int | None:
+    """The fewest rounds whose resampled floor is at or below `gap` (doubling, then bisection)."""
+    from repro.report import verdict
+
+    scaled = [scale * x for x in ratios]
+    found = lambda n: (g := verdict.resampled_gap(scaled, n, trim, resamples=2000)) is not None and g <= gap  # noqa: E731
+    hi = 2
+    while not found(hi):
+        if hi >= max_rounds:
+            return None
+        hi = min(2 * hi, max_rounds)
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if found(mid) else (mid, hi)
+    return max(hi, 2)
+
+
+def recommend(groups: list[list[dict]], gap: float = 0.05, max_rounds: int = 200, ratios: list[float] | None = None,
+              trim: float | None = None) -> Allocation | None:
     """The allocation for `gap`, from calibration records grouped by (trial, label) (runs of one
-    config that ran alike); None where the records lack what it needs (a sampling SD per run)."""
+    config that ran alike); None where the records lack what it needs (a sampling SD per run).
+    `ratios`: the A/A within-round log ratios measured; with five or more, the rounds come from
+    them resampled (module docstring), at `trim` (default: the verdict's)."""
     from repro.report import verdict
 
     within = [statistics.variance(g) for g in map(_log_medians, groups) if len(g) >= 2]
@@ -75,7 +102,13 @@ def recommend(groups: list[list[dict]], gap: float = 0.05, max_rounds: int = 200
     cap = max(10, round(10 * run_s / step_s))
     best = min(cap, max(10, round(math.sqrt(run_s * per_step_var / (step_s * var_process)))))
     sigma_run = math.sqrt(var_process + per_step_var / best)
-    rounds = next((n for n in range(2, max_rounds + 1) if verdict.resolvable_gap(sigma_run, n) <= gap), None)
+    if ratios is not None and len(ratios) >= 5:  # the measured distribution, at the noise of a run at n*
+        scale = sigma_run / math.sqrt(var_process + per_step_var / steps)
+        rounds = _rounds_resampled(ratios, scale, gap, max_rounds, verdict.TRIM if trim is None else trim)
+        rounds_from = "resampled"
+    else:
+        rounds = next((n for n in range(2, max_rounds + 1) if verdict.resolvable_gap(sigma_run, n) <= gap), None)
+        rounds_from = "normal"
     return Allocation(steps=best, rounds=rounds, gap=gap, sigma_process=math.sqrt(var_process),
                       sigma_sampling=math.sqrt(var_sampling), steps_measured=steps, run_cost_s=run_s,
-                      step_cost_s=step_s, wall_per_round_s=2 * (run_s + best * step_s))
+                      step_cost_s=step_s, wall_per_round_s=2 * (run_s + best * step_s), rounds_from=rounds_from)

@@ -31,8 +31,21 @@ From the A/A trials (no label has a gap; the true ratio is 1):
   the run at position 0 of the same round, with its 95 % t interval (positions from
   `repeat.position`, else from the job order within the round, said so). Random order within
   rounds makes the labels average out; an interval that excludes 0 is an order bias.
-- **the floor**: the smallest gap the verdict resolves with 80 % power at 3, 5 and 10 rounds, at
-  the noise of the verdict's unit: paired where the trials' rounds are complete, else per run.
+- **which noise it is** (issue 48: most processes agree within 2-3 %, about one in ten is 50-75 %
+  slower for its whole life, and an SD is made by those few): the **robust spread**, MAD x 1.4826
+  of the log run medians about their config's median (a config: the runs of one injected gap, or
+  none), and the **robust paired noise**, MAD x 1.4826 of the A/A within-round log ratios about
+  their median (both equal the SD under normal noise); the **slow processes**, runs more than
+  `SLOW` (20 %) slower than their config's median, their share and size, and **what caught
+  each**: the record's own telemetry, read in this order: `canary.slow` true ("canary"),
+  `machine.steal_share` above 0.02 ("steal"), `machine.placement.migrations` above 0 ("placement"),
+  else "nothing" (a field absent: not caught); and how often each signal flagged a run that was
+  not slow.
+- **the floor**: the smallest gap the verdict resolves with 80 % power at 3, 5 and 10 rounds: where
+  the trials' rounds are complete, by the verdict's own test (the trimmed paired t at the records'
+  `verdict.trim`) on sweeps resampled from the measured A/A log ratios (`verdict.resampled_gap`:
+  no normal assumption; slow processes stay in the distribution as measured); else, per run, the
+  normal approximation (`verdict.resolvable_gap`). `floor_normal` keeps the normal figure beside it.
 - **false verdicts**: each trial's verdict (fixed rounds: one look; `run.repeats=auto` trials:
   the planned looks) and how many called one label faster, with a Wilson 95 % interval.
 
@@ -56,6 +69,10 @@ from repro.report import verdict as V
 
 FLOOR_ROUNDS = (3, 5, 10)
 Z95 = 1.959963984540054
+MAD_SD = 1.4826  # MAD x this estimates the SD of normal noise
+SLOW = 0.20  # a run this much slower than its config's median is a slow process
+STEAL = 0.02  # machine.steal_share above this: the hypervisor gave the core to another tenant
+SIGNALS = ("canary", "steal", "placement")
 
 
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -264,16 +281,72 @@ def _label_effect(aa: list[list[dict[str, dict]]]) -> dict | None:
     return {**ci, "labels": sorted(aa[0][0])[:2] if aa and aa[0] else []} if ci else None
 
 
+def _mad_sd(x: list[float]) -> float | None:
+    """MAD x 1.4826 about the median (None: fewer than 3 values)."""
+    if len(x) < 3:
+        return None
+    mid = statistics.median(x)
+    return MAD_SD * statistics.median(abs(v - mid) for v in x)
+
+
+def caught_by(record: dict) -> str:
+    """What flagged a run, from its own record: "canary", "steal", "placement" or "nothing"."""
+    machine = record.get("machine") or {}
+    if (record.get("canary") or {}).get("slow") is True:
+        return "canary"
+    if (machine.get("steal_share") or 0) > STEAL:
+        return "steal"
+    if ((machine.get("placement") or {}).get("migrations") or 0) > 0:
+        return "placement"
+    return "nothing"
+
+
+def slow_processes(records: list[dict]) -> dict | None:
+    """The runs more than SLOW slower than their config's median (a config: the runs sharing an
+    injected gap, or none), their share and size, what caught each, and what flagged the others."""
+    configs: dict = {}
+    for r in records:
+        if (m := _median_s(r)) is not None and not (r.get("repeat") or {}).get("discarded"):
+            configs.setdefault((r.get("calibration") or {}).get("gap"), []).append((r, m))
+    slow, fast = [], []
+    for runs in configs.values():
+        if len(runs) < 3:
+            continue
+        mid = statistics.median(m for _, m in runs)
+        for r, m in runs:
+            (slow if m > (1 + SLOW) * mid else fast).append((r, m / mid - 1))
+    runs = len(slow) + len(fast)
+    if not runs:
+        return None
+    sizes = sorted(x for _, x in slow)
+    caught = {k: 0 for k in (*SIGNALS, "nothing")}
+    for r, _ in slow:
+        caught[caught_by(r)] += 1
+    flagged = {k: 0 for k in SIGNALS}
+    for r, _ in fast:
+        if (by := caught_by(r)) != "nothing":
+            flagged[by] += 1
+    return {"runs": runs, "slow": len(slow), "share": len(slow) / runs,
+            "size_median": statistics.median(sizes) if sizes else None, "size_range": [sizes[0], sizes[-1]] if sizes else None,
+            "caught": caught, "flagged_others": flagged, "others": len(fast)}
+
+
+def aa_log_ratios(records: list[dict]) -> list[float]:
+    """The within-round log ratios (second label over first) of every complete A/A round."""
+    trials = _trials(records)
+    return [_log_ratio(rnd) for labels in trials.values() if _gap_of(labels) is None for rnd in _rounds(labels)]
+
+
 def _plan(records: list[dict]) -> V.Plan:
     """How a trial's records are judged: the planned looks of `run.repeats=auto` where they ran
     so, else one look; band from the records' `verdict` config."""
     auto = next(((r.get("repeat") or {}).get("auto") for r in records if (r.get("repeat") or {}).get("auto")), None)
     node = next(((r.get("config") or {}).get("verdict") for r in records if (r.get("config") or {}).get("verdict")),
                 None) or {}
-    band = node.get("band", V.BAND)
+    band, trim = node.get("band", V.BAND), node.get("trim", V.TRIM)
     if auto:
-        return V.Plan(band=band, sequential=True, max_repeats=int(auto.get("max") or V.MAX_REPEATS))
-    return V.Plan(band=band)
+        return V.Plan(band=band, sequential=True, max_repeats=int(auto.get("max") or V.MAX_REPEATS), trim=trim)
+    return V.Plan(band=band, trim=trim)
 
 
 def trial_verdict(labels: dict[str, list[dict]], names: tuple[str, str]) -> V.Verdict | None:
@@ -328,8 +401,14 @@ def summarise(records: list[dict]) -> dict:
 
     unit = "paired" if parts else "run"
     unit_noise = parts["paired_noise"] if parts else (sigma if sigma == sigma else None)
-    floor = {str(n): V.resolvable_gap(unit_noise, n, paired=unit == "paired") for n in FLOOR_ROUNDS} \
+    floor_normal = {str(n): V.resolvable_gap(unit_noise, n, paired=unit == "paired") for n in FLOOR_ROUNDS} \
         if unit_noise else {}
+    ratios = aa_log_ratios(records)
+    trim = _plan(records).trim
+    resampled = {str(n): V.resampled_gap(ratios, n, trim) for n in FLOOR_ROUNDS} if unit == "paired" else {}
+    floor = resampled if resampled and all(g is not None for g in resampled.values()) else floor_normal
+    logs = [math.log(m) for rs in (alike or trials).values() for x in rs.values() for r in x
+            if (m := _median_s(r)) is not None and not (r.get("calibration") or {}).get("gap")]
 
     gap = None
     if gapped:
@@ -367,7 +446,9 @@ def summarise(records: list[dict]) -> dict:
         "sampling_sd": statistics.median(sd) if sd else None, "sampling_runs": len(sd),
         "correlation": {key: _correlation(residuals, key) for key in ("other_cpu_share", "repro_cpu_s")},
         "order": positions, "order_from": source, "label_effect": _label_effect([t for t in aa_rounds if t]),
-        "unit": unit, "unit_noise": unit_noise, "floor": floor,
+        "unit": unit, "unit_noise": unit_noise, "floor": floor, "floor_normal": floor_normal,
+        "floor_from": "resampled" if floor is resampled else "normal", "trim": trim,
+        "robust_spread": _mad_sd(logs), "robust_paired_noise": _mad_sd(ratios), "slow": slow_processes(records),
         "outcomes": outcomes, "false_verdicts": outcomes[V.FASTER],
         "false_rate": outcomes[V.FASTER] / judged if judged else None,
         "false": _rate(outcomes[V.FASTER], judged) if judged else None,
@@ -429,10 +510,29 @@ def lines(s: dict, host: str) -> list[str]:
         out.append(f"false verdicts: {s['false_verdicts']} of {f['n']} A/A trials called one label faster "
                    f"({100 * f['rate']:.1f} %, 95 % CI {_pct_ci(f)}); {o[V.EQUIVALENT]} equivalent, "
                    f"{o[V.UNDECIDED]} cannot tell ({s['rounds']:g} rounds per trial)")
+    if s.get("robust_spread") is not None:
+        paired = "" if s.get("robust_paired_noise") is None else \
+            f"; robust paired noise {_pct(s['robust_paired_noise'])} (the SD: {_pct(s.get('paired_noise'))})"
+        out.append(f"robust spread: {_pct(s['robust_spread'])} (MAD × 1.4826 of log run medians; the SD: "
+                   f"{_pct(s.get('noise'))}){paired}; equal under normal noise, far apart when a few processes are slow")
+    if w := s.get("slow"):
+        caught = ", ".join(f"{k} {v}" for k, v in w["caught"].items())
+        size = "" if w["size_median"] is None else \
+            f", by {100 * w['size_median']:+.0f} % ({100 * w['size_range'][0]:+.0f} to {100 * w['size_range'][1]:+.0f} %)"
+        others = ", ".join(f"{k} {v}" for k, v in w["flagged_others"].items())
+        out.append(f"slow processes: {w['slow']} of {w['runs']} runs ({100 * w['share']:.1f} %) more than "
+                   f"{100 * SLOW:.0f} % slower than their config's median{size}; caught by: {caught}; flagged among the "
+                   f"{w['others']} others: {others}")
     if s["floor"]:
         gaps = ", ".join(f"{100 * g:.1f} % in {n} rounds" for n, g in s["floor"].items())
-        unit = "paired rounds" if s["unit"] == "paired" else "runs per side, unpaired"
-        out.append(f"smallest gap resolved (80 % power, 5 % false verdicts, {unit}): {gaps}")
+        if s.get("floor_from") == "resampled":
+            normal = ", ".join(f"{100 * g:.1f} %" for g in s["floor_normal"].values())
+            out.append(f"smallest gap resolved (80 % power, 5 % false verdicts, the trimmed paired t at "
+                       f"verdict.trim={s['trim']:g} on the measured log ratios resampled): {gaps} (a normal "
+                       f"assumption at the paired SD: {normal})")
+        else:
+            unit = "paired rounds" if s["unit"] == "paired" else "runs per side, unpaired"
+            out.append(f"smallest gap resolved (80 % power, 5 % false verdicts, {unit}, normal approximation): {gaps}")
     g = s.get("gap")
     if g:
         size = g["gap"] if isinstance(g["gap"], list) else [g["gap"]]

@@ -1,0 +1,117 @@
+"""`repro calibrate` says which noise it is (issue 48): the robust spread beside the SD, the slow
+processes and what caught them, the floor by the verdict's own test on the measured ratios, and
+an allocation whose rounds do not assume normal noise. On synthetic records, seeded."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from repro import calibrate
+from repro.report import allocation, noise
+from repro.report import verdict as V
+
+
+def _records(rng, trials: int, rounds: int, own: float = 0.025, p: float = 0.1, slow: float = 0.6,
+             sampling: float = 0.005) -> list[dict]:
+    """A/A trials: a fresh process per run, `own` noise each, a share `p` of processes `slow` slower."""
+    out, job = [], 0
+    for t in range(trials):
+        for k in range(rounds):
+            for pos, label in enumerate(rng.permutation(["A", "B"])):
+                m = 1e-3 * math.exp(rng.normal(0, own)) * (1 + slow if rng.random() < p else 1)
+                out.append({"id": f"{t}-{k}-{label}", "status": "ok", "calibration": {"trial": t, "label": str(label)},
+                            "repeat": {"index": k, "position": pos, "count": rounds, "group": f"s/{label}"},
+                            "sweep": {"id": "s", "job": job}, "machine": {"host": "h"}, "wall_s": 1.0 + 400 * m,
+                            "results": {"steady_median_s": m, "steady_median_sd_s": sampling * m, "steady_steps": 400}})
+                job += 1
+    return out
+
+
+def _slow_ids(records: list[dict]) -> list[str]:
+    mid = float(np.median([r["results"]["steady_median_s"] for r in records]))
+    return [r["id"] for r in records if r["results"]["steady_median_s"] > 1.2 * mid]
+
+
+def test_slow_processes_are_counted_sized_and_named_by_what_caught_them():
+    records = _records(np.random.default_rng(2), 10, 4)
+    by_id = {r["id"]: r for r in records}
+    slow = _slow_ids(records)
+    assert 4 <= len(slow) <= 16
+    by_id[slow[0]]["canary"] = {"slow": True}
+    by_id[slow[1]]["machine"]["steal_share"] = 0.05
+    by_id[slow[2]]["machine"]["placement"] = {"migrations": 3}
+    by_id[slow[3]]["canary"] = {"slow": False}  # a canary that did not flag it: not caught
+    by_id[slow[3]]["machine"].update(steal_share=0.01, placement=None)  # under the steal threshold, no placement
+    fast = next(r for r in records if r["id"] not in slow)
+    fast["machine"]["steal_share"] = 0.03  # a false alarm
+    s = calibrate.summarise(records, 4)
+    w = s["slow"]
+    assert w["runs"] == 80 and w["slow"] == len(slow) and w["share"] == pytest.approx(len(slow) / 80)
+    assert w["caught"] == {"canary": 1, "steal": 1, "placement": 1, "nothing": len(slow) - 3}
+    assert w["flagged_others"] == {"canary": 0, "steal": 1, "placement": 0} and w["others"] == 80 - len(slow)
+    assert 0.5 < w["size_median"] < 0.7 and 0.2 < w["size_range"][0] <= w["size_range"][1]
+    text = "\n".join(calibrate.lines(s, "h"))
+    assert f"slow processes: {len(slow)} of 80 runs" in text and "caught by: canary 1, steal 1, placement 1, nothing" in text
+
+
+def test_a_gapped_label_is_its_own_config():
+    records = _records(np.random.default_rng(2), 6, 4, p=0.0)
+    for r in records:
+        if r["calibration"]["label"] == "B":
+            r["calibration"]["gap"] = 0.5
+            r["results"]["steady_median_s"] *= 1.5
+    s = noise.summarise(records)
+    assert s["slow"]["slow"] == 0  # B's +50 % is its config's, not a slow process
+
+
+def test_robust_spread_sees_the_core_and_the_sd_the_slow_few():
+    s = noise.summarise(_records(np.random.default_rng(3), 30, 4))
+    assert s["robust_spread"] == pytest.approx(0.025, rel=0.3)
+    assert s["noise"] > 2.5 * s["robust_spread"]
+    assert s["robust_paired_noise"] == pytest.approx(0.025 * math.sqrt(2), rel=0.35)
+    assert s["paired_noise"] > 2.5 * s["robust_paired_noise"]
+    clean = noise.summarise(_records(np.random.default_rng(3), 30, 4, p=0.0))
+    assert clean["robust_spread"] == pytest.approx(clean["noise"], rel=0.25)  # equal under normal noise
+
+
+def test_the_floor_is_the_verdicts_own_test_on_the_measured_ratios():
+    s = noise.summarise(_records(np.random.default_rng(4), 40, 5))
+    assert s["floor_from"] == "resampled" and s["trim"] == V.TRIM
+    # a tenth slow: the paired SD makes 10 rounds look hopeless; the trimmed test on what was measured does not
+    assert s["floor"]["10"] < 0.6 * s["floor_normal"]["10"]
+    assert s["floor"]["10"] < s["floor"]["3"]
+    text = "\n".join(noise.lines(s, "h"))
+    assert "on the measured log ratios resampled" in text and "a normal assumption at the paired SD" in text
+    assert V.resampled_gap([0.01, -0.01, 0.0, 0.02], 5) is None  # too few ratios to resample
+
+
+def test_the_new_tests_aa_rate_on_seeded_simulated_trials():
+    """200 A/A trials of 10 rounds in the slow-process model, judged as calibrate judges them."""
+    s = noise.summarise(_records(np.random.default_rng(5), 200, 10))
+    assert s["false"]["n"] == 200 and s["false"]["rate"] <= 0.06
+    old = noise.summarise([{**r, "config": {"verdict": {"trim": 0}}} for r in _records(np.random.default_rng(5), 200, 10)])
+    assert old["false"]["rate"] <= 0.06  # the paired t holds it too (by losing its power)
+
+
+def test_allocation_takes_its_rounds_from_the_measured_distribution():
+    records = _records(np.random.default_rng(6), 40, 5)
+    groups: dict = {}
+    for r in records:
+        groups.setdefault((r["calibration"]["trial"], r["calibration"]["label"]), []).append(r)
+    normal = allocation.recommend(list(groups.values()), gap=0.05)
+    measured = allocation.recommend(list(groups.values()), gap=0.05, ratios=noise.aa_log_ratios(records))
+    assert normal.rounds_from == "normal" and measured.rounds_from == "resampled"
+    assert measured.rounds is not None and (normal.rounds is None or measured.rounds < normal.rounds / 2)
+    assert "not a normal assumption" in measured.line() and "not a normal" not in normal.line()
+
+
+def test_calibrate_refuses_a_bad_trim_before_anything_runs(tmp_path, capsys):
+    from repro.cli import dispatch
+
+    assert dispatch(["calibrate", "framework=jax", "model=mlp", "verdict.trim=0.45", f"ledger.dir={tmp_path / 'l'}"]) == 2
+    err = capsys.readouterr().err
+    assert "verdict.trim=0.45 must be in [0, 0.4)" in err and len(err.strip().splitlines()) == 2  # header + the line
+    assert not (tmp_path / "l").exists() or not any((tmp_path / "l").rglob("*.json"))
