@@ -85,7 +85,9 @@ def test_the_floor_is_the_verdicts_own_test_on_the_measured_ratios():
     assert s["floor"]["10"] < s["floor"]["3"]
     text = "\n".join(noise.lines(s, "h"))
     assert "on the measured log ratios resampled" in text and "a normal assumption at the paired SD" in text
-    assert V.resampled_gap([0.01, -0.01, 0.0, 0.02], 5) is None  # too few ratios to resample
+    assert V.resampled_gap([0.01, -0.01, 0.0, 0.02] * 4, 5) is None  # too few ratios to resample
+    few = noise.summarise(_records(np.random.default_rng(4), 4, 4))
+    assert few["floor_from"] == "normal" and few["floor"] == few["floor_normal"]
 
 
 def test_the_new_tests_aa_rate_on_seeded_simulated_trials():

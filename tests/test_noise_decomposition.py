@@ -121,14 +121,14 @@ def test_wilson_interval():
 
 def test_calibrate_prints_every_finding_and_tolerates_old_or_failed_records():
     rng = np.random.default_rng(5)
-    records = _records(rng, 6, 3, shared=0.02, own=0.02, sampling=0.01)
+    records = _records(rng, 6, 3, shared=0.02, own=0.02, sampling=0.01)  # 18 ratios: too few to resample
     s = calibrate.summarise(records, 3)
     assert s["repeats"] == 3 and s["trials"] == 6
     text = "\n".join(calibrate.lines(s, "host1"))
     for words in ("run-to-run noise: ", "paired noise: ", "shared by a round", "independent per run",
                   "sampling sd of a run's steady median: 1.00 %", "other processes' CPU share r = ",
                   "order: position 1 over position 0: ", "false verdicts: ", "smallest gap resolved",
-                  "on the measured log ratios resampled", "robust spread: ", "slow processes: "):
+                  "paired rounds, normal approximation", "robust spread: ", "slow processes: "):
         assert words in text, words
     # records of an older version: no position, sd, machine fields; one failed run
     for r in records:

@@ -77,7 +77,7 @@ def recommend(groups: list[list[dict]], gap: float = 0.05, max_rounds: int = 200
               trim: float | None = None) -> Allocation | None:
     """The allocation for `gap`, from calibration records grouped by (trial, label) (runs of one
     config that ran alike); None where the records lack what it needs (a sampling SD per run).
-    `ratios`: the A/A within-round log ratios measured; with five or more, the rounds come from
+    `ratios`: the A/A within-round log ratios measured; with `verdict.RESAMPLE_MIN` or more, the rounds come from
     them resampled (module docstring), at `trim` (default: the verdict's)."""
     from repro.report import verdict
 
@@ -102,7 +102,7 @@ def recommend(groups: list[list[dict]], gap: float = 0.05, max_rounds: int = 200
     cap = max(10, round(10 * run_s / step_s))
     best = min(cap, max(10, round(math.sqrt(run_s * per_step_var / (step_s * var_process)))))
     sigma_run = math.sqrt(var_process + per_step_var / best)
-    if ratios is not None and len(ratios) >= 5:  # the measured distribution, at the noise of a run at n*
+    if ratios is not None and len(ratios) >= verdict.RESAMPLE_MIN:  # the measured distribution, at a run at n*
         scale = sigma_run / math.sqrt(var_process + per_step_var / steps)
         rounds = _rounds_resampled(ratios, scale, gap, max_rounds, verdict.TRIM if trim is None else trim)
         rounds_from = "resampled"

@@ -44,8 +44,8 @@ From the A/A trials (no label has a gap; the true ratio is 1):
 - **the floor**: the smallest gap the verdict resolves with 80 % power at 3, 5 and 10 rounds: where
   the trials' rounds are complete, by the verdict's own test (the trimmed paired t at the records'
   `verdict.trim`) on sweeps resampled from the measured A/A log ratios (`verdict.resampled_gap`:
-  no normal assumption; slow processes stay in the distribution as measured); else, per run, the
-  normal approximation (`verdict.resolvable_gap`). `floor_normal` keeps the normal figure beside it.
+  no normal assumption; slow processes stay in the distribution as measured; from 20 ratios on);
+  else the normal approximation (`verdict.resolvable_gap`). `floor_normal` keeps the normal figure.
 - **false verdicts**: each trial's verdict (fixed rounds: one look; `run.repeats=auto` trials:
   the planned looks) and how many called one label faster, with a Wilson 95 % interval.
 

@@ -395,6 +395,7 @@ def paired_t(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, floa
 
 NULL_SEED, NULL_DRAWS = 20260527, 2_000_000  # the simulated null: its seed and its numbers drawn (at most 200,000 rows)
 FIT_ALPHAS = (0.05, 0.005)  # the two-sided levels at which c t_nu meets the simulated null
+RESAMPLE_MIN = 20  # measured log ratios a resampled floor needs
 
 
 def trim_count(n: int, trim: float) -> int:
@@ -485,9 +486,11 @@ def resampled_gap(ratios: Sequence[float], rounds: int, trim: float = TRIM, alph
     at `rounds` rounds, from the measured distribution of within-round log ratios, not a normal
     one: sweeps of `rounds` ratios are resampled (with replacement, seeded) from `ratios` centred
     on their trimmed mean (an A/A: no true gap), a gap is added to each, and each sweep is judged
-    at `alpha` by the engine's own test. None: fewer than 5 ratios, or not within a 10x gap."""
+    at `alpha` by the engine's own test. None: fewer than RESAMPLE_MIN ratios (a handful resampled
+    is mostly repeats of itself: 8 ratios gave a floor at 5 rounds above the one at 3), or not
+    within a 10x gap."""
     d = np.array([float(x) for x in ratios if math.isfinite(x)])
-    if len(d) < 5 or rounds < 2:
+    if len(d) < RESAMPLE_MIN or rounds < 2:
         return None
     k = trim_count(rounds, trim)
     d = d - _trimmed_rows(d, trim_count(len(d), trim))[0]
