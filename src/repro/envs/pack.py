@@ -20,7 +20,6 @@ the manifest names with its sha256 and every distribution of the lock.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -33,6 +32,7 @@ from pathlib import Path
 
 from repro.envs import cache, lock
 from repro.envs.venvs import EnvError
+from repro.profile import sha256_file as sha256
 
 MANIFEST = "manifest.json"
 SUMS = "SHA256SUMS"
@@ -234,14 +234,6 @@ def build(req: str, tgt: Target, dest: Path) -> tuple[dict | None, str]:
                 "how": f"{' '.join(cmd)} (pip {_pip('--version').stdout.split()[1]}, Python {platform.python_version()})"}, ""
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def store(path: Path) -> tuple[Path, str]:
