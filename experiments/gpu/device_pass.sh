@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU pass on a lent NVIDIA machine (H100/H200) that has no network and no Hydra, MLflow or
-# DVC: those travel as cp312 wheels in .whl/ (experiments/gpu/README.md says how they are made),
-# the checkout's history as a git bundle in .gitbundle/ (so every record names its commit).
+# DVC. What travels is one pack in .pack/ (README.md here: `repro env pack current --python 3.12
+# --platform manylinux_2_28_x86_64 --have experiments/gpu/image-packages.txt --keep ...`): the wheels the
+# image lacks or has at another version, their manifest and sha256 sums, and the commit as a git bundle
+# (so every record names its commit). Nothing is downloaded here.
 #
 #   bash experiments/gpu/device_pass.sh OUT tests      # gpu-marked tests + precision read-back sweep
 #   bash experiments/gpu/device_pass.sh OUT vit_l4     # +exp=vit_l4 on this GPU's hardware profile (3 repeats, ~6 min)
@@ -13,12 +15,15 @@
 set -uo pipefail
 OUT=${1:?usage: device_pass.sh OUT PART}; PART=${2:?usage: device_pass.sh OUT PART}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+PACK=${PACK:-.pack}
+python3 -m pip list --format=freeze > "$OUT/image-packages.txt"  # the image's list, for the next pack's --have
+(cd "$PACK/wheels" && sha256sum -c --quiet ../SHA256SUMS) || { echo "the pack's wheels do not match its manifest"; exit 1; }
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$PACK"/wheels/*.whl \
   || { echo "wheels did not install"; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
-if [ ! -d .git ] && [ -f .gitbundle/repo.bundle ]; then
-  git init -q && git fetch -q .gitbundle/repo.bundle main && git reset -q FETCH_HEAD
-  printf '/.whl/\n/.gitbundle/\n' >> .git/info/exclude
+if [ ! -d .git ] && [ -f "$PACK/code.bundle" ]; then
+  git init -q && git fetch -q "$PACK/code.bundle" HEAD && git reset -q FETCH_HEAD
+  printf '/%s/\n' "$PACK" >> .git/info/exclude
 fi
 git log --oneline -1 2>&1; git status --short | head
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
