@@ -117,3 +117,23 @@ def test_calibrate_refuses_a_bad_trim_before_anything_runs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "verdict.trim=0.45 must be in [0, 0.4)" in err and len(err.strip().splitlines()) == 2  # header + the line
     assert not (tmp_path / "l").exists() or not any((tmp_path / "l").rglob("*.json"))
+
+
+@pytest.mark.parametrize("deterministic, diverged, says", [
+    (True, False, "bit-identity: bit-identical across 8 processes (loss and parameters)"),
+    (True, True, "WARNING: a deterministic config diverged: not bit-identical: 2 distinct loss hashes among 8 "
+                 "processes; the losses first differ at step 3"),
+    (False, True, "(expected: run.deterministic=false)"),
+])
+def test_the_aa_says_whether_its_processes_were_bit_identical(deterministic, diverged, says):
+    """An A/A is K processes of one config (issue 49): its close says so, as every sweep's does."""
+    records = _records(np.random.default_rng(5), 2, 2)
+    for i, r in enumerate(records):
+        other = diverged and i == len(records) - 1
+        r["config"] = {"run": {"deterministic": deterministic}}
+        r["results"].update(steps=5, loss=[2.0, 1.9, 1.7 if other else 1.8, 1.6, 1.5],
+                            loss_sha256=("b" if other else "a") * 64, params_sha256="c" * 64)
+    s = calibrate.summarise(records, 2)
+    assert s["identity"]["processes"] == 8 and s["identity"]["identical"] is (not diverged)
+    line = next(x for x in calibrate.lines(s, "h") if "bit-identical" in x)
+    assert says in line, line

@@ -453,7 +453,20 @@ def summarise(records: list[dict]) -> dict:
         "false_rate": outcomes[V.FASTER] / judged if judged else None,
         "false": _rate(outcomes[V.FASTER], judged) if judged else None,
         "gap": gap,
+        "identity": _identity(records),
     }
+
+
+def _identity(records: list[dict]) -> dict | None:
+    """Whether the calibration's processes (one config under two labels: an injected gap is time, not
+    maths) gave bit-identical losses and parameters (report/identity.py); None below two ok runs."""
+    from repro.report import identity
+
+    found = identity.of(records)
+    if found.identical is None and not found.text:
+        return None
+    promised = bool((records[0].get("config") or {}).get("run", {}).get("deterministic", True))
+    return {"processes": found.processes, "identical": found.identical, "text": found.text, "deterministic": promised}
 
 
 def _pct(x: float | None, digits: int = 2) -> str:
@@ -533,6 +546,11 @@ def lines(s: dict, host: str) -> list[str]:
         else:
             unit = "paired rounds" if s["unit"] == "paired" else "runs per side, unpaired"
             out.append(f"smallest gap resolved (80 % power, 5 % false verdicts, {unit}, normal approximation): {gaps}")
+    if same := s.get("identity"):  # the A/A's own determinism check, as every sweep's close says it
+        diverged = same["identical"] is False
+        head = "WARNING: a deterministic config diverged: " if diverged and same["deterministic"] else "bit-identity: "
+        out.append(head + same["text"] + (" (expected: run.deterministic=false)" if diverged and not same["deterministic"]
+                                          else ""))
     g = s.get("gap")
     if g:
         size = g["gap"] if isinstance(g["gap"], list) else [g["gap"]]
