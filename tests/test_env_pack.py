@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_env_replay import Checkout, make_venv
+from test_env_replay import RUN, Checkout, make_venv
 
 from repro.envs import lock, pack
 
@@ -141,6 +141,11 @@ def test_a_record_packed_replays_exact_offline_and_its_code_travels(tmp_path):
     assert verdict["as_recorded"]["sources"] == {"wheelhouse": str(house), "offline": True}
     assert verdict["parts"]["packages"] == "restored" and not verdict["as_recorded"]["venv_reused"]
     assert len(co.records("run")) == runs + 1
+    # a run (a sweep's job) in the pack's environment: env.wheelhouse, offline too
+    run = co.repro("env.wheelhouse=" + str(house), *RUN, f"ledger.dir={co.ledger}", "progress.mode=plain")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert co.records("run")[-1]["environment"]["env_hash"] == original["environment"]["env_hash"]
+    runs += 1
 
     wheel = next(house.glob(f"{pack.WHEELS}/omegaconf-*.whl"))
     wheel.unlink()  # a broken link into the content store first: the store's file stays as it was
@@ -148,6 +153,10 @@ def test_a_record_packed_replays_exact_offline_and_its_code_travels(tmp_path):
     tampered, _ = co.replay(original["id"], "--as-recorded", "--wheelhouse", str(house))
     assert tampered.returncode == 2 and f"{wheel} does not match its manifest" in tampered.stderr, tampered.stderr
     assert len(tampered.stderr.strip().splitlines()) == 1 and len(co.records("run")) == runs + 1  # nothing ran
+    refused = co.repro("env.wheelhouse=" + str(house), *RUN, f"ledger.dir={co.ledger}", "progress.mode=plain")
+    assert refused.returncode == 2 and f"env.wheelhouse: wheelhouse {house}: {wheel} does not match" in refused.stderr, \
+        refused.stdout + refused.stderr
+    assert len(co.records("run")) == runs + 1  # refused before any worker
 
 
 @pytest.mark.slow

@@ -209,6 +209,8 @@ class EnvConfig:
     packages: list[str] = field(default_factory=list)
     # a pin may name a distribution the worker's environment lacks only with allow_new=true (the preflight refuses it else)
     allow_new: bool = False
+    # a pack (`repro env pack`): the job runs in a venv of its environment (pins on top), built offline from it
+    wheelhouse: str = ""
 
 
 @dataclass
@@ -239,6 +241,7 @@ NON_SEMANTIC_KEYS = (
     "verdict",  # how runs are judged, not what runs
     "framework.python",
     "env.allow_new",  # a permission the preflight reads, not what runs
+    "env.wheelhouse",  # where the packages come from: the record's env_hash names what they are
     "hardware.check",
     "cluster.name",  # how the hosts were found, not what ran
     "cluster.node_rank",

@@ -20,15 +20,41 @@ def record_hash(ledger_root: Path, python: str | None) -> str | None:
 
 def pinned(config, log=print) -> dict | None:
     """For `env.packages=[flax==0.12.7, ...]`: the worker's environment with those pins in place,
-    as a cached venv ({"python": its interpreter, "src": None}); None when nothing is pinned."""
+    as a cached venv ({"python": its interpreter, "src": None}); None when nothing is pinned.
+    With `env.wheelhouse=DIR`: the pack's environment (pins on top), built offline from the pack."""
     pins = list(config.env.packages)
-    if not pins:
+    if not pins and not config.env.wheelhouse:
         return None
     if bad := [p for p in pins if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[^\s=]+", str(p))]:
         raise venvs.EnvError(f"env.packages takes exact pins name==version (an exact environment), not {bad}: "
                              "e.g. env.packages=['optax==0.2.8']")
-    base = lock.of_interpreter(resolve_python(config.framework.python), cache.locks())
-    venv, meta = venvs.ensure(lock.with_pins(base, pins), log=log)
-    log(f"environment {meta['env_hash'][:12]} ({', '.join(pins)}): "
+    base = _packed(config.env.wheelhouse) if config.env.wheelhouse else \
+        lock.of_interpreter(resolve_python(config.framework.python), cache.locks())
+    venv, meta = venvs.ensure(lock.with_pins(base, pins), log=log, wheelhouse=config.env.wheelhouse or None)
+    log(f"environment {meta['env_hash'][:12]} ({', '.join(pins) or 'the pack ' + config.env.wheelhouse}): "
         + ("reused" if meta["reused"] else f"built in {meta['build_s']:.1f} s") + f" at {venv}")
     return {"python": venvs.python_of(venv), "src": None}
+
+
+def _packed(wheelhouse: str) -> str:
+    """The one environment lock a pack holds (envs.pack: `locks/<env_hash>.txt`)."""
+    from repro.envs import pack
+
+    manifest = pack.manifest_of(Path(wheelhouse))
+    if len(manifest.get("locks") or []) != 1:
+        raise pack.PackError(f"env.wheelhouse={wheelhouse} packs {len(manifest.get('locks') or [])} environments: "
+                             "a run takes a pack of one (`repro env pack RECORD` or an environment hash)")
+    return lock.checked(Path(wheelhouse) / "locks" / f"{manifest['locks'][0]}.txt")
+
+
+def wheelhouse_refusal(config) -> str | None:
+    """Why `env.wheelhouse` cannot serve this job (one line naming the key), or None: the pack is intact
+    and holds every wheel of its environment with the job's pins."""
+    from repro.envs import pack
+
+    try:
+        pack.check(Path(config.env.wheelhouse), lock.with_pins(_packed(config.env.wheelhouse), list(config.env.packages)),
+                   f"env.wheelhouse={config.env.wheelhouse}")
+    except (pack.PackError, lock.EditedLock, OSError) as e:
+        return str(e) if str(e).startswith("env.wheelhouse") else f"env.wheelhouse: {e}"
+    return None

@@ -94,7 +94,12 @@ def check(jobs: Sequence[Config]) -> None:
 
     to_serve: dict[str, str] = {}
     for job in jobs:
-        if not job.env.packages:
+        if job.env.wheelhouse:  # the pack serves it, offline: it must hold every wheel, intact
+            from repro.envs import runs
+
+            if why := runs.wheelhouse_refusal(job):
+                raise ConfigError(why)
+        if not job.env.packages or job.env.wheelhouse:
             continue
         pins = [(str(p), *parse(p)) for p in job.env.packages]
         _refuse_names(job, pins)

@@ -28,7 +28,8 @@ class WarmStart:
         from repro.runner import cluster, launch, seeding, snapshot
 
         config, self.upcoming = self.upcoming, None
-        if self._warm is not None or config is None or config.env.packages or config.cluster.name != "local":
+        if (self._warm is not None or config is None or config.env.packages or config.env.wheelhouse
+                or config.cluster.name != "local"):
             return
         try:
             snapshot.ensure_active()  # whole before a worker imports from it (else the job's own check says why)
