@@ -30,7 +30,7 @@ import argparse
 import socket
 import sys
 
-from repro.runner.sweep import Job, Policy
+from repro.runner.sweep import Job, Policy, repeat_field
 
 FLOOR_REPEATS = (3, 5, 10)
 DEFAULT_TRIALS, DEFAULT_REPEATS = 20, 2
@@ -132,8 +132,8 @@ class Trials(Policy):
             gap = {"gap": self.gap} if self.gap is not None and label == "B" else {}
             jobs.append(Job(self.config, self.overrides, f"calibrate {label}", {
                 "calibration": {"trial": self.trial, "label": label, **gap},
-                "repeat": {"index": self.index, "count": self.per_trial, "group": f"{self.sweep_id}/{label}",
-                           **({"auto": self.auto_field} if self.auto_field else {})}}))
+                "repeat": repeat_field(self.index, self.per_trial, f"{self.sweep_id}/{label}",
+                                       **({"auto": self.auto_field} if self.auto_field else {}))}))
         return jobs
 
     def second_of_pair(self, k: int) -> bool:
