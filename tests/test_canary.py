@@ -17,7 +17,7 @@ CPU = {"cpu": {"model": "Test CPU @ 2.6GHz"}}
 
 def block(seconds: float | None, framework: str = "jax", threads: int = 2) -> dict:
     return {"seconds": seconds, "kernels": {"matmul_s": seconds, "sweep_s": 0.0}, "repeats": 5,
-            "framework": framework, "threads": threads, "processes": 1}
+            "framework": framework, "threads": threads, "processes": 1, "version": 1}
 
 
 def ok_run(seconds: float | None, host: str = "host-a", **kw) -> dict:
@@ -103,6 +103,7 @@ def test_the_canary_runs_after_the_build_and_before_the_window_and_leaves_the_co
     recorded = out["result"]["canary"]
     assert recorded == {k: v for k, v in said.items() if k != "at"}
     assert recorded["seconds"] > 0 and recorded["repeats"] == kernels.REPEATS and recorded["framework"] == "jax"
+    assert recorded["version"] == kernels.VERSION
     assert all(v > 0 for v in recorded["kernels"].values()) and recorded["threads"] >= 1 and recorded["processes"] == 1
     import jax
 

@@ -17,6 +17,7 @@ import statistics
 import time
 from typing import Callable
 
+VERSION = 1  # the kernels below: a canary of another version is never compared with this one
 MATMUL_N = 384  # a (384, 384) @ (384, 384) float32 matmul: 113 MFLOP
 SWEEP_FLOATS = 1 << 23  # 32 MiB of float32, beyond a core's caches
 REPEATS = 5
@@ -25,7 +26,7 @@ Kernel = Callable[[], None]
 
 def run(backend: str) -> dict:
     """{"seconds": the median of the repeats' totals, "kernels": {"matmul_s", "sweep_s"} (each its
-    own median), "repeats", "framework", "kernel": whose kernels ran, "device": "cpu"}."""
+    own median), "repeats", "framework", "kernel": whose kernels ran, "device": "cpu", "version"}."""
     kernels = KERNELS["torch" if backend == "torch_xla" else backend]
     with kernels() as (matmul, sweep):
         matmul(), sweep()  # untimed: compiles, first touches
@@ -34,7 +35,7 @@ def run(backend: str) -> dict:
             "kernels": {"matmul_s": statistics.median(m for m, _ in pairs),
                         "sweep_s": statistics.median(s for _, s in pairs)},
             "repeats": REPEATS, "framework": backend, "kernel": "torch" if backend == "torch_xla" else backend,
-            "device": "cpu"}
+            "device": "cpu", "version": VERSION}
 
 
 def _timed(kernel: Kernel) -> float:

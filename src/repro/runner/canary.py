@@ -3,7 +3,8 @@
 The worker times a fixed kernel of its framework before its measured window opens and records it
 (the record's top-level `canary`). The parent judges it before the record is written, from the
 canary numbers alone, never a step time: against the earlier `ok` runs in the ledger of the same
-kind (the same host name and CPU model, framework, compute threads and processes on the host), it is slow where
+kind (the same host name and CPU model, framework, compute threads, processes on the host and
+kernels), it is slow where
 
     seconds > median(their seconds) × (1 + verdict.canary_margin)
 
@@ -29,13 +30,14 @@ _told: set[tuple] = set()  # kinds whose building history was said
 
 
 def kind_of(record: dict) -> tuple | None:
-    """(host, CPU model, framework, threads, processes) of a record's canary; None where it has no number."""
+    """(host, CPU model, framework, threads, processes, kernels' version) of a record's canary; None where
+    it has no number."""
     canary, machine = record.get("canary"), record.get("machine")
     if not isinstance(canary, dict) or not isinstance(canary.get("seconds"), (int, float)) or not isinstance(machine, dict):
         return None
     cpu = ((record.get("environment") or {}).get("cpu") or {}) if isinstance(record.get("environment"), dict) else {}
     return machine.get("host"), cpu.get("model") if isinstance(cpu, dict) else None, canary.get("framework"), \
-        canary.get("threads"), canary.get("processes", 1)
+        canary.get("threads"), canary.get("processes", 1), canary.get("version")
 
 
 def decide(canary: dict, history: list[float], margin: float) -> dict:
