@@ -1,9 +1,10 @@
 """Which slow processes the canary, steal time and placement caught, from a ledger's records (issue 48).
 
-    python benchmarks/canary_caught.py LEDGER_DIR [--slower 0.2]
+    python benchmarks/canary_caught.py LEDGER_DIR [--slower 0.2] [--sweep ID]
 
 A run is slow where its steady median is more than `--slower` above its config's median (all ok runs
-of that config hash in the ledger, reruns' replaced attempts included: every process is a sample).
+of that config hash in the ledger, or in the sweep `--sweep` names, reruns' replaced attempts included:
+every process is a sample).
 Caught by: the canary (`canary.slow`), steal (`machine.steal_share` > STEAL cores), placement (its
 migrations more than PLACEMENT × the median of the config's runs), busy (the existing rule: other
 processes above runner/rerun.py's OTHER_CPU_SHARE). Prints one line per slow run and a table of
@@ -41,9 +42,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("ledger", type=Path)
     parser.add_argument("--slower", type=float, default=0.2)
+    parser.add_argument("--sweep", help="one sweep's runs (its id); the canaries were judged against the whole ledger")
     args = parser.parse_args()
     by_config: dict[str, list[dict]] = {}
     for run in ok_runs(args.ledger):
+        if args.sweep and (run.get("sweep") or {}).get("id") != args.sweep:
+            continue
         by_config.setdefault(run["config_hash"], []).append(run)
     rows, names = [], ("canary", "steal", "placement", "busy")
     for runs in by_config.values():

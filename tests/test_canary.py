@@ -45,12 +45,13 @@ def test_a_canary_slower_than_the_hosts_median_by_the_margin_is_slow_and_its_run
     assert both.startswith("other processes took 0.50 of a core") and both.endswith(why)
 
 
-def test_the_history_is_this_hosts_canaries_of_the_same_framework_and_threads(tmp_path):
+def test_the_history_is_this_hosts_quiet_canaries_of_the_same_framework_and_threads(tmp_path):
     ledger = Ledger(tmp_path / "ledger")
     for s in (0.003, 0.003, 0.003, 0.003):
         ledger.append(ok_run(s))
     for other in (ok_run(0.001, host="host-b"), ok_run(0.001, threads=1), ok_run(0.001, framework="torch"),
-                  {**ok_run(0.001), "status": "failed"}, ok_run(None)):
+                  {**ok_run(0.001), "status": "failed"}, ok_run(None),
+                  {**ok_run(0.009), "machine": {**HOST, "other_cpu_share": 0.5}}):  # a busy window: no history
         ledger.append(other)
     finished_run(ledger, tmp_path / "mlflow.db")  # recorded before canaries existed: none
     said = []
@@ -64,7 +65,11 @@ def test_the_history_is_this_hosts_canaries_of_the_same_framework_and_threads(tm
     third = ok_run(0.0038)
     canary.judge(third, ledger.root, 0.25, said.append)
     assert third["canary"]["history"] == 6 and third["canary"]["slow"] is True
+    assert canary.QUIET_SHARE == rerun.OTHER_CPU_SHARE
     assert "against this host's median 3.00 ms over 6 runs" in rerun.flag(third)
+    busy = {**ok_run(0.009), "machine": {**HOST, "other_cpu_share": 0.11}}
+    canary.judge(busy, ledger.root, 0.25, said.append)  # judged (the rerun rule names its busy window too), not kept
+    assert busy["canary"]["slow"] is True and busy["canary"]["history"] == 7
     failed = {**ok_run(0.5), "status": "failed"}
     canary.judge(failed, ledger.root, 0.25, said.append)  # a failed run is neither judged nor history
     assert "slow" not in failed["canary"] and canary.history(ledger.root, canary.kind_of(third)) == \

@@ -8,6 +8,10 @@ kernels), it is slow where
 
     seconds > median(their seconds) × (1 + verdict.canary_margin)
 
+Only runs whose window was quiet join the history (other processes at most QUIET_SHARE of a core):
+in one sitting on a 2-core VM, 40 canaries of a machine shared with other work (median 3.3 ms) put the
+threshold at 4.1 ms, above both slow processes of a quiet sitting after it (3.6 and 4.0 ms against
+that sitting's median of 2.3 ms); a busy run is flagged by runner/rerun.py's own rule already.
 With fewer than MIN_HISTORY of them nothing is flagged: the first runs on a host build its history
 and say so. A slow canary flags the run (runner/rerun.py), and its round runs again under
 `verdict.max_reruns`, outcome-blind. The ledger is read once per process and ledger (its index,
@@ -23,6 +27,7 @@ from pathlib import Path
 MIN_HISTORY = 5
 HISTORY = 50  # the newest this many earlier canaries of a kind
 READ_AT_MOST = 2000  # ok runs read (newest first) to find them, per ledger and process
+QUIET_SHARE = 0.10  # runner/rerun.py's OTHER_CPU_SHARE (it imports this module): a busier window's canary is no history
 BARE = 100  # ok runs in a row without a canary (recorded before it existed): none older has one
 
 _ledgers: dict[str, "_Known"] = {}  # ledger root -> its canaries, as this process read them
@@ -38,6 +43,11 @@ def kind_of(record: dict) -> tuple | None:
     cpu = ((record.get("environment") or {}).get("cpu") or {}) if isinstance(record.get("environment"), dict) else {}
     return machine.get("host"), cpu.get("model") if isinstance(cpu, dict) else None, canary.get("framework"), \
         canary.get("threads"), canary.get("processes", 1), canary.get("version")
+
+
+def quiet(record: dict) -> bool:
+    """Whether a run's canary may join the history: other processes were quiet in its window."""
+    return ((record.get("machine") or {}).get("other_cpu_share") or 0) <= QUIET_SHARE
 
 
 def decide(canary: dict, history: list[float], margin: float) -> dict:
@@ -76,7 +86,7 @@ def history(ledger_root: str | Path, kind: tuple) -> list[float]:
 
 
 def judge(record: dict, ledger_root: str | Path, margin: float, say) -> None:
-    """Decide an ok run's canary in place, before its record is written, and add it to the history;
+    """Decide an ok run's canary in place, before its record is written, and add it to the history (a quiet one);
     `say`: how the first run of a kind that builds its history says so (once per kind and process)."""
     kind = kind_of(record)
     if record.get("status") != "ok" or kind is None:
@@ -90,11 +100,12 @@ def judge(record: dict, ledger_root: str | Path, margin: float, say) -> None:
     if record["canary"]["slow"] is None and kind not in _told:
         _told.add(kind)
         say(f"{kind[2]}, {kind[3]} threads: {record['canary']['reason']}")
-    _ledgers[str(Path(ledger_root).resolve())].added.append((kind, record["canary"]["seconds"]))
+    if quiet(record):
+        _ledgers[str(Path(ledger_root).resolve())].added.append((kind, record["canary"]["seconds"]))
 
 
 class _Known:
-    """One ledger's canaries as this process reads them: its ok runs newest first, each parsed once,
+    """One ledger's quiet canaries as this process reads them: its ok runs newest first, each parsed once,
     as far as a kind's history needs (a ledger of runs recorded before canaries existed stops the
     reading after BARE of them in a row), then the canaries this process judged."""
 
@@ -119,6 +130,6 @@ class _Known:
                 continue
             found = kind_of(record)
             self.bare = 0 if "canary" in record else self.bare + 1
-            if found is not None:
+            if found is not None and quiet(record):
                 self.read.append((found, float(record["canary"]["seconds"])))
         return [s for k, s in [*self.read[::-1], *self.added] if k == kind][-HISTORY:]
