@@ -18,8 +18,7 @@ import json
 import statistics
 from pathlib import Path
 
-STEAL = 0.02  # cores the hypervisor gave another tenant during the window
-PLACEMENT = 2.0  # migrations above this multiple of the config's median
+from repro.report.noise import PLACEMENT, STEAL  # calibrate's rules: migrations over PLACEMENT × the config's median
 
 
 def ok_runs(root: Path) -> list[dict]:

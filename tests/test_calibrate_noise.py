@@ -38,11 +38,13 @@ def _slow_ids(records: list[dict]) -> list[str]:
 def test_slow_processes_are_counted_sized_and_named_by_what_caught_them():
     records = _records(np.random.default_rng(2), 10, 4)
     by_id = {r["id"]: r for r in records}
+    for r in records:  # every thread migrates now and then: a run's count counts against its config's median
+        r["machine"]["placement"] = {"migrations": 1 + len(r["id"]) % 2}
     slow = _slow_ids(records)
     assert 4 <= len(slow) <= 16
     by_id[slow[0]]["canary"] = {"slow": True}
     by_id[slow[1]]["machine"]["steal_share"] = 0.05
-    by_id[slow[2]]["machine"]["placement"] = {"migrations": 3}
+    by_id[slow[2]]["machine"]["placement"] = {"migrations": 5}  # over 2 × the median
     by_id[slow[3]]["canary"] = {"slow": False}  # a canary that did not flag it: not caught
     by_id[slow[3]]["machine"].update(steal_share=0.01, placement=None)  # under the steal threshold, no placement
     fast = next(r for r in records if r["id"] not in slow)

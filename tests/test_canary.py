@@ -33,15 +33,21 @@ def test_no_history_flags_nothing_and_says_it_is_building_one():
         assert rerun.flag({"canary": judged}) is None
 
 
-def test_a_canary_slower_than_the_hosts_median_by_the_margin_is_slow_and_its_run_flagged():
+RERUNS = {"config": {"verdict": {"canary_reruns": True}}}
+
+
+def test_a_canary_slower_than_the_hosts_median_by_the_margin_is_slow_and_flags_its_run_where_asked():
     history = [0.0030, 0.0029, 0.0031, 0.0030, 0.0045]  # median 3 ms: one slow process does not move it
     slow = canary.decide(block(0.0040), history, 0.25)
     assert slow["slow"] is True and slow["median_s"] == 0.003 and slow["threshold_s"] == pytest.approx(0.00375)
     why = "its canary took 4.00 ms against this host's median 3.00 ms over 5 runs (margin 0.25)"
-    assert slow["reason"] == why and rerun.flag({"canary": slow}) == why
+    assert slow["reason"] == why and rerun.flag({"canary": slow, **RERUNS}) == why
+    # by default recorded, not rerun (verdict.canary_reruns=false: README, a slow process)
+    assert rerun.flag({"canary": slow}) is None
+    assert rerun.flag({"canary": slow, "config": {"verdict": {"canary_reruns": False}}}) is None
     fine = canary.decide(block(0.0037), history, 0.25)
-    assert fine["slow"] is False and rerun.flag({"canary": fine, "results": {"steady_median_s": 99.0}}) is None
-    both = rerun.flag({"canary": slow, "machine": {"other_cpu_share": 0.5}})
+    assert fine["slow"] is False and rerun.flag({"canary": fine, "results": {"steady_median_s": 99.0}, **RERUNS}) is None
+    both = rerun.flag({"canary": slow, "machine": {"other_cpu_share": 0.5}, **RERUNS})
     assert both.startswith("other processes took 0.50 of a core") and both.endswith(why)
 
 
@@ -66,7 +72,7 @@ def test_the_history_is_this_hosts_quiet_canaries_of_the_same_framework_and_thre
     canary.judge(third, ledger.root, 0.25, said.append)
     assert third["canary"]["history"] == 6 and third["canary"]["slow"] is True
     assert canary.QUIET_SHARE == rerun.OTHER_CPU_SHARE
-    assert "against this host's median 3.00 ms over 6 runs" in rerun.flag(third)
+    assert "against this host's median 3.00 ms over 6 runs" in rerun.flag({**third, **RERUNS})
     busy = {**ok_run(0.009), "machine": {**HOST, "other_cpu_share": 0.11}}
     canary.judge(busy, ledger.root, 0.25, said.append)  # judged (the rerun rule names its busy window too), not kept
     assert busy["canary"]["slow"] is True and busy["canary"]["history"] == 7

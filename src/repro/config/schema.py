@@ -175,9 +175,11 @@ class VerdictConfig:
     max_reruns: int = 2
     trim: float = 0.2  # the share of rounds dropped from each end of the trimmed paired t (0: the plain paired t)
     # the process canary (runner/canary.py): a run whose canary is slower than this host's median by
-    # more than this share is flagged (its round runs again); canary=false: no canary runs
+    # more than this share is recorded slow; canary=false: no canary runs. canary_reruns=true also runs
+    # its round again (off: on the 2-core VM it caught 2 of 5 slow processes and flagged 10 of 35 others)
     canary: bool = True
     canary_margin: float = 0.25
+    canary_reruns: bool = False
 
 
 @dataclass

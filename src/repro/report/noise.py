@@ -289,14 +289,22 @@ def _mad_sd(x: list[float]) -> float | None:
     return MAD_SD * statistics.median(abs(v - mid) for v in x)
 
 
-def caught_by(record: dict) -> str:
-    """What flagged a run, from its own record: "canary", "steal", "placement" or "nothing"."""
+PLACEMENT = 2.0  # a run's CPU migrations above this multiple of its config's median (at least 1) flag it
+
+
+def _migrations(record: dict) -> int:
+    return ((record.get("machine") or {}).get("placement") or {}).get("migrations") or 0
+
+
+def caught_by(record: dict, median_migrations: float = 0.0) -> str:
+    """What flagged a run, from its own record: "canary", "steal", "placement" (more CPU migrations
+    than PLACEMENT × its config's median: every thread migrates a few times in any run) or "nothing"."""
     machine = record.get("machine") or {}
     if (record.get("canary") or {}).get("slow") is True:
         return "canary"
     if (machine.get("steal_share") or 0) > STEAL:
         return "steal"
-    if ((machine.get("placement") or {}).get("migrations") or 0) > 0:
+    if _migrations(record) > PLACEMENT * max(median_migrations, 1):
         return "placement"
     return "nothing"
 
@@ -313,18 +321,19 @@ def slow_processes(records: list[dict]) -> dict | None:
         if len(runs) < 3:
             continue
         mid = statistics.median(m for _, m in runs)
+        moves = statistics.median(_migrations(r) for r, _ in runs)
         for r, m in runs:
-            (slow if m > (1 + SLOW) * mid else fast).append((r, m / mid - 1))
+            (slow if m > (1 + SLOW) * mid else fast).append((r, m / mid - 1, moves))
     runs = len(slow) + len(fast)
     if not runs:
         return None
-    sizes = sorted(x for _, x in slow)
+    sizes = sorted(x for _, x, _ in slow)
     caught = {k: 0 for k in (*SIGNALS, "nothing")}
-    for r, _ in slow:
-        caught[caught_by(r)] += 1
+    for r, _, moves in slow:
+        caught[caught_by(r, moves)] += 1
     flagged = {k: 0 for k in SIGNALS}
-    for r, _ in fast:
-        if (by := caught_by(r)) != "nothing":
+    for r, _, moves in fast:
+        if (by := caught_by(r, moves)) != "nothing":
             flagged[by] += 1
     return {"runs": runs, "slow": len(slow), "share": len(slow) / runs,
             "size_median": statistics.median(sizes) if sizes else None, "size_range": [sizes[0], sizes[-1]] if sizes else None,

@@ -2,8 +2,8 @@
 
 The sweep loop (runner/sweep.py) runs a flagged round again, at most `verdict.max_reruns` times
 per sweep. The rule reads only the record's `machine` block (what the worker saw around its
-measured window) and its `canary` (a fixed kernel timed before the window, judged against the
-host's earlier canaries: runner/canary.py), never a step time, so a rerun cannot favour an
+measured window) and, with `verdict.canary_reruns=true`, its `canary` (a fixed kernel timed before
+the window, judged against the host's earlier canaries: runner/canary.py), never a step time, so a rerun cannot favour an
 outcome: a round is not run again because its numbers looked odd, only because the machine was
 busy or slowed down, or its process was slow before its first step.
 """
@@ -14,6 +14,11 @@ from repro.runner.canary import slow_reason
 
 OTHER_CPU_SHARE = 0.10  # other processes' CPU during the measured window, in cores
 CLOCK_SHORTFALL = 0.95  # a GPU's SM clock below this share of its maximum
+
+
+def _canary_reruns(record: dict) -> bool:
+    """verdict.canary_reruns, as the run was configured (records from before the key: off)."""
+    return bool(((record.get("config") or {}).get("verdict") or {}).get("canary_reruns", False))
 
 
 def flag(record: dict) -> str | None:
@@ -29,6 +34,6 @@ def flag(record: dict) -> str | None:
             reasons.append(f"GPU {gpu.get('index', '?')} at {clock:.0f} of {top:.0f} MHz")
         if gpu.get("throttle"):
             reasons.append(f"GPU {gpu.get('index', '?')} throttled ({gpu['throttle']})")
-    if (canary := record.get("canary")) and canary.get("slow") is True:
+    if (canary := record.get("canary")) and canary.get("slow") is True and _canary_reruns(record):
         reasons.append(slow_reason(canary))
     return "; ".join(reasons) or None
