@@ -111,12 +111,18 @@ def test_sync_fills_the_server_then_adds_nothing_and_closes_lost_runs(down_sweep
 
 def test_resume_skips_what_is_recorded_ok_and_tables_it(down_sweep, mlflow_server):
     box, port, _, _ = down_sweep
-    before = len(box.records())
+
+    def runs():
+        return [r for r in box.records() if r["kind"] == "run"]
+
+    before = len(runs())
     proc = box.run("-m", *TINY, "run.steps=6", "run.seed=0,1,2", f"tracking.uri=http://127.0.0.1:{port}",
                    "tracking.experiment=outage", "run.resume=true")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert proc.stdout.count("skipped, already recorded ok on this environment") == 2
-    assert len(box.records()) == before + 2  # only the third seed ran: started + finished
+    assert len(runs()) == before + 2  # only the third seed ran: started + finished
+    sweep = max((r for r in box.records() if r["kind"] == "sweep"), key=lambda r: r["created"])
+    assert len(sweep["reused"]) == 2  # the sweep's record names the runs it took as its own
     for h in box.heads()[:2]:
         assert h["id"] in proc.stdout  # the skipped jobs' records are in the closing table
 
