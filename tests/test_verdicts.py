@@ -106,9 +106,9 @@ def test_repeats_run_interleaved_with_ci_and_ratio(box, repeats):
         assert config_hash(one) == group[0]["config_hash"]
     rows = re.findall(r"^(jax|torch) +ok", out, re.M)  # the closing table's rows (report/table.py)
     assert sorted(rows) == ["jax", "torch"]  # one row per config
-    assert "95 % CI (ms)" in out and "3 repeats each, interleaved" in out
-    assert [row.n for row in comparison.build(runs).rows] == [3, 3]
     flat = " ".join(out.split())  # verdict lines wrap at the width (report/table.py)
+    assert "95 % CI (ms)" in out and "3 repeats each, interleaved" in flat
+    assert [row.n for row in comparison.build(runs).rows] == [3, 3]
     verdict = next(chunk for chunk in flat.split(")") if "3 repeats each" in chunk)
     assert any(words in verdict for words in ("faster than", "are equivalent within ±2 %", "cannot tell yet"))
     mlflow = [r for r in box.mlflow_runs("rep") if "mlflow.parentRunId" in r.data.tags]
@@ -195,7 +195,7 @@ def test_compare_by_sweep_and_experiment(box, repeats):
     by_experiment = _compare(box, "--experiment", "rep", "--wide")  # --wide: the ledger ids too
     by_sweep = _compare(box, "--sweep", runs[0]["sweep"]["id"][:18], "--wide")
     for out in (by_experiment, by_sweep):
-        assert "3 repeats each, interleaved" in out and runs[0]["id"] in out
+        assert "3 repeats each, interleaved" in " ".join(out.split()) and runs[0]["id"] in out  # lines wrap
 
 
 @pytest.mark.slow
