@@ -28,13 +28,14 @@ quickstart: $(STAMP)
 	$(PY) -m repro +exp=quickstart
 
 # The suite runs PyTorch/XLA in its own env, a real mlflow server on PostgreSQL and headless Chromium:
-# all installed first. One pytest-xdist worker per core plus one, 3 to 5 (TEST_WORKERS=0: one process);
+# all installed first. One pytest-xdist worker per core plus two, 4 to 6 (TEST_WORKERS=0: one process);
 # each test file is one group, kept on one worker, and files that read one session fixture share a group
 # (tests/conftest.py: SHARED_FIXTURES), the longest groups handed out first (SLOWEST_SCOPES). The 15
 # slowest tests are listed at the end.
-# About 40 % of the suite's wall is waiting (SLURM, timeouts, process starts), not CPU: on the 2-core
-# reference machine 3 workers took 1,001 s where 2 took 1,130-1,166 s (2026-11-27, all passing).
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 1)); [ $$n -lt 3 ] && n=3; [ $$n -gt 5 ] && n=5; echo $$n)
+# About 35-40 % of the suite's wall is waiting (SLURM, timeouts, process starts), not CPU: on the 2-core
+# reference machine 3 workers took 1,001 s where 2 took 1,130-1,166 s (2026-11-27, all passing); with the
+# suite grown to 855 tests, 4 workers took 1,238 s where 3 took 1,275 s (one run each, 1.2 cores busy on average).
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 2)); [ $$n -lt 4 ] && n=4; [ $$n -gt 6 ] && n=6; echo $$n)
 test: $(STAMP) xla-env system-deps
 	$(PY) -m pytest -n $(TEST_WORKERS)
 
