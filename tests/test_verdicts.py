@@ -109,8 +109,10 @@ def test_repeats_run_interleaved_with_ci_and_ratio(box, repeats):
     flat = " ".join(out.split())  # verdict lines wrap at the width (report/table.py)
     assert "95 % CI (ms)" in out and "3 repeats each, interleaved" in flat
     assert [row.n for row in comparison.build(runs).rows] == [3, 3]
-    verdict = next(chunk for chunk in flat.split(")") if "3 repeats each" in chunk)
-    assert any(words in verdict for words in ("faster than", "are equivalent within ±2 %", "cannot tell yet"))
+    (judged,) = comparison.build(runs).tables[0].verdicts  # the one engine's sentence, as the close printed it
+    assert judged.outcome in (verdict.FASTER, verdict.EQUIVALENT, verdict.UNDECIDED), judged.text
+    assert judged.mode == "in deterministic mode (run.deterministic=true)"  # the condition, named in the sentence
+    assert judged.text.split(" (")[0] in flat, (judged.text, flat[-3000:])
     mlflow = [r for r in box.mlflow_runs("rep") if "mlflow.parentRunId" in r.data.tags]
     assert len(mlflow) == 6
     assert sorted(r.data.tags["repro.repeat.index"] for r in mlflow) == ["0", "0", "1", "1", "2", "2"]
