@@ -1,6 +1,7 @@
 """repro through a real SLURM (tests/slurm_cluster.py: munged, slurmctld, slurmd n1 and n2 on this
-host): sweeps with hydra/launcher=submitit_slurm, the scheduler block in every record, what
-happens when SLURM ends a job (scancel, time limit, requeue), and a run over two SLURM nodes."""
+host): sweeps with hydra/launcher=submitit_slurm (each round of the sweep loop one SLURM job:
+runner/submitit_rounds.py), the scheduler block in every record, what happens when SLURM ends a
+job (scancel, time limit, requeue), and a run over two SLURM nodes."""
 
 from __future__ import annotations
 
@@ -70,10 +71,11 @@ def test_submitit_slurm_sweep_records_its_jobs(slurm, sandbox, timeout_job):
         s = h["scheduler"]
         assert s["name"] == "slurm" and s["partition"] == "both" and s["attempt"] == 1
         assert s["node"] in ("n1", "n2") and s["step_id"] == "0"
-        assert s["array_task_id"] in ("0", "1") and s["resources"]["time_limit"] == "00:10:00"
+        assert "array_task_id" not in s and s["resources"]["time_limit"] == "00:10:00"
         assert s["stdout"].startswith(str(sandbox.root / "sweep" / ".submitit"))
         assert "scheduler" not in h["config"]  # provenance, not part of the config hash
-    assert len({h["scheduler"]["array_job_id"] for h in heads.values()}) == 1
+    # the sweep's one round is one SLURM job: both configs ran in it, on one node, one after the other
+    assert len({(h["scheduler"]["job_id"], h["scheduler"]["node"]) for h in heads.values()}) == 1
     # every job a SLURM job: each record's job id is one slurmctld knows, ended COMPLETED (a job
     # reads RUNNING for a moment after its result reached the parent: its end is waited for)
     ended = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
@@ -126,34 +128,36 @@ def test_scancel_records_killed_and_the_sweep_goes_on(slurm, sandbox, timeout_jo
 
 
 @pytest.mark.slow
-def test_first_job_cancelled_while_the_second_runs(slurm, sandbox):
-    """The first job in the launcher's order is cancelled while the second runs: submitit's
-    UncompletedJobError for it no longer ends the parent's watch (hydra_plugins/repro_sweeper/
-    outcomes.py). The second ends ok in the same sweep, the first is recorded killed naming
-    scancel, no traceback reaches the user, and the closing table lists both."""
+def test_a_round_cancelled_in_its_first_job_records_it_killed_and_the_rest_lost(slurm, sandbox):
+    """A round is one SLURM job running its configs one after another: cancelled while its first
+    job runs, that job records itself killed naming scancel, and the job after it, which never
+    started, is recorded `lost` with the launcher's reason (runner/rounds.py `settle`). No traceback
+    reaches the user and the closing table lists both. (Under Hydra's launcher each job was an array
+    task of its own and the second ran on; a round now holds its pair on one node.)"""
     sweep = subprocess.Popen(sandbox.repro_cmd("-m", "framework=torch", "model=mlp", "run.warmup=2",
                                                "run.steps=100000,4000", *SLURM_SWEEP, "hydra.launcher.partition=both",
                                                _sweep_dir(sandbox), "tracking.experiment=slurm_first_cancel"),
                              cwd=sandbox.root, env=sandbox.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
     try:
-        started = _wait_for("both jobs started", lambda: (lambda s: s if len(s) == 2 else None)(
-            [r for r in sandbox.records() if r["kind"] == "run" and r["status"] == "started"]))
-        first = next(r for r in started if r["config"]["run"]["steps"] == 100000)
-        assert first["scheduler"]["array_task_id"] == "0"  # first in the launcher's order
+        (first,) = _wait_for("the first job started", lambda: [
+            r for r in sandbox.records() if r["kind"] == "run" and r["status"] == "started"])
+        assert first["config"]["run"]["steps"] == 100000 and first["sweep"]["job"] == 0  # the round's order: as planned
         time.sleep(2)
         subprocess.run(["scancel", scheduler.job_ref(first["scheduler"])], check=True, env=slurm.env())
         out, _ = sweep.communicate(timeout=240)
     finally:
         sweep.kill()
     heads = {h["config"]["run"]["steps"]: h for h in sandbox.heads()}
-    assert heads[4000]["status"] == "ok", out[-3000:]
-    assert heads[4000]["sweep"]["id"] == heads[100000]["sweep"]["id"]
     assert heads[100000]["status"] == "killed", out[-3000:]
     assert heads[100000]["error"]["reason"].startswith("cancelled by SLURM (scancel)")
-    assert "Traceback" not in out and "UncompletedJobError:" not in out.split("ended without returning")[0], out[-3000:]
+    lost = heads[4000]
+    assert lost["status"] == "lost" and lost["sweep"]["id"] == heads[100000]["sweep"]["id"], out[-3000:]
+    assert lost["error"]["reason"].startswith(f"lost: submitit_slurm job {first['scheduler']['job_id']} "), lost["error"]
+    assert "before this job of its round ran" in lost["error"]["reason"] or "without handing back" in lost["error"]["reason"]
+    assert "Traceback" not in out, out[-3000:]
     table = out[out.index("mlp/tiny · batch 32"):]
-    assert table.count(" killed ") + table.count(" ok ") >= 2 and "killed" in table, table
+    assert "killed" in table and "lost" in table, table
     assert sweep.returncode == 1  # a run did not end ok: the sweep says so
 
 
@@ -277,3 +281,50 @@ def test_a_node_that_dies_under_a_run_is_recorded_as_a_node_failure(slurm, sandb
     _wait_for("n2 back", lambda: subprocess.run(["sinfo", "-h", "-n", "n2", "-o", "%t"], capture_output=True,
                                                 text=True, env=slurm.env()).stdout.strip() == "idle", timeout=90)
     print(f"\nrecorded: {head['status']}: {reason}")
+
+
+def _runs_of(sandbox, experiment: str) -> list[dict]:
+    return sorted((r for r in sandbox.records() if r.get("kind") == "run" and r["status"] != "started"
+                   and r["sweep"]["experiment"] == experiment), key=lambda r: r["sweep"]["job"])
+
+
+@pytest.mark.slow
+def test_auto_repeats_on_slurm_run_each_round_on_one_node_and_rerun_a_flagged_one(slurm, sandbox, timeout_job):
+    """run.repeats=auto under submitit_slurm (refused before the loop handed rounds to launchers): each
+    round is one SLURM job whose configs ran one after another on one node, in the round's recorded
+    order, windows apart; a round made busy on purpose (a core burnt while it runs) runs again as a new
+    SLURM job; the sweep ends decided or undecided at verdict.max_repeats, never refused."""
+    proc = subprocess.Popen(sandbox.repro_cmd("-m", "framework=jax,torch", "model=mlp", "run.steps=6", "run.warmup=2",
+                                              "run.repeats=auto", "verdict.max_repeats=2", "verdict.max_reruns=1",
+                                              "verdict.canary=false",
+                                              *SLURM_SWEEP, "hydra.launcher.partition=both", _sweep_dir(sandbox),
+                                              "tracking.experiment=slurm_auto"),
+                            cwd=sandbox.root, env=sandbox.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    burner = None
+    try:
+        _wait_for("the first round's start", lambda: _started(sandbox, "jax") or _started(sandbox, "torch"), timeout=180)
+        burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # others' CPU in the first round
+        _wait_for("the first round's end", lambda: len(_runs_of(sandbox, "slurm_auto")) >= 2, timeout=180)
+        burner.kill()
+        out, _ = proc.communicate(timeout=400)
+    finally:
+        proc.kill()
+        if burner is not None:
+            burner.kill()
+            burner.wait()
+    assert proc.returncode == 0, out[-4000:]
+    assert "round 1 runs again (1 of verdict.max_reruns=1)" in out, out[-4000:]
+    assert "stopped: every pair decided" in out or "verdict.max_repeats=2 reached, undecided" in out, out[-4000:]
+    runs = _runs_of(sandbox, "slurm_auto")
+    assert all(r["status"] == "ok" for r in runs) and len(runs) == 6, [r["status"] for r in runs]  # 2 rounds, 1 rerun
+    assert runs[2]["repeat"]["rerun"] == 1 and runs[2]["repeat"]["replaces"] == [r["id"] for r in runs[:2]]
+    for k in range(0, len(runs), 2):  # a round: one SLURM job, one node, its order, windows apart
+        a, b = runs[k], runs[k + 1]
+        assert a["scheduler"]["job_id"] == b["scheduler"]["job_id"] and a["scheduler"]["node"] == b["scheduler"]["node"]
+        assert [a["repeat"]["position"], b["repeat"]["position"]] == [0, 1]
+        assert a["repeat"]["index"] == b["repeat"]["index"]
+        assert a["wall_split"]["window"][1] <= b["wall_split"]["window"][0]
+    assert len({r["scheduler"]["job_id"] for r in runs}) == len(runs) // 2  # one SLURM job per round
+    (stop,) = [r for r in sandbox.records() if r.get("kind") == "repeats"]
+    assert stop["queue_s"] >= 0 and stop["run_s"] > 0

@@ -35,7 +35,7 @@ FLOORS = [
     # 5 MLflow, a view of the ledger (it renders report's comparison into the store)
     ("repro.tracking",),
     # 6 commands
-    ("repro.session", "repro.sweep_close", "repro.hydra_slot", "repro.hydra_callback", "repro.app", "repro.api", "repro.repeats",
+    ("repro.session", "repro.sweep_close", "repro.app", "repro.api", "repro.repeats",
      "repro.cli", "repro.__main__", "repro.replay", "repro.dvc_stage", "repro.calibrate",
      "repro.ledger.cli", "repro.models.cli", "repro.envs.cli", "repro.tracking.sync", "repro.tracking.projector"),
 ]

@@ -48,16 +48,79 @@ def test_fixed_order_is_the_serpentine_and_loud_opens_no_window(monkeypatch, tmp
     assert machine_locks.open_window(1.0) is None
 
 
-def test_hydra_order_and_job_numbers_agree():
-    jobs, repeats, sweep_id = ["a", "b", "c"], 4, "20261126T000000Z-abcdef"
-    listed = sweep.hydra_order(jobs, repeats, sweep.order_seed(sweep_id))
-    assert Counter(listed) == {"a": 4, "b": 4, "c": 4}
-    for num, job in enumerate(listed):
-        rep = sweep.hydra_repeat(num, len(jobs), repeats, sweep_id)
-        assert rep["group"] == f"{sweep_id}/{jobs.index(job)}"  # the job's group is the config it runs
-        assert (rep["index"], rep["position"]) == divmod(num, len(jobs))
-        assert rep["order_seed"] == sweep.order_seed(sweep_id)
-    assert sweep.hydra_order(jobs, 1, 7) == jobs  # one round: as listed
+class _Host:
+    """The least a host of the loop is (runner/host.py), its ledger in `root`."""
+
+    def __init__(self, root):
+        from types import SimpleNamespace
+
+        self.ledger_dir, self.sweep_id, self.queue_s, self.records, self.said = str(root), "S", 0.0, [], []
+        self.warm = SimpleNamespace(upcoming=None)
+        self.display = SimpleNamespace(job_finished=lambda job, record: None)
+        self.git, self.code, self.experiment = {}, {}, "e"
+
+    def sweep_info(self, job):
+        return {"id": self.sweep_id, "job": job}
+
+    def finished(self, record):
+        self.records.append(record)
+
+    def say(self, line):
+        self.said.append(line)
+
+    def expect(self, jobs):
+        pass
+
+    def close(self, interrupted=False):
+        return self.records
+
+
+def test_launcher_adapter_gets_every_round_and_rerun_and_lost_jobs_are_settled_from_the_ledger(tmp_path):
+    """The loop hands each round (in its recorded order) and each rerun of a flagged round to the adapter
+    (runner/rounds.py); a job the adapter hands back no record for is read from the ledger: its own
+    end where it recorded one, else `lost` after its started record. Nothing recorded twice."""
+    from types import SimpleNamespace
+
+    from repro.ledger import Ledger
+    from repro.runner import rounds
+
+    host, ledger = _Host(tmp_path), Ledger(tmp_path)
+    configs = [(SimpleNamespace(run=SimpleNamespace(steps=6), name=n), (f"x={n}",)) for n in "ab"]
+    policy = sweep.Fixed(configs, 3, "S", lambda config, overrides: config.name)
+    seen = []
+
+    class Adapter:
+        name = "fake"
+
+        def run_round(self, host, jobs, first, hooks):
+            out = self.records(jobs, first)
+            for r in out:
+                if isinstance(r, dict):
+                    host.finished(r)
+            return out
+
+        def records(self, jobs, first):
+            seen.append(([j.name for j in jobs], first, [j.fields["repeat"].get("rerun", 0) for j in jobs]))
+            if first == 0:  # round 1: busy, so it runs again
+                return [{"id": f"r{first + i}", "status": "ok", "machine": {"other_cpu_share": 0.9}}
+                        for i in range(len(jobs))]
+            if first == 6:  # round 3: its first job recorded killed itself, its second only started
+                ledger.append({"kind": "run", "status": "killed", "sweep": {"id": "S", "job": 6}})
+                ledger.append({"kind": "run", "status": "started", "sweep": {"id": "S", "job": 7}, "config": {}})
+                return [rounds.Lost("the allocation ended")]
+            return [{"id": f"r{first + i}", "status": "ok"} for i in range(len(jobs))]
+
+        def close(self):
+            pass
+
+    records = sweep.run(host, policy, 5, max_reruns=1, launcher=Adapter())
+    orders = [sweep.order(2, 5, k) for k in range(3)]
+    assert [names for names, _, _ in seen] == [["ab"[i] for i in orders[0]]] * 2 + [["ab"[i] for i in o] for o in orders[1:]]
+    assert [(first, reruns) for _, first, reruns in seen] == [(0, [0, 0]), (2, [1, 1]), (4, [0, 0]), (6, [0, 0])]
+    assert [r["status"] for r in records[-2:]] == ["killed", "lost"]
+    assert records[-1]["error"]["reason"] == "lost: the allocation ended" and records[-1]["prev"]
+    assert len(records) == 8 and sum(1 for r in ledger.records() if r["status"] == "lost") == 1
+    assert any("round 1 runs again" in line for line in host.said)
 
 
 def test_positioned_job_carries_its_round_fields_and_what_it_replaces():
@@ -281,33 +344,6 @@ def _safe_records(sandbox):
         return []
 
 
-def test_a_launcher_job_that_ended_without_a_result_is_read_on_its_own(capsys):
-    """submitit's results() raising for one job (scancel, time limit) becomes a completed
-    JobReturn and one line: the parent goes on to wait for the next job (tests/test_slurm.py
-    runs it on a real SLURM)."""
-    from hydra.core.utils import JobStatus
-    from hydra_plugins.repro_sweeper.outcomes import _Outcome
-
-    class Cancelled:
-        job_id = "41_0"
-
-        def results(self):
-            raise RuntimeError("Job 41_0 (task: 0) with path /x\nhas not produced any output (state: CANCELLED)")
-
-    class Done:
-        job_id = "41_1"
-
-        def results(self):
-            return ["record"]
-
-    (ret,) = _Outcome(Cancelled(), ["run.steps=100000"]).results()
-    assert ret.status == JobStatus.COMPLETED and ret.return_value["status"] == "ended by the scheduler"
-    assert _Outcome(Done(), ["run.steps=6"]).results() == ["record"]
-    err = capsys.readouterr().err
-    assert "job 41_0 (run.steps=100000) ended without returning to Hydra (RuntimeError: Job 41_0" in err
-    assert "Traceback" not in err
-
-
 def test_sweep_loop_is_the_only_caller_of_run_job():
     import ast
     from pathlib import Path
@@ -319,7 +355,7 @@ def test_sweep_loop_is_the_only_caller_of_run_job():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "run_job":
                 callers.append(path.name)
-    assert callers == ["sweep.py"], callers
+    assert callers == ["rounds.py"], callers  # runner/rounds.py `run_one`, which every launcher adapter runs
 
 
 if __name__ == "__main__":

@@ -33,12 +33,6 @@ def _overrides(overrides: dict[str, Any]) -> list[str]:
     return [f"{key}={_value(value)}" for key, value in overrides.items()]
 
 
-def runs_here(plan) -> bool:
-    """The plan's jobs run in this process, one after the other (Hydra's BasicLauncher), so they
-    can run from its composed configs (`run_plan`): no second compose by Hydra."""
-    return plan.launcher.in_process
-
-
 SINGLE_AUTO = ("run.repeats=auto: a single config has nothing to compare, so it runs once; sweep what you "
                "compare (-m framework=jax,torch run.repeats=auto) for a verdict")
 
@@ -61,10 +55,90 @@ def plan_session(plan):
     return Session(plan.jobs[0], plan.multirun or len(plan.jobs) > 1, plan)
 
 
-def run_jobs(plan, session) -> list[dict]:
+def launcher_for(plan, session, args: list[str] = ()):
+    """The launcher adapter of a checked plan (runner/rounds.py): its rounds in this process (the
+    default), or, for `hydra/launcher=submitit_slurm | submitit_local | joblib`, each round in the
+    launcher's own process, with the parameters of the composed `hydra.launcher` node (`args`: the
+    command line, composed again for that node). A SLURM round whose configs' estimated time
+    (preflight/estimate.py) passes the launcher's time limit is refused (ConfigError)."""
+    import functools
+    from pathlib import Path
+
+    from repro.config.launcher import Launcher
+    from repro.runner import rounds
+    from repro.session import attached
+
+    kind = plan.launcher
+    if kind is Launcher.BASIC:
+        return rounds.InProcess()
+    from repro.runner import hydra_dirs
+
+    node, sweep_dir = launcher_node(list(args))
+    hydra_dirs.prune(sweep_dir)  # older sweeps' folders under repro's cache
+    attach = functools.partial(attached, session.shared())
+    if kind is Launcher.JOBLIB:
+        from repro.runner.joblib_rounds import Joblib
+
+        return Joblib(node, attach)
+    if kind.slurm:
+        _fits_time_limit(plan, node)
+    from repro.runner.submitit_rounds import Submitit
+
+    return Submitit("slurm" if kind.slurm else "local", node, attach, Path(sweep_dir))
+
+
+def launcher_node(args: list[str]) -> tuple[dict, str]:
+    """The composed `hydra.launcher` node of a command line (resolved, without `_target_`) and its
+    `hydra.sweep.dir`: the parameters an adapter hands its executor."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf, open_dict
+
+    from repro import paths
+    from repro.preflight import search
+
+    overrides = [a for a in args if not a.startswith("-")]
+    plain = [o.input_line for o in OverridesParser.create().parse_overrides(overrides) if not o.is_sweep_override()]
+    GlobalHydra.instance().clear()
+    search.register_entry_points(overrides)
+    try:
+        with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
+            top = compose("config", overrides=plain, return_hydra_config=True)
+            with open_dict(top):
+                top.hydra.job.name = top.hydra.job.get("name") or "repro"
+            HydraConfig.instance().set_config(top)
+            node = OmegaConf.to_container(top.hydra.launcher, resolve=True)
+            sweep_dir = str(top.hydra.sweep.dir)
+    finally:
+        GlobalHydra.instance().clear()
+    node.pop("_target_", None)
+    return node, sweep_dir
+
+
+def _fits_time_limit(plan, node: dict) -> None:
+    """A round runs its configs one after another in one allocation: their estimated time must fit
+    `hydra.launcher.timeout_min` (where the ledger has history of every config)."""
+    from repro.preflight import estimate
+
+    limit_min = node.get("timeout_min")
+    est = estimate.of(plan)
+    if not limit_min or len(est.known) < len(est.configs):
+        return
+    if est.first_round_s > limit_min * 60:
+        need = int(est.first_round_s // 60) + 1
+        raise ConfigError(f"a round of hydra/launcher=submitit_slurm runs its {len(est.configs)} configs one after "
+                          f"another in one allocation: estimated {estimate.duration(est.first_round_s)} from the "
+                          f"ledger, past the launcher's time limit hydra.launcher.timeout_min={limit_min} "
+                          f"({estimate.duration(limit_min * 60)}); give hydra.launcher.timeout_min={need} or more "
+                          "(within the partition's limit), or sweep fewer configs at once")
+
+
+def run_jobs(plan, session, launcher=None) -> list[dict]:
     """Run every job of a checked plan in `session` (a worker process per job) through the sweep
-    loop (runner/sweep.py), then close it; its records. Interrupted or failed: closed (what was
-    recorded stays), then re-raised."""
+    loop (runner/sweep.py), each round handed to `launcher` (`launcher_for`; None: in this process),
+    then close it; its records. Interrupted or failed: closed (what was recorded stays), then re-raised."""
     from repro.runner import sweep
 
     repeats = plan.jobs[0].run.repeats
@@ -78,12 +152,14 @@ def run_jobs(plan, session) -> list[dict]:
 
             console().print(SINGLE_AUTO, markup=False, highlight=False)
         policy = sweep.Fixed(plan.configs, plan.repeats, session.sweep_id, session.run_name)
-    return sweep.run(session, policy, sweep.order_seed(session.sweep_id), plan.jobs[0].verdict.max_reruns)
+    return sweep.run(session, policy, sweep.order_seed(session.sweep_id), plan.jobs[0].verdict.max_reruns, launcher)
 
 
-def run_plan(plan) -> list[dict]:
-    """Run every job of a checked plan in this process (a worker process per job); its records."""
-    return run_jobs(plan, plan_session(plan))
+def run_plan(plan, args: list[str] = ()) -> list[dict]:
+    """Run every job of a checked plan (a worker process per job, each round where its launcher
+    runs it: `launcher_for`); its records."""
+    session = plan_session(plan)
+    return run_jobs(plan, session, launcher_for(plan, session, args))
 
 
 def run(**overrides: Any) -> dict:
@@ -102,7 +178,7 @@ def run(**overrides: Any) -> dict:
             raise ConfigError(f"repro.run runs one job, but {' '.join(_overrides(overrides))} plans "
                               f"{len(plan.jobs)} jobs (a sweep); use repro.sweep(...) for several")
         admit(plan)
-        return run_plan(plan)[0]
+        return run_plan(plan, _overrides(overrides))[0]
 
 
 def sweep(exp: str | None = None, **overrides: Any) -> list[dict]:
@@ -114,7 +190,7 @@ def sweep(exp: str | None = None, **overrides: Any) -> list[dict]:
     with snapshot.running(snapshot.take()):  # the sweep's code and conf/ as they are now, whatever is edited meanwhile
         plan = preflight.plan(["--multirun", *args])
         admit(plan)
-        return run_plan(plan)
+        return run_plan(plan, ["--multirun", *args])
 
 
 def compare(*ids: str, sweep: str | None = None, experiment: str | None = None, ledger: str | None = None,

@@ -190,7 +190,7 @@ def lines(s: dict, host: str) -> list[str]:
 
 
 def run(args) -> int:
-    from repro.api import plan_session
+    from repro.api import launcher_for, plan_session
     from repro.config import ConfigError
     from repro.runner import lifeline, sweep
 
@@ -203,6 +203,11 @@ def run(args) -> int:
     print(planned(plan, args), flush=True)
     lifeline.interrupt_on_signals()  # SIGTERM ends calibrate as Ctrl-C does: recorded, closed
     session = plan_session(plan)
+    try:  # each round where its launcher runs it (hydra/launcher=submitit_slurm: one SLURM job a round)
+        launcher = launcher_for(plan, session, list(args.overrides))
+    except ConfigError as e:
+        print(f"repro calibrate: nothing was run: {e}", file=sys.stderr)
+        return 2
     policy = Trials(config, overrides, args, session)
     if args.loud:
         from repro.runner import machine_locks
@@ -210,7 +215,7 @@ def run(args) -> int:
         machine_locks.WINDOWS = False
     seed = sweep.order_seed(session.sweep_id) if args.order != "fixed" else None
     try:
-        records = sweep.run(session, policy, seed, config.verdict.max_reruns)
+        records = sweep.run(session, policy, seed, config.verdict.max_reruns, launcher)
     except KeyboardInterrupt:
         done = [r for r in session.records if "calibration" in r]
         _store(config, overrides, session, done, args, policy, status="interrupted")

@@ -362,56 +362,43 @@ def run_experiment(argv: list[str]) -> int:
 
 
 def _run_experiment(argv: list[str], info_only: bool) -> int:
-    from repro.hydra_slot import hydra_sweep
+    """Hydra's own info flags (--cfg, --info, --hydra-help, ...) print through Hydra; every run, whatever
+    the launcher, goes through the sweep loop (`api.run_jobs`), from the configs the preflight composed:
+    Hydra composes, the loop decides, the launcher's adapter runs each round (runner/rounds.py)."""
+    if info_only:
+        from repro.app import hydra_main
 
-    plan = None
-    if not info_only:
-        plan = _checked_plan(argv)
-        if plan is None:
-            return EXIT_CONFIG_ERROR
-    from repro.api import admit, plan_session, run_jobs, runs_here
+        sys.argv = [sys.argv[0]] + argv
+        hydra_main()
+        return 0
+    plan = _checked_plan(argv)
+    if plan is None:
+        return EXIT_CONFIG_ERROR
+    from repro.api import admit, launcher_for, plan_session, run_jobs
     from repro.config import ConfigError
     from repro.ledger import LedgerError
 
-    if plan is not None:
-        try:  # verdict.budget_s against the ledger's estimate; a sweep's first line says its cost
-            admit(plan)
-        except ConfigError as e:
-            return _die(f"nothing was run: {e}")
+    try:  # verdict.budget_s against the ledger's estimate; a sweep's first line says its cost
+        admit(plan)
+        session = plan_session(plan)
+        launcher = launcher_for(plan, session, argv)  # a SLURM round past its time limit is refused here
+    except ConfigError as e:
+        return _die(f"nothing was run: {e}")
     from repro.runner import lifeline
 
     sys.argv = [sys.argv[0]] + argv
     lifeline.interrupt_on_signals()  # SIGTERM ends a sweep as Ctrl-C does: recorded, closed
-    # Jobs that run here run from the plan's configs: Hydra composed each once (its own run would
-    # compose every job a second time, ~2 s). Hydra's flags and other launchers go through Hydra.
-    if plan is not None and runs_here(plan) and all(a in ("-m", "--multirun") for a in argv if a.startswith("-")):
-        session = plan_session(plan)
-        try:
-            run_jobs(plan, session)
-        except KeyboardInterrupt:  # run_jobs closed the session, interrupted
-            _interrupted(len(session.records))
-            return 130
-        except LedgerError as e:  # the ledger refused a record (a full disk, read-only): closed, said once
-            print(f"repro: the sweep stopped: {shown(str(e))}; {len(session.records)} job(s) ended before it. A "
-                  "result the ledger could not take stays in its spool: once the ledger can be written, `repro "
-                  "ledger recover` appends it and `repro sync` puts it into MLflow", file=sys.stderr)
-            return EXIT_RUN_FAILED
-        return EXIT_RUN_FAILED if session.failed_any else 0
-    from repro.app import hydra_main
-
-    with hydra_sweep(plan) as sweep:
-        try:
-            hydra_main()
-        except KeyboardInterrupt:
-            _interrupted(len(sweep.close(interrupted=True)))
-            return 130
-        except SystemExit:  # Hydra reported a launcher's error (submitit: a job SLURM ended before it returned)
-            if sweep.session is None or sweep.session.closed:
-                raise
-            sweep.close()  # the table, report and MLflow parent from what the ledger holds
-            return EXIT_RUN_FAILED
-        failed = sweep.session is not None and sweep.session.failed_any
-    return EXIT_RUN_FAILED if failed else 0
+    try:
+        run_jobs(plan, session, launcher)
+    except KeyboardInterrupt:  # run_jobs closed the session, interrupted
+        _interrupted(len(session.records))
+        return 130
+    except LedgerError as e:  # the ledger refused a record (a full disk, read-only): closed, said once
+        print(f"repro: the sweep stopped: {shown(str(e))}; {len(session.records)} job(s) ended before it. A "
+              "result the ledger could not take stays in its spool: once the ledger can be written, `repro "
+              "ledger recover` appends it and `repro sync` puts it into MLflow", file=sys.stderr)
+        return EXIT_RUN_FAILED
+    return EXIT_RUN_FAILED if session.failed_any else 0
 
 
 def dispatch(argv: list[str]) -> int:

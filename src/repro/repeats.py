@@ -7,7 +7,8 @@ that round's random order. After a round, the comparison of the records so far i
 "equivalent" at that look. The looks (after rounds 3, 5, 7, 10 and the last: `verdict.looks`) spend alpha by the rule
 report/verdict.py states (alpha·t², Lan & DeMets's power family), so
 stopping at the first decided look keeps the false-"faster" rate at 5 %. It also stops at
-`verdict.max_repeats` rounds, before a round that would start past `verdict.budget_s`, after a
+`verdict.max_repeats` rounds, before a round that would start past `verdict.budget_s` (run time: a
+round's wait in a scheduler's queue is counted apart, `host.queue_s`, and said), after a
 round with a run that did not end ok (its config cannot be decided), and after the first round
 when the sweep has no pair to compare ("nothing to decide").
 
@@ -54,7 +55,11 @@ class Auto(Policy):
         self.auto = {"max": v.max_repeats, "band": v.band, "budget_s": v.budget_s}
         self.sweep_id, self.name = host.sweep_id, host.run_name
         self.start = self.round_start = time.monotonic()
-        self.reason = ""
+        self.queued, self.reason = 0.0, ""
+
+    def run_s(self, host) -> float:
+        """The sweep's run time so far: its wall less its rounds' time in a scheduler's queue."""
+        return time.monotonic() - self.start - host.queue_s
 
     def round(self, k: int) -> list[Job]:
         return [Job(config, tuple(overrides), self.name(config, overrides),
@@ -63,7 +68,9 @@ class Auto(Policy):
 
     def more(self, k: int, host) -> bool:
         rounds, now, v = k + 1, time.monotonic(), self.verdict
-        round_s, spent, self.round_start = now - self.round_start, now - self.start, now
+        queued = host.queue_s - self.queued  # this round's wait in a scheduler's queue: not run time
+        round_s, self.round_start, self.queued = now - self.round_start - queued, now, host.queue_s
+        spent = self.run_s(host)
         recent = host.records[-len(self.configs):]
         verdicts = _verdicts(host.records)
         if any(r.get("status") != "ok" for r in recent):
@@ -75,7 +82,8 @@ class Auto(Policy):
         elif rounds >= self.max_rounds:
             self.reason = f"verdict.max_repeats={self.max_rounds} reached, undecided"
         elif v.budget_s is not None and spent + round_s > v.budget_s:
-            self.reason = f"verdict.budget_s={v.budget_s:g} would be passed by another round ({spent:.0f} s spent)"
+            queue = f", besides {host.queue_s:.0f} s queued" if host.queue_s else ""
+            self.reason = f"verdict.budget_s={v.budget_s:g} would be passed by another round ({spent:.0f} s run{queue})"
         return not self.reason
 
     def ended(self, host, rounds: int, error: BaseException | None) -> None:
@@ -85,13 +93,15 @@ class Auto(Policy):
             _record(host, rounds, f"interrupted after {rounds} rounds" if isinstance(error, KeyboardInterrupt)
                     else f"failed after {rounds} rounds: {type(error).__name__}", "interrupted")
             return
+        queue = f"; {self.run_s(host):.0f} s run, {host.queue_s:.0f} s queued" if host.queue_s else ""
         line = f"run.repeats=auto: {rounds} rounds ({rounds} repeats per config, each round in a random order); " \
-               f"stopped: {self.reason}"
+               f"stopped: {self.reason}{queue}"
         console().print(line, markup=False, highlight=False)
-        _record(host, rounds, self.reason, "decided" if self.reason == DECIDED else "undecided")
+        _record(host, rounds, self.reason, "decided" if self.reason == DECIDED else "undecided",
+                {"run_s": round(self.run_s(host), 1), "queue_s": round(host.queue_s, 1)})
 
 
-def _record(host, rounds: int, reason: str, status: str) -> None:
+def _record(host, rounds: int, reason: str, status: str, times: dict | None = None) -> None:
     """The sweep's stopping record: how many rounds, why it stopped, each config's ok repeats, and
     the runs it counted, each once."""
     from repro.report.reruns import kept
@@ -105,6 +115,7 @@ def _record(host, rounds: int, reason: str, status: str) -> None:
     try:
         Ledger(host.ledger_dir).append({
             "kind": KIND, "status": status, "sweep": {"id": host.sweep_id, "experiment": host.experiment},
-            "rounds": rounds, "reason": reason, "repeats": per_group, "runs": [r["id"] for r in counted]})
+            "rounds": rounds, "reason": reason, "repeats": per_group, "runs": [r["id"] for r in counted],
+            **(times or {})})
     except Exception as e:  # noqa: BLE001 - the runs are recorded; this record only summarises them
         host.failed(f"the stopping record of run.repeats=auto could not be written: {e}")

@@ -5,10 +5,11 @@ runner/snapshot.py), collects its jobs' records and failures, hands each finishe
 MLflow's projector (tracking/handoff.py, the only way into MLflow whatever the launcher) and
 closes the sweep (repro/sweep_close.py). It holds no MLflow state and imports no MLflow.
 
-Jobs run in this process (`repro.api.run_jobs`, replay) or, under a launcher that starts other
-processes (submitit: local or SLURM; joblib), in those: the Hydra callback writes the session's
-identity (SHARED) into the sweep folder, each job `attach`es to it, and such a job drains its own run into MLflow
-inline (bounded) as it ends, since no command outlives its process to start a projector.
+Jobs run in this process (`repro.api.run_jobs`, replay) or, under a launcher adapter that runs a
+round in another process (runner/rounds.py: submitit local or SLURM, joblib), in that one: it gets
+the session's identity (SHARED) with the round, `attached` makes its host there, and such a job
+drains its own run into MLflow inline (bounded) as it ends, since no command outlives its process
+to start a projector.
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ from repro.tracking import handoff
 if TYPE_CHECKING:
     from repro.report.progress import Display
 
-NOT_OK = ("failed", "killed", "timeout", "interrupted")
-SESSION_FILE = "repro_session.json"
+NOT_OK = ("failed", "killed", "timeout", "interrupted", "lost")
 SHARED = ("sweep_id", "jobs", "git", "code", "swept", "owner")  # what a job in another process attaches to
 
 
@@ -41,13 +41,14 @@ class Session:
     """A sweep in its parent process: the host its jobs run in (runner/host.py `JobHost`)."""
 
     def __init__(self, primary: Config, multirun: bool, plan=None, shared: dict | None = None):
-        """`plan`: the checked sweep (its jobs and swept keys); `shared`: a session opened elsewhere (`attach`)."""
+        """`plan`: the checked sweep (its jobs and swept keys); `shared`: a session opened elsewhere (`attached`)."""
         self.multirun, self.ledger_dir, self.experiment = multirun, primary.ledger.dir, primary.tracking.experiment
         self.drain_s = primary.tracking.inline_drain_s
         self.records: list[dict] = []
         self.failures: list[str] = []  # what went wrong outside the runs (the exit code says so)
         self.handed: list[str] = []  # ledger ids handed to MLflow's projector
         self.closed, self.pending, self.beside = False, 0, None  # beside: a projector the measured steps ran beside
+        self.queue_s = 0.0  # rounds' time in a scheduler's queue (runner/rounds.py), apart from their run time
         self.warm = WarmStart()
         self.attached = shared is not None
         self.snapshot = snapshot.active()
@@ -88,14 +89,9 @@ class Session:
         session.jobs, session.swept = len(originals), varied.name_keys(originals)
         return session
 
-    @classmethod
-    def attach(cls, config: Config, sweep_dir: str) -> "Session":
-        """The session of a sweep whose parent process is elsewhere (a launcher's job process)."""
-        path = Path(sweep_dir) / SESSION_FILE
-        if not path.exists():
-            raise RuntimeError(f"no repro session in {sweep_dir} ({SESSION_FILE} is missing): was the "
-                               "sweep started by `python -m repro` with the repro_sweep callback?")
-        return cls(config, multirun=True, shared=json.loads(path.read_text()))
+    def shared(self) -> dict:
+        """What a round run in another process needs of this sweep (`attached` makes its host there)."""
+        return {k: getattr(self, k) for k in SHARED}
 
     @property
     def failed_any(self) -> bool:
@@ -165,6 +161,12 @@ class Session:
         except Exception as e:  # noqa: BLE001
             self.failed(f"the sweep's closing step failed: {type(e).__name__}: {e}")
             return self.records
+
+
+def attached(shared: dict, config: Config) -> Session:
+    """The host of a sweep whose parent process is elsewhere (a launcher's round: runner/rounds.py);
+    `shared`: the parent's `Session.shared()`, `config`: the round's first job."""
+    return Session(config, multirun=True, shared=shared)
 
 
 def _say(line: str) -> None:

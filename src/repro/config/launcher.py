@@ -1,11 +1,13 @@
-"""Which Hydra launcher runs a sweep's jobs: one enum, parsed once from `hydra.launcher._target_`.
+"""Which launcher runs a sweep's rounds: one enum, parsed once from `hydra.launcher._target_`.
 
-The preflight parses it (`Plan.launcher`) and every caller asks the enum (`in_process`, `slurm`)
-instead of matching the class name as a string. An unknown launcher is refused by name: repro
-decides from the kind where a sweep's jobs run and how they reach the ledger and MLflow.
+Hydra only composes: whatever the choice, the sweep loop (runner/sweep.py) runs the sweep and hands
+each round to the launcher's adapter (runner/rounds.py; `repro.api.launcher_for` picks it), which
+takes its parameters from the composed `hydra.launcher` node (`repro.api.launcher_node`). The preflight parses
+the kind (`Plan.launcher`) and every caller asks the enum (`in_process`, `slurm`) instead of matching
+the class name as a string. An unknown launcher is refused by name.
 
-Adding a launcher: its `_target_` here (the member's name is its `hydra/launcher=` choice), and,
-where its jobs run elsewhere, whatever it needs of the sweep's session (session.py).
+Adding a launcher: its `_target_` here (the member's name is its `hydra/launcher=` choice; a Hydra
+launcher plugin's config group gives the node), and its adapter, one file in runner/ (README).
 """
 
 from __future__ import annotations
@@ -42,10 +44,11 @@ class Launcher(enum.Enum):
 
     @property
     def in_process(self) -> bool:
-        """The jobs run one after the other in the command's own process (Hydra's BasicLauncher)."""
+        """The rounds run in the command's own process (`hydra/launcher=basic`, the default)."""
         return self is Launcher.BASIC
 
     @property
     def slurm(self) -> bool:
         """The jobs run on SLURM nodes (SLURM's variables exist there, not where the sweep starts)."""
         return self is Launcher.SUBMITIT_SLURM
+

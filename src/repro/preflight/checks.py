@@ -343,7 +343,7 @@ class Plan:
     multirun: bool
     jobs: tuple[schema.Config, ...]  # resolved configs, in launch order
     overrides: tuple[tuple[str, ...], ...]  # each job's override list
-    launcher: Launcher = Launcher.BASIC  # parsed from hydra.launcher._target_: the jobs run here only when BASIC
+    launcher: Launcher = Launcher.BASIC  # parsed from hydra.launcher._target_: where the loop's rounds run
     repeats: int = 1  # `jobs` lists each config this many times (rounds); 1 for run.repeats=auto
 
     @property
@@ -521,9 +521,7 @@ def plan(args: Sequence[str]) -> Plan:
             raise ConfigError(f"{e}{where}") from None
     search.refuse_shadowing(args, [j.model.name for j in jobs])
     _say_nothing_to_reuse(jobs)
-    if launcher is Launcher.BASIC:  # the loop runs them: one config once (other launchers run Hydra's list)
-        jobs, job_overrides = _once(jobs, list(job_overrides))
-    # The order the jobs will run in: RepeatSweeper's (or, for one run, app.task's loop).
+    jobs, job_overrides = _once(jobs, list(job_overrides))  # the loop runs each config's rounds, whatever the launcher
     repeats = verdict.check_plan(jobs, multirun, launcher)  # run.repeats (a count or auto), verdict.*
     jobs, job_overrides = interleave(jobs, repeats), interleave(job_overrides, repeats)
 

@@ -318,7 +318,7 @@ def of(plan, here: tuple | None = None) -> Estimate:
                 found.setdefault(h, []).extend(runs)
     configs = tuple(cost(h, rounds, found.get(h, [])) for h in hashes)
     reruns = first.verdict.max_reruns if len(configs) > 1 and (auto or rounds > 1) else 0  # runner/sweep.py
-    return Estimate(configs, rounds, auto, first.verdict.budget_s, plan.launcher.in_process, reruns)
+    return Estimate(configs, rounds, auto, first.verdict.budget_s, True, reruns)  # the loop runs every launcher's rounds
 
 
 def admit(plan, here: tuple | None = None) -> Estimate:

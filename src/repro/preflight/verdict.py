@@ -46,8 +46,9 @@ def check_values(cfg: schema.Config) -> None:
 
 
 def check_plan(jobs: Sequence[schema.Config], multirun: bool, launcher: Launcher) -> int:
-    """Every job's values, then the sweep's: run.repeats=auto needs jobs that run in this process
-    (on a single config it runs once). Returns how many times the plan lists each config (1 for auto)."""
+    """Every job's values, then the sweep's (run.repeats=auto on a single config runs once; under every
+    launcher the loop decides each round: runner/rounds.py). Returns how many times the plan lists
+    each config (1 for auto)."""
     for job in jobs:
         check_values(job)
     if not jobs:
@@ -57,9 +58,6 @@ def check_plan(jobs: Sequence[schema.Config], multirun: bool, launcher: Launcher
         return repeats
     if len(jobs) < 2:
         return 1  # nothing to compare: it runs once, and says so (api.run_jobs)
-    if not launcher.in_process:
-        raise ConfigError(f"run.repeats=auto decides each round from this process, but hydra/launcher={launcher.choice} "
-                          "runs jobs elsewhere; give a count (run.repeats=5)")
     return 1
 
 

@@ -249,6 +249,11 @@ def _interleaved(a: Row, b: Row) -> bool:
         all((r.get("repeat") or {}).get("count", 1) > 1 for r in both) and not overlaps(a, b)
 
 
+def _node(record: dict) -> str:
+    """The node a run was measured on: its SLURM node, else its host."""
+    return (record.get("scheduler") or {}).get("node") or (record.get("machine") or {}).get("host") or ""
+
+
 def _window(record: dict) -> tuple[str, float, float] | None:
     """(host, start, end) of a run's measured steps on the host's clock (wall_split.window), if recorded."""
     w = (record.get("wall_split") or {}).get("window")
@@ -360,7 +365,8 @@ def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swe
                                        "after another (the default launcher), never side by side", key))
                 continue
             pairs.append(((_side(name_a, a), _side(name_b, b), what), a.ok + b.ok,
-                          {"interleaved": _interleaved(a, b), "mode": mode_a, "axis": key, "rows": (a, b)}))
+                          {"interleaved": _interleaved(a, b), "mode": mode_a, "axis": key, "rows": (a, b),
+                           "nodes": len({_node(r) for r in a.ok + b.ok})}))
     if not pairs:
         return refused
     decided = verdict.decide_family([p for p, _, _ in pairs], verdict_plan([r for _, runs, _ in pairs for r in runs]))

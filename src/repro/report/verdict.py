@@ -155,6 +155,7 @@ class Verdict:
     band: float = BAND
     what: str = ""
     interleaved: bool = False
+    nodes: int = 1  # the nodes its rounds ran on (each round on one: runner/submitit_rounds.py)
     busy: int = 0  # runs of either side measured on a busy machine
     p: float | None = None  # two-sided p-value of "no difference" (paired t or Welch)
     family: int = 1  # pairs in the family its Holm step counted
@@ -234,7 +235,8 @@ class Verdict:
                 else f"{self.n_a} and {self.n_b} repeats")
         if self.outcome == FASTER and self.faster == self.b:
             each = f"{self.n_b} repeats each" if self.n_a == self.n_b else f"{self.n_b} and {self.n_a} repeats"
-        tail = each + (", interleaved" if self.interleaved else "")
+        tail = each + (", interleaved" if self.interleaved else "") + \
+            (f", rounds on {self.nodes} nodes" if self.nodes > 1 else "")
         if self.outcome != SINGLE and self.analysis:
             tail += f", {self.analysis}"
         tail += f", {self.look}" if self.look else ""

@@ -46,6 +46,7 @@ class JobHost(Protocol):
     beside: dict | None  # a projector the measured steps ran beside (waited for, in vain)
     display: Progress  # the live progress of the sweep's jobs
     warm: WarmStart  # the next job's worker, started while this one ends
+    queue_s: float  # seconds its rounds waited in a scheduler's queue (runner/rounds.py), apart from run time
 
     def sweep_info(self, job: int) -> dict:
         """The record's `sweep` block for job number `job`."""

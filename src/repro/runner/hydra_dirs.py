@@ -1,5 +1,5 @@
 """Hydra's per-run folders under `${XDG_CACHE_HOME:-~/.cache}/repro/hydra/{runs,multirun}/<date>/<time>`
-(its `.hydra/` config copies, launchers' logs, a sweep's `repro_session.json`): nothing reads them
+(submitit's job files and logs of a sweep's rounds): nothing reads them
 once their run is over (the ledger holds the config), so each new run keeps the newest KEEP of
 its kind and removes the older ones. A `hydra.run.dir` / `hydra.sweep.dir` of the user's own
 (any folder not under `repro/hydra/`) is never touched.

@@ -103,7 +103,7 @@ def run_job(config: Config, host: JobHost, job: int, overrides: list[str], extra
     `name`: the run's name, as the comparison will call it (the sweep's host makes it), shown
     while it runs and in every message about it. `place` runs the worker elsewhere: {"python": an
     interpreter, "src": repro's code} (a replay as recorded). Called by the sweep loop alone
-    (runner/sweep.py `run_one`).
+    (runner/rounds.py `run_one`, for the sweep loop).
 
     Ledger first, in four stages: start (`started` record) → run (the worker) → finish (results
     spooled, `finished` record) → hand over (to MLflow's projector; never fatal).

@@ -17,10 +17,11 @@ worker while the current one ends (the warm start), runs a round again when tele
 (`verdict.max_reruns`: decided from the machine's state alone, before any step time is read),
 and closes the sweep once, whatever ends it.
 
-Hydra's launchers that run jobs in other processes (submitit, joblib) list their jobs in the same
-order (`hydra_order`) and build each job's fields with the same `repeat_field`.
+Whatever the launcher, the loop decides: it hands each round (and each rerun of one) to a launcher
+adapter (runner/rounds.py: in this process by default; submitit's SLURM or local executor, joblib),
+which runs the round's jobs in the loop's order and hands back their records.
 
-    records = sweep.run(session, sweep.Fixed(plan, session.sweep_id))
+    records = sweep.run(session, sweep.Fixed(plan.configs, repeats, session.sweep_id, session.run_name), seed)
 """
 
 from __future__ import annotations
@@ -77,8 +78,7 @@ class Policy:
 
 
 def order_seed(sweep_id: str) -> int:
-    """The seed of a sweep's round orders: from its id, so a launcher's job processes, which know
-    only the id, read the same orders as the parent that listed them."""
+    """The seed of a sweep's round orders: from its id, which every record carries."""
     return int(hashlib.sha256(sweep_id.encode()).hexdigest()[:8], 16)
 
 
@@ -108,22 +108,6 @@ def repeat_field(k: int, count: int, group: str, **more) -> dict:
     group, and what its policy adds (auto's plan). The loop adds its position in the round and the
     seed the round's order came from (`_positioned`), and a rerun's attempt and the runs it replaces."""
     return {"index": k, "count": count, "group": group, **more}
-
-
-def hydra_order(jobs: Sequence, repeats: int, seed: int) -> list:
-    """The launch order of a sweep Hydra launches (RepeatSweeper): `repeats` rounds of `jobs`, each
-    round in its random order (one round: as given)."""
-    if repeats == 1:
-        return list(jobs)
-    return [jobs[c] for k in range(repeats) for c in order(len(jobs), seed, k)]
-
-
-def hydra_repeat(job: int, configs: int, repeats: int, sweep_id: str) -> dict:
-    """The `repeat` field of job number `job` in `hydra_order`'s list."""
-    seed = order_seed(sweep_id)
-    k, position = divmod(job, configs)
-    return repeat_field(k, repeats, f"{sweep_id}/{order(configs, seed, k)[position]}", position=position,
-                        order_seed=seed)
 
 
 class Fixed(Policy):
@@ -205,39 +189,38 @@ class StepCounts:
             self.resolved[key] = {"count": steps, "from": record["id"]}
 
 
-def run_one(host: JobHost, job: Job, number: int) -> dict:
-    """The one per-job function: every job of every sweep, whatever launched it, runs here (the
-    loop below, or a Hydra launcher's job process through `repro.app.task`)."""
-    from repro.runner.job import run_job
-
-    return run_job(job.config, host, number, list(job.overrides), extra=job.fields or None, name=job.name,
-                   place=job.place)
-
-
-def run(host: JobHost, policy: Policy, seed: int | None, max_reruns: int = 0) -> list[dict]:
-    """Run the policy's rounds in `host`, one job at a time; the sweep's records. Interrupted or
-    failed: `policy.ended` and the host's close run (what was recorded stays), then it is re-raised."""
+def run(host: JobHost, policy: Policy, seed: int | None, max_reruns: int = 0, launcher=None) -> list[dict]:
+    """Run the policy's rounds in `host`, each round handed to `launcher` (runner/rounds.py; None: in
+    this process, one job at a time); the sweep's records. Interrupted or failed: `policy.ended` and
+    the host's close run (what was recorded stays), then it is re-raised."""
+    from repro.runner import rounds as adapters
     from repro.runner.rerun import flag
 
+    launcher = launcher or adapters.InProcess()
     job_no, rounds, reruns, counts = 0, 0, 0, StepCounts()
     planned = sum(len(policy.round(k)) for k in range(policy.max_rounds))
     try:
         first = _ordered(policy, 0, seed)  # its worker starts now, while the sweep's display and first record are made
-        host.warm.upcoming = first[0].config if first else None
-        host.warm.start_next()
+        if isinstance(launcher, adapters.InProcess):
+            host.warm.upcoming = first[0].config if first else None
+            host.warm.start_next()
         host.expect(planned)
         while True:
             jobs, attempt, replaces = _ordered(policy, rounds, seed), 0, []
             while True:
-                records = []
-                for i, job in enumerate(jobs):
-                    host.warm.upcoming = _upcoming(policy, jobs, i, rounds, seed)
-                    job = policy.before(_positioned(job, i, seed if policy.shuffled else None, attempt, replaces), host)
-                    record = run_one(host, counts.take(job), job_no)
+                placed = [_positioned(job, i, seed if policy.shuffled else None, attempt, replaces)
+                          for i, job in enumerate(jobs)]
+
+                def before(job: Job) -> Job:
+                    return counts.take(policy.before(job, host))
+
+                def after(job: Job, record: dict) -> None:
                     counts.resolve(job, record)
-                    job_no += 1
-                    records.append(record)
                     policy.after(job, record, host)
+
+                hooks = adapters.Hooks(before, after, lambda i, k=rounds: _upcoming(policy, jobs, i, k, seed))
+                records = adapters.settle(host, placed, job_no, launcher.run_round(host, placed, job_no, hooks))
+                job_no += len(jobs)
                 why = [f"{job.name}: {w}" for job, r in zip(jobs, records) if (w := flag(r))]
                 if not why or not policy.reruns or reruns >= max_reruns or any(r.get("status") != "ok" for r in records):
                     break
@@ -253,8 +236,10 @@ def run(host: JobHost, policy: Policy, seed: int | None, max_reruns: int = 0) ->
     except BaseException as e:  # what was recorded stays recorded; the sweep is closed once
         host.warm.upcoming = None
         policy.ended(host, rounds, e)
+        launcher.close()
         host.close(interrupted=isinstance(e, KeyboardInterrupt))
         raise
+    launcher.close()
     policy.ended(host, rounds, None)
     return host.close()
 

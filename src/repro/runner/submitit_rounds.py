@@ -1,0 +1,79 @@
+"""The launcher adapter of `hydra/launcher=submitit_slurm` and `submitit_local` (runner/rounds.py):
+one submitit job per round, waited for before the loop decides the next.
+
+A round is one allocation: its configs run one after another on one node, in the round's random
+order (`rounds.run_elsewhere`), so a pair never spans nodes and its runs never overlap; every record
+carries its node (the `scheduler` block on SLURM, `machine.host` everywhere). The executor takes its
+parameters from the composed `hydra.launcher` node the user chose, mapped as hydra-submitit-launcher
+maps them (`timeout_min`, `partition`, `cpus_per_task`, `nodes`, `tasks_per_node`,
+`additional_parameters`, ...), so `hydra.launcher.timeout_min=10` means what it meant there. With
+`nodes` > 1 (a `cluster=slurm` run over several nodes) every node runs the round and node 0
+records it, as under `srun`.
+
+The time from submit to the round's start is the queue's (`host.queue_s`), counted apart from the
+run time that `verdict.budget_s` holds. A job that SLURM ended before it handed back its records
+(scancel, its time limit, a node failure) is read from the ledger: the run it was in recorded how it
+ended, and the round's later jobs are recorded `lost` naming the scheduler's end.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from repro.runner import rounds
+from repro.runner.host import JobHost
+
+# hydra-submitit-launcher's BaseQueueConf keys: submitit's own names; every other key takes the executor's prefix
+BASE_KEYS = ("timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb", "nodes", "name",
+             "stderr_to_stdout")
+INIT_KEYS = ("submitit_folder", "max_num_timeout")
+
+
+def executor(cluster: str, params: dict):
+    """A submitit executor for `cluster` (slurm | local) from a composed `hydra.launcher` node."""
+    import submitit
+
+    init = {"folder": params["submitit_folder"]}
+    if "max_num_timeout" in params:
+        init[f"{cluster}_max_num_timeout"] = params["max_num_timeout"]
+    ex = submitit.AutoExecutor(cluster=cluster, **init)
+    ex.update_parameters(**{k if k in BASE_KEYS else f"{cluster}_{k}": v for k, v in params.items()
+                            if k not in INIT_KEYS and k != "_target_"})
+    return ex
+
+
+class Submitit:
+    """Rounds as submitit jobs (module docstring); `attach(config)`: a host of the sweep in the job."""
+
+    def __init__(self, cluster: str, params: dict, attach: Callable, folder: Path):
+        from repro.runner import scheduler
+
+        self.name = f"submitit_{cluster}"
+        folder.mkdir(parents=True, exist_ok=True)
+        if cluster == "slurm":
+            scheduler.sacct_stand_in(folder)  # where accounting is off
+        self.executor, self.attach = executor(cluster, params), attach
+
+    def run_round(self, host: JobHost, jobs: Sequence, first_job_no: int, hooks: rounds.Hooks = rounds.NO_HOOKS) -> list:
+        jobs = [hooks.before(job) for job in jobs]
+        submitted = time.time()
+        job = self.executor.submit(rounds.run_elsewhere, self.attach, jobs, first_job_no)
+        host.say(f"round of {len(jobs)} job(s) submitted as {self.name} job {job.job_id}")
+        result, reason = None, f"{self.name} job {job.job_id} ended before this job of its round ran"
+        try:
+            result = job.results()[0]  # task 0: node 0 of a multi-node round, which records
+        except KeyboardInterrupt:
+            job.cancel(check=False)
+            raise
+        except Exception as e:  # noqa: BLE001 - submitit's UncompletedJobError, FailedJobError, ...
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            reason = f"{self.name} job {job.job_id} ended without handing back its records ({type(e).__name__}: {first})"
+            host.say(f"{reason}; the ledger says how its runs ended")
+        if result is not None and result.get("interrupted"):
+            reason = f"{self.name} job {job.job_id} was ended (SIGTERM: scancel, its time limit, its node) before this job of its round ran"
+        return rounds.adopt(host, jobs, first_job_no, result, reason, submitted, hooks)
+
+    def close(self) -> None:
+        pass
