@@ -123,6 +123,24 @@ def test_launcher_adapter_gets_every_round_and_rerun_and_lost_jobs_are_settled_f
     assert any("round 1 runs again" in line for line in host.said)
 
 
+def test_runs_launched_side_by_side_are_refused_and_rounds_on_several_nodes_are_said():
+    """joblib with n_jobs > 1 runs a round's jobs at once (runner/joblib_rounds.py): even where the quiet
+    window kept their measured steps apart, they are never called interleaved and their pair is refused,
+    naming it. Rounds that ran on two SLURM nodes (each round on one): the sentence says so."""
+    from test_determinism_condition import V, WOBBLE, _sweep, comparison
+
+    records = _sweep({("jax", False, None): WOBBLE, ("torch", False, None): [1.5 * w for w in WOBBLE]}, ("framework",))
+    for r in records:
+        r["scheduler"] = {"name": "slurm", "node": f"n{1 + r['repeat']['index'] % 2}"}
+    (v,) = comparison.build(records).tables[0].verdicts
+    assert v.outcome == V.FASTER and ", interleaved, rounds on 2 nodes," in v.text, v.text
+    for r in records:
+        r["repeat"]["side_by_side"] = 2
+    (v,) = comparison.build(records).tables[0].verdicts
+    assert v.outcome == V.UNFAIR and not v.interleaved and "interleaved" not in v.text
+    assert "their runs were launched 2 at a time on one host (hydra/launcher=joblib with n_jobs > 1)" in v.text
+
+
 def test_positioned_job_carries_its_round_fields_and_what_it_replaces():
     job = sweep.Job(None, ("a=1",), "a", {"repeat": {"index": 2, "count": 5, "group": "s/0"}})
     placed = sweep._positioned(job, 1, 99, 0, [])

@@ -242,11 +242,12 @@ def _ranked(rows: list[Row], by: str) -> list[Row]:
 
 
 def _interleaved(a: Row, b: Row) -> bool:
-    """Both configs' repeats ran in one sweep (RepeatSweeper and run.repeats=auto interleave them),
-    one after another: never where their measured windows overlapped (`overlaps`)."""
+    """Both configs' repeats ran in one sweep, in the loop's rounds, one after another: never where
+    they were launched side by side (`repeat.side_by_side`) or their measured windows overlapped (`overlaps`)."""
     both = a.records + b.records
     return len({(r.get("sweep") or {}).get("id") for r in both}) == 1 and \
-        all((r.get("repeat") or {}).get("count", 1) > 1 for r in both) and not overlaps(a, b)
+        all((r.get("repeat") or {}).get("count", 1) > 1 and not (r.get("repeat") or {}).get("side_by_side")
+            for r in both) and not overlaps(a, b)
 
 
 def _node(record: dict) -> str:
@@ -357,6 +358,11 @@ def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swe
             elif mode_a != mode_b:
                 refused.append(_unfair(a, b, what, f"{a.name} was measured {mode_a}, {b.name} {mode_b}; compare runs "
                                        "of one mode, or sweep run.deterministic=true,false to measure its price"))
+                continue
+            if side := max(((r.get("repeat") or {}).get("side_by_side") or 0 for r in a.ok + b.ok), default=0):
+                refused.append(_unfair(a, b, what, f"their runs were launched {side} at a time on one host "
+                                       "(hydra/launcher=joblib with n_jobs > 1): each slowed the other; run them one "
+                                       "after another (hydra.launcher.n_jobs=1, or the default launcher)", key))
                 continue
             if found := overlaps(a, b):
                 refused.append(_unfair(a, b, what, f"their measured steps ran at the same time on one host ({len(found)} "

@@ -3,13 +3,16 @@
 `hydra.launcher.n_jobs` says how many of a round's jobs run at once, as it did under Hydra's joblib
 launcher. n_jobs=1: the round is one joblib task, its jobs one after another in the round's order.
 n_jobs > 1: its jobs run side by side on this host's cores, so none of them measured the others'
-speed; the comparison sees their measured windows overlap, refuses the speed verdict and names the
-overlap (report/comparison.py `overlaps`); the sweep says so as it starts.
+speed, even where the machine's quiet window (runner/machine_locks.py) kept their measured steps
+apart: each repeated job's `repeat` field says `side_by_side`, and the comparison never calls such
+runs interleaved and refuses their speed verdict, naming it (report/comparison.py); the sweep says
+so as it starts.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Callable, Sequence
 
 from repro.runner import rounds
@@ -29,8 +32,8 @@ class Joblib:
     def run_round(self, host: JobHost, jobs: Sequence, first_job_no: int, hooks: rounds.Hooks = rounds.NO_HOOKS) -> list:
         from joblib import Parallel, delayed
 
-        jobs = [hooks.before(job) for job in jobs]
         at_once = min(self.n_jobs, len(jobs))
+        jobs = [_side_by_side(hooks.before(job), at_once) for job in jobs]
         if at_once > 1 and not self.said:
             self.said = True
             host.say(f"hydra.launcher.n_jobs={self.n_jobs}: {at_once} jobs of each round run at the same time on "
@@ -53,3 +56,12 @@ class Joblib:
 
     def close(self) -> None:
         pass
+
+
+def _side_by_side(job, at_once: int):
+    """A repeated job run beside others of its round says so in its `repeat` field (`side_by_side`:
+    how many ran at once): the comparison never calls such runs interleaved and refuses their verdict."""
+    rep = (job.fields or {}).get("repeat")
+    if at_once < 2 or rep is None:
+        return job
+    return replace(job, fields={**job.fields, "repeat": {**rep, "side_by_side": at_once}})
