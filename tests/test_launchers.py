@@ -140,6 +140,13 @@ def test_a_slurm_round_past_the_launchers_time_limit_is_refused_naming_both(monk
     with pytest.raises(ConfigError) as err:
         api._fits_time_limit(SimpleNamespace(), {"timeout_min": 1})
     assert str(err.value).startswith("a round of hydra/launcher=submitit_slurm runs its 2 configs one after another "
-                                     "in one allocation: estimated 1 min 40 s from the ledger, past the launcher's "
-                                     "time limit hydra.launcher.timeout_min=1"), str(err.value)
+                                     "in one allocation: estimated 1 min 40 s from the ledger, past the time limit "
+                                     "hydra.launcher.timeout_min=1 (1 min"), str(err.value)
     assert "hydra.launcher.timeout_min=2 or more" in str(err.value)
+    from repro.runner import submitit_rounds
+
+    monkeypatch.setattr(submitit_rounds, "partition_limit_min", lambda partition: 1.5 if partition == "short" else None)
+    with pytest.raises(ConfigError, match=r"past the time limit partition short's MaxTime \(1 min 30 s\)"):
+        api._fits_time_limit(SimpleNamespace(), {"timeout_min": 60, "partition": "short"})
+    assert [submitit_rounds.minutes(t) for t in ("UNLIMITED", "30", "10:30", "01:00:00", "1-00:00:00", "2-12")] == \
+        [None, 30, 10.5, 60, 1440, 3600]

@@ -119,20 +119,28 @@ def launcher_node(args: list[str]) -> tuple[dict, str]:
 
 def _fits_time_limit(plan, node: dict) -> None:
     """A round runs its configs one after another in one allocation: their estimated time must fit
-    `hydra.launcher.timeout_min` (where the ledger has history of every config)."""
+    `hydra.launcher.timeout_min` and the partition's MaxTime (where the ledger has history of every
+    config)."""
     from repro.preflight import estimate
+    from repro.runner.submitit_rounds import partition_limit_min
 
-    limit_min = node.get("timeout_min")
     est = estimate.of(plan)
-    if not limit_min or len(est.known) < len(est.configs):
+    if len(est.known) < len(est.configs):
         return
+    limits = [(float(node["timeout_min"]), f"hydra.launcher.timeout_min={node['timeout_min']}")] \
+        if node.get("timeout_min") else []
+    if (part := partition_limit_min(node.get("partition"))) is not None:
+        limits.append((part, f"partition {node['partition']}'s MaxTime"))
+    if not limits:
+        return
+    limit_min, what = min(limits)
     if est.first_round_s > limit_min * 60:
         need = int(est.first_round_s // 60) + 1
         raise ConfigError(f"a round of hydra/launcher=submitit_slurm runs its {len(est.configs)} configs one after "
                           f"another in one allocation: estimated {estimate.duration(est.first_round_s)} from the "
-                          f"ledger, past the launcher's time limit hydra.launcher.timeout_min={limit_min} "
-                          f"({estimate.duration(limit_min * 60)}); give hydra.launcher.timeout_min={need} or more "
-                          "(within the partition's limit), or sweep fewer configs at once")
+                          f"ledger, past the time limit {what} ({estimate.duration(limit_min * 60)}); give "
+                          f"hydra.launcher.timeout_min={need} or more within the partition's limit (or a partition "
+                          "with a longer one), or sweep fewer configs at once")
 
 
 def run_jobs(plan, session, launcher=None) -> list[dict]:

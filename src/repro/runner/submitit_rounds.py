@@ -18,6 +18,8 @@ ended, and the round's later jobs are recorded `lost` naming the scheduler's end
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -42,6 +44,37 @@ def executor(cluster: str, params: dict):
     ex.update_parameters(**{k if k in BASE_KEYS else f"{cluster}_{k}": v for k, v in params.items()
                             if k not in INIT_KEYS and k != "_target_"})
     return ex
+
+
+def minutes(limit: str) -> float | None:
+    """A SLURM time limit in minutes (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS); None: UNLIMITED,
+    unreadable."""
+    days, dash, rest = limit.partition("-") if "-" in limit else ("0", "", limit)
+    try:
+        d, parts = int(days), [int(p) for p in rest.split(":")]
+    except ValueError:
+        return None
+    if dash:
+        h, m, sec = (parts + [0, 0])[:3]
+    elif len(parts) == 3:
+        h, m, sec = parts
+    else:
+        h, m, sec = 0, parts[0], parts[1] if len(parts) > 1 else 0
+    return d * 1440 + h * 60 + m + sec / 60
+
+
+def partition_limit_min(partition: str | None) -> float | None:
+    """The MaxTime of `partition` in minutes (`scontrol show partition`); None where it has none, none is
+    named, or SLURM cannot be asked."""
+    if not partition or not shutil.which("scontrol"):
+        return None
+    try:
+        out = subprocess.run(["scontrol", "-o", "show", "partition", partition], capture_output=True, text=True,
+                             timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = [w.split("=", 1)[1] for w in out.split() if w.startswith("MaxTime=")]
+    return minutes(found[0]) if found else None
 
 
 class Submitit:
