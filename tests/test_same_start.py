@@ -1,7 +1,7 @@
 """run.init=shared: JAX and torch start from bit-identical parameters and their loss
 trajectories agree step by step; run.init=native keeps the old identity and behaviour.
 
-Every zoo model at its tiny preset (its suggested batch), fp32, SGD (lr 1e-3), 50 steps, on
+Every zoo model at its tiny preset (its suggested batch), fp32, SGD (lr 1e-3), 25 steps, on
 the identical NumPy batches. The backends are built in-process as the worker builds them
 (`backends.load(...).build(BuildContext(...))`), with one thread: on a loaded 2-core machine
 torch's second OpenMP thread spin-waits and made the torch half ~25x costlier in CPU time.
@@ -13,7 +13,8 @@ oneDNN's reduction orders are amplified a little at every step. Measured on this
 (2026-11-23, both backwards in torch's closed form): steps 1-20 within 2.1e-7, then growing,
 first above 1e-4 at step 25, max 7.5e-4 over 50 steps with one thread (before the JAX
 backward took that form: first above 1e-4 at step 16, max 7.7e-4; 1.25e-3 with two threads).
-The test holds 1e-4 over the first 5 steps and 3e-3 over all 50.
+The test holds 1e-4 over the first 5 steps and 3e-3 over all 25: 25 steps, not the 50 measured
+there, reach ResNet-50's first step past 1e-4 at half the CPU (118 s of CI's setup at 50).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from repro.models import canonical
 from repro.report import trajectory
 from repro.runner import seeding
 
-STEPS = 50
+STEPS = 25
 TOLERANCE = 1e-4
 # model -> (steps held to TOLERANCE, bound over all steps); see the module's doc.
 MEASURED_BOUNDS = {"resnet50": (5, 3e-3)}

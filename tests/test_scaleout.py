@@ -1,5 +1,7 @@
-"""Runs over several processes and hosts: JAX through jax.distributed (processes on one node,
-or two "nodes" found from SLURM's variables), torch's ranks over two nodes from the config.
+"""Runs over several processes and hosts: JAX through jax.distributed (processes on one node),
+torch's ranks over two nodes from the config. JAX over two nodes found from SLURM's variables
+runs on the real SLURM of tests/test_slurm.py (`test_two_slurm_nodes_record_one_run[jax-dp_tp]`),
+where it was once also run here on hand-set variables: the same claim twice.
 The "nodes" are two repro commands on 127.0.0.1, each its own process tree, meeting only
 at the rendezvous, as two hosts would."""
 
@@ -33,13 +35,13 @@ def unsharded(tmp_path_factory) -> dict[str, list[float]]:
     return one_device_losses(Sandbox(tmp_path_factory.mktemp("unsharded")), FAST)
 
 
-def _two_nodes(sandbox, tmp_path, args: list[str], envs: tuple[dict, dict] = ({}, {})):
+def _two_nodes(sandbox, tmp_path, args: list[str]):
     """Node 1 in the background with a ledger and store of its own, node 0 in the sandbox."""
     follower_ledger, follower_db = tmp_path / "node1-ledger", tmp_path / "node1.db"
     cmd = sandbox.repro_cmd(*args, "cluster.node_rank=1")[:-2] + [f"ledger.dir={follower_ledger}", "progress.mode=plain"]
-    env = {**sandbox.env(**envs[1]), "MLFLOW_TRACKING_URI": f"sqlite:///{follower_db}"}
+    env = {**sandbox.env(), "MLFLOW_TRACKING_URI": f"sqlite:///{follower_db}"}
     node1 = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    node0 = sandbox.run(*args, "cluster.node_rank=0", timeout=300, **envs[0])
+    node0 = sandbox.run(*args, "cluster.node_rank=0", timeout=300)
     out1, _ = node1.communicate(timeout=300)
     assert node0.returncode == 0, node0.stdout[-3000:] + node0.stderr[-3000:]
     assert node1.returncode == 0, out1[-3000:]
@@ -76,19 +78,6 @@ def test_torch_ranks_over_two_nodes_from_the_config(sandbox, tmp_path, unsharded
     _assert_same_loss(base, head["results"]["loss"])
     assert [(r["rank"], r["node"]) for r in head["results"]["ranks"]] == [(0, 0), (1, 0), (2, 1), (3, 1)]
     assert head["cluster"]["nodes"] == 2 and head["cluster"]["source"] == "local"
-
-
-@pytest.mark.slow
-def test_jax_over_two_nodes_from_slurm_variables(sandbox, tmp_path, unsharded):
-    base = unsharded["jax"]
-    slurm = {"SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "localhost"}
-    args = ["framework=jax", "sharding=dp_tp", *FAST, "cluster=slurm", f"cluster.port={free_port()}"]
-    (head,) = _two_nodes(sandbox, tmp_path, args, ({**slurm, "SLURM_NODEID": "0"}, {**slurm, "SLURM_NODEID": "1"}))
-    assert head["status"] == "ok", head.get("error")
-    _assert_same_loss(base, head["results"]["loss"])
-    assert head["cluster"] | {"port": 0} == {"nodes": 2, "node_rank": 0, "host": "localhost", "port": 0,
-                                             "jax_processes": 1, "join_timeout_s": 300.0, "source": "slurm"}
-    assert [(r["rank"], r["node"]) for r in head["results"]["ranks"]] == [(0, 0), (1, 1)]
 
 
 @pytest.mark.slow
