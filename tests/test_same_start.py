@@ -1,7 +1,7 @@
 """run.init=shared: JAX and torch start from bit-identical parameters and their loss
 trajectories agree step by step; run.init=native keeps the old identity and behaviour.
 
-Every zoo model at its tiny preset (its suggested batch), fp32, SGD (lr 1e-3), 25 steps, on
+Every zoo model at its tiny preset (its suggested batch), fp32, SGD (lr 1e-3), 25 steps (ResNet-50: 50), on
 the identical NumPy batches. The backends are built in-process as the worker builds them
 (`backends.load(...).build(BuildContext(...))`), with one thread: on a loaded 2-core machine
 torch's second OpenMP thread spin-waits and made the torch half ~25x costlier in CPU time.
@@ -13,8 +13,9 @@ oneDNN's reduction orders are amplified a little at every step. Measured on this
 (2026-11-23, both backwards in torch's closed form): steps 1-20 within 2.1e-7, then growing,
 first above 1e-4 at step 25, max 7.5e-4 over 50 steps with one thread (before the JAX
 backward took that form: first above 1e-4 at step 16, max 7.7e-4; 1.25e-3 with two threads).
-The test holds 1e-4 over the first 5 steps and 3e-3 over all 25: 25 steps, not the 50 measured
-there, reach ResNet-50's first step past 1e-4 at half the CPU (118 s of CI's setup at 50).
+The test holds 1e-4 over the first 5 steps and 3e-3 over all 50. ResNet-50 trains its 50 steps
+(its drift past 1e-4 is what the agreement report must name); the other models 25, half the
+CPU of 50 (the fixture was 118 s of CI's time), still every step bit-for-bit-close.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from repro.report import trajectory
 from repro.runner import seeding
 
 STEPS = 25
+STEPS_OF = {"resnet50": 50}  # its drift past TOLERANCE begins near step 25 (the module's doc)
 TOLERANCE = 1e-4
 # model -> (steps held to TOLERANCE, bound over all steps); see the module's doc.
 MEASURED_BOUNDS = {"resnet50": (5, 3e-3)}
@@ -70,9 +72,10 @@ def train(config: Config, tmp_path) -> dict:
 
 @pytest.fixture(scope="module")
 def zoo(tmp_path_factory) -> dict[str, list[dict]]:
-    """model -> [jax record, torch record], run.init=shared, STEPS steps each."""
+    """model -> [jax record, torch record], run.init=shared, STEPS steps each (STEPS_OF)."""
     tmp = tmp_path_factory.mktemp("same_start")
-    return {name: [train(resolved(f"framework={fw}", f"model={name}", "run.init=shared", f"run.steps={STEPS}"), tmp)
+    return {name: [train(resolved(f"framework={fw}", f"model={name}", "run.init=shared",
+                                  f"run.steps={STEPS_OF.get(name, STEPS)}"), tmp)
                    for fw in ("jax", "torch")]
             for name in models.MODEL_NAMES}
 
@@ -84,7 +87,7 @@ def test_shared_start_same_init_hash_and_trajectory(zoo, name):
     assert jax_run["results"]["init_params_sha256"] == torch_run["results"]["init_params_sha256"]
     a, b = (np.asarray(r["results"]["loss"], np.float64) for r in (jax_run, torch_run))
     rel = np.abs(a - b) / np.abs(b)
-    held, bound = MEASURED_BOUNDS.get(name, (STEPS, TOLERANCE))
+    held, bound = MEASURED_BOUNDS.get(name, (STEPS_OF.get(name, STEPS), TOLERANCE))
     assert rel[:held].max() <= TOLERANCE, f"{name}: {np.array2string(rel, precision=1)}"
     assert rel.max() <= bound, f"{name}: {np.array2string(rel, precision=1)}"
     assert a[-1] != a[0], "the loss must move, or agreement proves nothing"
