@@ -123,6 +123,22 @@ def test_launcher_adapter_gets_every_round_and_rerun_and_lost_jobs_are_settled_f
     assert any("round 1 runs again" in line for line in host.said)
 
 
+def test_auto_is_refused_only_for_an_adapter_that_cannot_report_back_between_rounds(tmp_path):
+    from types import SimpleNamespace
+
+    from repro.runner import rounds
+    from repro.runner.joblib_rounds import Joblib
+    from repro.runner.submitit_rounds import Submitit
+
+    assert rounds.refusal(rounds.InProcess(), auto=True) is None
+    local = Submitit("local", {"submitit_folder": str(tmp_path / "%j"), "timeout_min": 1}, None, tmp_path)
+    assert all(rounds.refusal(a, auto=True) is None for a in (Joblib({"n_jobs": 2}, None), local))
+    queue = SimpleNamespace(name="fire_and_forget", between_rounds=False)
+    assert rounds.refusal(queue, auto=False) is None  # fixed rounds need no look between them
+    assert rounds.refusal(queue, auto=True).startswith(
+        "run.repeats=auto decides each round from the records of the last, but hydra/launcher=fire_and_forget does not")
+
+
 def test_runs_launched_side_by_side_are_refused_and_rounds_on_several_nodes_are_said():
     """joblib with n_jobs > 1 runs a round's jobs at once (runner/joblib_rounds.py): even where the quiet
     window kept their measured steps apart, they are never called interleaved and their pair is refused,

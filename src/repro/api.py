@@ -60,7 +60,17 @@ def launcher_for(plan, session, args: list[str] = ()):
     default), or, for `hydra/launcher=submitit_slurm | submitit_local | joblib`, each round in the
     launcher's own process, with the parameters of the composed `hydra.launcher` node (`args`: the
     command line, composed again for that node). A SLURM round whose configs' estimated time
-    (preflight/estimate.py) passes the launcher's time limit is refused (ConfigError)."""
+    (preflight/estimate.py) passes the launcher's time limit is refused (ConfigError), and so is
+    run.repeats=auto with an adapter that cannot report back between rounds (`rounds.refusal`)."""
+    from repro.runner import rounds
+
+    adapter = _adapter(plan, session, args)
+    if why := rounds.refusal(adapter, plan.jobs[0].run.repeats == "auto" and len(plan.configs) > 1):
+        raise ConfigError(why)
+    return adapter
+
+
+def _adapter(plan, session, args: list[str]):
     import functools
     from pathlib import Path
 

@@ -21,7 +21,7 @@ from repro.runner.host import JobHost
 
 class Joblib:
     def __init__(self, params: dict, attach: Callable):
-        self.name, self.attach = "joblib", attach
+        self.name, self.attach, self.between_rounds = "joblib", attach, True
         self.n_jobs = int(params.get("n_jobs") or 1)
         self.params = {k: v for k, v in params.items() if k in ("backend", "prefer", "require", "verbose",
                                                                "timeout", "pre_dispatch", "batch_size",
@@ -52,7 +52,8 @@ class Joblib:
         merged = {"started": min(r["started"] for r in results), "records": [rec for r in results for rec in r["records"]]}
         if at_once > 1:  # the records of each one-job batch, in the round's order (a batch that lost its record: None)
             merged["records"] = [(r["records"] or [None])[0] for r in results]
-        return rounds.adopt(host, jobs, first_job_no, merged, "joblib's worker handed back no record", submitted, hooks)
+        return rounds.adopt(host, jobs, first_job_no, merged, "joblib's worker handed back no record", submitted, hooks,
+                            shown=True)  # its workers print to this command's terminal
 
     def close(self) -> None:
         pass

@@ -4,6 +4,7 @@ which runs it and hands back its records. That is the whole protocol:
 
     class Adapter(Protocol):
         name: str                                   # said in messages (its `hydra/launcher=` choice)
+        between_rounds: bool                        # hands a round's records back before the next round
         def run_round(self, host, jobs, first_job_no, hooks=NO_HOOKS) -> list[dict | Lost]: ...
         def close(self) -> None: ...
 
@@ -60,9 +61,12 @@ NO_HOOKS = Hooks()
 
 
 class Adapter(Protocol):
-    """A launcher of rounds (module docstring)."""
+    """A launcher of rounds (module docstring). `between_rounds`: it hands a round's records back
+    before the loop decides the next round; one that cannot (a fire-and-forget queue) runs fixed
+    rounds only, and `run.repeats=auto` is refused for it (`refusal`)."""
 
     name: str
+    between_rounds: bool
 
     def run_round(self, host: JobHost, jobs: Sequence, first_job_no: int, hooks: Hooks = NO_HOOKS) -> list: ...
 
@@ -82,7 +86,7 @@ class InProcess:
     """The default: the round's jobs one after another in this process (a worker process each),
     the next job's worker started while the current one ends (runner/warm.py)."""
 
-    name = "basic"
+    name, between_rounds = "basic", True
 
     def run_round(self, host: JobHost, jobs: Sequence, first_job_no: int, hooks: Hooks = NO_HOOKS) -> list[dict]:
         records = []
@@ -96,6 +100,16 @@ class InProcess:
 
     def close(self) -> None:
         pass
+
+
+def refusal(adapter: Adapter, auto: bool) -> str | None:
+    """Why a sweep cannot run through `adapter` (None: it can): `run.repeats=auto` decides each round
+    from the records of the last, which an adapter that cannot report back between rounds never gives."""
+    if auto and not adapter.between_rounds:
+        return (f"run.repeats=auto decides each round from the records of the last, but hydra/launcher={adapter.name} "
+                "does not hand a round's records back before the next round is submitted; give a count "
+                "(run.repeats=5), or a launcher that reports back (basic, submitit_local, submitit_slurm, joblib)")
+    return None
 
 
 def run_elsewhere(attach: Callable, jobs: Sequence, first_job_no: int) -> dict:
@@ -120,9 +134,10 @@ def run_elsewhere(attach: Callable, jobs: Sequence, first_job_no: int) -> dict:
 
 
 def adopt(host: JobHost, jobs: Sequence, first_job_no: int, result: dict | None, reason: str,
-          submitted: float, hooks: Hooks = NO_HOOKS) -> list:
+          submitted: float, hooks: Hooks = NO_HOOKS, shown: bool = False) -> list:
     """The parent's side of a round run elsewhere: its queue time counted apart (`host.queue_s`), each
-    record it handed back adopted into `host` (its records, the progress), `Lost(reason)` for the rest."""
+    record it handed back adopted into `host` (its records, the progress), `Lost(reason)` for the rest.
+    `shown`: the round's process printed its jobs' ends to this command's terminal already (joblib)."""
     if result is None:
         return [Lost(reason)] * len(jobs)
     host.queue_s += max(0.0, result["started"] - submitted)
@@ -132,7 +147,8 @@ def adopt(host: JobHost, jobs: Sequence, first_job_no: int, result: dict | None,
         if record is None:
             out.append(Lost(reason))
             continue
-        host.display.job_finished(first_job_no + i, record)
+        if not shown:
+            host.display.job_finished(first_job_no + i, record)
         host.finished(record)
         hooks.after(job, record)
         out.append(record)

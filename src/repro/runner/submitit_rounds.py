@@ -83,7 +83,7 @@ class Submitit:
     def __init__(self, cluster: str, params: dict, attach: Callable, folder: Path):
         from repro.runner import scheduler
 
-        self.name = f"submitit_{cluster}"
+        self.name, self.between_rounds = f"submitit_{cluster}", True
         folder.mkdir(parents=True, exist_ok=True)
         if cluster == "slurm":
             scheduler.sacct_stand_in(folder)  # where accounting is off
