@@ -296,7 +296,7 @@ def test_auto_repeats_on_slurm_run_each_round_on_one_node_and_rerun_a_flagged_on
     SLURM job; the sweep ends decided or undecided at verdict.max_repeats, never refused."""
     proc = subprocess.Popen(sandbox.repro_cmd("-m", "framework=jax,torch", "model=mlp", "run.steps=6", "run.warmup=2",
                                               "run.repeats=auto", "verdict.max_repeats=2", "verdict.max_reruns=1",
-                                              "verdict.canary=false",
+                                              "verdict.canary=false", "tracking.inline_drain_s=1",  # MLflow: repro sync's
                                               *SLURM_SWEEP, "hydra.launcher.partition=both", _sweep_dir(sandbox),
                                               "tracking.experiment=slurm_auto"),
                             cwd=sandbox.root, env=sandbox.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
