@@ -51,4 +51,3 @@ class Launcher(enum.Enum):
     def slurm(self) -> bool:
         """The jobs run on SLURM nodes (SLURM's variables exist there, not where the sweep starts)."""
         return self is Launcher.SUBMITIT_SLURM
-

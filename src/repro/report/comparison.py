@@ -243,11 +243,11 @@ def _ranked(rows: list[Row], by: str) -> list[Row]:
 
 def _interleaved(a: Row, b: Row) -> bool:
     """Both configs' repeats ran in one sweep, in the loop's rounds, one after another: never where
-    they were launched side by side (`repeat.side_by_side`) or their measured windows overlapped (`overlaps`)."""
+    their measured windows overlapped (`overlaps`). Runs launched side by side (`repeat.side_by_side`)
+    never reach here: `_verdicts` refuses their pair first."""
     both = a.records + b.records
     return len({(r.get("sweep") or {}).get("id") for r in both}) == 1 and \
-        all((r.get("repeat") or {}).get("count", 1) > 1 and not (r.get("repeat") or {}).get("side_by_side")
-            for r in both) and not overlaps(a, b)
+        all((r.get("repeat") or {}).get("count", 1) > 1 for r in both) and not overlaps(a, b)
 
 
 def _node(record: dict) -> str:
