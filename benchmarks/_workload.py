@@ -6,12 +6,12 @@ from __future__ import annotations
 
 def build(raw: dict, cache_dir: str):
     """(workload, config, entry, dims, batches, seeds): `backend.build(BuildContext)` on the
-    composed config `raw` (`schema.as_dict` of a preflight job), as runner/worker.py does it."""
+    composed config `raw` (`schema.as_dict` of a preflight job), as worker/worker.py does it."""
     from repro import backends, models
     from repro.backends.base import BuildContext
     from repro.config import schema
     from repro.data import make_batches
-    from repro.runner import seeding
+    from repro.worker import seeding
 
     config = schema.from_dict(raw)
     seeds = seeding.derive(config.run.seed)

@@ -7,7 +7,7 @@ of that config hash in the ledger, or in the sweep `--sweep` names, reruns' repl
 every process is a sample).
 Caught by: the canary (`canary.slow`), steal (`machine.steal_share` > STEAL cores), placement (its
 migrations more than PLACEMENT × the median of the config's runs), busy (the existing rule: other
-processes above runner/rerun.py's OTHER_CPU_SHARE). Prints one line per slow run and a table of
+processes above loop/rerun.py's OTHER_CPU_SHARE). Prints one line per slow run and a table of
 caught / missed / flagged-but-not-slow per signal.
 """
 

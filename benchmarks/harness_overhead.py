@@ -15,7 +15,7 @@
    synchronous), timed per step with perf_counter, median after the same warm-up. The bare
    loop reads nothing back between steps; the harness reads the loss after its clock stops.
    Like for like:
-   - both processes start with `repro.runner.seeding.worker_env(config)` (thread variables,
+   - both processes start with `repro.worker.seeding.worker_env(config)` (thread variables,
      hash seed, JAX_PLATFORMS) and apply the same process-wide settings the config asks for
      (torch threads, deterministic algorithms, fp32 matmul precision), so only the harness
      differs, not the configuration;
@@ -182,7 +182,7 @@ def bare_main() -> None:
     config = spec["config"]
     from repro import models
     from repro.data import make_batches
-    from repro.runner import seeding
+    from repro.worker import seeding
 
     seeds = seeding.derive(config["run"]["seed"])
     entry = models.get(config["model"]["name"])
@@ -228,7 +228,7 @@ def probe_main(folder: str) -> None:
     config = plain(timed("plan_cold", lambda: plan(FIXED_JOB).jobs[0]))
     timed("plan_warm", lambda: plan(FIXED_JOB))
     from repro import gitinfo
-    from repro.runner import envcapture
+    from repro.worker import envcapture
 
     timed("git_state", lambda: gitinfo.state(paths.repo_root(), Path(config["ledger"]["dir"])))
     if hasattr(gitinfo, "source_sha256"):  # the session's hash of repro's own source files
@@ -315,9 +315,9 @@ def wait_for_background() -> float:
 
 
 def child_env(config: dict) -> dict[str, str]:  # config: a dict (plain)
-    """The environment a repro worker starts with (repro.runner.launch.run_worker)."""
+    """The environment a repro worker starts with (repro.job.launch.run_worker)."""
     from repro import paths
-    from repro.runner.seeding import worker_env
+    from repro.worker.seeding import worker_env
 
     env = {**os.environ, **worker_env(typed(config))}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.src_dir()), os.environ.get("PYTHONPATH")]))
@@ -374,16 +374,16 @@ def _median_wall(cmd: list[str], env: dict, n: int = 3) -> float:
 
 def _worker_start(env: dict) -> float:
     """A worker's Python start and repro's worker import, as the tree starts one: where a worker
-    started ahead imports its framework's packages first (runner/worker_main.py), the interpreter's
+    started ahead imports its framework's packages first (worker/worker_main.py), the interpreter's
     start plus what repro's import takes after them (timed inside one process, median of 5); else
-    the wall of `import repro.runner.worker` alone."""
+    the wall of `import repro.worker.worker` alone."""
     try:
         from repro.backends.capabilities import BACKENDS
-        import repro.runner.worker_main  # noqa: F401 - the tree starts its workers framework first
+        import repro.worker.worker_main  # noqa: F401 - the tree starts its workers framework first
         packages = ", ".join(BACKENDS["jax"].packages)
     except (ImportError, AttributeError):
-        return _median_wall([PY, "-c", "import repro.runner.worker"], env)
-    timed = (f"import time; import {packages}; t = time.perf_counter(); import repro.runner.worker; "
+        return _median_wall([PY, "-c", "import repro.worker.worker"], env)
+    timed = (f"import time; import {packages}; t = time.perf_counter(); import repro.worker.worker; "
              "print(time.perf_counter() - t)")
     after = []
     for _ in range(5):

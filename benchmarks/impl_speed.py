@@ -95,7 +95,7 @@ def child_main() -> None:
 def measure(framework: str, model: str, size: str, pairs: int, warmup: int, cache_dir: str) -> dict:
     from repro import paths, preflight
     from repro.config.schema import as_dict
-    from repro.runner.seeding import worker_env
+    from repro.worker.seeding import worker_env
 
     typed = {impl: preflight.plan(overrides(framework, model, size, impl)).jobs[0] for impl in ("native", "hf")}
     configs = {impl: as_dict(c) for impl, c in typed.items()}

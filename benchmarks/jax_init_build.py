@@ -50,7 +50,7 @@ def child_main() -> None:
     from repro.backends.base import BuildContext
     from repro.config import schema
     from repro.data import make_batches
-    from repro.runner import seeding
+    from repro.worker import seeding
 
     backend = backends.load("jax")  # the worker's import_s, outside the build
     config = schema.from_dict(spec["config"])
@@ -93,7 +93,7 @@ def init_module(model: str, preset: str, impl: str, platform: str) -> str:
     from repro import models, preflight
     from repro.config import schema
     from repro.models import hf
-    from repro.runner import seeding
+    from repro.worker import seeding
 
     config = preflight.plan(overrides(model, preset, impl, "native")).jobs[0]
     entry, dims, seeds = models.entry_of(config.model), schema.dims(config.model), seeding.derive(config.run.seed)
@@ -158,7 +158,7 @@ def main() -> None:
 
     from repro import paths, preflight
     from repro.config.schema import as_dict
-    from repro.runner.seeding import worker_env
+    from repro.worker.seeding import worker_env
 
     rows = []
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")

@@ -6,7 +6,7 @@ Alternates two carriers of the same config, each a fresh process, in AB/BA pairs
 the machine falls on both alike):
 - `worker`: a real repro run (`python -m repro OVERRIDES run.steps=S run.warmup=W`), its record's
   `results.steady_median_s`: everything repro wraps around a step (spec, telemetry, canary,
-  quiet window, the measured loop of runner/measure.py);
+  quiet window, the measured loop of worker/measure.py);
 - `bare`: a process that builds the workload exactly as the worker does (benchmarks/_workload.py)
   and times the same steps with `perf_counter` around `step` + `sync`, nothing else in it.
 

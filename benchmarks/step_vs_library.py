@@ -146,7 +146,7 @@ def child_main() -> None:
 def measure(framework: str, workload: str, pairs: int, warmup: int, cache_dir: str) -> dict:
     from repro import paths, preflight
     from repro.config.schema import as_dict
-    from repro.runner.seeding import worker_env
+    from repro.worker.seeding import worker_env
 
     config = preflight.plan([f"framework={framework}", *WORKLOADS[workload], *COMMON]).jobs[0]
     env = {**os.environ, **worker_env(config)}  # what a repro worker starts with

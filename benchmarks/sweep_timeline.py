@@ -36,7 +36,7 @@ def wrap(module, name: str, before=None) -> None:
 
 def main() -> None:
     from repro import cli
-    from repro.runner import job, launch
+    from repro.job import job, launch
 
     run_worker = launch.run_worker
 

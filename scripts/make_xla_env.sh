@@ -15,7 +15,7 @@
 # (0.6 GB) is uninstalled: nothing on the CPU uses it.
 #
 # Idempotent: when DIR/bin/python already imports torch_xla and the worker's modules
-# (repro.runner.worker, repro.backends.torch_xla_backend), it does nothing. When repro's
+# (repro.worker.worker, repro.backends.torch_xla_backend), it does nothing. When repro's
 # imports have grown, a rerun installs only what is missing.
 # Variables: PYTHON (the interpreter that makes the venv, default python3).
 set -euo pipefail
@@ -29,7 +29,7 @@ TORCH_XLA_VERSION=2.9.0
 CHECK="import torch, torch_xla
 assert torch.__version__.split('+')[0] == '$TORCH_VERSION', torch.__version__
 assert torch_xla.__version__.split('+')[0] == '$TORCH_XLA_VERSION', torch_xla.__version__
-import repro.runner.worker, repro.backends.torch_xla_backend, transformers"
+import repro.worker.worker, repro.backends.torch_xla_backend, transformers"
 check() {  # the worker's own imports, as the launcher runs it (PYTHONPATH=<repo>/src)
     PJRT_DEVICE=CPU PYTHONPATH="$ROOT/src" "$DIR/bin/python" -c "$CHECK" "$@"
 }

@@ -180,14 +180,14 @@ def free_port() -> int:
 
 
 def worker_of(parent: subprocess.Popen, timeout: float = 60):
-    """The `repro.runner.worker` process under `parent`, once it appears."""
+    """The `repro.worker.worker` process under `parent`, once it appears."""
     import psutil
 
     deadline = time.time() + timeout
     while time.time() < deadline:
         for child in psutil.Process(parent.pid).children(recursive=True):
             try:
-                if "repro.runner.worker" in " ".join(child.cmdline()):
+                if "repro.worker.worker" in " ".join(child.cmdline()):
                     return child
             except psutil.Error:  # a short-lived helper (git) that ended meanwhile
                 continue

@@ -56,8 +56,8 @@ def test_the_map_matches_the_tree():
 
 def test_a_planted_drift_is_named():
     text = MAP.read_text()
-    planted = re.sub(r"`runner/` \(\d+\)", "`runner/` (2)", text)
+    planted = re.sub(r"`worker/` \(\d+\)", "`worker/` (2)", text)
     planted = planted.replace("`hashing`, ", "`hashing`, `nowhere`, ").replace("`flat`, ", "")
     found = drift(planted)
-    assert any(p.startswith("runner/: the map says 2 files, the tree has ") for p in found)
+    assert any(p.startswith("worker/: the map says 2 files, the tree has ") for p in found)
     assert "nowhere: no such module" in found and "flat: in the tree, not on the map" in found

@@ -1,6 +1,6 @@
-"""The process canary (backends/canary.py, runner/canary.py): a fixed kernel timed before the measured
+"""The process canary (backends/canary.py, job/canary.py): a fixed kernel timed before the measured
 window, judged against the host's earlier canaries in the ledger, flagging a slow process's round for
-a rerun (runner/rerun.py); and the window's placement telemetry (runner/machine.py)."""
+a rerun (loop/rerun.py); and the window's placement telemetry (worker/machine.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pytest
 from conftest import finished_run
 from repro import cli
 from repro.ledger import Ledger
-from repro.runner import canary, machine, rerun
+from repro.job import canary
+from repro.loop import rerun
+from repro.worker import machine
 
 HOST = {"host": "host-a", "cores": 2}
 CPU = {"cpu": {"model": "Test CPU @ 2.6GHz"}}
@@ -100,7 +102,7 @@ def test_the_canary_runs_after_the_build_and_before_the_window_and_leaves_the_co
     from repro import preflight
     from repro.backends import canary as kernels, compile_cache
     from repro.config.workerspec import Rendezvous, WorkerSpec
-    from repro.runner import worker
+    from repro.worker import worker
 
     config = preflight.plan(["framework=jax", "model=mlp", "model.preset=tiny", "run.steps=6", "run.warmup=2"]).jobs[0]
     spec = WorkerSpec(config, "c" * 64, str(tmp_path), str(tmp_path / "cache"),
@@ -129,7 +131,7 @@ def test_the_canary_runs_after_the_build_and_before_the_window_and_leaves_the_co
 
 def test_verdict_canary_false_runs_no_canary_and_says_so():
     from repro import preflight
-    from repro.runner import worker
+    from repro.worker import worker
 
     config = preflight.plan(["framework=torch", "model=mlp", "verdict.canary=false"]).jobs[0]
     assert worker.canary_of(config, 2, 1) == {"seconds": None, "framework": "torch", "threads": 2, "processes": 1,

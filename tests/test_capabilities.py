@@ -19,7 +19,7 @@ from repro.config import ConfigError
 @pytest.mark.slow
 def test_the_table_imports_without_any_framework():
     code = ("import sys, repro.backends, repro.backends.capabilities, repro.preflight.capabilities, "
-            "repro.runner.seeding, repro.backends.layouts; "
+            "repro.worker.seeding, repro.backends.layouts; "
             "print(sorted(m for m in ('torch', 'jax', 'torch_xla', 'omegaconf', 'hydra') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -74,7 +74,7 @@ def test_a_capability_missing_from_a_backend_is_refused_naming_both(monkeypatch,
 def test_the_run_path_reads_the_same_table(monkeypatch):
     """Process layout and simulated CPU devices follow the declarations, not backend names."""
     from repro.backends.layouts import process_count
-    from repro.runner import seeding
+    from repro.worker import seeding
 
     (config,) = preflight.plan(["model=mlp", "framework=jax", "sharding=fsdp"]).jobs
     assert process_count(config, 2, 3) == 6 and "XLA_FLAGS" in seeding.worker_env(config)

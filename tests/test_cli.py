@@ -139,7 +139,7 @@ def test_dry_run_lists_the_quickstart_jobs_and_writes_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr
     plan = preflight.plan(["+exp=quickstart", f"ledger.dir={box.ledger}"])
     lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
-    assert len(lines) == len(plan.configs) == 4 and len(plan.jobs) == 12  # one line per config; 3 repeats each
+    assert len(lines) == len(plan.configs) == len(plan.jobs) == 4 and plan.runs == 12  # each config once; 3 rounds
     assert proc.stdout.startswith("repro --dry-run: 4 configs × 3 runs = 12 jobs, checked; nothing run or written\n"
                                   f"ledger {box.ledger}\nmlflow {box.uri} (experiment quickstart)\n")
     for line, (config, _) in zip(lines, plan.configs):

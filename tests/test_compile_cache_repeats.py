@@ -1,6 +1,6 @@
 """run.compile_cache=repeats: a config's first run in a sweep compiles cold into a cache of its own and its
 repeats reuse it; every record says cold or warm and what hit; the first-step column reads cold runs only,
-and a framework with nothing to reuse is said so (backends/compile_cache.py, runner/job.py)."""
+and a framework with nothing to reuse is said so (backends/compile_cache.py, job/job.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from repro.backends import compile_cache
 from repro.ledger import Ledger
 from repro.preflight import plan
 from repro.report import comparison
-from repro.runner import job
+from repro.job import job
 
 from conftest import Sandbox
 

@@ -41,7 +41,7 @@ def test_cli_exit_2_and_nothing_written(sandbox, args):
 
 def test_quickstart_plan_is_four_configs_three_times():
     p = plan(["+exp=quickstart"])
-    assert p.multirun and len(p.jobs) == 12  # interleaved repeats: a verdict with an interval
+    assert p.multirun and len(p.jobs) == 4 and p.repeats == 3  # three rounds: a verdict with an interval
     combos = {(j.model.name, j.framework.name) for j in p.jobs}
     assert combos == {(m, f) for m in ("mlp", "vit") for f in ("jax", "torch")}
 
@@ -51,7 +51,8 @@ def test_vit_l4_is_the_published_setup():
     frameworks = ["jax", "torch", "torch_compile"]  # PyTorch/XLA left out: no CUDA wheels (conf/exp/vit_l4.yaml)
     # transformers' ViT classes (what the study ran) and ours beside them
     assert [(j.framework.name, j.model.impl) for j in jobs] == [(f, i) for f in frameworks
-                                                                            for i in ("hf", "native")] * 3  # 3 repeats, interleaved
+                                                                            for i in ("hf", "native")]
+    assert plan(["+exp=vit_l4", "hardware=cpu"]).repeats == 3  # 3 rounds, each in its own random order
     for j in jobs:
         m, r = j.model, j.run
         assert (m.image, m.patch, m.width, m.depth, m.heads, m.mlp, m.classes) == (

@@ -15,7 +15,7 @@ from repro.config import ConfigError
 from repro.config.schema import as_dict
 from repro.preflight import plan
 from repro.report.audit import audit
-from repro.runner import seeding
+from repro.worker import seeding
 
 PAIR = ("-m", "framework=jax,torch", "model=mlp", "hardware.check=false")
 

@@ -69,7 +69,7 @@ def test_sweep_with_tracking_down_is_recorded_warned_once_and_fast(down_sweep):
 def test_sync_fills_the_server_then_adds_nothing_and_closes_lost_runs(down_sweep, mlflow_server, capsys):
     from mlflow.tracking import MlflowClient
 
-    from repro.runner import lifeline
+    from repro.worker import lifeline
     from repro.tracking.mlflow_tracker import Tracker
     from repro.tracking.sync import sync
 
@@ -256,7 +256,8 @@ import json, os, signal, sys, time
 from pathlib import Path
 from repro.preflight import plan
 from repro.config.workerspec import WorkerSpec
-from repro.runner import cluster, launch, lifeline, seeding
+from repro.job import cluster, launch
+from repro.worker import lifeline, seeding
 
 signal.signal(signal.SIGTERM, lifeline.interrupt)  # as the CLI does
 out = Path(sys.argv[1])

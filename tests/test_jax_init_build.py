@@ -25,7 +25,7 @@ from repro.backends.base import BuildContext
 from repro.config import schema
 from repro.data import make_batches
 from repro.models import hf
-from repro.runner import seeding
+from repro.worker import seeding
 
 IMPLS = ("native", "hf")
 
@@ -37,7 +37,7 @@ def config(impl: str, init: str, *more: str) -> schema.Config:
 
 
 def workload(cfg: schema.Config, tmp_path):
-    """The workload as runner/worker.py builds it."""
+    """The workload as worker/worker.py builds it."""
     entry, dims, seeds = models.entry_of(cfg.model), schema.dims(cfg.model), seeding.derive(cfg.run.seed)
     batches = make_batches(cfg, entry, dims, seeds["data"])[0]
     ctx = BuildContext(config=cfg, entry=entry, dims=dims, seeds=seeds, batches=batches, threads=1,
@@ -140,7 +140,7 @@ def test_the_init_compiles_on_the_host_when_the_run_is_elsewhere():
 
 
 def test_the_wall_split_says_what_the_build_compiled_and_where():
-    from repro.runner import wall_split
+    from repro.job import wall_split
 
     t0 = 1_000.0
     build = {"trace_s": 0.5, "lower_s": 0.2, "compile_s": 6.0, "compiles": 1,

@@ -1,5 +1,5 @@
-"""Launcher adapters that run a round in another process (runner/rounds.py): submitit's local
-executor (the same adapter as SLURM's, runner/submitit_rounds.py) and joblib. The sweep loop hands
+"""Launcher adapters that run a round in another process (loop/rounds.py): submitit's local
+executor (the same adapter as SLURM's, loop/submitit_rounds.py) and joblib. The sweep loop hands
 them each round; the round's process attaches to the sweep (repro.session `attached`) and records
 exactly what a local sweep records."""
 
@@ -143,7 +143,7 @@ def test_a_slurm_round_past_the_launchers_time_limit_is_refused_naming_both(monk
                                      "in one allocation: estimated 1 min 40 s from the ledger, past the time limit "
                                      "hydra.launcher.timeout_min=1 (1 min"), str(err.value)
     assert "hydra.launcher.timeout_min=2 or more" in str(err.value)
-    from repro.runner import submitit_rounds
+    from repro.loop import submitit_rounds
 
     monkeypatch.setattr(submitit_rounds, "partition_limit_min", lambda partition: 1.5 if partition == "short" else None)
     with pytest.raises(ConfigError, match=r"past the time limit partition short's MaxTime \(1 min 30 s\)"):

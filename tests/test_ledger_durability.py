@@ -211,7 +211,7 @@ def test_recover_appends_spooled_records_once_and_removes_the_spool(tmp_path):
 
 @pytest.mark.slow
 def test_recover_frees_the_reservations_of_runs_that_are_over(tmp_path):
-    from repro.runner import spool
+    from repro.job import spool
 
     ledger = Ledger(tmp_path)
     gone = subprocess.Popen(["sleep", "60"])

@@ -238,7 +238,8 @@ def test_resume_never_reuses_an_attempt_a_rerun_replaced(tmp_path):
     from repro.config import config_hash
     from repro.config.schema import as_dict
     from repro.ledger import Ledger
-    from repro.runner import resume, seeding
+    from repro.job import resume
+    from repro.worker import seeding
 
     (config,) = plan(["run.resume=true", "run.steps=5", "run.warmup=2", f"ledger.dir={tmp_path}"]).jobs
     chash, env = config_hash(as_dict(config)), seeding.worker_env(config)

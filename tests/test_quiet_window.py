@@ -13,7 +13,7 @@ import time
 import pytest
 
 from repro.report.progress import Display
-from repro.runner import machine, pinning
+from repro.worker import machine, pinning
 from repro.tracking import handoff
 
 
@@ -26,7 +26,7 @@ def test_the_split_is_a_pure_function_of_the_usable_cores():
 
 PIN_CHILD = """
 import os, sys
-from repro.runner import pinning
+from repro.worker import pinning
 pinning.pin_worker()
 print(sorted(os.sched_getaffinity(0)), pinning.recorded(), pinning.worker_cpus())
 """
@@ -43,7 +43,7 @@ def test_a_worker_pins_itself_to_the_cores_its_parent_gave_it():
 
 WINDOW_CHILD = """
 import json, sys
-from repro.runner import machine
+from repro.worker import machine
 start = machine.before(int(sys.argv[1]))
 print("open", flush=True)
 sys.stdin.readline()
@@ -154,14 +154,14 @@ def test_a_real_run_records_its_window(sandbox):
     # the parent waited on its pipe (projectors of other commands on a shared machine are theirs to count)
     assert 0 <= machine["repro_cpu_parts_s"]["command"] < 0.1 and machine["repro_cpu_s"] >= 0, machine
     assert ("pinned" in machine) == (pinning.split(os.sched_getaffinity(0)) is not None)
-    # where the process ran and its memory, read at the window's ends (runner/machine.py)
+    # where the process ran and its memory, read at the window's ends (worker/machine.py)
     place = machine["placement"]
     assert place["threads_ran"] >= 1 and place["migrations"] >= 0 and place["source"] in ("sched", "stat")
     assert place["cpus"] and set(place["cpus"]) <= set(range(machine["cores"])), place
     assert machine["page_faults"]["minor"] >= 0 and machine["page_faults"]["major"] >= 0
     assert machine["anon_huge_pages_kb"] is None or machine["anon_huge_pages_kb"] >= 0
     assert machine["thp_enabled"] in (None, "always", "madvise", "never")
-    # its canary, before the window, on an empty history: recorded, not judged, and said (runner/canary.py)
+    # its canary, before the window, on an empty history: recorded, not judged, and said (job/canary.py)
     canary = record["canary"]
     assert canary["seconds"] > 0 and canary["framework"] == "jax" and canary["repeats"] == 5
     assert canary["slow"] is None and canary["history"] == 0 and canary["threshold_s"] is None
@@ -171,7 +171,7 @@ def test_a_real_run_records_its_window(sandbox):
 
 SHORT_LOOP_CHILD = """
 import json, sys, time
-from repro.runner import machine
+from repro.worker import machine
 first = machine.early(None)
 end = time.monotonic() + 0.6
 while time.monotonic() < end:  # the data, the framework import, the build: this process's own CPU
@@ -216,7 +216,7 @@ def burn(seconds):
         pass
 
 def measure(run_root, started, done, out):
-    from repro.runner import machine
+    from repro.worker import machine
     start = machine.before(None, None, run_root)
     started.set()
     done.wait(60)

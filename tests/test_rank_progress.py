@@ -1,5 +1,5 @@
 """Progress of runs of several processes: global rank 0's step lines reach the parent's progress
-(runner/rank_progress.py); the other ranks stay quiet."""
+(worker/rank_progress.py); the other ranks stay quiet."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import multiprocessing as mp
 
 import pytest
 
-from repro.runner import rank_progress
+from repro.worker import rank_progress
 
 
 def _rank(spec: dict, rank: int) -> None:
@@ -70,7 +70,7 @@ def _fails(spec: dict, index: int, joined) -> None:
 
 @pytest.mark.slow
 def test_every_failing_process_is_named(tmp_path):
-    from repro.runner import processes
+    from repro.worker import processes
 
     with pytest.raises(processes.ProcessFailed) as failed:
         processes.launch(_fails, {"mark": str(tmp_path / "first")}, 2, lambda i: f"process {i}")

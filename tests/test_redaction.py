@@ -12,7 +12,7 @@ import pytest
 from repro import redaction
 from repro.config.spec import config_hash
 from repro.ledger import Ledger
-from repro.runner import envcapture
+from repro.worker import envcapture
 
 
 @pytest.mark.parametrize("text, redacted", [

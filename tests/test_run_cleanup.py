@@ -30,7 +30,7 @@ def test_a_run_removes_the_temp_folders_of_parents_that_are_gone(tmp_path):
     assert sorted(p.name for p in tmp.glob("repro-run-*")) == sorted([live.name, other.name])
 
 def test_hydra_run_folders_are_pruned_to_the_newest(tmp_path):
-    from repro.runner import hydra_dirs
+    from repro.job import hydra_dirs
 
     runs = tmp_path / "cache" / "repro" / "hydra" / "runs"
     made = [runs / f"2026-01-0{d}" / f"10-00-0{s}.000000" for d in (1, 2) for s in range(5)]

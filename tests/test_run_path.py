@@ -36,7 +36,7 @@ def test_quickstart_parent_children_records_table(quickstart):
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     heads = box.heads()
-    # {jax, torch} × {mlp, vit}, one round; a round telemetry flagged ran again (runner/sweep.py),
+    # {jax, torch} × {mlp, vit}, one round; a round telemetry flagged ran again (loop/sweep.py),
     # its first runs kept in the ledger and MLflow, left out of every view (report/reruns.py)
     assert len(reruns.kept(heads)) == 4 and all(h["status"] == "ok" for h in heads)
     assert len(parents) == 1 and len(children) == len(heads)

@@ -32,7 +32,7 @@ from repro.config.schema import Config, as_dict, from_dict
 from repro.data import make_batches
 from repro.models import canonical
 from repro.report import trajectory
-from repro.runner import seeding
+from repro.worker import seeding
 
 STEPS = 25
 STEPS_OF = {"resnet50": 50}  # its drift past TOLERANCE begins near step 25 (the module's doc)
@@ -47,7 +47,7 @@ def resolved(*overrides: str) -> Config:
 
 
 def workload(config: Config, tmp_path):
-    """The workload exactly as runner/worker.py builds it."""
+    """The workload exactly as worker/worker.py builds it."""
     entry = models.get(config.model.name)
     dims = schema.dims(config.model)
     seeds = seeding.derive(config.run.seed)

@@ -15,7 +15,7 @@ from conftest import free_port
 from repro.config import ConfigError
 from repro.preflight import plan
 from repro.config.schema import ClusterConfig
-from repro.runner import cluster
+from repro.job import cluster
 
 LOSS_RTOL = 1e-5  # as in test_sharding: reductions over shards run in another order
 FAST = ("model=mlp", "run.steps=6", "run.warmup=2")

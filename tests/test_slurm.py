@@ -1,6 +1,6 @@
 """repro through a real SLURM (tests/slurm_cluster.py: munged, slurmctld, slurmd n1 and n2 on this
 host): sweeps with hydra/launcher=submitit_slurm (each round of the sweep loop one SLURM job:
-runner/submitit_rounds.py), the scheduler block in every record, what happens when SLURM ends a
+loop/submitit_rounds.py), the scheduler block in every record, what happens when SLURM ends a
 job (scancel, time limit, requeue), and a run over two SLURM nodes."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port
-from repro.runner import scheduler
+from repro.job import scheduler
 
 FAST = ("model=mlp", "run.steps=6", "run.warmup=2")
 SLURM_SWEEP = ("hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=10")
@@ -131,7 +131,7 @@ def test_scancel_records_killed_and_the_sweep_goes_on(slurm, sandbox, timeout_jo
 def test_a_round_cancelled_in_its_first_job_records_it_killed_and_the_rest_lost(slurm, sandbox):
     """A round is one SLURM job running its configs one after another: cancelled while its first
     job runs, that job records itself killed naming scancel, and the job after it, which never
-    started, is recorded `lost` with the launcher's reason (runner/rounds.py `settle`). No traceback
+    started, is recorded `lost` with the launcher's reason (loop/rounds.py `settle`). No traceback
     reaches the user and the closing table lists both. (Under Hydra's launcher each job was an array
     task of its own and the second ran on; a round now holds its pair on one node.)"""
     sweep = subprocess.Popen(sandbox.repro_cmd("-m", "framework=torch", "model=mlp", "run.warmup=2",

@@ -1,6 +1,6 @@
 """A SLURM job cancelled while it waits before its measured steps (for an MLflow projector at work on
 the machine) is recorded `killed`, naming the scheduler: a submitit job process ignores SIGTERM, and
-it waited on until SLURM's SIGKILL left its run `lost` (runner/scheduler.py `interrupt_on_sigterm`)."""
+it waited on until SLURM's SIGKILL left its run `lost` (job/scheduler.py `interrupt_on_sigterm`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import signal
 import subprocess
 import time
 
-from repro.runner import lifeline, scheduler
+from repro.job import scheduler
+
+from repro.worker import lifeline
 
 SLURM_SWEEP = ("hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=10")
 

@@ -1,4 +1,4 @@
-"""A sweep is one snapshot (runner/snapshot.py): the code and conf/ its jobs run
+"""A sweep is one snapshot (job/snapshot.py): the code and conf/ its jobs run
 are fixed at its start. The sweep runs from a copy of the checkout (src/ and conf/ in a temp
 folder, so that the test can edit it), and the test breaks a model file and edits conf/ while
 the sweep's first job runs."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from repro import paths
-from repro.runner import snapshot
+from repro.job import snapshot
 
 BROKEN = 'raise RuntimeError("this model file was edited while the sweep ran")\n'
 
@@ -71,7 +71,7 @@ def test_a_snapshot_is_content_addressed_and_reused(checkout, tmp_path, monkeypa
     first, again = snapshot.take(), snapshot.take()
     assert first == again and len(list((tmp_path / "cache" / "repro" / "snapshots").iterdir())) == 1
     # its modules compiled once with it: no process of its sweeps compiles repro's source again
-    source = first.src / "repro" / "runner" / "worker.py"
+    source = first.src / "repro" / "worker" / "worker.py"
     pyc = Path(importlib.util.cache_from_source(str(source))).read_bytes()
     stat = source.stat()  # the header the import system checks: the source's mtime and size
     assert pyc[:4] == importlib.util.MAGIC_NUMBER

@@ -1,4 +1,4 @@
-"""A snapshot is what its records name (runner/snapshot.py): a sweep's snapshot taken away while it
+"""A snapshot is what its records name (job/snapshot.py): a sweep's snapshot taken away while it
 runs (a cache clean, another sweep's cleanup) is rebuilt before the next job from the bytes the
 sweep copied, or from the checkout while it still hashes the same; else the job fails naming it.
 A worker never runs the checkout's code under a snapshot's name; an unwritable cache is one line."""
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from repro import paths
-from repro.runner import snapshot, worker
+from repro.job import snapshot
+from repro.worker import worker
 
 
 @pytest.fixture

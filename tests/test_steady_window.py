@@ -1,4 +1,4 @@
-"""The steady window (runner/window.py): run.steps=auto measures until the steady steps are many
+"""The steady window (worker/window.py): run.steps=auto measures until the steady steps are many
 and long enough, capped by run.max_steps; each run records its steady median's sampling SD
 (moving-block bootstrap); bad window settings exit 2 naming the key."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from repro.config import ConfigError
 from repro.preflight import plan
-from repro.runner import measure, window
-from repro.runner.window import StepPlan
+from repro.worker import measure, window
+from repro.worker.window import StepPlan
 
 
 def _steps_taken(plan_: StepPlan, step_s: float) -> int:

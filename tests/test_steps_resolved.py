@@ -1,11 +1,11 @@
-"""run.steps=auto is resolved once per config in a sweep (runner/sweep.py StepCounts): its first ok run
+"""run.steps=auto is resolved once per config in a sweep (loop/sweep.py StepCounts): its first ok run
 takes as many steps as the machine allows, every later run of it takes that count and says so, so a
 sweep's repeats can be compared bit for bit. A fixed count and a replay's own count are left alone."""
 
 from __future__ import annotations
 
 from repro.preflight import plan
-from repro.runner.sweep import Job, StepCounts
+from repro.loop.sweep import Job, StepCounts
 
 
 def _job(config, group: str, **fields) -> Job:

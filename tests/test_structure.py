@@ -5,7 +5,7 @@ except the named climbs in CLIMBS (at most four, each with its reason), and no i
 circle, between modules or between rooms. Imports are read from the source with `ast`, so a
 lazy import inside a function counts too.
 
-A room is a package under repro (repro.runner) or a top-level module (repro.cli); a module that
+A room is a package under repro (repro.job) or a top-level module (repro.cli); a module that
 is a command (a CLI verb's module) is a room of its own on the top floor, whatever package
 holds it. `python tests/test_structure.py` prints the counts: rooms, floors, arrows, climbs,
 circles.
@@ -25,11 +25,11 @@ FLOORS = [
     ("repro", "repro.hashing", "repro.flat", "repro.paths", "repro.console", "repro.gitinfo",
      "repro.config", "repro.models", "repro.redaction"),
     # 1 the record and what a run reads: the ledger, the machine, the data, the sweep's order
-    ("repro.ledger", "repro.hardware", "repro.data", "repro.sweeper", "repro.ir"),
+    ("repro.ledger", "repro.hardware", "repro.data", "repro.ir"),
     # 2 what measures: the frameworks' backends and the profiler, the environments a run is built in
     ("repro.backends", "repro.profile", "repro.envs"),
-    # 3 the run path: a job, its worker, its process and scheduler
-    ("repro.runner",),
+    # 3 the run path: the sweep loop and its launchers, a job's parent side, its worker process
+    ("repro.loop", "repro.job", "repro.worker"),
     # 4 what reads the run path: the preflight (checks a config against layouts, clusters, schedulers), reports
     ("repro.preflight", "repro.report"),
     # 5 MLflow, a view of the ledger (it renders report's comparison into the store)
@@ -162,15 +162,15 @@ def _host_reads(source: str) -> set[str]:
 
 
 def test_the_sweep_host_declares_everything_its_jobs_and_policies_read():
-    """runner/host.py's JobHost is the whole of what a job and a policy may ask of their sweep, typed
+    """job/host.py's JobHost is the whole of what a job and a policy may ask of their sweep, typed
     (no Any), and the Session (session.py) provides every name of it."""
-    from repro.runner.host import JobHost
+    from repro.job.host import JobHost
 
     declared = set(JobHost.__annotations__) | {n for n in vars(JobHost) if not n.startswith("_")}
-    readers = ("repeats.py", "calibrate.py", "replay.py", "runner/sweep.py", "runner/job.py")
+    readers = ("repeats.py", "calibrate.py", "replay.py", "loop/sweep.py", "job/job.py")
     read = set().union(*(_host_reads((SRC / name).read_text()) for name in readers))
     assert read and read <= declared, sorted(read - declared)
-    host = (SRC / "runner" / "host.py").read_text()
+    host = (SRC / "job" / "host.py").read_text()
     assert "Any" not in {n.id for n in ast.walk(ast.parse(host)) if isinstance(n, ast.Name)}
     session = ast.parse((SRC / "session.py").read_text())
     provided = {t.attr for n in ast.walk(session) if isinstance(n, (ast.Assign, ast.AnnAssign))

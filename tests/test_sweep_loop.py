@@ -1,4 +1,4 @@
-"""The one sweep loop (runner/sweep.py): round orders drawn from a recorded seed, the fields every
+"""The one sweep loop (loop/sweep.py): round orders drawn from a recorded seed, the fields every
 repeated record carries, reruns of rounds telemetry flagged, and the policies' stopping rules."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections import Counter
 import pytest
 
 from repro.report.reruns import kept, replaced, rerun_rounds
-from repro.runner import rerun, sweep
-from repro.runner.injected import WithGap
+from repro.loop import rerun, sweep
+from repro.worker.injected import WithGap
 
 FAST = ("model=mlp", "model.preset=tiny", "run.steps=8", "run.warmup=2")
 
@@ -38,7 +38,7 @@ def test_round_orders_are_permutations_drawn_from_seed_and_round():
 def test_fixed_order_is_the_serpentine_and_loud_opens_no_window(monkeypatch, tmp_path):
     # calibrate's levers: --order fixed (no seed) and --loud (no measured window)
     assert [sweep.order(3, None, k) for k in range(3)] == [[0, 1, 2], [2, 1, 0], [0, 1, 2]]
-    from repro.runner import machine_locks
+    from repro.worker import machine_locks
 
     monkeypatch.setenv("REPRO_MACHINE_DIR", str(tmp_path))
     window = machine_locks.open_window(1.0)
@@ -49,7 +49,7 @@ def test_fixed_order_is_the_serpentine_and_loud_opens_no_window(monkeypatch, tmp
 
 
 class _Host:
-    """The least a host of the loop is (runner/host.py), its ledger in `root`."""
+    """The least a host of the loop is (job/host.py), its ledger in `root`."""
 
     def __init__(self, root):
         from types import SimpleNamespace
@@ -77,12 +77,12 @@ class _Host:
 
 def test_launcher_adapter_gets_every_round_and_rerun_and_lost_jobs_are_settled_from_the_ledger(tmp_path):
     """The loop hands each round (in its recorded order) and each rerun of a flagged round to the adapter
-    (runner/rounds.py); a job the adapter hands back no record for is read from the ledger: its own
+    (loop/rounds.py); a job the adapter hands back no record for is read from the ledger: its own
     end where it recorded one, else `lost` after its started record. Nothing recorded twice."""
     from types import SimpleNamespace
 
     from repro.ledger import Ledger
-    from repro.runner import rounds
+    from repro.loop import rounds
 
     host, ledger = _Host(tmp_path), Ledger(tmp_path)
     configs = [(SimpleNamespace(run=SimpleNamespace(steps=6), name=n), (f"x={n}",)) for n in "ab"]
@@ -126,9 +126,9 @@ def test_launcher_adapter_gets_every_round_and_rerun_and_lost_jobs_are_settled_f
 def test_auto_is_refused_only_for_an_adapter_that_cannot_report_back_between_rounds(tmp_path):
     from types import SimpleNamespace
 
-    from repro.runner import rounds
-    from repro.runner.joblib_rounds import Joblib
-    from repro.runner.submitit_rounds import Submitit
+    from repro.loop import rounds
+    from repro.loop.joblib_rounds import Joblib
+    from repro.loop.submitit_rounds import Submitit
 
     assert rounds.refusal(rounds.InProcess(), auto=True) is None
     local = Submitit("local", {"submitit_folder": str(tmp_path / "%j"), "timeout_min": 1}, None, tmp_path)
@@ -140,7 +140,7 @@ def test_auto_is_refused_only_for_an_adapter_that_cannot_report_back_between_rou
 
 
 def test_runs_launched_side_by_side_are_refused_and_rounds_on_several_nodes_are_said():
-    """joblib with n_jobs > 1 runs a round's jobs at once (runner/joblib_rounds.py): even where the quiet
+    """joblib with n_jobs > 1 runs a round's jobs at once (loop/joblib_rounds.py): even where the quiet
     window kept their measured steps apart, they are never called interleaved and their pair is refused,
     naming it. Rounds that ran on two SLURM nodes (each round on one): the sentence says so."""
     from test_determinism_condition import V, WOBBLE, _sweep, comparison
@@ -389,7 +389,7 @@ def test_sweep_loop_is_the_only_caller_of_run_job():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "run_job":
                 callers.append(path.name)
-    assert callers == ["rounds.py"], callers  # runner/rounds.py `run_one`, which every launcher adapter runs
+    assert callers == ["rounds.py"], callers  # loop/rounds.py `run_one`, which every launcher adapter runs
 
 
 if __name__ == "__main__":

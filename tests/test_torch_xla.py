@@ -143,7 +143,7 @@ def test_interpreter_without_torch_xla_says_how_to_create_it(sandbox):
 def test_default_interpreter_is_the_repo_env(monkeypatch, tmp_path):
     """framework.python defaults to .venv-xla/bin/python under the repo root, whatever the cwd."""
     from repro.preflight import plan
-    from repro.runner import launch
+    from repro.job import launch
 
     monkeypatch.delenv("REPRO_XLA_PYTHON", raising=False)
     for name in ("torch_xla", "torch_xla_compile"):

@@ -16,7 +16,8 @@ import pytest
 from conftest import Sandbox
 from repro.preflight import plan
 from repro.config.workerspec import WorkerSpec
-from repro.runner import cluster, launch, seeding
+from repro.job import cluster, launch
+from repro.worker import seeding
 
 pytestmark = pytest.mark.slow  # every test here starts a process
 
@@ -192,19 +193,27 @@ def test_the_next_jobs_worker_is_ready_before_the_running_jobs_steps_and_idle_be
 
 @pytest.mark.slow  # starts a worker
 def test_code_from_before_the_worker_main_module_starts_its_worker_as_it_did(tmp_path):
-    """A replay in the recorded code (`launch.run_worker(src=...)`) of a tree recorded before
-    runner/worker_main.py existed starts its worker as that code did, at runner/worker.py, and
-    runs; today's code starts at worker_main."""
+    """A replay in the recorded code (`launch.run_worker(src=...)`) starts its worker as that code
+    did: a tree from before the run path was split into rooms at runner/worker_main.py, one from
+    before worker_main existed at runner/worker.py (here a module of that name over today's worker,
+    so it runs); today's code starts at worker/worker_main.py."""
     import shutil
 
     from repro import paths
 
     old = tmp_path / "src"
     shutil.copytree(paths.src_dir() / "repro", old / "repro", ignore=shutil.ignore_patterns("__pycache__"))
+    (old / "repro" / "worker" / "worker_main.py").unlink()
+    (old / "repro" / "runner").mkdir()
+    (old / "repro" / "runner" / "__init__.py").write_text("")
+    (old / "repro" / "runner" / "worker_main.py").write_text("")
+    assert launch.worker_command(None, "spec.json", src=old)[2] == "repro.runner.worker_main"
     (old / "repro" / "runner" / "worker_main.py").unlink()
+    (old / "repro" / "runner" / "worker.py").write_text(
+        "from repro.worker.worker import main\n\nif __name__ == '__main__':\n    main()\n")
     assert launch.worker_command(None, "spec.json", src=old)[2] == "repro.runner.worker"
     assert launch.worker_command(None, "spec.json")[2] == launch.worker_command(None, "spec.json", src=paths.src_dir())[2] \
-        == "repro.runner.worker_main"
+        == "repro.worker.worker_main"
     config = plan([*TINY]).jobs[0]
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -56,7 +56,7 @@ def test_worker_spec_round_trips_exactly(tmp_path):
     import pickle
 
     from repro.config.workerspec import Rendezvous, WorkerSpec
-    from repro.runner.worker import local_processes, parallel
+    from repro.worker.worker import local_processes, parallel
 
     rdzv = Rendezvous(nodes=2, node_rank=1, host="10.0.0.7", port=29511, jax_processes=2, join_timeout_s=12.5,
                       source="slurm")
@@ -86,7 +86,7 @@ def test_the_worker_path_reads_no_spec_by_string_key():
 
     src = Path(repro.__file__).parent
     found = []
-    for rel in ("runner/worker.py", "backends/torch_distributed.py", "backends/jax_distributed.py"):
+    for rel in ("worker/worker.py", "backends/torch_distributed.py", "backends/jax_distributed.py"):
         for node in ast.walk(ast.parse((src / rel).read_text())):
             if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
                     node.value.id in ("spec", "rdzv", "rendezvous"):
@@ -183,7 +183,7 @@ def test_the_same_command_line_composes_from_the_cache_without_hydra(tmp_path):
 
 PLAN_IN_A_SNAPSHOT = """
 import dataclasses, json, sys
-from repro.runner import snapshot
+from repro.job import snapshot
 if sys.argv[1] == "snapshot":  # as the CLI plans: in the snapshot it takes
     snapshot.use(snapshot.take())
 from repro import preflight
@@ -228,7 +228,7 @@ def test_kept_typed_jobs_are_read_only_in_the_snapshot_that_kept_them(tmp_path, 
     """Another snapshot (the code changed: the schema or a model's presets may have) composes from
     the cache but types its jobs again."""
     from repro.config import compose_cache
-    from repro.runner import snapshot
+    from repro.job import snapshot
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     composed = compose_cache.Composed(False, [("model=mlp",)], [{"model": {"name": "mlp"}}], "", [{"kept": 1}], "aaaa")

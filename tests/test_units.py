@@ -9,7 +9,7 @@ import pytest
 from repro.config import config_hash
 from repro.preflight import plan
 from repro import gitinfo
-from repro.runner import envcapture, measure, seeding
+from repro.worker import envcapture, measure, seeding
 
 
 def test_config_hash_ignores_output_places_but_not_results_keys():

@@ -25,7 +25,8 @@ from repro.config import ConfigError, config_hash
 from repro.preflight import plan
 from repro.ledger import Ledger
 from repro.report import audit, compare, comparison, stats, verdict
-from repro.runner import machine, sweep
+from repro.loop import sweep
+from repro.worker import machine
 
 STEPS = ("model=mlp", "run.steps=10", "run.warmup=2")
 BURNED_JOB = 4  # the first job of the third round (each round in its random order)
@@ -33,7 +34,7 @@ BURNED_JOB = 4  # the first job of the third round (each round in its random ord
 
 def _workers(parent: psutil.Process) -> list[psutil.Process]:
     try:
-        return [p for p in parent.children(recursive=True) if "repro.runner.worker" in " ".join(p.cmdline())]
+        return [p for p in parent.children(recursive=True) if "repro.worker.worker" in " ".join(p.cmdline())]
     except psutil.Error:
         return []
 
@@ -136,7 +137,8 @@ def test_machine_state_in_every_record(repeats):
 MEASURE_THE_WINDOW = """
 import json, sys, time
 import psutil
-from repro.runner import machine, sweep
+from repro.loop import sweep
+from repro.worker import machine
 
 def burner_s():
     t = psutil.Process(int(sys.argv[2])).cpu_times()
@@ -246,10 +248,11 @@ def test_shipped_avx512_and_avx2_records_name_the_isa(capsys):
     assert "not recorded" in out and "(no avx512)" in out
 
 
-def test_preflight_lists_the_interleaved_jobs():
-    jobs = plan(["-m", "framework=jax,torch", "run.repeats=3", "run.steps=10"]).jobs
-    assert [j.framework.name for j in jobs] == ["jax", "torch"] * 3
-    assert len(plan(["run.repeats=3"]).jobs) == 3  # one run, three repeats (no -m)
+def test_the_plan_holds_each_config_once_and_the_rounds_once():
+    p = plan(["-m", "framework=jax,torch", "run.repeats=3", "run.steps=10"])
+    assert [j.framework.name for j in p.jobs] == ["jax", "torch"] and p.repeats == 3 and p.runs == 6
+    one = plan(["run.repeats=3"])  # one run, three repeats (no -m)
+    assert len(one.jobs) == 1 and one.runs == 3
     with pytest.raises(ConfigError, match="run.repeats cannot be swept"):
         plan(["-m", "run.repeats=1,2"])
     with pytest.raises(ConfigError, match="run.repeats=0 must be > 0"):

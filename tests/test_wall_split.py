@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from repro.runner import wall_split
+from repro.job import wall_split
 
 PARTS = ["start", "data", "build", "setup", "first_step", "steady", "results", "handover"]
 

@@ -44,7 +44,7 @@ def admit(plan) -> None:
     from repro.usertext import shown
 
     est = estimate.admit(plan)
-    if plan.multirun or len(plan.jobs) > 1:
+    if plan.multirun or plan.runs > 1:
         print(shown(f"sweep: {est.summary()}"), flush=True)
 
 
@@ -52,17 +52,17 @@ def plan_session(plan):
     """The session of a checked plan whose jobs run in this process."""
     from repro.session import Session
 
-    return Session(plan.jobs[0], plan.multirun or len(plan.jobs) > 1, plan)
+    return Session(plan.jobs[0], plan.multirun or plan.runs > 1, plan)
 
 
 def launcher_for(plan, session, args: list[str] = ()):
-    """The launcher adapter of a checked plan (runner/rounds.py): its rounds in this process (the
+    """The launcher adapter of a checked plan (loop/rounds.py): its rounds in this process (the
     default), or, for `hydra/launcher=submitit_slurm | submitit_local | joblib`, each round in the
     launcher's own process, with the parameters of the composed `hydra.launcher` node (`args`: the
     command line, composed again for that node). A SLURM round whose configs' estimated time
     (preflight/estimate.py) passes the launcher's time limit is refused (ConfigError), and so is
     run.repeats=auto with an adapter that cannot report back between rounds (`rounds.refusal`)."""
-    from repro.runner import rounds
+    from repro.loop import rounds
 
     adapter = _adapter(plan, session, args)
     if why := rounds.refusal(adapter, plan.jobs[0].run.repeats == "auto" and len(plan.configs) > 1):
@@ -75,24 +75,24 @@ def _adapter(plan, session, args: list[str]):
     from pathlib import Path
 
     from repro.config.launcher import Launcher
-    from repro.runner import rounds
+    from repro.loop import rounds
     from repro.session import attached
 
     kind = plan.launcher
     if kind is Launcher.BASIC:
         return rounds.InProcess()
-    from repro.runner import hydra_dirs
+    from repro.job import hydra_dirs
 
     node, sweep_dir = launcher_node(list(args))
     hydra_dirs.prune(sweep_dir)  # older sweeps' folders under repro's cache
     attach = functools.partial(attached, session.shared())
     if kind is Launcher.JOBLIB:
-        from repro.runner.joblib_rounds import Joblib
+        from repro.loop.joblib_rounds import Joblib
 
         return Joblib(node, attach)
     if kind.slurm:
         _fits_time_limit(plan, node)
-    from repro.runner.submitit_rounds import Submitit
+    from repro.loop.submitit_rounds import Submitit
 
     return Submitit("slurm" if kind.slurm else "local", node, attach, Path(sweep_dir))
 
@@ -132,7 +132,7 @@ def _fits_time_limit(plan, node: dict) -> None:
     `hydra.launcher.timeout_min` and the partition's MaxTime (where the ledger has history of every
     config)."""
     from repro.preflight import estimate
-    from repro.runner.submitit_rounds import partition_limit_min
+    from repro.loop.submitit_rounds import partition_limit_min
 
     est = estimate.of(plan)
     if len(est.known) < len(est.configs):
@@ -155,9 +155,9 @@ def _fits_time_limit(plan, node: dict) -> None:
 
 def run_jobs(plan, session, launcher=None) -> list[dict]:
     """Run every job of a checked plan in `session` (a worker process per job) through the sweep
-    loop (runner/sweep.py), each round handed to `launcher` (`launcher_for`; None: in this process),
+    loop (loop/sweep.py), each round handed to `launcher` (`launcher_for`; None: in this process),
     then close it; its records. Interrupted or failed: closed (what was recorded stays), then re-raised."""
-    from repro.runner import sweep
+    from repro.loop import sweep
 
     repeats = plan.jobs[0].run.repeats
     if repeats == "auto" and len(plan.jobs) > 1:  # rounds until every pair is decided (repro/repeats.py)
@@ -184,7 +184,7 @@ def run(**overrides: Any) -> dict:
     """One run; returns its `finished` ledger record (status ok, failed, oom, killed...); with
     run.repeats=N it runs N times and returns the first repeat's record (all are in the ledger)."""
     from repro import preflight
-    from repro.runner import snapshot
+    from repro.job import snapshot
 
     swept = [key for key, value in overrides.items() if isinstance(value, (list, tuple))]
     if swept:
@@ -192,9 +192,9 @@ def run(**overrides: Any) -> dict:
                           "use repro.sweep(...) for several")
     with snapshot.running(snapshot.take()):  # the run's code and conf/ as they are now
         plan = preflight.plan(_overrides(overrides))
-        if plan.multirun or len(plan.jobs) != plan.jobs[0].run.repeats:  # e.g. an exp that sweeps
+        if plan.multirun or len(plan.jobs) > 1:  # e.g. an exp that sweeps
             raise ConfigError(f"repro.run runs one job, but {' '.join(_overrides(overrides))} plans "
-                              f"{len(plan.jobs)} jobs (a sweep); use repro.sweep(...) for several")
+                              f"{len(plan.jobs)} configs (a sweep); use repro.sweep(...) for several")
         admit(plan)
         return run_plan(plan, _overrides(overrides))[0]
 
@@ -202,7 +202,7 @@ def run(**overrides: Any) -> dict:
 def sweep(exp: str | None = None, **overrides: Any) -> list[dict]:
     """Every job of `+exp=EXP` (or of the swept overrides); returns their records in job order."""
     from repro import preflight
-    from repro.runner import snapshot
+    from repro.job import snapshot
 
     args = ([f"+exp={exp}"] if exp else []) + _overrides(overrides)
     with snapshot.running(snapshot.take()):  # the sweep's code and conf/ as they are now, whatever is edited meanwhile

@@ -1,7 +1,7 @@
 """The Hydra application, kept for Hydra's own flags: `repro --cfg job`, `--info`, `--hydra-help`,
 shell completion. Hydra composes and nothing more: every run, whatever the launcher, goes through
-the sweep loop (`repro.api.run_jobs`, runner/sweep.py), which hands each round to the launcher's
-adapter (runner/rounds.py). `task` is never reached by a run (cli.py runs those itself).
+the sweep loop (`repro.api.run_jobs`, loop/sweep.py), which hands each round to the launcher's
+adapter (loop/rounds.py). `task` is never reached by a run (cli.py runs those itself).
 """
 
 from __future__ import annotations

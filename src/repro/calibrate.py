@@ -3,12 +3,12 @@ floor and the verdict's power, measured.
 
 A/A trials: one config run under two labels, A and B, every run a fresh worker recorded in the
 ledger like any other (`calibration`: {trial, label} in its record), through the sweep loop
-(runner/sweep.py) as a policy of it (`Trials`): each round runs A and B once in a fresh random
+(loop/sweep.py) as a policy of it (`Trials`): each round runs A and B once in a fresh random
 order. A trial is R rounds (`--repeats`), or, with `--auto`, the rounds `run.repeats=auto` would
 run: until the pair is decided at a planned look, at most `verdict.max_repeats`. Identical configs
 have no true gap, so every "faster" verdict between A and B is a false one: their rate is the
 engine's false-verdict rate on this machine. `--gap G` gives label B a known extra G of its step
-time (a busy-wait inside its measured steps: runner/injected.py; recorded, and reachable from
+time (a busy-wait inside its measured steps: worker/injected.py; recorded, and reachable from
 calibrate alone) and runs auto trials, or trials of R rounds with `--repeats R` (the power of a
 fixed `run.repeats=R` at the same gap): the share of trials that find it is the verdict's power.
 It prints the noise of a verdict's unit and what it is made of, which noise it is (the robust
@@ -30,7 +30,7 @@ import argparse
 import socket
 import sys
 
-from repro.runner.sweep import Job, Policy, repeat_field
+from repro.loop.sweep import Job, Policy, repeat_field
 
 FLOOR_REPEATS = (3, 5, 10)
 DEFAULT_TRIALS, DEFAULT_REPEATS = 20, 2
@@ -192,7 +192,8 @@ def lines(s: dict, host: str) -> list[str]:
 def run(args) -> int:
     from repro.api import launcher_for, plan_session
     from repro.config import ConfigError
-    from repro.runner import lifeline, sweep
+    from repro.loop import sweep
+    from repro.worker import lifeline
 
     try:
         plan = _plan(args)
@@ -210,7 +211,7 @@ def run(args) -> int:
         return 2
     policy = Trials(config, overrides, args, session)
     if args.loud:
-        from repro.runner import machine_locks
+        from repro.worker import machine_locks
 
         machine_locks.WINDOWS = False
     seed = sweep.order_seed(session.sweep_id) if args.order != "fixed" else None

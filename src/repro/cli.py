@@ -299,8 +299,8 @@ def dry_run(argv: list[str]) -> int:
     configs = plan.configs
     k, auto = len(configs), est.auto
     shape = f"{k} configs, run.repeats=auto (up to {est.rounds} runs each)" if auto else \
-        f"{k} configs × {plan.repeats} runs = {len(plan.jobs)} jobs" if k > 1 and plan.repeats > 1 else \
-        f"{len(plan.jobs)} job{'s' * (len(plan.jobs) != 1)}"
+        f"{k} configs × {plan.repeats} runs = {plan.runs} jobs" if k > 1 and plan.repeats > 1 else \
+        f"{plan.runs} job{'s' * (plan.runs != 1)}"
     print(f"repro --dry-run: {shape}, checked; nothing run or written")
     wheres = [(f"ledger {c.ledger.dir}", f"mlflow {c.tracking.uri} (experiment {c.tracking.experiment})")
               for c, _ in configs]
@@ -333,7 +333,7 @@ def dry_run(argv: list[str]) -> int:
 
 def _planned_determinism(config) -> str:
     from repro.backends import capabilities, determinism
-    from repro.runner import seeding
+    from repro.worker import seeding
 
     return determinism.planned(capabilities.of(config.framework.backend).xla, config.run.deterministic,
                                config.hardware.platform,
@@ -347,10 +347,10 @@ def _interrupted(recorded: int) -> None:
 
 def run_experiment(argv: list[str]) -> int:
     """A sweep (or one run) from the command line, in the snapshot of the code and conf/ taken now
-    (runner/snapshot.py: whatever is edited meanwhile); the process is as it was afterwards."""
+    (job/snapshot.py: whatever is edited meanwhile); the process is as it was afterwards."""
     from contextlib import nullcontext
 
-    from repro.runner import snapshot
+    from repro.job import snapshot
 
     info_only = any(a.split("=")[0] in HYDRA_INFO_FLAGS for a in argv)
     try:
@@ -364,7 +364,7 @@ def run_experiment(argv: list[str]) -> int:
 def _run_experiment(argv: list[str], info_only: bool) -> int:
     """Hydra's own info flags (--cfg, --info, --hydra-help, ...) print through Hydra; every run, whatever
     the launcher, goes through the sweep loop (`api.run_jobs`), from the configs the preflight composed:
-    Hydra composes, the loop decides, the launcher's adapter runs each round (runner/rounds.py)."""
+    Hydra composes, the loop decides, the launcher's adapter runs each round (loop/rounds.py)."""
     if info_only:
         from repro.app import hydra_main
 
@@ -384,7 +384,7 @@ def _run_experiment(argv: list[str], info_only: bool) -> int:
         launcher = launcher_for(plan, session, argv)  # a SLURM round past its time limit is refused here
     except ConfigError as e:
         return _die(f"nothing was run: {e}")
-    from repro.runner import lifeline
+    from repro.worker import lifeline
 
     sys.argv = [sys.argv[0]] + argv
     lifeline.interrupt_on_signals()  # SIGTERM ends a sweep as Ctrl-C does: recorded, closed

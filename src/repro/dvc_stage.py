@@ -36,10 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from repro.api import run_plan
 
-    from repro.sweeper import interleave
-
-    records = run_plan(preflight.Plan(multirun=False, jobs=tuple(interleave((config,), repeats)),
-                                     overrides=tuple(interleave(((f"dvc:{path}",),), repeats)), repeats=repeats))
+    records = run_plan(preflight.Plan(multirun=False, jobs=(config,), overrides=((f"dvc:{path}",),), repeats=repeats))
     return 0 if all(r["status"] == "ok" for r in records) else 1
 
 

@@ -21,7 +21,7 @@ def repo_root() -> Path:
 
 
 def snapshot_root() -> Path | None:
-    """The sweep snapshot this process runs (runner/snapshot.py sets REPRO_SNAPSHOT), if any."""
+    """The sweep snapshot this process runs (job/snapshot.py sets REPRO_SNAPSHOT), if any."""
     root = os.environ.get("REPRO_SNAPSHOT")
     return Path(root) if root else None
 
@@ -52,7 +52,7 @@ def cache_root() -> Path:
 
 
 def machine_dir() -> Path:
-    """Where this machine's measured windows and MLflow projectors meet (runner/machine_locks.py):
+    """Where this machine's measured windows and MLflow projectors meet (worker/machine_locks.py):
     REPRO_MACHINE_DIR if set, else the cache root. Every repro command on one host shares it, so
     no projector writes beside another command's measured steps; commands that set another keep
     their windows apart (the test suite's workers: their runs are not measurements of each other)."""

@@ -1,6 +1,6 @@
 """`run.repeats=auto`: rounds of fresh workers until every pair of the sweep is decided.
 
-A policy of the sweep loop (runner/sweep.py): round k runs every config of the sweep once, in
+A policy of the sweep loop (loop/sweep.py): round k runs every config of the sweep once, in
 that round's random order. After a round, the comparison of the records so far is built
 (report/comparison.py, the same code that renders the table) and, at a planned look
 (`report.verdict.looks`), its verdicts are read: the sweep stops once every pair is "faster" or
@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 
 from repro.ledger import Ledger
-from repro.runner.sweep import Job, Policy, repeat_field
+from repro.loop.sweep import Job, Policy, repeat_field
 
 KIND = "repeats"
 DECIDED = "every pair decided"

@@ -26,8 +26,9 @@ from repro.envs.venvs import EnvError
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.diff import diff
 from repro.envs import workload_source
-from repro.runner import envcapture, scheduler, seeding, window
-from repro.runner.sweep import Job, Policy
+from repro.job import scheduler
+from repro.worker import envcapture, seeding, window
+from repro.loop.sweep import Job, Policy
 from repro.usertext import markup
 
 LOSS_RTOL = 1e-4  # "close": every step's loss within this relative difference
@@ -176,7 +177,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
            progress: str = "auto", as_recorded: bool = False, allow_substitutes: bool = False,
            wheelhouse: str | None = None) -> list[dict]:
     from repro.envs import restore
-    from repro.runner import sweep
+    from repro.loop import sweep
     from repro.session import Session
 
     ledger = Ledger(ledger_dir)
@@ -269,7 +270,7 @@ class Replays(Policy):
         from dataclasses import replace
 
         from repro.envs import restore
-        from repro.runner.launch import resolve_python
+        from repro.job.launch import resolve_python
 
         original = self.by_id[job.fields["replay_of"]]
         then_hash = (original.get("environment") or {}).get("env_hash")
@@ -358,7 +359,7 @@ def run_cli(args) -> int:
     if bool(args.ids) == bool(args.experiment):
         print("repro replay: give run ids or --experiment NAME (not both)", file=sys.stderr)
         return 2
-    from repro.runner import lifeline
+    from repro.worker import lifeline
 
     lifeline.interrupt_on_signals()  # as a sweep: the replay in progress is recorded interrupted, one line
     try:

@@ -1,12 +1,12 @@
 """The life of one sweep in the parent process: plan → jobs → close.
 
 A `Session` gives a sweep its identity (id, git state, the code snapshot its jobs run:
-runner/snapshot.py), collects its jobs' records and failures, hands each finished run to
+job/snapshot.py), collects its jobs' records and failures, hands each finished run to
 MLflow's projector (tracking/handoff.py, the only way into MLflow whatever the launcher) and
 closes the sweep (repro/sweep_close.py). It holds no MLflow state and imports no MLflow.
 
 Jobs run in this process (`repro.api.run_jobs`, replay) or, under a launcher adapter that runs a
-round in another process (runner/rounds.py: submitit local or SLURM, joblib), in that one: it gets
+round in another process (loop/rounds.py: submitit local or SLURM, joblib), in that one: it gets
 the session's identity (SHARED) with the round, `attached` makes its host there, and such a job
 drains its own run into MLflow inline (bounded) as it ends, since no command outlives its process
 to start a projector.
@@ -26,8 +26,9 @@ from repro import paths
 from repro.config.schema import Config, ProgressConfig, as_dict
 from repro.report import varied
 from repro import gitinfo
-from repro.runner import lifeline, snapshot
-from repro.runner.warm import WarmStart
+from repro.job import snapshot
+from repro.worker import lifeline
+from repro.job.warm import WarmStart
 from repro.tracking import handoff
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ SHARED = ("sweep_id", "jobs", "git", "code", "swept", "owner")  # what a job in 
 
 
 class Session:
-    """A sweep in its parent process: the host its jobs run in (runner/host.py `JobHost`)."""
+    """A sweep in its parent process: the host its jobs run in (job/host.py `JobHost`)."""
 
     def __init__(self, primary: Config, multirun: bool, plan=None, shared: dict | None = None):
         """`plan`: the checked sweep (its jobs and swept keys); `shared`: a session opened elsewhere (`attached`)."""
@@ -48,7 +49,7 @@ class Session:
         self.failures: list[str] = []  # what went wrong outside the runs (the exit code says so)
         self.handed: list[str] = []  # ledger ids handed to MLflow's projector
         self.closed, self.pending, self.beside = False, 0, None  # beside: a projector the measured steps ran beside
-        self.queue_s = 0.0  # rounds' time in a scheduler's queue (runner/rounds.py), apart from their run time
+        self.queue_s = 0.0  # rounds' time in a scheduler's queue (loop/rounds.py), apart from their run time
         self.warm = WarmStart()
         self.attached = shared is not None
         self.snapshot = snapshot.active()
@@ -56,7 +57,7 @@ class Session:
             self.sweep_id, self.jobs, self.git, self.code, self.swept, self.owner = (shared.get(k) for k in SHARED)
             self._progress = ProgressConfig("plain", primary.progress.interval_s)
             return
-        self.jobs = len(plan.jobs) if plan else (None if multirun else 1)
+        self.jobs = plan.runs if plan else (None if multirun else 1)
         # the keys that name its runs (varied.name_keys), as the comparison of its records will
         self.swept = varied.name_keys([{"config": as_dict(c), "overrides": o} for c, o in zip(plan.jobs, plan.overrides)]) \
             if plan else None
@@ -79,7 +80,7 @@ class Session:
     @functools.cached_property
     def git(self) -> dict:
         """The checkout's git state as the sweep started: read at its first record, so that the
-        first job's worker starts first (runner/sweep.py); a session attached elsewhere has it given."""
+        first job's worker starts first (loop/sweep.py); a session attached elsewhere has it given."""
         return gitinfo.state(paths.repo_root(), self._ledger_path)
 
     @classmethod
@@ -103,7 +104,7 @@ class Session:
         self.failures.append(message)
 
     def prepare_tracking(self, config: Config) -> None:
-        """While a worker starts (runner/launch.py runs this before the worker's measured steps may
+        """While a worker starts (job/launch.py runs this before the worker's measured steps may
         begin): the close's modules are imported, and a projector at work on this machine is
         waited for, at most `tracking.projector_wait_s` (`beside` names one still at work then)."""
         from repro import sweep_close
@@ -164,7 +165,7 @@ class Session:
 
 
 def attached(shared: dict, config: Config) -> Session:
-    """The host of a sweep whose parent process is elsewhere (a launcher's round: runner/rounds.py);
+    """The host of a sweep whose parent process is elsewhere (a launcher's round: loop/rounds.py);
     `shared`: the parent's `Session.shared()`, `config`: the round's first job."""
     return Session(config, multirun=True, shared=shared)
 

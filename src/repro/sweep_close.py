@@ -12,7 +12,7 @@ from repro.console import say
 from repro.usertext import markup
 from repro.ledger import Ledger
 from repro.preflight import xla_hardware
-from repro.runner import snapshot
+from repro.job import snapshot
 from repro.redaction import redact
 from repro.tracking import handoff
 

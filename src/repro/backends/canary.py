@@ -3,7 +3,7 @@
 The same work in every run of a framework, whatever the config: a float32 matmul of a fixed shape
 and a sum over a fixed buffer (a read sweep: no allocation, no page fault), on the CPU, REPEATS times after one
 untimed pass (its compile). The worker runs it after the build and before the measured window opens
-(runner/worker.py); runner/canary.py compares its median with the host's earlier canaries, so that
+(worker/worker.py); job/canary.py compares its median with the host's earlier canaries, so that
 a process slow for its whole life is named before any step time is read (issue 48).
 
 It leaves the run as it found it: no random number is drawn, its buffers are freed, and JAX's

@@ -42,7 +42,7 @@ class Capabilities:
     own_interpreter: bool  # its worker needs framework.python (an interpreter of its own)
     xla: bool = False  # it compiles through XLA: XLA_FLAGS set its determinism (backends/determinism.py)
     # the framework's own packages, as a bare script of it imports them: a worker started ahead
-    # imports these before any module of repro's (runner/worker_main.py)
+    # imports these before any module of repro's (worker/worker_main.py)
     packages: tuple[str, ...] = ()
 
     @property

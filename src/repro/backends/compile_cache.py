@@ -4,7 +4,7 @@
 - cold: a fresh cache per run: every compile is measured from nothing;
 - warm: one cache shared by every run of the framework on this machine (its state unknown);
 - repeats: a config's first run in a sweep compiles cold into a cache of its own, and its later
-  repeats reuse it (runner/job.py `cache_dir`): the steady steps measure the same executables,
+  repeats reuse it (job/job.py `cache_dir`): the steady steps measure the same executables,
   the compiles that are not measured are skipped. The record says which its run was
   (`compile_cache.state`), and the first-step column reads cold runs only.
 

@@ -50,7 +50,7 @@ def configure(ctx: BuildContext) -> None:
     matmul = ctx.config.precision.matmul
     if matmul != "default":  # "default": leave JAX's own default in place (and say what it is)
         jax.config.update("jax_default_matmul_precision", MATMUL[matmul])
-    if ctx.config.run.compile_cache != "cold":  # warm, repeats: a cache kept beyond the run (runner/job.py)
+    if ctx.config.run.compile_cache != "cold":  # warm, repeats: a cache kept beyond the run (job/job.py)
         jax.config.update("jax_compilation_cache_dir", ctx.cache_dir)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 

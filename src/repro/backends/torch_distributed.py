@@ -2,7 +2,7 @@
 
 The worker hands a sharded torch run to torch's own elastic launcher (the engine behind
 torchrun): one process per rank, spread over `cluster.nodes` hosts (the rendezvous comes
-from repro.runner.cluster), gloo on CPU and NCCL on GPU. Every rank runs the same measured
+from repro.job.cluster), gloo on CPU and NCCL on GPU. Every rank runs the same measured
 pipeline; rank 0 gathers every rank's summary and the worker on node 0 reports it. A rank
 that dies ends the launch (torchelastic stops the others) and the run fails naming it.
 """

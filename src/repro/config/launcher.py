@@ -1,13 +1,13 @@
 """Which launcher runs a sweep's rounds: one enum, parsed once from `hydra.launcher._target_`.
 
-Hydra only composes: whatever the choice, the sweep loop (runner/sweep.py) runs the sweep and hands
-each round to the launcher's adapter (runner/rounds.py; `repro.api.launcher_for` picks it), which
+Hydra only composes: whatever the choice, the sweep loop (loop/sweep.py) runs the sweep and hands
+each round to the launcher's adapter (loop/rounds.py; `repro.api.launcher_for` picks it), which
 takes its parameters from the composed `hydra.launcher` node (`repro.api.launcher_node`). The preflight parses
 the kind (`Plan.launcher`) and every caller asks the enum (`in_process`, `slurm`) instead of matching
 the class name as a string. An unknown launcher is refused by name.
 
 Adding a launcher: its `_target_` here (the member's name is its `hydra/launcher=` choice; a Hydra
-launcher plugin's config group gives the node), and its adapter, one file in runner/ (README).
+launcher plugin's config group gives the node), and its adapter, one file in loop/ (README).
 """
 
 from __future__ import annotations

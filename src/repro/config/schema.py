@@ -123,13 +123,13 @@ class DataConfig:
 
 @dataclass
 class RunConfig:
-    """How one run is measured. Its step count is either fixed or adaptive (runner/window.py):
+    """How one run is measured. Its step count is either fixed or adaptive (worker/window.py):
     `run.steps=N` takes exactly N timed steps, as it always did; `run.steps=auto` (the default)
     measures until the steady window is long enough (the min_/max_ keys below); an exp or a
     command line that names a number keeps its fixed count."""
 
     seed: int = non_negative(0)
-    # How many timed steps (runner/window.py): a whole number N is exactly N steps, the first
+    # How many timed steps (worker/window.py): a whole number N is exactly N steps, the first
     # (compile) and second included; "auto" (the default) measures until the steady steps number at
     # least min_steady_steps AND took at least min_steady_s together (whichever is later), at most
     # max_steps steps in all. Checked by preflight/checks.py.
@@ -171,10 +171,10 @@ class VerdictConfig:
     band: float = 0.02  # "equivalent" means within ±band (a fraction: 0.02 is ±2 %)
     max_repeats: int = 10  # run.repeats=auto: at most this many rounds
     budget_s: Optional[float] = None  # run.repeats=auto: no new round once this much wall time is spent
-    # a round whose telemetry flags a run (runner/rerun.py) runs again, at most this often per sweep
+    # a round whose telemetry flags a run (loop/rerun.py) runs again, at most this often per sweep
     max_reruns: int = 2
     trim: float = 0.2  # the share of rounds dropped from each end of the trimmed paired t (0: the plain paired t)
-    # the process canary (runner/canary.py): a run whose canary is slower than this host's median by
+    # the process canary (job/canary.py): a run whose canary is slower than this host's median by
     # more than this share is recorded slow; canary=false: no canary runs. canary_reruns=true also runs
     # its round again (off: on the 2-core VM it caught 2 of 5 slow processes and flagged 10 of 35 others)
     canary: bool = True
@@ -187,7 +187,7 @@ class TrackingConfig:
     uri: str = ""
     experiment: str = "repro"
     # a run's measured steps wait at most this long for an MLflow projector at work on the machine
-    # (for it to finish, then again for its current write's turn: runner/launch.py open_window)
+    # (for it to finish, then again for its current write's turn: job/launch.py open_window)
     projector_wait_s: float = positive(30.0)
     # a job run in a launcher's own process (submitit, SLURM) projects its run for at most this long
     inline_drain_s: float = positive(120.0)

@@ -9,7 +9,7 @@ worker path reads the spec as a dict. The file's layout is the dict the parent a
 
 Not in it: the gate (the pipe the worker's measured steps wait on) is a file descriptor the worker
 inherits when it starts, before its spec exists for a worker started ahead of its job
-(runner/launch.py), so it comes through the environment (runner/events.Gate).
+(job/launch.py), so it comes through the environment (worker/events.Gate).
 
 Cheap to import: the schema's dataclasses and the standard library only.
 """
@@ -28,7 +28,7 @@ JOIN_HINT = "is every node started, with the same cluster.coordinator?"
 
 @dataclass(frozen=True)
 class Rendezvous:
-    """Where a run's processes meet (runner/cluster.resolve makes it where the job runs)."""
+    """Where a run's processes meet (job/cluster.resolve makes it where the job runs)."""
 
     nodes: int
     node_rank: int
@@ -60,12 +60,12 @@ class WorkerSpec:
     out_dir: str  # the run's folder: IR and profile files go here
     cache_dir: str  # the compile cache (fresh per run unless run.compile_cache=warm)
     rendezvous: Rendezvous
-    progress_fifo: str | None = None  # where global rank 0 writes its step lines (runner/rank_progress.py)
+    progress_fifo: str | None = None  # where global rank 0 writes its step lines (worker/rank_progress.py)
     # `repro calibrate --gap G` only: each measured step gets G times the step's own median added
-    # (runner/injected.py); no config key reaches it, so no run outside calibrate can carry it
+    # (worker/injected.py); no config key reaches it, so no run outside calibrate can carry it
     injected_gap: float = 0.0
     # run.steps=auto taken as this fixed count: a replay of an adaptive run takes the steps it took
-    # (runner/window.py), outside the config and its hash
+    # (worker/window.py), outside the config and its hash
     steps: int | None = None
 
     def as_dict(self) -> dict:

@@ -82,7 +82,7 @@ def _epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, steps: int, rn
 
 def make_batches(config: Config, entry: Model, dims: dict, seed: int) -> tuple[list[Batch], Batch | None, dict]:
     """The run's training batches, its evaluation set (or None) and the data record."""
-    import numpy as np  # here, not at the top: a worker's first import of NumPy is its framework's (runner/worker.py)
+    import numpy as np  # here, not at the top: a worker's first import of NumPy is its framework's (worker/worker.py)
 
     data, run = config.data, config.run
     rng = np.random.default_rng(seed)

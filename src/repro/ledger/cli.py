@@ -70,7 +70,7 @@ def _show(ledger: Ledger, args: argparse.Namespace) -> int:
     console = terminal()
     console.print_json(json.dumps(record, default=str))
     if "scheduler" in record:
-        from repro.runner.scheduler import describe
+        from repro.job.scheduler import describe
 
         console.print(f"ran under: {describe(record['scheduler'])}")
     state = state_of(ledger.current(record))

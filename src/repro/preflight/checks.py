@@ -22,7 +22,7 @@ from repro.backends import capabilities as backend_capabilities, determinism
 from repro.backends.layouts import mesh_size
 from repro.config.launcher import Launcher
 from repro.config.schema import ConfigError
-from repro.runner.window import AUTO, adaptive
+from repro.worker.window import AUTO, adaptive
 from repro.models import hf
 from repro.preflight import capabilities, search, verdict, workload
 from repro.preflight.packages import check as check_packages
@@ -146,7 +146,7 @@ def _check_values(cfg: schema.Config) -> None:
 
 
 def _check_window(run: schema.RunConfig) -> None:
-    """run.steps (a count or auto) and the adaptive window's bounds (runner/window.py)."""
+    """run.steps (a count or auto) and the adaptive window's bounds (worker/window.py)."""
     if not adaptive(run.steps) and (isinstance(run.steps, bool) or not isinstance(run.steps, int) or run.steps < 1):
         raise ConfigError(f"run.steps={run.steps!r} must be a whole number of timed steps > 0 (run.steps=20) or {AUTO} "
                           "(measure until the steady window is long enough: run.min_steady_steps, run.min_steady_s)")
@@ -190,7 +190,7 @@ def _check_sharding(cfg: schema.Config) -> None:
 
 
 def _check_cluster(cfg: schema.Config) -> None:
-    from repro.runner import cluster
+    from repro.job import cluster
 
     c = cfg.cluster
     if c.name == "slurm":  # nodes and ranks are known where the job runs; checked again there
@@ -341,16 +341,25 @@ def check_typed(resolved: schema.Config) -> schema.Config:
 @dataclass(frozen=True)
 class Plan:
     multirun: bool
-    jobs: tuple[schema.Config, ...]  # resolved configs, in launch order
-    overrides: tuple[tuple[str, ...], ...]  # each job's override list
+    """A checked sweep: each config once, in the plan's order, and how many rounds of them the sweep
+    loop runs (loop/sweep.py). `run.repeats` is held here alone: the loop's policies read
+    `repeats`, and nothing lists a config once per round."""
+
+    multirun: bool
+    jobs: tuple[schema.Config, ...]  # resolved configs, each once, in the plan's order
+    overrides: tuple[tuple[str, ...], ...]  # each config's override list
     launcher: Launcher = Launcher.BASIC  # parsed from hydra.launcher._target_: where the loop's rounds run
-    repeats: int = 1  # `jobs` lists each config this many times (rounds); 1 for run.repeats=auto
+    repeats: int = 1  # rounds of `jobs` (run.repeats=N); 1 for run.repeats=auto, whose rounds repro/repeats.py decides
 
     @property
     def configs(self) -> list[tuple[schema.Config, tuple[str, ...]]]:
         """Each config once, with its overrides, in the plan's order."""
-        n = len(self.jobs) // self.repeats
-        return list(zip(self.jobs[:n], self.overrides[:n]))
+        return list(zip(self.jobs, self.overrides))
+
+    @property
+    def runs(self) -> int:
+        """The runs a fixed count plans (configs × rounds; auto: one round's)."""
+        return len(self.jobs) * self.repeats
 
 
 def check_data(jobs: Sequence[schema.Config]) -> None:
@@ -494,7 +503,6 @@ def plan(args: Sequence[str]) -> Plan:
     config/compose_cache.py (no Hydra import) and, in the same code snapshot, the schema's typed
     jobs (no OmegaConf import: `typed_dicts`). Every other check runs every time."""
     from repro.config import compose_cache
-    from repro.sweeper import interleave
 
     args = search.normalise(args)  # --config-dir DIR -> hydra.searchpath (abs): one key for any cwd
     keyed, placed = compose_cache.with_placeholders(args)
@@ -523,10 +531,9 @@ def plan(args: Sequence[str]) -> Plan:
     _say_nothing_to_reuse(jobs)
     jobs, job_overrides = _once(jobs, list(job_overrides))  # the loop runs each config's rounds, whatever the launcher
     repeats = verdict.check_plan(jobs, multirun, launcher)  # run.repeats (a count or auto), verdict.*
-    jobs, job_overrides = interleave(jobs, repeats), interleave(job_overrides, repeats)
 
     from repro import hardware
-    from repro.runner import cluster, scheduler
+    from repro.job import cluster, scheduler
 
     if not launcher.slurm:  # the jobs run here: so must SLURM's variables be
         for slurm in [j.cluster for j in jobs if j.cluster.name == "slurm"][:1]:

@@ -4,11 +4,11 @@ and the `verdict.budget_s` check all read this one estimate.
 A config's history is its `ok` runs in its ledger with the same config hash (which leaves out
 `run.repeats`, `verdict.*` and where a run is written: config/spec.py) on this hardware (the same
 CPU model, usable cores and GPUs, as each record's `environment` says). One run of it is
-estimated part by part: each part of the worker's wall (runner/wall_split.py: start, build, first
+estimated part by part: each part of the worker's wall (job/wall_split.py: start, build, first
 step, steady, ...; `worker` for records from before the split), the wall those parts leave
 (`rest`) and the parent's own share (from the run's `started` record to its end record): the
 median of each part over its newest HISTORY runs, summed. Every job but a sweep's first finds its
-worker started ahead (runner/warm.py); the first one's start is added once (`first_start_s`: the
+worker started ahead (job/warm.py); the first one's start is added once (`first_start_s`: the
 median start of past first jobs above the config's). A config without history has no figure,
 and the sweep's estimate says for how many jobs it has none: it is never guessed. The ledger's
 index (ledger/index.py) names the runs; only theirs are read. The jobs run one after another
@@ -32,7 +32,7 @@ from pathlib import Path
 from repro.config import ConfigError, config_hash
 from repro.config.schema import as_dict
 
-# The parts in the order a run goes through them (runner/wall_split.py's, then what is not the worker's).
+# The parts in the order a run goes through them (job/wall_split.py's, then what is not the worker's).
 ORDER = ("worker", "start", "data", "build", "setup", "first_step", "steady", "results", "profile", "handover",
          "rest", "parent")
 HISTORY = 9  # the newest ok runs of a config on this hardware that make its estimate
@@ -136,7 +136,7 @@ class Estimate:
         return text + self._budget_note()
 
     def rerun_note(self) -> str | None:
-        """What a round run again costs (telemetry flagged it: runner/sweep.py; its first worker
+        """What a round run again costs (telemetry flagged it: loop/sweep.py; its first worker
         starts cold, as a sweep's first does); never in the estimate."""
         if not self.reruns or not self.known:
             return None
@@ -317,7 +317,7 @@ def of(plan, here: tuple | None = None) -> Estimate:
             for h, runs in history(ledger_dir, wanted, here).items():
                 found.setdefault(h, []).extend(runs)
     configs = tuple(cost(h, rounds, found.get(h, [])) for h in hashes)
-    reruns = first.verdict.max_reruns if len(configs) > 1 and (auto or rounds > 1) else 0  # runner/sweep.py
+    reruns = first.verdict.max_reruns if len(configs) > 1 and (auto or rounds > 1) else 0  # loop/sweep.py
     return Estimate(configs, rounds, auto, first.verdict.budget_s, True, reruns)  # the loop runs every launcher's rounds
 
 

@@ -45,7 +45,7 @@ def parse(pin: str) -> tuple[str, str]:
 def _base(python: str | None) -> dict[str, str]:
     """{name: version} of the worker's interpreter (its lock, cached by site-packages mtimes)."""
     from repro.envs import cache, lock
-    from repro.runner.launch import resolve_python
+    from repro.job.launch import resolve_python
 
     return lock.versions(lock.of_interpreter(resolve_python(python), cache.locks()))
 
@@ -90,7 +90,7 @@ def _unserved(pins: dict[str, str]) -> dict[str, str]:
 
 def check(jobs: Sequence[Config]) -> None:
     """Every job's env.packages (ConfigError naming the pin and what to do); served versions checked once."""
-    from repro.runner.launch import resolve_python
+    from repro.job.launch import resolve_python
 
     to_serve: dict[str, str] = {}
     for job in jobs:

@@ -47,7 +47,7 @@ def check_values(cfg: schema.Config) -> None:
 
 def check_plan(jobs: Sequence[schema.Config], multirun: bool, launcher: Launcher) -> int:
     """Every job's values, then the sweep's (run.repeats=auto on a single config runs once; under every
-    launcher the loop decides each round: runner/rounds.py). Returns how many times the plan lists
+    launcher the loop decides each round: loop/rounds.py). Returns how many times the plan lists
     each config (1 for auto)."""
     for job in jobs:
         check_values(job)

@@ -10,7 +10,7 @@ Values are compared as canonical JSON: dict key order never makes a difference.
 
 The machine is judged too: runs measured on different hosts or CPUs with different vector
 extensions (ISA), runs during which other processes were busy (`machine` in the record,
-runner/machine.py), and runs whose own spread (p90/p10) is wide.
+worker/machine.py), and runs whose own spread (p90/p10) is wide.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def sweep_runs(ledger: Ledger, sweep_id: str) -> list[dict]:
 
 def with_reused(ledger: Ledger, sweep_id: str, records: list[dict]) -> list[dict]:
     """`records` (one sweep's own runs) and the earlier runs it took as its own (`run.resume=true`),
-    each as the sweep saw it (runner/job.py `_resumed`): this sweep and its job there (`sweep`), its
+    each as the sweep saw it (job/job.py `_resumed`): this sweep and its job there (`sweep`), its
     `repeat` in this sweep, `resumed_from` naming the sweep it ran in; in job order."""
     own = {r["id"] for r in records}
     for sweep in ledger.heads(kind="sweep", sweep=sweep_id):

@@ -2,7 +2,7 @@
 
 K fresh workers of one config, same seed, same batches, same step count: in a mode that promises
 determinism they must give one loss trajectory and one set of final parameters (`loss_sha256`,
-`params_sha256`, runner/measure.py and runner/worker.py). Where they differ, the first step whose
+`params_sha256`, worker/measure.py and worker/worker.py). Where they differ, the first step whose
 loss differs names where they parted, and between which runs.
 """
 

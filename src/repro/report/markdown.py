@@ -12,7 +12,7 @@ import io
 from repro.flat import flatten
 from repro.ledger.command import sweep_command
 from repro.report import determinism_price, identity, published
-from repro.runner import scheduler
+from repro.job import scheduler
 from repro.report import wall
 from repro.report.audit import CHECKS
 from repro.report.md import md_table

@@ -1,4 +1,4 @@
-"""Runs a rerun replaced: the sweep loop (runner/sweep.py) runs a round again when telemetry
+"""Runs a rerun replaced: the sweep loop (loop/sweep.py) runs a round again when telemetry
 flagged it, and the new round's records name the runs they replace (`repeat.replaces`). The
 ledger keeps both (it is append-only); every view of a sweep reads the new ones only."""
 

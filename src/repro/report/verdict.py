@@ -155,7 +155,7 @@ class Verdict:
     band: float = BAND
     what: str = ""
     interleaved: bool = False
-    nodes: int = 1  # the nodes its rounds ran on (each round on one: runner/submitit_rounds.py)
+    nodes: int = 1  # the nodes its rounds ran on (each round on one: loop/submitit_rounds.py)
     busy: int = 0  # runs of either side measured on a busy machine
     p: float | None = None  # two-sided p-value of "no difference" (paired t or Welch)
     family: int = 1  # pairs in the family its Holm step counted

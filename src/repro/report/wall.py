@@ -1,10 +1,10 @@
 """The report's "Where each job's wall goes": every run's wall split into its parts
-(runner/wall_split.py, recorded in `wall_split`), one row per run, in seconds."""
+(job/wall_split.py, recorded in `wall_split`), one row per run, in seconds."""
 
 from __future__ import annotations
 
 from repro.report.md import md_table
-from repro.runner.wall_split import LABELS
+from repro.job.wall_split import LABELS
 
 
 def markdown(comparison) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from repro.config.spec import semantic
 from repro.flat import flatten
-from repro.runner import scheduler
+from repro.job import scheduler
 
 NOT_APPLICABLE = "n/a"
 # Every effective setting any backend reads back (jax_backend, torch_backend, torch_xla_backend):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from repro.ledger import Ledger
 from repro.ledger.state import state_of
-from repro.runner import lifeline
+from repro.worker import lifeline
 from repro.redaction import redact
 from repro.tracking import failure_line, handoff
 

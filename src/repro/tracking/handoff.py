@@ -53,7 +53,7 @@ def folder(ledger_root: str | Path) -> Path:
     return Path(ledger_root) / FOLDER
 
 
-from repro.runner.machine_locks import (  # noqa: E402 - re-exported: the projector and drain use them here
+from repro.worker.machine_locks import (  # noqa: E402 - re-exported: the projector and drain use them here
     _register, at_work, machine_lock, open_window, projectors_at_work, quiet_turn)
 
 

@@ -16,7 +16,7 @@ import yaml
 
 from repro.ledger.command import command
 from repro.redaction import redact
-from repro.runner.lifeline import HeldInterrupts
+from repro.worker.lifeline import HeldInterrupts
 from repro.tracking import content, handoff
 from repro.flat import flatten
 

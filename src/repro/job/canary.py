@@ -11,9 +11,9 @@ kernels), it is slow where
 Only runs whose window was quiet join the history (other processes at most QUIET_SHARE of a core):
 in one sitting on a 2-core VM, 40 canaries of a machine shared with other work (median 3.3 ms) put the
 threshold at 4.1 ms, above both slow processes of a quiet sitting after it (3.6 and 4.0 ms against
-that sitting's median of 2.3 ms); a busy run is flagged by runner/rerun.py's own rule already.
+that sitting's median of 2.3 ms); a busy run is flagged by loop/rerun.py's own rule already.
 With fewer than MIN_HISTORY of them nothing is flagged: the first runs on a host build its history
-and say so. A slow canary flags the run (runner/rerun.py), and its round runs again under
+and say so. A slow canary flags the run (loop/rerun.py), and its round runs again under
 `verdict.max_reruns`, outcome-blind. The ledger is read once per process and ledger (its index,
 then each record once); the canaries of this process's own later runs are added as they are judged,
 so another command's runs that end meanwhile join the history at the next command.
@@ -27,7 +27,7 @@ from pathlib import Path
 MIN_HISTORY = 5
 HISTORY = 50  # the newest this many earlier canaries of a kind
 READ_AT_MOST = 2000  # ok runs read (newest first) to find them, per ledger and process
-QUIET_SHARE = 0.10  # runner/rerun.py's OTHER_CPU_SHARE (it imports this module): a busier window's canary is no history
+QUIET_SHARE = 0.10  # loop/rerun.py's OTHER_CPU_SHARE (it imports this module): a busier window's canary is no history
 BARE = 100  # ok runs in a row without a canary (recorded before it existed): none older has one
 
 _ledgers: dict[str, "_Known"] = {}  # ledger root -> its canaries, as this process read them

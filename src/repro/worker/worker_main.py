@@ -1,14 +1,14 @@
-"""`python -m repro.runner.worker_main [--warm BACKEND [PACKAGE ...]] SPEC.json`: how a worker starts.
+"""`python -m repro.worker.worker_main [--warm BACKEND [PACKAGE ...]] SPEC.json`: how a worker starts.
 
-A worker started ahead of its job (runner/warm.py) imports its framework's own packages (the
+A worker started ahead of its job (job/warm.py) imports its framework's own packages (the
 backend's `capabilities.packages`: jax, optax, flax.nnx; torch) before any module of repro's
 worker, as a bare script of that framework starts: the standard library both use (dataclasses,
 inspect, typing, json, ... ~45 ms on the 2-core reference machine) is then the framework's import,
 counted in the run's `setup.import_s` with the backend's, and repro's own start is what repro
 alone adds (~20 ms where it was ~65). Only what must come before any thread pool exists comes
-first: the pinning onto the worker's cores and the lifeline to its parent (runner/pinning.py,
-runner/lifeline.py). The packages arrive on the command line, so nothing of repro is imported to
-look them up. Everything else is runner/worker.py's `main`.
+first: the pinning onto the worker's cores and the lifeline to its parent (worker/pinning.py,
+worker/lifeline.py). The packages arrive on the command line, so nothing of repro is imported to
+look them up. Everything else is worker/worker.py's `main`.
 """
 
 import sys
@@ -22,7 +22,7 @@ def main() -> None:
         import importlib
         import os
 
-        from repro.runner import lifeline, pinning
+        from repro.worker import lifeline, pinning
 
         pinning.pin_worker()
         lifeline.die_with_parent(os.path.dirname(argv[-1]), watch_stdin=False)  # its parent gone: its folder too
@@ -33,7 +33,7 @@ def main() -> None:
             except Exception:  # noqa: BLE001 - the backend's import raises it again, as a recorded error
                 break
         first_s = time.perf_counter() - t0
-    from repro.runner import worker
+    from repro.worker import worker
 
     worker.main(framework_first_s=first_s)
 

@@ -4,7 +4,7 @@ The parent blocks on the worker's event pipe (no polling). A watcher thread reap
 worker and kills its process group, so helpers it forked (compile workers) cannot hold the
 pipe open. A timer enforces `run.timeout_s`. Ctrl-C (or SIGTERM, which repro turns into one)
 kills the worker and is re-raised. The worker's stdin is a pipe only the parent writes to:
-when the parent dies, the worker sees EOF and ends too (see runner/lifeline.py).
+when the parent dies, the worker sees EOF and ends too (see worker/lifeline.py).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Callable
 
 from repro import paths
-from repro.runner.events import EVENTS_FD_ENV, GATE_FD_ENV, open_gate, read_events, read_ready
-from repro.runner import pinning
-from repro.runner.lifeline import PARENT_PID_ENV, interrupt_came
-from repro.runner import machine_locks
+from repro.worker.events import EVENTS_FD_ENV, GATE_FD_ENV, open_gate, read_events, read_ready
+from repro.worker import pinning
+from repro.worker.lifeline import PARENT_PID_ENV, interrupt_came
+from repro.worker import machine_locks
 
 LOG_TAIL_LINES = 40
 # The most a worker's measured window waits for a projector's turn to end (tracking/handoff.py);
@@ -69,17 +69,19 @@ resolve_python = paths.interpreter  # a config's interpreter, relative to the ch
 
 
 # `--warm [BACKEND [PACKAGE ...]] SPEC`: the worker imports the framework's packages, then the
-# backend, says so, then waits for a line on stdin to read SPEC (runner/worker_main.py, worker.py)
+# backend, says so, then waits for a line on stdin to read SPEC (worker/worker_main.py, worker.py)
 WARM = "--warm"
 
 
 def worker_command(python: str | None, spec_path: Path | str, *before: str, src: Path | None = None) -> list[str]:
     """The worker's command line; its last argument is always its spec's path. `src`: the folder
-    its repro is imported from; code from before runner/worker_main.py existed (a replay in the
-    recorded code) starts as it did then, at runner/worker.py."""
-    module = "repro.runner.worker_main"
-    if src is not None and not (Path(src) / "repro" / "runner" / "worker_main.py").is_file():
-        module = "repro.runner.worker"
+    its repro is imported from; recorded code (a replay as recorded) starts as it did then: from
+    before the run path was split into rooms (`repro.runner.worker_main`), or from before
+    worker_main existed (`repro.runner.worker`)."""
+    module = "repro.worker.worker_main"
+    if src is not None and not (Path(src) / "repro" / "worker" / "worker_main.py").is_file():
+        module = "repro.runner.worker_main" if (Path(src) / "repro" / "runner" / "worker_main.py").is_file() \
+            else "repro.runner.worker"
     return [resolve_python(python) or sys.executable, "-m", module, *before, str(spec_path)]
 
 
@@ -197,8 +199,8 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
                window_wait_s: float = WINDOW_WAIT_S) -> WorkerOutcome:
     """Run the worker to its end. `src`: the folder repro's worker is imported from (default: this
     repro's; a replay's restored worktree). `beside_start`: the parent's own work (MLflow's side of
-    the run, the next job's worker started and made ready: runner/job.py), done while the worker
-    starts, imports its framework and builds; the worker's measured steps wait until it has returned (runner/events.py: Gate), so nothing runs beside them;
+    the run, the next job's worker started and made ready: job/job.py), done while the worker
+    starts, imports its framework and builds; the worker's measured steps wait until it has returned (worker/events.py: Gate), so nothing runs beside them;
     from the gate to the worker's `window_end` this machine's projectors hold their writes
     (tracking/handoff.py: open_window, quiet_turn).
     `warm`: a worker started ahead for this job (`warm_start`, its log at `log_path`, `spec_path`

@@ -1,6 +1,6 @@
 """Where a job's wall goes: the worker's wall (`wall_s`) split into its parts, in the parent.
 
-The worker stamps every event with the wall clock (runner/events.py) and times what it does
+The worker stamps every event with the wall clock (worker/events.py) and times what it does
 between them (`results.setup`: data, framework import, build, results); the parent knows when it
 started the worker and when the worker ended. Each part is one of those:
 
@@ -11,7 +11,7 @@ started the worker and when the worker ended. Each part is one of those:
                  for JAX, `build` beside the parts says how much of it XLA spent tracing and compiling,
                  and each compile (`compiled`: what it was for, its seconds, the device it ran on)
     setup        the rest before the measured steps: environment capture, waiting for the parent's
-                 side (MLflow's, and the next job's worker getting ready: runner/warm.py)
+                 side (MLflow's, and the next job's worker getting ready: job/warm.py)
     first_step   the first step: trace, compile, execute (`first_step_s`, as the closing table's "first")
     steady       every step after the first
     results      hashes, evaluation, FLOPs, IR, settings read back (and run.profile's steps)

@@ -25,7 +25,7 @@ def folder(ledger_root: Path) -> Path:
 def reserve(ledger_root: Path, started_id: str, steps: int | str) -> Path:
     """Allocate room for the results of a run of `steps` steps (`run.steps`: a count or auto; a record
     keeps the series of its first SERIES_STEPS steps at most); returns the reservation."""
-    from repro.runner.window import SERIES_STEPS
+    from repro.worker.window import SERIES_STEPS
 
     steps = min(steps, SERIES_STEPS) if isinstance(steps, int) else SERIES_STEPS
     path = folder(ledger_root) / f"{started_id}.reserved"

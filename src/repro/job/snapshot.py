@@ -21,7 +21,7 @@ running snapshot against its manifest (a cache clean, a full disk or another swe
 have taken it meanwhile) and puts back what is missing or changed, from the bytes this process
 copied (`take` keeps them) or from the checkout where its file still hashes the same; else the job
 fails naming the snapshot. A worker refuses to run code imported from anywhere but the folder it was
-given (runner/worker.py), so the checkout's code never runs under a snapshot's name.
+given (worker/worker.py), so the checkout's code never runs under a snapshot's name.
 """
 
 from __future__ import annotations

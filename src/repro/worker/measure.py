@@ -2,7 +2,7 @@
 
 Nothing but the step and its synchronisation sits between the two clock reads. The loss is
 read and progress reported after the clock stops (progress at most once a second). How many
-steps: runner/window.py (a fixed count, or until the steady window is long enough).
+steps: worker/window.py (a fixed count, or until the steady window is long enough).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import statistics
 import time
 from typing import Callable
 
-from repro.runner.window import StepPlan, sampling
+from repro.worker.window import StepPlan, sampling
 
 PROGRESS_EVERY_S = 1.0  # a step event at most once a second: the parent wakes for each
 
 
 def percentile(values: list[float], q: float) -> float:
-    import numpy as np  # NumPy is imported with the framework, after this module (runner/worker.py)
+    import numpy as np  # NumPy is imported with the framework, after this module (worker/worker.py)
 
     return float(np.percentile(np.asarray(values), q))
 
@@ -31,7 +31,7 @@ def loss_sha256(losses: list[float]) -> str:
 
 
 def timed_loop(workload, plan: StepPlan, emit: Callable[..., None]) -> tuple[list[float], list[float]]:
-    """Steps until `plan` says the window is done (runner/window.py); their times and losses."""
+    """Steps until `plan` says the window is done (worker/window.py); their times and losses."""
     times: list[float] = []
     losses: list[float] = []
     clock = time.perf_counter

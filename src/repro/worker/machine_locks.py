@@ -1,9 +1,9 @@
 """This machine's locks and registry between measured windows and MLflow's projectors.
 
-A worker's measured window is held open on a machine-wide lock (`open_window`, runner/launch.py);
+A worker's measured window is held open on a machine-wide lock (`open_window`, job/launch.py);
 a projector or `repro sync` does each unit of its work (`quiet_turn`) only while no window is open,
 and says who it is while it works (`at_work`), so a waiting command can name it and a worker can
-count its CPU (runner/machine.py). At the run path's floor: the runner opens windows, the
+count its CPU (worker/machine.py). At the run path's floor: a job opens windows, the
 tracking package (tracking/handoff.py re-exports these) takes turns.
 """
 
@@ -39,7 +39,7 @@ def _windows_lock() -> Path:
 
 
 def open_window(limit_s: float, poll_s: float = 0.01):
-    """A measured window opens (runner/launch.py, as the gate opens): this machine's windows lock,
+    """A measured window opens (job/launch.py, as the gate opens): this machine's windows lock,
     held shared until the returned file is closed (the worker's `window_end`, or its end). A
     projector writes only between windows (`quiet_turn`); one at its turn is waited for, at most
     `limit_s` (then the window opens anyway: the record's machine.repro_cpu_s says what ran

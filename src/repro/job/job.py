@@ -30,8 +30,9 @@ from repro.ledger.store import now_iso, record_id
 from repro.envs import runs as envs_runs
 from repro.envs.venvs import EnvError
 from repro.envs import workload_source
-from repro.runner import canary, cluster, envcapture, launch, lifeline, resume, scheduler, seeding, snapshot, spool, wall_split
-from repro.runner.host import JobHost
+from repro.job import canary, cluster, launch, resume, scheduler, snapshot, spool, wall_split
+from repro.worker import envcapture, lifeline, seeding
+from repro.job.host import JobHost
 from repro.usertext import markup
 
 LEDGER_RETRIES, LEDGER_RETRY_S = 3, 0.5
@@ -103,7 +104,7 @@ def run_job(config: Config, host: JobHost, job: int, overrides: list[str], extra
     `name`: the run's name, as the comparison will call it (the sweep's host makes it), shown
     while it runs and in every message about it. `place` runs the worker elsewhere: {"python": an
     interpreter, "src": repro's code} (a replay as recorded). Called by the sweep loop alone
-    (runner/rounds.py `run_one`, for the sweep loop).
+    (loop/rounds.py `run_one`, for the sweep loop).
 
     Ledger first, in four stages: start (`started` record) → run (the worker) → finish (results
     spooled, `finished` record) → hand over (to MLflow's projector; never fatal).
@@ -180,7 +181,7 @@ def _start(run: _Run) -> lifeline.HeldInterrupts:
 def beside_start(host: JobHost, config: Config) -> None:
     """The parent's work while a worker starts, imports and builds, all before its measured steps
     (the gate waits for it): MLflow's side of the run, and the next job's worker started and
-    made ready (runner/warm.py)."""
+    made ready (job/warm.py)."""
     host.prepare_tracking(config)
     host.warm.start_next()
     host.warm.settle()

@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # imported where used: a worker's first import of NumPy is its framework's (runner/worker.py)
+if TYPE_CHECKING:  # imported where used: a worker's first import of NumPy is its framework's (worker/worker.py)
     import numpy as np
 
 AUTO = "auto"

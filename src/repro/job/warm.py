@@ -1,9 +1,9 @@
-"""The next job's worker interpreter, started ahead (runner/launch.py `warm_start`) and handed to
+"""The next job's worker interpreter, started ahead (job/launch.py `warm_start`) and handed to
 the next job if that job runs the same interpreter, environment, code and backend.
 
 It starts while the running job's worker starts, imports and builds, none of which is measured,
 and the running job's measured steps wait until it has imported what it imports ahead
-(`settle`, before the gate: runner/events.py); from then on it blocks on a read of its stdin, so
+(`settle`, before the gate: worker/events.py); from then on it blocks on a read of its stdin, so
 it runs beside no measured step. The next job then starts from its build: the Python start,
 repro's and the framework's imports are off the sweep's path. Where it is not ready within
 READY_WAIT_S (an import that hangs), it is ended and the next job starts its own worker.
@@ -25,7 +25,8 @@ class WarmStart:
         """Start the upcoming job's worker. A job with its own venv (env.packages) or on several
         nodes starts its worker as usual."""
         from repro.backends.layouts import process_count
-        from repro.runner import cluster, launch, seeding, snapshot
+        from repro.job import cluster, launch, snapshot
+        from repro.worker import seeding
 
         config, self.upcoming = self.upcoming, None
         if (self._warm is not None or config is None or config.env.packages or config.env.wheelhouse
@@ -48,7 +49,7 @@ class WarmStart:
 
     def take(self, python: str | None, env: dict[str, str], src, backend: str):
         """The worker started ahead, if it was started for this job's interpreter, env, code and backend."""
-        from repro.runner import launch
+        from repro.job import launch
 
         warm, self._warm = self._warm, None
         if warm is None:

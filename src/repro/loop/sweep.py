@@ -18,7 +18,7 @@ worker while the current one ends (the warm start), runs a round again when tele
 and closes the sweep once, whatever ends it.
 
 Whatever the launcher, the loop decides: it hands each round (and each rerun of one) to a launcher
-adapter (runner/rounds.py: in this process by default; submitit's SLURM or local executor, joblib),
+adapter (loop/rounds.py: in this process by default; submitit's SLURM or local executor, joblib),
 which runs the round's jobs in the loop's order and hands back their records.
 
     records = sweep.run(session, sweep.Fixed(plan.configs, repeats, session.sweep_id, session.run_name), seed)
@@ -31,7 +31,7 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
-from repro.runner.host import JobHost
+from repro.job.host import JobHost
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ class StepCounts:
         it, as an A/A must), or None: a fixed count, a replay's own count, or a run outside rounds."""
         from repro.config import config_hash
         from repro.config.schema import as_dict
-        from repro.runner.window import adaptive
+        from repro.worker.window import adaptive
 
         if "repeat" not in job.fields or not adaptive(job.config.run.steps) or "replay_steps" in job.fields:
             return None
@@ -190,11 +190,11 @@ class StepCounts:
 
 
 def run(host: JobHost, policy: Policy, seed: int | None, max_reruns: int = 0, launcher=None) -> list[dict]:
-    """Run the policy's rounds in `host`, each round handed to `launcher` (runner/rounds.py; None: in
+    """Run the policy's rounds in `host`, each round handed to `launcher` (loop/rounds.py; None: in
     this process, one job at a time); the sweep's records. Interrupted or failed: `policy.ended` and
     the host's close run (what was recorded stays), then it is re-raised."""
-    from repro.runner import rounds as adapters
-    from repro.runner.rerun import flag
+    from repro.loop import rounds as adapters
+    from repro.loop.rerun import flag
 
     launcher = launcher or adapters.InProcess()
     job_no, rounds, reruns, counts = 0, 0, 0, StepCounts()

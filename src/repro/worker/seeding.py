@@ -29,8 +29,8 @@ def derive(root: int) -> dict[str, int]:
 
 
 def resolve_threads(configured: int | None) -> int:
-    """`run.threads`, or one per core the worker runs on (runner/pinning.py)."""
-    from repro.runner import pinning
+    """`run.threads`, or one per core the worker runs on (worker/pinning.py)."""
+    from repro.worker import pinning
 
     return configured or len(pinning.worker_cpus())
 

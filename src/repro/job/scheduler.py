@@ -8,7 +8,7 @@ SLURM's variables say where this process is; `scontrol show job` adds what only 
 knows (time limit, log paths, the job's state). Anywhere else the block is `{"name": "local"}`.
 
 The block is provenance, not configuration: it is never part of `config` nor of the config hash.
-This module is the one place that reads SLURM's variables for provenance (runner/cluster.py reads
+This module is the one place that reads SLURM's variables for provenance (job/cluster.py reads
 the three that make the rendezvous).
 """
 
@@ -213,7 +213,7 @@ def interrupt_on_sigterm(sched: dict) -> Callable[[], None]:
     Once the steps run, SLURM's SIGTERM ends the worker, and its end says so as before."""
     if sched.get("name") != "slurm" or threading.current_thread() is not threading.main_thread():
         return lambda: None
-    from repro.runner import lifeline
+    from repro.worker import lifeline
 
     previous = signal.getsignal(signal.SIGTERM)
     if previous is lifeline.interrupt or previous is None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import os
 
 from repro.ledger import Ledger
-from repro.runner import envcapture
+from repro.worker import envcapture
 
 if TYPE_CHECKING:
     from repro.config.schema import Config

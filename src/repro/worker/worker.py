@@ -1,4 +1,4 @@
-"""The worker: one fresh process per run. `python -m repro.runner.worker_main SPEC.json` (runner/worker_main.py).
+"""The worker: one fresh process per run. `python -m repro.worker.worker_main SPEC.json` (worker/worker_main.py).
 
 It reads its spec once, as a `WorkerSpec` (config/workerspec.py: the typed config, the rendezvous,
 its folders), and hands that object on, to its ranks and JAX processes too.
@@ -28,9 +28,9 @@ from repro.config import schema
 from repro.config.schema import Config
 from repro.config.workerspec import WorkerSpec
 from repro.data import make_batches
-from repro.runner import envcapture, flops, lifeline, machine, measure, pinning, rank_progress, seeding
-from repro.runner.events import EVENTS_FD_ENV, READY_LINE, EventWriter, Gate
-from repro.runner.window import SERIES_STEPS, StepPlan, adaptive, shared_count
+from repro.worker import envcapture, flops, lifeline, machine, measure, pinning, rank_progress, seeding
+from repro.worker.events import EVENTS_FD_ENV, READY_LINE, EventWriter, Gate
+from repro.worker.window import SERIES_STEPS, StepPlan, adaptive, shared_count
 
 TRACEBACK_LINES = 30
 IMPORTED_AHEAD: dict[str, float] = {}  # a worker started ahead (--warm BACKEND): backend -> its import's seconds
@@ -46,7 +46,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
     config = spec.config
     run_cfg = config.run
     parent_pid = lifeline.parent_pid() if gate else None
-    early = machine.early(parent_pid, run_root)  # a short loop's CPU-share window starts here (runner/machine.py)
+    early = machine.early(parent_pid, run_root)  # a short loop's CPU-share window starts here (worker/machine.py)
     # The framework first: NumPy, which repro's worker modules import only where they use it, is
     # then imported by the framework (JAX and torch import it), inside `import_s`, as it would be
     # in a bare script; nothing of the run has drawn a number before it.
@@ -69,7 +69,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
     cache_state = compile_cache.start(config.framework.backend, spec.cache_dir)  # before anything compiles
     workload = backend.build(ctx)
     if spec.injected_gap:  # repro calibrate --gap: a known extra share of each measured step
-        from repro.runner.injected import WithGap
+        from repro.worker.injected import WithGap
 
         workload = WithGap(workload, spec.injected_gap, run_cfg.warmup)
     t2 = time.perf_counter()
@@ -78,7 +78,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
 
     if gate:
         gate.wait()
-    # the process canary: after the parent's side is done and before the window opens (runner/canary.py)
+    # the process canary: after the parent's side is done and before the window opens (job/canary.py)
     emit("canary", **(canary_block := canary_of(config, threads, local_processes(spec) if run_root else 1)))
     emit("measure_start", at=time.time())  # wall clock: comparable with the parent's
     # The machine's state is read outside the timed region; its window goes on while this process
@@ -127,7 +127,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
         t_profile = time.perf_counter()
         results["profile"], profile_files = profile.run(workload, len(times), _profile_dir(spec.out_dir, rank))
         results["setup"]["profile_s"] = time.perf_counter() - t_profile
-    # the record keeps the first SERIES_STEPS steps (runner/window.py); every statistic is of all
+    # the record keeps the first SERIES_STEPS steps (worker/window.py); every statistic is of all
     result = {"results": results, "series": {"loss": losses[:SERIES_STEPS], "step_time_s": times[:SERIES_STEPS]},
               "effective": effective, "ir_files": ir_files, "profile_files": profile_files,
               "machine": machine_state, "canary": canary_block}
@@ -135,7 +135,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
 
 
 def canary_of(config: Config, threads: int, processes: int) -> dict:
-    """The record's `canary` as the worker measures it (backends/canary.py); runner/canary.py judges it.
+    """The record's `canary` as the worker measures it (backends/canary.py); job/canary.py judges it.
     `processes`: the run's processes on this host, each running its own canary at the same time.
     A canary that cannot run costs the run nothing but its reason."""
     block = {"seconds": None, "framework": config.framework.backend, "threads": threads, "processes": processes}
@@ -164,7 +164,7 @@ def _profile_dir(out_dir: str, rank: int) -> str:
 
 def parallel(spec: WorkerSpec) -> str | None:
     """How the run's processes start, from its backend's `processes` capability: PER_RANK (torch's
-    elastic launcher, one process per rank), PER_NODE (jax.distributed processes, runner/processes.py)
+    elastic launcher, one process per rank), PER_NODE (jax.distributed processes, worker/processes.py)
     or None (all in this process)."""
     config, rdzv = spec.config, spec.rendezvous
     processes = capabilities.of(config.framework.backend).processes
@@ -209,7 +209,7 @@ def torch_rank_main(spec: WorkerSpec) -> dict:
 
 
 def jax_process_main(spec: WorkerSpec, local_index: int, joined) -> dict:
-    """One process of a multi-process JAX run (started by repro.runner.processes)."""
+    """One process of a multi-process JAX run (started by repro.worker.processes)."""
     from repro.backends import jax_distributed
 
     rdzv = spec.rendezvous
@@ -229,7 +229,7 @@ def _launch(spec: WorkerSpec) -> dict[int, dict]:
 
         return torch_distributed.launch(spec, torch_rank_main, local_processes(spec))
     from repro.backends.jax_distributed import process_id
-    from repro.runner import processes
+    from repro.worker import processes
     from repro.config.workerspec import JOIN_HINT
 
     rdzv = spec.rendezvous
@@ -281,7 +281,7 @@ def run(spec: WorkerSpec, events: EventWriter, gate: Gate) -> None:
 
 def _spec_path(framework_first_s: float | None = None) -> str:
     """The spec path: the last argument. A worker started ahead of its job (`--warm BACKEND
-    [PACKAGE ...] SPEC`, see launch.warm_start; runner/worker_main.py imported the PACKAGEs in
+    [PACKAGE ...] SPEC`, see launch.warm_start; worker/worker_main.py imported the PACKAGEs in
     `framework_first_s`) first imports the backend, says so and waits for the line its parent
     writes on stdin once the job is due (read unbuffered: the lifeline reads the same pipe for EOF
     afterwards); EOF first: the job never came (its parent ended), and its run folder is removed."""
@@ -319,7 +319,7 @@ def _end_unused(spec: str) -> None:
 
 
 def main(framework_first_s: float | None = None) -> None:
-    """The worker (runner/worker_main.py starts it: `framework_first_s`, the seconds a worker started
+    """The worker (worker/worker_main.py starts it: `framework_first_s`, the seconds a worker started
     ahead took to import its framework's own packages before this module)."""
     pinning.pin_worker()  # before a framework's thread pools exist (a worker started ahead imports one next)
     spec = WorkerSpec.read(_spec_path(framework_first_s))
@@ -345,7 +345,7 @@ def exit_now(code: int) -> None:
     for this process to end, and tearing down a framework (XLA's and torch's atexit hooks, module
     cleanup) took 0.4-0.9 s of that wait. Nothing is left to write: every event was flushed when
     emitted and the IR files are closed; compile helpers this process forked are killed with its
-    process group by the parent (runner/launch.py)."""
+    process group by the parent (job/launch.py)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -1,9 +1,9 @@
-"""The launcher adapter of `hydra/launcher=joblib` (runner/rounds.py): a round in joblib's workers.
+"""The launcher adapter of `hydra/launcher=joblib` (loop/rounds.py): a round in joblib's workers.
 
 `hydra.launcher.n_jobs` says how many of a round's jobs run at once, as it did under Hydra's joblib
 launcher. n_jobs=1: the round is one joblib task, its jobs one after another in the round's order.
 n_jobs > 1: its jobs run side by side on this host's cores, so none of them measured the others'
-speed, even where the machine's quiet window (runner/machine_locks.py) kept their measured steps
+speed, even where the machine's quiet window (worker/machine_locks.py) kept their measured steps
 apart: each repeated job's `repeat` field says `side_by_side`, and the comparison never calls such
 runs interleaved and refuses their speed verdict, naming it (report/comparison.py); the sweep says
 so as it starts.
@@ -15,8 +15,8 @@ import time
 from dataclasses import replace
 from typing import Callable, Sequence
 
-from repro.runner import rounds
-from repro.runner.host import JobHost
+from repro.loop import rounds
+from repro.job.host import JobHost
 
 
 class Joblib:

@@ -8,7 +8,7 @@ split is a pure function of the usable cores (`split`); the worker pins itself b
 a framework (thread pools size themselves then) and records the split as `machine.pinned`;
 `run.threads=null` resolves to the worker's cores. With fewer cores nothing is pinned: one core
 for the parent would leave the worker one; there repro runs nothing of its own beside the
-measured window instead (runner/machine.py measures that).
+measured window instead (worker/machine.py measures that).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import IO, Any, Iterator
 
 EVENTS_FD_ENV = "REPRO_EVENTS_FD"
 GATE_FD_ENV = "REPRO_GATE_FD"
-READY = "warm_ready"  # a worker started ahead has imported what it imports before its job (runner/launch.py Warm)
+READY = "warm_ready"  # a worker started ahead has imported what it imports before its job (job/launch.py Warm)
 READY_LINE = (json.dumps({"event": READY}) + "\n").encode()
 
 
@@ -30,7 +30,7 @@ class EventWriter:
 
     def emit(self, kind: str, **payload: Any) -> None:
         """One event, stamped with the wall clock when it was sent (`at`, comparable with the
-        parent's: runner/wall_split.py places each part of a job's wall between two stamps)."""
+        parent's: job/wall_split.py places each part of a job's wall between two stamps)."""
         payload.setdefault("at", time.time())
         self._stream.write(json.dumps({"event": kind, **payload}, default=str) + "\n")
         self._stream.flush()

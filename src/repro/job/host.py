@@ -1,8 +1,8 @@
-"""What a job may ask of its sweep: the typed host `run_job` (runner/job.py) and the sweep loop
-(runner/sweep.py) talk to. `repro.session.Session` implements it; nothing else changes a
+"""What a job may ask of its sweep: the typed host `run_job` (job/job.py) and the sweep loop
+(loop/sweep.py) talk to. `repro.session.Session` implements it; nothing else changes a
 session's state, so every way a job touches its sweep is one of these names.
 
-A protocol rather than the Session class itself: the runner sits below the session's floor
+A protocol rather than the Session class itself: the run path sits below the session's floor
 (tests/test_structure.py), and a host that is not a Session (a test's, a future launcher's) can
 run jobs through the same loop.
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from repro.config.schema import Config
-    from repro.runner.warm import WarmStart
+    from repro.job.warm import WarmStart
 
 
 class Progress(Protocol):
@@ -34,7 +34,7 @@ class Progress(Protocol):
 
 @runtime_checkable
 class JobHost(Protocol):
-    """Everything a job (runner/job.py) and a policy of the sweep loop (runner/sweep.py, repeats.py,
+    """Everything a job (job/job.py) and a policy of the sweep loop (loop/sweep.py, repeats.py,
     calibrate.py, replay.py) read of their sweep."""
 
     sweep_id: str  # the sweep's id, in every record's `sweep` block
@@ -46,7 +46,7 @@ class JobHost(Protocol):
     beside: dict | None  # a projector the measured steps ran beside (waited for, in vain)
     display: Progress  # the live progress of the sweep's jobs
     warm: WarmStart  # the next job's worker, started while this one ends
-    queue_s: float  # seconds its rounds waited in a scheduler's queue (runner/rounds.py), apart from run time
+    queue_s: float  # seconds its rounds waited in a scheduler's queue (loop/rounds.py), apart from run time
 
     def sweep_info(self, job: int) -> dict:
         """The record's `sweep` block for job number `job`."""

@@ -1,4 +1,4 @@
-"""The launcher adapter of `hydra/launcher=submitit_slurm` and `submitit_local` (runner/rounds.py):
+"""The launcher adapter of `hydra/launcher=submitit_slurm` and `submitit_local` (loop/rounds.py):
 one submitit job per round, waited for before the loop decides the next.
 
 A round is one allocation: its configs run one after another on one node, in the round's random
@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from repro.runner import rounds
-from repro.runner.host import JobHost
+from repro.loop import rounds
+from repro.job.host import JobHost
 
 # hydra-submitit-launcher's BaseQueueConf keys: submitit's own names; every other key takes the executor's prefix
 BASE_KEYS = ("timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb", "nodes", "name",
@@ -81,7 +81,7 @@ class Submitit:
     """Rounds as submitit jobs (module docstring); `attach(config)`: a host of the sweep in the job."""
 
     def __init__(self, cluster: str, params: dict, attach: Callable, folder: Path):
-        from repro.runner import scheduler
+        from repro.job import scheduler
 
         self.name, self.between_rounds = f"submitit_{cluster}", True
         folder.mkdir(parents=True, exist_ok=True)

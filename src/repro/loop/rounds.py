@@ -1,4 +1,4 @@
-"""Launchers as adapters of the one sweep loop: the loop (runner/sweep.py `run`) decides what runs
+"""Launchers as adapters of the one sweep loop: the loop (loop/sweep.py `run`) decides what runs
 next (the round's order, reruns, auto's looks, step counts) and hands each round to a launcher,
 which runs it and hands back its records. That is the whole protocol:
 
@@ -23,8 +23,8 @@ round runs through `InProcess` in it, so its jobs run one after another on one n
 round's order, the next job's worker started while one ends. It returns {"started": the time it
 started, "records": [...]}; the launcher reads the time the round waited in the queue from it
 (`host.queue_s`, which verdict.budget_s does not count) and adopts the records into the parent's
-host (`adopt`). runner/submitit_rounds.py (SLURM and submitit's local executor) and
-runner/joblib_rounds.py are such launchers, one file each; a Ray or Kubernetes one is the same
+host (`adopt`). loop/submitit_rounds.py (SLURM and submitit's local executor) and
+loop/joblib_rounds.py are such launchers, one file each; a Ray or Kubernetes one is the same
 shape: submit the function, wait, adopt, return Lost for what did not come back.
 """
 
@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
-from repro.runner.host import JobHost
+from repro.job.host import JobHost
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,8 @@ class Adapter(Protocol):
 
 def run_one(host: JobHost, job, number: int) -> dict:
     """The one per-job function: every job of every sweep, whatever launched it, runs here (a round
-    the loop (runner/sweep.py) handed to a launcher adapter, in this process or in the launcher's)."""
-    from repro.runner.job import run_job
+    the loop (loop/sweep.py) handed to a launcher adapter, in this process or in the launcher's)."""
+    from repro.job.job import run_job
 
     return run_job(job.config, host, number, list(job.overrides), extra=job.fields or None, name=job.name,
                    place=job.place)
@@ -84,7 +84,7 @@ def run_one(host: JobHost, job, number: int) -> dict:
 
 class InProcess:
     """The default: the round's jobs one after another in this process (a worker process each),
-    the next job's worker started while the current one ends (runner/warm.py)."""
+    the next job's worker started while the current one ends (job/warm.py)."""
 
     name, between_rounds = "basic", True
 

@@ -1,16 +1,16 @@
 """Which runs telemetry alone flags: the machine was not in the state a measurement needs.
 
-The sweep loop (runner/sweep.py) runs a flagged round again, at most `verdict.max_reruns` times
+The sweep loop (loop/sweep.py) runs a flagged round again, at most `verdict.max_reruns` times
 per sweep. The rule reads only the record's `machine` block (what the worker saw around its
 measured window) and, with `verdict.canary_reruns=true`, its `canary` (a fixed kernel timed before
-the window, judged against the host's earlier canaries: runner/canary.py), never a step time, so a rerun cannot favour an
+the window, judged against the host's earlier canaries: job/canary.py), never a step time, so a rerun cannot favour an
 outcome: a round is not run again because its numbers looked odd, only because the machine was
 busy or slowed down, or its process was slow before its first step.
 """
 
 from __future__ import annotations
 
-from repro.runner.canary import slow_reason
+from repro.job.canary import slow_reason
 
 OTHER_CPU_SHARE = 0.10  # other processes' CPU during the measured window, in cores
 CLOCK_SHORTFALL = 0.95  # a GPU's SM clock below this share of its maximum

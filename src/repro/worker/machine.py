@@ -20,7 +20,7 @@ parent's tree are this command's, and MLflow projectors write between windows: t
 before the first step is not counted as other processes'; beside the steps it is (they pause
 there: a projector that does not is a disturbance). "This command's own processes" are the
 parent's process tree where a repro parent started the worker (nothing of it runs beside the
-timed loop: runner/events.py Gate), else the worker's own tree. In a run of several processes on
+timed loop: worker/events.py Gate), else the worker's own tree. In a run of several processes on
 one node (torch ranks, JAX processes) the record is rank 0's and the run's own tree is the
 launching worker's (`run_root`): its sibling processes run the same steps, so their CPU is the
 run's, not other processes' (they were counted as other, 1.0–1.5 cores, flagging every such run busy).
@@ -29,11 +29,11 @@ run's, not other processes' (they were counted as other, 1.0–1.5 cores, flaggi
 parent and its other children (a next job's worker started early), and the MLflow projectors at
 work on this machine (tracking/handoff.py registers them), the worker's own tree left out. The
 goal is 0: the parent waits on blocking reads, the next job's worker has finished its start
-before the window opens and waits on a read (runner/warm.py), and projectors pause their
+before the window opens and waits on a read (job/warm.py), and projectors pause their
 writes while a window is open (handoff.open_window, quiet_turn). `repro_cpu_parts_s` splits
 it: "command" (the parent's tree) and "projectors" (those of any command on this machine, whose
 writes an open window holds; a projector of an older repro does not know to). A process that started and ended inside the window, unreaped, is missed. `pinned`:
-the cores the worker and its parent were pinned to (runner/pinning.py), where the host has enough.
+the cores the worker and its parent were pinned to (worker/pinning.py), where the host has enough.
 
 Where the process ran, read at `before()` and `after()` only, never beside a step (issue 48: a
 process slow for its whole life that no CPU share sees). `placement`, over the worker's threads that
@@ -58,7 +58,7 @@ from pathlib import Path
 
 import psutil
 
-from repro.runner import pinning
+from repro.worker import pinning
 
 MIN_WINDOW_S = 0.5
 CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
@@ -142,7 +142,7 @@ def gpus() -> list[dict]:
 def _root(pid: int | None) -> psutil.Process:
     """The root of a tree of this command's processes: `pid` (the repro parent; the worker that
     launched a run's several processes), or this process where there is none or it is gone (this
-    process dies with it: runner/lifeline.py)."""
+    process dies with it: worker/lifeline.py)."""
     if pid is not None:
         try:
             return psutil.Process(pid)
@@ -154,7 +154,7 @@ def _root(pid: int | None) -> psutil.Process:
 def _repro_others(parent_pid: int | None) -> tuple[dict[int, tuple[float, float, str]], float]:
     """repro's processes other than this worker's tree: {pid: (CPU seconds, create time, "command" |
     "projectors")}, and the CPU seconds of the parent's reaped children."""
-    from repro.runner.machine_locks import projectors_at_work
+    from repro.worker.machine_locks import projectors_at_work
 
     me = psutil.Process()
     mine = {me.pid, *(p.pid for p in me.children(recursive=True))}
