@@ -267,7 +267,17 @@ def test_runs_whose_measured_steps_overlapped_are_never_interleaved_nor_judged()
     (v,) = comparison.build(records).tables[0].verdicts
     assert v.outcome == V.UNFAIR and not v.interleaved and "interleaved" not in v.text
     assert "their measured steps ran at the same time on one host (5 pair(s) of runs overlapped on h" in v.text
+    for r in records:  # the same, each pinned to its own 4 of 8 cores (worker/pinning.py): compared, and said
+        jax = r["config"]["framework"]["name"] == "jax"
+        r["machine"]["pinned"] = {"parent": [0 if jax else 4], "worker": [1, 2, 3] if jax else [5, 6, 7]}
+    (v,) = comparison.build(records).tables[0].verdicts
+    assert v.outcome == V.FASTER and not v.interleaved and v.apart == 5
+    assert "5 pair(s) of runs measured at the same time on one host, on disjoint cores" in v.text, v.text
+    records[0]["machine"]["pinned"] = {"parent": [0], "worker": [1, 2, 3, 4]}  # one core shared: refused again
+    (v,) = comparison.build(records).tables[0].verdicts
+    assert v.outcome == V.UNFAIR and "(1 pair(s) of runs overlapped on h" in v.text
     for r in records:  # on two hosts (two nodes): nothing shared
+        r["machine"].pop("pinned")
         if r["config"]["framework"]["name"] == "torch":
             r["machine"]["host"] = "other"
     (v,) = comparison.build(records).tables[0].verdicts

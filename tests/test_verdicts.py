@@ -348,3 +348,47 @@ def test_auto_repeats_stop_when_decided_and_say_why(box):
     (v,) = [v for t in comparison.build(runs).tables for v in t.verdicts]
     assert " ".join(v.text.split()) in flat and "auto: " in v.text
     assert (stop["reason"] == "every pair decided") == v.decided
+
+
+def test_nodes_are_a_level_of_the_interval_when_rounds_ran_on_several():
+    """Rounds on two nodes whose ratio differs by node (node 2 makes b 10 % slower still): the
+    between-node component (one-way ANOVA, method of moments) widens the paired interval and takes
+    nodes - 1 degrees of freedom for its part; rounds whose node does not move the ratio leave the
+    interval as the rounds give it, and the sentence says which."""
+    base = [1.00, 1.02, 0.99, 1.01, 1.00, 1.03, 0.98, 1.01]
+    a = [1.0] * 8
+    nodes = ["n1", "n2"] * 4
+    rounds = tuple(range(8))
+    b_split = [x * (1.5 if n == "n1" else 1.65) for x, n in zip(base, nodes)]
+    sigma2, extra, k = verdict.between_nodes([__import__("math").log(y / x) for x, y in zip(a, b_split)], nodes)
+    assert k == 2 and sigma2 > 0 and extra == pytest.approx(sigma2 * (4 ** 2 + 4 ** 2) / 8 ** 2)
+    one = verdict.judge(verdict.Side("a", tuple(a), rounds=rounds), verdict.Side("b", tuple(b_split), rounds=rounds), trim=0)
+    two = verdict.judge(verdict.Side("a", tuple(a), rounds=rounds, nodes=tuple(nodes)),
+                        verdict.Side("b", tuple(b_split), rounds=rounds, nodes=tuple(nodes)), trim=0)
+    assert one.node_sd is None and two.node_sd > 0.05  # the nodes' own gap, about 10 %
+    assert two.d == one.d and two.se > one.se and two.df < one.df  # same estimate, a wider interval
+    assert (two.interval[1] - two.interval[0]) > (one.interval[1] - one.interval[0])
+    # where the node does not move the ratio, nothing is added
+    b_same = [1.5 * x for x in base]
+    flat = verdict.judge(verdict.Side("a", tuple(a), rounds=rounds, nodes=tuple(nodes)),
+                         verdict.Side("b", tuple(b_same), rounds=rounds, nodes=tuple(nodes)), trim=0)
+    plain = verdict.judge(verdict.Side("a", tuple(a), rounds=rounds), verdict.Side("b", tuple(b_same), rounds=rounds), trim=0)
+    assert (flat.se, flat.df) == (plain.se, plain.df) if flat.node_sd == 0 else flat.se > plain.se
+    one_node = verdict.judge(verdict.Side("a", tuple(a), rounds=rounds, nodes=("n1",) * 8),
+                             verdict.Side("b", tuple(b_split), rounds=rounds, nodes=("n1",) * 8), trim=0)
+    assert one_node.node_sd is None and (one_node.se, one_node.df) == (one.se, one.df)
+
+
+def test_the_sentence_names_the_node_spread_counted():
+    from test_determinism_condition import V, WOBBLE, _sweep
+
+    records = _sweep({("jax", False, None): WOBBLE, ("torch", False, None): [1.5 * w for w in WOBBLE]}, ("framework",))
+    for r in records:  # one sweep's rounds (its groups one family: paired), odd rounds on n2, where torch is slower
+        n = 1 + r["repeat"]["index"] % 2
+        r["repeat"]["group"] = f"s/{r['config']['framework']['name']}"
+        r["scheduler"] = {"name": "slurm", "node": f"n{n}"}
+        if n == 2 and r["config"]["framework"]["name"] == "torch":
+            r["results"]["steady_median_s"] *= 1.2
+    (v,) = comparison.build(records).tables[0].verdicts
+    assert v.outcome in (V.FASTER, V.UNDECIDED) and v.paired == 5 and v.nodes == 2 and v.node_sd > 0
+    assert f"rounds on 2 nodes, node-to-node spread {100 * v.node_sd:.3g} % counted" in v.text, v.text

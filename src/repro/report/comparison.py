@@ -247,7 +247,7 @@ def _interleaved(a: Row, b: Row) -> bool:
     never reach here: `_verdicts` refuses their pair first."""
     both = a.records + b.records
     return len({(r.get("sweep") or {}).get("id") for r in both}) == 1 and \
-        all((r.get("repeat") or {}).get("count", 1) > 1 for r in both) and not overlaps(a, b)
+        all((r.get("repeat") or {}).get("count", 1) > 1 for r in both) and not overlaps(a, b, apart=None)
 
 
 def _node(record: dict) -> str:
@@ -261,17 +261,31 @@ def _window(record: dict) -> tuple[str, float, float] | None:
     return ((record.get("machine") or {}).get("host") or "", w[0], w[1]) if w else None
 
 
-def overlaps(a: Row, b: Row) -> list[tuple[str, str, str]]:
+def overlaps(a: Row, b: Row, apart: bool | None = False) -> list[tuple[str, str, str]]:
     """(run of a, run of b, host) whose measured windows overlapped on one host: runs a launcher started
     at the same time (submitit_local, joblib with n_jobs > 1, two array tasks on one node) share its
-    cores, so neither measured the other's speed."""
+    cores, so neither measured the other's speed. `apart`: False, those that shared cores (a run not
+    pinned shares them all); True, those pinned to disjoint cores (`machine.pinned`, worker and
+    parent, on a host of 4 cores or more: worker/pinning.py), which measured their own; None, both."""
     out = []
     for x in a.ok:
         for y in b.ok:
             wx, wy = _window(x), _window(y)
-            if wx and wy and wx[0] == wy[0] and wx[1] < wy[2] and wy[1] < wx[2]:
+            if wx and wy and wx[0] == wy[0] and wx[1] < wy[2] and wy[1] < wx[2] and \
+                    (apart is None or _disjoint(x, y) == apart):
                 out.append((x["id"], y["id"], wx[0]))
     return out
+
+
+def _cores(record: dict) -> set[int] | None:
+    """The cores a run and its parent were pinned to (None: not pinned)."""
+    pinned = (record.get("machine") or {}).get("pinned")
+    return {c for cores in pinned.values() for c in cores} if pinned else None
+
+
+def _disjoint(x: dict, y: dict) -> bool:
+    cx, cy = _cores(x), _cores(y)
+    return cx is not None and cy is not None and not cx & cy
 
 
 # What a verdict compares: two rows that differ in one of these keys and in nothing else swept.
@@ -299,14 +313,15 @@ def round_of(record: dict) -> tuple | None:
 def _side(name: str, row: Row) -> verdict.Side:
     """A row's ok runs as the verdict engine reads them: steady medians in the order they ran
     (round by round: a repeat's index, then its job number), each with its round, so that the
-    engine pairs complete rounds, and whether it ran on a busy machine (a look counts the busy
-    runs it used). A round's attempt set aside for a rerun (`repeat.discarded`) is not among them."""
+    engine pairs complete rounds, whether it ran on a busy machine (a look counts the busy
+    runs it used) and its node (rounds on several nodes: a level of the verdict's interval). A
+    round's attempt set aside for a rerun (`repeat.discarded`) is not among them."""
     ok = [r for r in row.ok if not (r.get("repeat") or {}).get("discarded")
           and "steady_median_s" in (r.get("results") or {})]
     ok.sort(key=lambda r: ((r.get("repeat") or {}).get("index", 0), (r.get("sweep") or {}).get("job", 0)))
     flags = tuple(busy(r) is not None for r in ok)
     return verdict.Side(name, tuple(stats.steady_medians(ok)), sum(flags), rounds=tuple(round_of(r) for r in ok),
-                        busy_at=flags)
+                        busy_at=flags, nodes=tuple(_node(r) for r in ok))
 
 
 def verdict_plan(records: list[dict]) -> verdict.Plan:
@@ -372,7 +387,7 @@ def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swe
                 continue
             pairs.append(((_side(name_a, a), _side(name_b, b), what), a.ok + b.ok,
                           {"interleaved": _interleaved(a, b), "mode": mode_a, "axis": key, "rows": (a, b),
-                           "nodes": len({_node(r) for r in a.ok + b.ok})}))
+                           "nodes": len({_node(r) for r in a.ok + b.ok}), "apart": len(overlaps(a, b, apart=True))}))
     if not pairs:
         return refused
     decided = verdict.decide_family([p for p, _, _ in pairs], verdict_plan([r for _, runs, _ in pairs for r in runs]))

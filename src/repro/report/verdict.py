@@ -76,6 +76,18 @@ The model (what is assumed, and why)
   the loop's rounds between looks cost runs but no alpha. A pair's verdict is the first
   planned look at which it decided; rendered from the records, the same looks give the same
   sentence. Fixed `run.repeats=N` is one look at alpha.
+- **Nodes are a level of their own.** Under a cluster launcher a round runs on one node
+  (loop/submitit_rounds.py), so its pair never spans nodes and the node's own speed cancels in
+  d_i; but rounds may run on several nodes, and whatever a node does to the ratio (its CPU
+  stepping, its memory, its neighbours) is shared by every round on it. Where a pair's rounds
+  ran on two nodes or more, the d_i are read as rounds within nodes (one-way random effects):
+  the between-node variance component is estimated by the method of moments (the ANOVA
+  estimator, sigma_b^2 = max(0, (MSB - MSW) / n0); Searle, Casella & McCulloch 1992, "Variance
+  Components", §3.5) and added to the estimate's variance as sigma_b^2 sum n_j^2 / N^2 (n_j the
+  rounds on node j, N all rounds), with Satterthwaite's degrees of freedom between the two
+  parts (nodes - 1 for the node part). Where no node-to-node spread is seen (sigma_b^2 = 0) the
+  interval is the rounds' alone; the sentence says which ("rounds on 2 nodes, node-to-node
+  spread 3.1 % counted").
 - **Caveats in the same sentence**: runs measured on a busy machine, and a gap smaller than the
   host's calibrated noise floor (`repro calibrate`).
 
@@ -118,13 +130,14 @@ class Side:
     busy: int = 0  # of these runs, measured on a busy machine
     rounds: tuple | None = None  # the round of each median (None: not known, so never paired)
     busy_at: tuple[bool, ...] | None = None  # whether each median's run was busy (a look counts its own)
+    nodes: tuple | None = None  # the node each median's run was measured on (None: not known, one level)
 
     def only(self, keep: Sequence[int]) -> "Side":
         """The side with only the medians at `keep` (a look's first rounds), its busy count theirs."""
         pick = lambda xs: None if xs is None or len(xs) != len(self.medians) else tuple(xs[i] for i in keep)  # noqa: E731
         flags = pick(self.busy_at)
         return replace(self, medians=tuple(self.medians[i] for i in keep), rounds=pick(self.rounds), busy_at=flags,
-                       busy=sum(flags) if flags is not None else self.busy)
+                       busy=sum(flags) if flags is not None else self.busy, nodes=pick(self.nodes))
 
 
 @dataclass(frozen=True)
@@ -156,6 +169,8 @@ class Verdict:
     what: str = ""
     interleaved: bool = False
     nodes: int = 1  # the nodes its rounds ran on (each round on one: loop/submitit_rounds.py)
+    apart: int = 0  # pairs of its runs measured at the same time on one host, pinned to disjoint cores
+    node_sd: float | None = None  # paired rounds on several nodes: the between-node sd of the log ratio counted (0: none seen)
     busy: int = 0  # runs of either side measured on a busy machine
     p: float | None = None  # two-sided p-value of "no difference" (paired t or Welch)
     family: int = 1  # pairs in the family its Holm step counted
@@ -237,6 +252,11 @@ class Verdict:
             each = f"{self.n_b} repeats each" if self.n_a == self.n_b else f"{self.n_b} and {self.n_a} repeats"
         tail = each + (", interleaved" if self.interleaved else "") + \
             (f", rounds on {self.nodes} nodes" if self.nodes > 1 else "")
+        if self.apart:
+            tail += f", {self.apart} pair(s) of runs measured at the same time on one host, on disjoint cores"
+        if self.node_sd is not None:
+            tail += f", node-to-node spread {pct(self.node_sd)} counted" if self.node_sd else \
+                ", no node-to-node spread seen"
         if self.outcome != SINGLE and self.analysis:
             tail += f", {self.analysis}"
         tail += f", {self.look}" if self.look else ""
@@ -554,6 +574,37 @@ def _usable(side: Side) -> tuple[list[float], list | None]:
     return [side.medians[i] for i in keep], (None if keys is None else [keys[i] for i in keep])
 
 
+def nodes_of(a: Side, b: Side) -> list | None:
+    """The node of each complete round of a pair, in `rounds_of`'s order (a round that spanned two
+    nodes is a level of its own: both names); None where nodes are not known on both sides."""
+    if a.nodes is None or b.nodes is None or len(a.nodes) != len(a.medians) or len(b.nodes) != len(b.medians) \
+            or rounds_of(a, b) is None:
+        return None
+    keys_a, keys_b = _usable(a)[1], _usable(b)[1]
+    node_a = dict(zip(keys_a, [a.nodes[i] for i, m in enumerate(a.medians) if _ok(m)]))
+    node_b = dict(zip(keys_b, [b.nodes[i] for i, m in enumerate(b.medians) if _ok(m)]))
+    return [node_a[k] if node_a[k] == node_b[k] else tuple(sorted((node_a[k], node_b[k]))) for k in keys_a]
+
+
+def between_nodes(diffs: Sequence[float], nodes: Sequence) -> tuple[float, float, int]:
+    """(sigma_b^2, its share of the mean's variance sigma_b^2 sum n_j^2 / N^2, nodes): the one-way
+    random-effects ANOVA estimate of the between-node variance of the log ratios (module
+    docstring, "Nodes are a level of their own"); 0 where one node, or no spread between them."""
+    groups: dict = {}
+    for d, node in zip(diffs, nodes):
+        groups.setdefault(node, []).append(d)
+    k, n = len(groups), len(diffs)
+    if k < 2 or n <= k:
+        return 0.0, 0.0, k
+    grand = sum(diffs) / n
+    means = {g: sum(x) / len(x) for g, x in groups.items()}
+    msb = sum(len(x) * (means[g] - grand) ** 2 for g, x in groups.items()) / (k - 1)
+    msw = sum((d - means[g]) ** 2 for g, x in groups.items() for d in x) / (n - k)
+    n0 = (n - sum(len(x) ** 2 for x in groups.values()) / n) / (k - 1)
+    sigma2 = max(0.0, (msb - msw) / n0)
+    return sigma2, sigma2 * sum(len(x) ** 2 for x in groups.values()) / n ** 2, k
+
+
 def rounds_of(a: Side, b: Side) -> list[tuple[float, float]] | None:
     """The complete rounds of a pair, (a's median, b's median) in a's order; None where the runs
     do not form complete rounds (a round key unknown, or missing or repeated on a side)."""
@@ -586,6 +637,13 @@ def judge(a: Side, b: Side, band: float = BAND, alpha: float = ALPHA, what: str 
     if pairs is not None:
         d, se, df, base["trimmed"] = trimmed_paired([x for x, _ in pairs], [y for _, y in pairs], trim)
         base["paired"] = len(pairs)
+        if (at := nodes_of(a, b)) is not None and len(set(at)) > 1:  # rounds on several nodes: a level of its own
+            sigma2, extra, k = between_nodes([math.log(y) - math.log(x) for x, y in pairs], at)
+            base["node_sd"] = math.expm1(math.sqrt(sigma2))
+            if extra > 0:
+                total = se ** 2 + extra
+                df = total ** 2 / ((se ** 4 / df if se else 0.0) + extra ** 2 / (k - 1))  # Satterthwaite
+                se = math.sqrt(total)
     else:
         d, se, df, base["trimmed"] = yuen(a.medians, b.medians, trim)
     if se == 0:  # no spread: never a decision on an interval of zero width
