@@ -123,6 +123,55 @@ def test_launcher_adapter_gets_every_round_and_rerun_and_lost_jobs_are_settled_f
     assert any("round 1 runs again" in line for line in host.said)
 
 
+def test_an_adapter_that_runs_rounds_at_once_gets_the_rounds_no_record_decides_after_the_counts_resolve(tmp_path, monkeypatch):
+    """A launcher with `at_once` = 2 (submitit_slurm with hydra.launcher.array_parallelism=2) gets two
+    rounds at a time, each with its own job numbers and order, once the first round resolved run.steps=auto;
+    run.repeats=auto's rounds go at once only up to its next planned look (`Auto.ahead`: after rounds 3, 5, 7, 10);
+    a flagged round of a wave runs again alone, after the wave."""
+    from types import SimpleNamespace
+
+    from repro.repeats import Auto
+
+    host = _Host(tmp_path)
+    configs = [(SimpleNamespace(run=SimpleNamespace(steps="auto"), name=n), (f"x={n}",)) for n in "ab"]
+    waves = []
+
+    class Adapter:
+        name, between_rounds, at_once = "fake", True, 2
+
+        def run_round(self, host, jobs, first, hooks):
+            return self.run_rounds(host, [(jobs, first, hooks)])[0]
+
+        def run_rounds(self, host, batches):
+            waves.append([(first, [j.fields["repeat"]["index"] for j in jobs], [j.fields["repeat"].get("rerun", 0)
+                                                                                  for j in jobs]) for jobs, first, _ in batches])
+            out = []
+            for jobs, first, hooks in batches:
+                jobs = [hooks.before(j) for j in jobs]
+                records = [{"id": f"r{first + i}", "status": "ok", "results": {"steps": 40},
+                            **({"machine": {"other_cpu_share": 0.9}} if first == 2 and not j.fields["repeat"].get("rerun")
+                               else {})} for i, j in enumerate(jobs)]
+                for job, r in zip(jobs, records):
+                    host.finished(r)
+                    hooks.after(job, r)
+                out.append(records)
+            return out
+
+        def close(self):
+            pass
+
+    # each config's count is keyed by its name here (the real key hashes a typed config)
+    monkeypatch.setattr(sweep.StepCounts, "key", staticmethod(lambda job: "c-" + job.name if "repeat" in job.fields else None))
+    sweep.run(host, sweep.Fixed(configs, 5, "S", lambda c, o: c.name), 5, max_reruns=1, launcher=Adapter())
+    shapes = [[(first, idx) for first, idx, _ in w] for w in waves]
+    assert shapes[0] == [(0, [0, 0])]  # alone: its runs resolve each config's step count
+    assert shapes[1] == [(2, [1, 1]), (4, [2, 2])] and shapes[2] == [(6, [1, 1])]  # the flagged round 2 again, alone
+    assert waves[2][0][2] == [1, 1] and shapes[3] == [(8, [3, 3]), (10, [4, 4])]
+    assert any("rounds 2–3 at the same time" in line for line in host.said)
+    assert Auto.ahead(SimpleNamespace(max_rounds=10), 0) == 3 and Auto.ahead(SimpleNamespace(max_rounds=10), 3) == 2
+    assert Auto.ahead(SimpleNamespace(max_rounds=10), 7) == 3 and Auto.ahead(SimpleNamespace(max_rounds=5), 4) == 1
+
+
 def test_auto_is_refused_only_for_an_adapter_that_cannot_report_back_between_rounds(tmp_path):
     from types import SimpleNamespace
 

@@ -55,11 +55,15 @@ class Auto(Policy):
         self.auto = {"max": v.max_repeats, "band": v.band, "budget_s": v.budget_s}
         self.sweep_id, self.name = host.sweep_id, host.run_name
         self.start = self.round_start = time.monotonic()
-        self.queued, self.reason = 0.0, ""
+        self.queued, self.reason, self.seen = 0.0, "", 0
 
     def run_s(self, host) -> float:
         """The sweep's run time so far: its wall less its rounds' time in a scheduler's queue."""
         return time.monotonic() - self.start - host.queue_s
+
+    def ahead(self, k: int) -> int:
+        """The rounds up to the next planned look run whatever they show (no look between them)."""
+        return min([look for look in _looks(self.max_rounds) if look > k] or [k + 1]) - k
 
     def round(self, k: int) -> list[Job]:
         return [Job(config, tuple(overrides), self.name(config, overrides),
@@ -68,10 +72,10 @@ class Auto(Policy):
 
     def more(self, k: int, host) -> bool:
         rounds, now, v = k + 1, time.monotonic(), self.verdict
-        queued = host.queue_s - self.queued  # this round's wait in a scheduler's queue: not run time
+        queued = host.queue_s - self.queued  # these rounds' wait in a scheduler's queue: not run time
         round_s, self.round_start, self.queued = now - self.round_start - queued, now, host.queue_s
         spent = self.run_s(host)
-        recent = host.records[-len(self.configs):]
+        recent, self.seen = host.records[self.seen:], len(host.records)  # the rounds since the last call (a wave: several)
         verdicts = _verdicts(host.records)
         if any(r.get("status") != "ok" for r in recent):
             self.reason = "a run did not end ok, so its config cannot be decided"

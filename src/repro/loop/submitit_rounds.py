@@ -10,6 +10,14 @@ maps them (`timeout_min`, `partition`, `cpus_per_task`, `nodes`, `tasks_per_node
 `nodes` > 1 (a `cluster=slurm` run over several nodes) every node runs the round and node 0
 records it, as under `srun`.
 
+Rounds run at the same time only when asked: `hydra.launcher.array_parallelism=N` on the command
+line (hydra-submitit-launcher's own key; its default of 256 is not taken as a wish) lets the loop
+hand up to N rounds at once (`at_once`, loop/sweep.py: as many as run whatever their records say).
+Each such round asks SLURM for a node of its own (`--exclusive`), so two rounds never share a
+node's cores; their records name their nodes, and the verdict counts node-to-node spread in its
+interval (report/verdict.py). Rounds that still overlapped on one host (two slurmd on one machine)
+are refused by the comparison, naming the overlap.
+
 The time from submit to the round's start is the queue's (`host.queue_s`), counted apart from the
 run time that `verdict.budget_s` holds. A job that SLURM ended before it handed back its records
 (scancel, its time limit, a node failure) is read from the ledger: the run it was in recorded how it
@@ -80,20 +88,49 @@ def partition_limit_min(partition: str | None) -> float | None:
 class Submitit:
     """Rounds as submitit jobs (module docstring); `attach(config)`: a host of the sweep in the job."""
 
-    def __init__(self, cluster: str, params: dict, attach: Callable, folder: Path):
+    def __init__(self, cluster: str, params: dict, attach: Callable, folder: Path, at_once: int = 1):
         from repro.job import scheduler
 
         self.name, self.between_rounds = f"submitit_{cluster}", True
         folder.mkdir(parents=True, exist_ok=True)
         if cluster == "slurm":
             scheduler.sacct_stand_in(folder)  # where accounting is off
+        self.at_once = max(1, at_once) if cluster == "slurm" else 1  # local rounds at once would share this host
         self.executor, self.attach = executor(cluster, params), attach
+        if self.at_once > 1:
+            self.executor.update_parameters(slurm_exclusive=True)  # a node each: rounds at once never share cores
 
     def run_round(self, host: JobHost, jobs: Sequence, first_job_no: int, hooks: rounds.Hooks = rounds.NO_HOOKS) -> list:
+        return self._collect(host, *self._submit(host, jobs, first_job_no, hooks))
+
+    def run_rounds(self, host: JobHost, batches: Sequence) -> list[list]:
+        """Several rounds at once ((jobs, first_job_no, hooks) each): all submitted, then each waited for.
+        They wait in the queue together: the sweep's queue time grows by the wait of the first to start
+        (`host.queue_s`), not by their sum. Interrupted: every round of them is cancelled."""
+        submitted, out, queued = [], [], host.queue_s
+        try:
+            for jobs, no, hooks in batches:
+                submitted.append(self._submit(host, jobs, no, hooks))
+            waits = []
+            for s in submitted:
+                before = host.queue_s
+                out.append(self._collect(host, *s))
+                waits.append(host.queue_s - before)
+        except KeyboardInterrupt:
+            for s in submitted:
+                s[0].cancel(check=False)
+            raise
+        host.queue_s = queued + min(waits, default=0.0)
+        return out
+
+    def _submit(self, host: JobHost, jobs: Sequence, first_job_no: int, hooks: rounds.Hooks):
         jobs = [hooks.before(job) for job in jobs]
         submitted = time.time()
         job = self.executor.submit(rounds.run_elsewhere, self.attach, jobs, first_job_no)
         host.say(f"round of {len(jobs)} job(s) submitted as {self.name} job {job.job_id}")
+        return job, jobs, first_job_no, hooks, submitted
+
+    def _collect(self, host: JobHost, job, jobs: list, first_job_no: int, hooks: rounds.Hooks, submitted: float) -> list:
         result, reason = None, f"{self.name} job {job.job_id} ended before this job of its round ran"
         try:
             result = job.results()[0]  # task 0: node 0 of a multi-node round, which records

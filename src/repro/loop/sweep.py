@@ -66,6 +66,11 @@ class Policy:
     def more(self, k: int, host: JobHost) -> bool:
         return k + 1 < self.max_rounds
 
+    def ahead(self, k: int) -> int:
+        """How many rounds from round k on run whatever their records say (the loop may hand them to a
+        launcher at once, `at_once`): 1 where each round's records decide whether another runs."""
+        return 1
+
     def before(self, job: Job, host: JobHost) -> Job:
         """A job about to run (a replay restores its recorded code here)."""
         return job
@@ -117,6 +122,9 @@ class Fixed(Policy):
         self.configs, self.max_rounds, self.sweep_id, self.name = list(configs), repeats, sweep_id, name
         self.shuffled = repeats > 1
         self.reruns = repeats > 1 and len(self.configs) > 1  # rounds a verdict reads: a pair in each
+
+    def ahead(self, k: int) -> int:
+        return self.max_rounds - k
 
     def round(self, k: int) -> list[Job]:
         out = []
@@ -177,6 +185,10 @@ class StepCounts:
             return None
         return config_hash(as_dict(job.config))
 
+    def pending(self, jobs: Sequence[Job]) -> bool:
+        """Whether a job's config still waits for its count (its first ok run resolves it)."""
+        return any((key := self.key(job)) and key not in self.resolved for job in jobs)
+
     def take(self, job: Job) -> Job:
         if (key := self.key(job)) and key in self.resolved:
             return replace(job, fields={**job.fields, "steps_resolved": self.resolved[key]})
@@ -191,46 +203,28 @@ class StepCounts:
 
 def run(host: JobHost, policy: Policy, seed: int | None, max_reruns: int = 0, launcher=None) -> list[dict]:
     """Run the policy's rounds in `host`, each round handed to `launcher` (loop/rounds.py; None: in
-    this process, one job at a time); the sweep's records. Interrupted or failed: `policy.ended` and
-    the host's close run (what was recorded stays), then it is re-raised."""
+    this process, one job at a time); the sweep's records. A launcher that runs rounds at the same
+    time (`at_once` > 1: rounds on several SLURM nodes) gets as many at once as the policy runs
+    whatever their records say (`Policy.ahead`), once every config's step count is resolved; their
+    reruns follow, round by round. Interrupted or failed: `policy.ended` and the host's close run
+    (what was recorded stays), then it is re-raised."""
     from repro.loop import rounds as adapters
-    from repro.loop.rerun import flag
 
     launcher = launcher or adapters.InProcess()
-    job_no, rounds, reruns, counts = 0, 0, 0, StepCounts()
-    planned = sum(len(policy.round(k)) for k in range(policy.max_rounds))
+    at_once = max(1, int(getattr(launcher, "at_once", 1)))
+    state = _Loop(host, policy, seed, launcher, max_reruns)
+    rounds = 0
     try:
         first = _ordered(policy, 0, seed)  # its worker starts now, while the sweep's display and first record are made
         if isinstance(launcher, adapters.InProcess):
             host.warm.upcoming = first[0].config if first else None
             host.warm.start_next()
-        host.expect(planned)
+        host.expect(state.planned)
         while True:
-            jobs, attempt, replaces = _ordered(policy, rounds, seed), 0, []
-            while True:
-                placed = [_positioned(job, i, seed if policy.shuffled else None, attempt, replaces)
-                          for i, job in enumerate(jobs)]
-
-                def before(job: Job) -> Job:
-                    return counts.take(policy.before(job, host))
-
-                def after(job: Job, record: dict) -> None:
-                    counts.resolve(job, record)
-                    policy.after(job, record, host)
-
-                hooks = adapters.Hooks(before, after, lambda i, k=rounds: _upcoming(policy, jobs, i, k, seed))
-                records = adapters.settle(host, placed, job_no, launcher.run_round(host, placed, job_no, hooks))
-                job_no += len(jobs)
-                why = [f"{job.name}: {w}" for job, r in zip(jobs, records) if (w := flag(r))]
-                if not why or not policy.reruns or reruns >= max_reruns or any(r.get("status") != "ok" for r in records):
-                    break
-                reruns, attempt = reruns + 1, attempt + 1
-                replaces += [r["id"] for r in records]
-                host.say(f"round {rounds + 1} runs again ({reruns} of verdict.max_reruns={max_reruns}): "
-                         f"telemetry flagged it before its step times were read ({'; '.join(why)})")
-                planned += len(jobs)
-                host.expect(planned)
-            rounds += 1
+            jobs = _ordered(policy, rounds, seed)
+            width = 1 if state.counts.pending(jobs) else max(1, min(at_once, policy.ahead(rounds)))
+            state.wave(range(rounds, rounds + width))
+            rounds += width
             if not policy.more(rounds - 1, host):
                 break
     except BaseException as e:  # what was recorded stays recorded; the sweep is closed once
@@ -242,6 +236,74 @@ def run(host: JobHost, policy: Policy, seed: int | None, max_reruns: int = 0, la
     launcher.close()
     policy.ended(host, rounds, None)
     return host.close()
+
+
+class _Loop:
+    """The loop's bookkeeping across rounds: job numbers, the runs planned, reruns spent, step counts."""
+
+    def __init__(self, host: JobHost, policy: Policy, seed: int | None, launcher, max_reruns: int):
+        self.host, self.policy, self.seed, self.launcher, self.max_reruns = host, policy, seed, launcher, max_reruns
+        self.job_no, self.reruns, self.counts = 0, 0, StepCounts()
+        self.planned = sum(len(policy.round(k)) for k in range(policy.max_rounds))
+
+    def hooks(self, jobs: list[Job], k: int):
+        from repro.loop import rounds as adapters
+
+        def before(job: Job) -> Job:
+            return self.counts.take(self.policy.before(job, self.host))
+
+        def after(job: Job, record: dict) -> None:
+            self.counts.resolve(job, record)
+            self.policy.after(job, record, self.host)
+
+        return adapters.Hooks(before, after, lambda i: _upcoming(self.policy, jobs, i, k, self.seed))
+
+    def placed(self, jobs: list[Job], attempt: int, replaces: list[str]) -> list[Job]:
+        return [_positioned(job, i, self.seed if self.policy.shuffled else None, attempt, replaces)
+                for i, job in enumerate(jobs)]
+
+    def wave(self, ks: range) -> None:
+        """Rounds `ks` handed to the launcher at once (one: as it always was), then each one's reruns."""
+        from repro.loop import rounds as adapters
+
+        batches = []
+        for k in ks:
+            jobs = _ordered(self.policy, k, self.seed)
+            batches.append((k, jobs, self.placed(jobs, 0, []), self.job_no))
+            self.job_no += len(jobs)
+        if len(batches) == 1 or not hasattr(self.launcher, "run_rounds"):
+            results = [self.launcher.run_round(self.host, placed, no, self.hooks(jobs, k))
+                       for k, jobs, placed, no in batches]
+        else:
+            self.host.say(f"rounds {ks[0] + 1}–{ks[-1] + 1} at the same time ({self.launcher.name}: "
+                          f"{len(batches)} allocations, each round on one node)")
+            results = self.launcher.run_rounds(self.host, [(placed, no, self.hooks(jobs, k))
+                                                           for k, jobs, placed, no in batches])
+        for (k, jobs, placed, no), result in zip(batches, results):
+            self.settled(k, jobs, adapters.settle(self.host, placed, no, result))
+
+    def settled(self, k: int, jobs: list[Job], records: list[dict]) -> None:
+        """Round k's records: run again while telemetry flags it (`verdict.max_reruns`)."""
+        from repro.loop import rounds as adapters
+        from repro.loop.rerun import flag
+
+        attempt, replaces = 0, []
+        while True:
+            why = [f"{job.name}: {w}" for job, r in zip(jobs, records) if (w := flag(r))]
+            if not why or not self.policy.reruns or self.reruns >= self.max_reruns or \
+                    any(r.get("status") != "ok" for r in records) or \
+                    any((r.get("repeat") or {}).get("side_by_side") for r in records):
+                return  # side by side (joblib n_jobs > 1): they flag each other, and no verdict reads them
+            self.reruns, attempt = self.reruns + 1, attempt + 1
+            replaces += [r["id"] for r in records]
+            self.host.say(f"round {k + 1} runs again ({self.reruns} of verdict.max_reruns={self.max_reruns}): "
+                          f"telemetry flagged it before its step times were read ({'; '.join(why)})")
+            self.planned += len(jobs)
+            self.host.expect(self.planned)
+            placed, no = self.placed(jobs, attempt, replaces), self.job_no
+            self.job_no += len(jobs)
+            records = adapters.settle(self.host, placed, no,
+                                      self.launcher.run_round(self.host, placed, no, self.hooks(jobs, k)))
 
 
 def _upcoming(policy: Policy, jobs: list[Job], i: int, k: int, seed: int | None):
