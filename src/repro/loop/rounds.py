@@ -114,9 +114,12 @@ def refusal(adapter: Adapter, auto: bool) -> str | None:
 
 def run_elsewhere(attach: Callable, jobs: Sequence, first_job_no: int) -> dict:
     """A round in a launcher's own process (a SLURM node, a local job): a host of the sweep attached
-    here, the jobs run one after another through `InProcess`. Returns when it started and the
+    here, the jobs run one after another through `InProcess`, a config's later runs in the round at
+    the step count its first run resolved (run.steps=auto: calibrate's two labels of one config, a
+    round the parent had no count for yet). Returns when it started and the
     records; an interrupt (SLURM's SIGTERM, Ctrl-C) ends the round with the records so far (`interrupted`)."""
     from repro.console import guard_streams
+    from repro.loop.step_counts import StepCounts
 
     guard_streams()  # prints as the command does: redacted
     started = time.time()
@@ -124,8 +127,14 @@ def run_elsewhere(attach: Callable, jobs: Sequence, first_job_no: int) -> dict:
     following = [j.config for j in jobs[1:]] + [None]
     records: list = []
     interrupted = False
+    counts = StepCounts()  # run.steps=auto: the round's later runs of a config take its first run's count
+
+    def before(job):
+        return job if "steps_resolved" in (job.fields or {}) else counts.take(job)
+
     try:
-        records = InProcess().run_round(host, jobs, first_job_no, Hooks(upcoming=lambda i: following[i]))
+        records = InProcess().run_round(host, jobs, first_job_no,
+                                        Hooks(before=before, after=counts.resolve, upcoming=lambda i: following[i]))
     except KeyboardInterrupt:  # the job that was running recorded how it ended; the rest did not run
         records, interrupted = list(host.records), True
     finally:
