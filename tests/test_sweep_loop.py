@@ -188,10 +188,13 @@ def test_a_round_run_elsewhere_gives_a_configs_later_runs_its_first_runs_step_co
         return {"id": f"r{number}", "status": "ok", "results": {"steps": 100 + number}}
 
     monkeypatch.setattr(rounds, "run_one", run_one)
-    host = SimpleNamespace(warm=SimpleNamespace(upcoming=None, discard=lambda: None), records=[])
+    ended = []
+    host = SimpleNamespace(warm=SimpleNamespace(upcoming=None, discard=lambda: None), records=[],
+                           round_ended=lambda: ended.append(1))
     jobs = [sweep.Job(None, (), name, {"repeat": {"index": 0}}) for name in ("A", "B", "A2")]
     out = rounds.run_elsewhere(lambda config: host, jobs, 7)
     assert ran == [("A", None), ("B", 107), ("A2", 107)] and [r["id"] for r in out["records"]] == ["r7", "r8", "r9"]
+    assert ended == [1]  # once a round: its runs drained into MLflow together
     given = [sweep.Job(None, (), "A", {"repeat": {"index": 1}, "steps_resolved": {"count": 55, "from": "x"}})]
     ran.clear()
     rounds.run_elsewhere(lambda config: host, given, 0)

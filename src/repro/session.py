@@ -49,6 +49,7 @@ class Session:
         self.failures: list[str] = []  # what went wrong outside the runs (the exit code says so)
         self.handed: list[str] = []  # ledger ids handed to MLflow's projector
         self.closed, self.pending, self.beside = False, 0, None  # beside: a projector the measured steps ran beside
+        self.undrained = 0  # runs of a launcher's round handed to MLflow's queue, drained when it ends
         self.queue_s = 0.0  # rounds' time in a scheduler's queue (loop/rounds.py), apart from their run time
         self.warm = WarmStart()
         self.attached = shared is not None
@@ -119,7 +120,8 @@ class Session:
 
     def project(self, record: dict, files: list[str] = (), worker_log: Path | None = None, drain: bool = True) -> None:
         """The finished record (already in the ledger) handed to MLflow's projector; in a
-        launcher's job process, drained here (`drain=False`: SLURM is ending the job)."""
+        launcher's round (`attached`), drained once when the round ends (`round_ended`), not between
+        its jobs (`drain=False`: SLURM is ending the job, so it is left for `repro sync`)."""
         try:
             handoff.add_run(self.ledger_dir, record["id"], files, worker_log, self.owner)
             self.handed.append(record["id"])
@@ -127,9 +129,21 @@ class Session:
             self.failed(f"the run {record['id']} could not be handed to MLflow's projector ({e}); "
                         "`repro sync` puts it into MLflow")
             return
-        if self.attached and not (drain and handoff.drain_inline(self.ledger_dir, self.drain_s, _say)):
-            self.pending += 1
-            _say(f"{self.pending} run(s) of this job not yet in MLflow: repro sync --ledger {self.ledger_dir}")
+        if self.attached:
+            self.undrained += 1
+            if not drain:
+                self.round_ended(drain=False)
+
+    def round_ended(self, drain: bool = True) -> None:
+        """A launcher's round ended in this process: its runs drained into MLflow at once, bounded by
+        tracking.inline_drain_s (one projector for the round, not one per job); what it cannot is
+        left for `repro sync`, and said."""
+        if not self.undrained:
+            return
+        if not (drain and handoff.drain_inline(self.ledger_dir, self.drain_s, _say)):
+            self.pending += self.undrained
+            _say(f"{self.pending} run(s) of this round not yet in MLflow: repro sync --ledger {self.ledger_dir}")
+        self.undrained = 0
 
     def tag(self, record: dict, tags: dict[str, str]) -> None:
         """Tags for a run's MLflow run, added after it was recorded (a replay's verdict)."""

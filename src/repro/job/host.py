@@ -66,6 +66,10 @@ class JobHost(Protocol):
     def project(self, record: dict, files: list[str] = (), worker_log: Path | None = None, drain: bool = True) -> None:
         """The finished record handed to MLflow's projector."""
 
+    def round_ended(self) -> None:
+        """A round run in this process for a launcher ended (loop/rounds.py `run_elsewhere`): what
+        the host deferred to the round's end (its runs drained into MLflow once)."""
+
     def tag(self, record: dict, tags: dict[str, str]) -> None:
         """Tags for a run's MLflow run, added after it was recorded (a replay's verdict)."""
 

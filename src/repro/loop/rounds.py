@@ -139,6 +139,8 @@ def run_elsewhere(attach: Callable, jobs: Sequence, first_job_no: int) -> dict:
         records, interrupted = list(host.records), True
     finally:
         host.warm.discard()
+    if not interrupted:
+        host.round_ended()  # its runs into MLflow once (SLURM ending the job: left for `repro sync`)
     return {"started": started, "ended": time.time(), "records": records, "interrupted": interrupted}
 
 

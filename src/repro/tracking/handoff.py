@@ -380,7 +380,7 @@ def start_projector(ledger_root: str | Path, wait_for_stores: bool = False, time
 
 def drain_inline(ledger_root: str | Path, timeout_s: float, say) -> bool:
     """The projector run here, to its end or at most `timeout_s` (then killed: what it did not
-    write waits for the next drain or `repro sync`), for a job whose process a launcher started
+    write waits for the next drain or `repro sync`), for a round whose process a launcher started
     (submitit, SLURM), where no command outlives it to start one detached. True where it ended
     with nothing left; never raises."""
     base = folder(ledger_root)
@@ -395,11 +395,11 @@ def drain_inline(ledger_root: str | Path, timeout_s: float, say) -> bool:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            say(f"MLflow: the projection of this job's run took over {timeout_s:g} s and was stopped; "
+            say(f"MLflow: the projection of this round's runs took over {timeout_s:g} s and was stopped; "
                 "`repro sync` finishes it (log: " + str(base / LOG) + ")")
             return False
     except OSError as e:
-        say(f"MLflow: this job's run could not be projected ({e}); `repro sync` puts it into MLflow")
+        say(f"MLflow: this round's runs could not be projected ({e}); `repro sync` puts them into MLflow")
         return False
 
 

@@ -3,7 +3,7 @@
 Started detached by a session at its close (tracking/handoff.py), after the last worker's
 measured steps, so MLflow's import (~2.7 s), its store opening (~1.7 s) and its writes cost
 the person at the terminal nothing and run beside no measured step; run inline, bounded, at
-the end of a job whose process a launcher started (submitit, SLURM: `handoff.drain_inline`).
+the end of a round whose process a launcher started (submitit, SLURM: `handoff.drain_inline`).
 One projector per ledger at a time (a lock). What it writes, and how, is tracking/drain.py's:
 the same code `repro sync` runs.
 """
