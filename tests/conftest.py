@@ -33,11 +33,30 @@ def _cmdline(p) -> str:
         return ""
 
 
+@functools.cache
+def template_store() -> Path:
+    """An empty MLflow sqlite store, created (and migrated) once per test process by MLflow itself.
+    Creating one takes MLflow's alembic migrations ~1.5 s of CPU, on the first command's path (it
+    waits for the projector to create the store): each Sandbox starts from a copy instead, an
+    ordinary store that already exists. The creating path stays tested where a command meets no
+    store: test_faults.py (runs started at once on a fresh store), test_snapshot.py,
+    test_env_replay.py, test_own_model.py, test_cli.py, test_scaleout.py's follower and the
+    Sandbox(store_template=False) tests (test_config_errors.py, test_steady_window.py)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    folder = Path(tempfile.mkdtemp(prefix="repro-store-template-"))
+    atexit.register(shutil.rmtree, folder, True)
+    SqlAlchemyStore(f"sqlite:///{folder / 'mlflow.db'}", (folder / "mlruns").as_uri()).engine.dispose()
+    return folder / "mlflow.db"
+
+
 @dataclass
 class Sandbox:
-    """A working folder with its own ledger and sqlite MLflow store."""
+    """A working folder with its own ledger and sqlite MLflow store. `store_template`: the store
+    starts as a copy of `template_store()` (False: the first command creates it, or not)."""
 
     root: Path
+    store_template: bool = True
 
     @property
     def ledger(self) -> Path:
@@ -52,6 +71,10 @@ class Sandbox:
         return f"sqlite:///{self.db}"
 
     def env(self, **extra: str) -> dict[str, str]:
+        """The environment of a command in this sandbox (its store seeded from the template first)."""
+        if self.store_template and not self.db.exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(template_store(), self.db)
         env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
         env.update(MLFLOW_TRACKING_URI=self.uri, PYTHONUNBUFFERED="1", **extra)
         return env

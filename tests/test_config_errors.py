@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import Sandbox
 from repro.config import ConfigError
 from repro.preflight import plan
 
@@ -30,7 +31,8 @@ def test_plan_refuses_with_named_key(args, expected):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args", [["framework=jaxx"], ["model.width=-1"], ["+exp=vit_l4"]])
-def test_cli_exit_2_and_nothing_written(sandbox, args):
+def test_cli_exit_2_and_nothing_written(tmp_path, args):
+    sandbox = Sandbox(tmp_path, store_template=False)  # the store too must not be created
     proc = sandbox.run(*args)
     assert proc.returncode == 2, proc.stderr
     assert "invalid config, nothing was run" in proc.stderr

@@ -324,7 +324,8 @@ def test_refused_places_and_names(tmp_path):
 
 # -- runs started at once on a fresh sqlite store -------------------------------------------------
 
-def test_four_runs_at_once_on_a_fresh_store_all_land(sandbox):
+def test_four_runs_at_once_on_a_fresh_store_all_land(tmp_path):
+    sandbox = Sandbox(tmp_path, store_template=False)  # no store yet: the four create it at once
     procs = [_start(sandbox, *TINY, "run.steps=3", f"run.seed={i}", "tracking.experiment=rush") for i in range(4)]
     outs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, "\n".join(o[-1500:] for o in outs)

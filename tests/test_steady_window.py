@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import Sandbox
 from repro.config import ConfigError
 from repro.preflight import plan
 from repro.worker import measure, window
@@ -122,7 +123,8 @@ def test_bad_window_settings_are_refused_naming_the_key(args, key):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args", [["run.min_steady_s=0"], ["run.min_steady_steps=3"], ["run.max_steps=50"]])
-def test_cli_exit_2_and_nothing_written(sandbox, args):
+def test_cli_exit_2_and_nothing_written(tmp_path, args):
+    sandbox = Sandbox(tmp_path, store_template=False)  # the store too must not be created
     proc = sandbox.run("model=mlp", *args)
     assert proc.returncode == 2, proc.stderr
     assert args[0].split("=")[0] in proc.stderr and "invalid config, nothing was run" in proc.stderr
