@@ -330,3 +330,29 @@ def test_auto_repeats_on_slurm_run_each_round_on_one_node_and_rerun_a_flagged_on
     assert len({r["scheduler"]["job_id"] for r in runs}) == len(runs) // 2  # one SLURM job per round
     (stop,) = [r for r in sandbox.records() if r.get("kind") == "repeats"]
     assert stop["queue_s"] >= 0 and stop["run_s"] > 0
+
+
+@pytest.mark.slow
+def test_rounds_at_once_run_each_on_a_node_of_its_own(slurm, sandbox):
+    """hydra.launcher.array_parallelism=2: the loop hands both rounds of run.repeats=2 to SLURM at once,
+    each one job asking for a node of its own (--exclusive): round 1 on one node, round 2 on the other
+    (or after it, on the same node, where another job holds the other), each round's configs one after
+    another in its recorded order. Both "nodes" are slurmd's on this one
+    host, so where their measured steps overlapped the comparison refuses the pair, naming the overlap."""
+    proc = sandbox.run("-m", "framework=jax,torch", "model=mlp", "run.steps=6", "run.warmup=2", "run.repeats=2",
+                       "verdict.max_reruns=0", "tracking.inline_drain_s=1", *SLURM_SWEEP,
+                       "hydra.launcher.partition=both", "hydra.launcher.array_parallelism=2", _sweep_dir(sandbox),
+                       "tracking.experiment=slurm_at_once", timeout=400)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "rounds 1–2 at the same time (submitit_slurm: 2 allocations, each round on one node)" in out, out[-4000:]
+    runs = _runs_of(sandbox, "slurm_at_once")
+    assert len(runs) == 4 and all(r["status"] == "ok" for r in runs), [r["status"] for r in runs]
+    by_round = {k: [r for r in runs if r["repeat"]["index"] == k] for k in (0, 1)}
+    for k, (a, b) in by_round.items():  # a round: one SLURM job, one node, its recorded order
+        assert a["scheduler"]["job_id"] == b["scheduler"]["job_id"] and a["scheduler"]["node"] == b["scheduler"]["node"]
+        assert [a["repeat"]["position"], b["repeat"]["position"]] == [0, 1]
+    spans = {k: (by_round[k][0]["wall_split"]["window"][0], by_round[k][1]["wall_split"]["window"][1]) for k in (0, 1)}
+    if by_round[0][0]["scheduler"]["node"] == by_round[1][0]["scheduler"]["node"]:  # the other node was taken
+        assert spans[0][1] <= spans[1][0] or spans[1][1] <= spans[0][0], spans  # by another test: one after the other
+    assert "interleaved, paired" not in out or "overlapped" not in out  # never both said of one pair
