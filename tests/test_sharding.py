@@ -18,12 +18,19 @@ def layouts(tmp_path_factory):
     from conftest import Sandbox
 
     box = Sandbox(tmp_path_factory.mktemp("sharding"))
-    proc = box.run("+exp=sharding_cpu", "run.optimizer=adamw", "run.steps=6", "run.warmup=2", timeout=900)
+    # torch's dp and fsdp on 2 rank processes, not the exp's 4 (each rank a process importing torch:
+    # ~6.5 s of CPU per layout saved): the same layouts over N ranks. Four torch ranks run in
+    # test_scaleout.py (dp over two nodes: ranks 0-3, the unsharded loss) and in dp_tp here
+    # (2 x 2); the exp's own meshes are checked in test_exp_meshes_as_shipped.
+    proc = box.run("+exp=sharding_cpu", "run.optimizer=adamw", "run.steps=6", "run.warmup=2",
+                   f"+sharding.mesh_by_framework.torch={{dp: {{data: {TORCH_DATA}}}, fsdp: {{data: {TORCH_DATA}}}}}",
+                   timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return {(h["config"]["framework"]["name"], h["config"]["sharding"]["name"]): h for h in box.heads()}
 
 
 FRAMEWORKS = ("jax", "torch", "torch_xla")
+TORCH_DATA = 2  # torch's data axis in `layouts` (the exp's own: 4)
 
 
 @pytest.mark.slow
@@ -37,9 +44,21 @@ def test_every_layout_matches_unsharded_loss(layouts, framework):
             assert abs(a - b) <= LOSS_RTOL * abs(a), (framework, name, base, h["results"]["loss"])
 
 
-# +exp=sharding_cpu: JAX and PyTorch/XLA on 8 simulated devices, torch on 4 rank processes (tp on 2).
+# +exp=sharding_cpu: JAX and PyTorch/XLA on 8 simulated devices, torch on 4 rank processes (tp on 2);
+# `layouts` runs torch's dp and fsdp on TORCH_DATA ranks.
 EIGHT = {"dp": 8, "fsdp": 8, "tp": 8, "dp_tp": 8}
 DEVICES = {"jax": EIGHT, "torch_xla": EIGHT, "torch": {"dp": 4, "fsdp": 4, "tp": 2, "dp_tp": 4}}
+RUN_DEVICES = {**DEVICES, "torch": {**DEVICES["torch"], "dp": TORCH_DATA, "fsdp": TORCH_DATA}}
+
+
+def test_exp_meshes_as_shipped():
+    """The exp's own meshes (what `layouts` narrows for torch), each framework's device count."""
+    for job in plan(["+exp=sharding_cpu"]).jobs:
+        mesh = job.sharding.mesh
+        devices = 1
+        for n in mesh.values():
+            devices *= n
+        assert devices == DEVICES[job.framework.name].get(job.sharding.name, 1), (job.framework.name, job.sharding.name, mesh)
 
 
 @pytest.mark.slow
@@ -47,7 +66,7 @@ DEVICES = {"jax": EIGHT, "torch_xla": EIGHT, "torch": {"dp": 4, "fsdp": 4, "tp":
 def test_per_device_bytes(layouts, framework):
     sharded = {s: layouts[framework, s]["results"]["sharding"] for s in ("dp", "fsdp", "tp", "dp_tp")}
     for name, sh in sharded.items():
-        assert sh["devices"] == DEVICES[framework][name], (name, sh)
+        assert sh["devices"] == RUN_DEVICES[framework][name], (name, sh)
     fsdp, dp, tp = sharded["fsdp"], sharded["dp"], sharded["tp"]
     n = fsdp["devices"]
     assert fsdp["param_bytes_per_device"] <= 1.05 * fsdp["param_bytes_total"] / n  # ~1/N (bias rounding)
@@ -72,7 +91,7 @@ def test_jax_collectives_and_torch_ranks_recorded(layouts):
     for name in ("dp", "fsdp", "tp", "dp_tp"):
         assert sum(layouts["jax", name]["results"]["sharding"]["collectives"].values()) > 0, name
         ranks = layouts["torch", name]["results"]["ranks"]
-        assert [r["rank"] for r in ranks] == list(range(DEVICES["torch"][name]))
+        assert [r["rank"] for r in ranks] == list(range(RUN_DEVICES["torch"][name]))
         assert all(r["steady_median_s"] > 0 and r["fingerprint"] for r in ranks)
 
 
