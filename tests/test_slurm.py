@@ -294,20 +294,24 @@ def _runs_of(sandbox, experiment: str) -> list[dict]:
 def test_auto_repeats_on_slurm_run_each_round_on_one_node_and_rerun_a_flagged_one(slurm, sandbox, timeout_job):
     """run.repeats=auto under submitit_slurm (refused before the loop handed rounds to launchers): each
     round is one SLURM job whose configs ran one after another on one node, in the round's recorded
-    order, windows apart; a round made busy on purpose (a core burnt while it runs) runs again as a new
-    SLURM job; the sweep ends decided or undecided at verdict.max_repeats, never refused."""
+    order, windows apart. hydra.launcher.array_parallelism=2: the two rounds up to auto's only look
+    (verdict.max_repeats=2) go to SLURM at once, each a job with a node of its own (--exclusive), or
+    one after the other on one node where another test's job holds the other. A round made busy on
+    purpose (a core burnt while it runs) runs again as a new SLURM job; the sweep ends decided or
+    undecided at verdict.max_repeats, never refused."""
     proc = subprocess.Popen(sandbox.repro_cmd("-m", "framework=jax,torch", "model=mlp", "run.steps=6", "run.warmup=2",
                                               "run.repeats=auto", "verdict.max_repeats=2", "verdict.max_reruns=1",
                                               "verdict.canary=false", "tracking.inline_drain_s=1",  # MLflow: repro sync's
-                                              *SLURM_SWEEP, "hydra.launcher.partition=both", _sweep_dir(sandbox),
+                                              *SLURM_SWEEP, "hydra.launcher.partition=both",
+                                              "hydra.launcher.array_parallelism=2", _sweep_dir(sandbox),
                                               "tracking.experiment=slurm_auto"),
                             cwd=sandbox.root, env=sandbox.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     burner = None
     try:
         _wait_for("the first round's start", lambda: _started(sandbox, "jax") or _started(sandbox, "torch"), timeout=180)
-        burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # others' CPU in the first round
-        _wait_for("the first round's end", lambda: len(_runs_of(sandbox, "slurm_auto")) >= 2, timeout=180)
+        burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # others' CPU in the first rounds
+        _wait_for("the first rounds' end", lambda: len(_runs_of(sandbox, "slurm_auto")) >= 4, timeout=180)
         burner.kill()
         out, _ = proc.communicate(timeout=400)
     finally:
@@ -316,43 +320,25 @@ def test_auto_repeats_on_slurm_run_each_round_on_one_node_and_rerun_a_flagged_on
             burner.kill()
             burner.wait()
     assert proc.returncode == 0, out[-4000:]
-    assert "round 1 runs again (1 of verdict.max_reruns=1)" in out, out[-4000:]
+    assert "rounds 1–2 at the same time (submitit_slurm: 2 allocations, each round on one node)" in out, out[-4000:]
+    assert re.search(r"round [12] runs again \(1 of verdict.max_reruns=1\)", out), out[-4000:]
     assert "stopped: every pair decided" in out or "verdict.max_repeats=2 reached, undecided" in out, out[-4000:]
     runs = _runs_of(sandbox, "slurm_auto")
     assert all(r["status"] == "ok" for r in runs) and len(runs) == 6, [r["status"] for r in runs]  # 2 rounds, 1 rerun
-    assert runs[2]["repeat"]["rerun"] == 1 and runs[2]["repeat"]["replaces"] == [r["id"] for r in runs[:2]]
-    for k in range(0, len(runs), 2):  # a round: one SLURM job, one node, its order, windows apart
+    rerun = [r for r in runs if r["repeat"].get("rerun")]
+    assert len(rerun) == 2 and rerun[0]["repeat"]["replaces"] == [r["id"] for r in runs
+                                                                  if r["repeat"]["index"] == rerun[0]["repeat"]["index"]
+                                                                  and not r["repeat"].get("rerun")]
+    spans = []
+    for k in range(0, len(runs), 2):  # a round (job numbers in pairs): one SLURM job, one node, its order, windows apart
         a, b = runs[k], runs[k + 1]
         assert a["scheduler"]["job_id"] == b["scheduler"]["job_id"] and a["scheduler"]["node"] == b["scheduler"]["node"]
         assert [a["repeat"]["position"], b["repeat"]["position"]] == [0, 1]
         assert a["repeat"]["index"] == b["repeat"]["index"]
         assert a["wall_split"]["window"][1] <= b["wall_split"]["window"][0]
+        spans.append((a["scheduler"]["node"], a["wall_split"]["window"][0], b["wall_split"]["window"][1]))
+    (n1, s1, e1), (n2, s2, e2) = spans[:2]  # the two rounds handed over at once
+    assert n1 != n2 or e1 <= s2 or e2 <= s1, spans  # never at the same time on one node
     assert len({r["scheduler"]["job_id"] for r in runs}) == len(runs) // 2  # one SLURM job per round
     (stop,) = [r for r in sandbox.records() if r.get("kind") == "repeats"]
     assert stop["queue_s"] >= 0 and stop["run_s"] > 0
-
-
-@pytest.mark.slow
-def test_rounds_at_once_run_each_on_a_node_of_its_own(slurm, sandbox):
-    """hydra.launcher.array_parallelism=2: the loop hands both rounds of run.repeats=2 to SLURM at once,
-    each one job asking for a node of its own (--exclusive): round 1 on one node, round 2 on the other
-    (or after it, on the same node, where another job holds the other), each round's configs one after
-    another in its recorded order. Both "nodes" are slurmd's on this one
-    host, so where their measured steps overlapped the comparison refuses the pair, naming the overlap."""
-    proc = sandbox.run("-m", "framework=jax,torch", "model=mlp", "run.steps=6", "run.warmup=2", "run.repeats=2",
-                       "verdict.max_reruns=0", "tracking.inline_drain_s=1", *SLURM_SWEEP,
-                       "hydra.launcher.partition=both", "hydra.launcher.array_parallelism=2", _sweep_dir(sandbox),
-                       "tracking.experiment=slurm_at_once", timeout=400)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
-    assert "rounds 1–2 at the same time (submitit_slurm: 2 allocations, each round on one node)" in out, out[-4000:]
-    runs = _runs_of(sandbox, "slurm_at_once")
-    assert len(runs) == 4 and all(r["status"] == "ok" for r in runs), [r["status"] for r in runs]
-    by_round = {k: [r for r in runs if r["repeat"]["index"] == k] for k in (0, 1)}
-    for k, (a, b) in by_round.items():  # a round: one SLURM job, one node, its recorded order
-        assert a["scheduler"]["job_id"] == b["scheduler"]["job_id"] and a["scheduler"]["node"] == b["scheduler"]["node"]
-        assert [a["repeat"]["position"], b["repeat"]["position"]] == [0, 1]
-    spans = {k: (by_round[k][0]["wall_split"]["window"][0], by_round[k][1]["wall_split"]["window"][1]) for k in (0, 1)}
-    if by_round[0][0]["scheduler"]["node"] == by_round[1][0]["scheduler"]["node"]:  # the other node was taken
-        assert spans[0][1] <= spans[1][0] or spans[1][1] <= spans[0][0], spans  # by another test: one after the other
-    assert "interleaved, paired" not in out or "overlapped" not in out  # never both said of one pair
