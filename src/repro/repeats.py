@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 
 from repro.ledger import Ledger
-from repro.loop.sweep import Job, Policy, repeat_field
+from repro.loop.sweep import Policy, configs_round
 
 KIND = "repeats"
 DECIDED = "every pair decided"
@@ -65,10 +65,8 @@ class Auto(Policy):
         """The rounds up to the next planned look run whatever they show (no look between them)."""
         return min([look for look in _looks(self.max_rounds) if look > k] or [k + 1]) - k
 
-    def round(self, k: int) -> list[Job]:
-        return [Job(config, tuple(overrides), self.name(config, overrides),
-                    {"repeat": repeat_field(k, self.max_rounds, f"{self.sweep_id}/{c}", auto=self.auto)})
-                for c, (config, overrides) in enumerate(self.configs)]
+    def round(self, k: int) -> list:
+        return configs_round(self.configs, k, self.max_rounds, self.sweep_id, self.name, auto=self.auto)
 
     def more(self, k: int, host) -> bool:
         rounds, now, v = k + 1, time.monotonic(), self.verdict

@@ -116,6 +116,15 @@ def repeat_field(k: int, count: int, group: str, **more) -> dict:
     return {"index": k, "count": count, "group": group, **more}
 
 
+def configs_round(configs: Sequence[tuple[object, Sequence[str]]], k: int, count: int, sweep_id: str, name,
+                  repeated: bool = True, **more) -> list[Job]:
+    """Round k of a sweep's configs (`Fixed`, repro/repeats.py `Auto`): a job each, in the plan's
+    order, with its `repeat` field (`repeat_field`; config c's group is sweep_id/c) where `repeated`."""
+    return [Job(config, tuple(overrides), name(config, overrides),
+                {"repeat": repeat_field(k, count, f"{sweep_id}/{c}", **more)} if repeated else {})
+            for c, (config, overrides) in enumerate(configs)]
+
+
 class Fixed(Policy):
     """`run.repeats=N`: N rounds of the plan's configs (N = 1: each once, in the plan's order)."""
 
@@ -128,11 +137,7 @@ class Fixed(Policy):
         return self.max_rounds - k
 
     def round(self, k: int) -> list[Job]:
-        out = []
-        for c, (config, overrides) in enumerate(self.configs):
-            fields = {"repeat": repeat_field(k, self.max_rounds, f"{self.sweep_id}/{c}")} if self.max_rounds > 1 else {}
-            out.append(Job(config, tuple(overrides), self.name(config, overrides), fields))
-        return out
+        return configs_round(self.configs, k, self.max_rounds, self.sweep_id, self.name, repeated=self.max_rounds > 1)
 
 
 class Listed(Policy):
