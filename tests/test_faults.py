@@ -298,7 +298,8 @@ def test_sigterm_inside_an_import_beside_the_worker_start_interrupts(tmp_path):
 @pytest.mark.parametrize("override, message", [
     ("tracking.uri=garbage://x", "no store for the scheme 'garbage'"),
 ])
-def test_refused_by_the_cli_with_nothing_written(sandbox, override, message):
+def test_refused_by_the_cli_with_nothing_written(tmp_path, override, message):
+    sandbox = Sandbox(tmp_path, store_template=False)  # nothing in its folder: no store copied in either
     proc = sandbox.run(*TINY, override)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert list(sandbox.root.iterdir()) == []
