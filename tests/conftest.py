@@ -289,11 +289,14 @@ SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "rep
                 "test_tracking_drain.py": "slurm", "test_slurm_waiting.py": "slurm"}
 
 
-# The scopes that take longest, longest first. Order as measured 2026-11-28 (`--durations=0`, 4 workers,
-# load 4-9, seconds summed per scope, after that day's cuts): slurm 526, sharding 274, report_sweep 243,
-# sweep_loop 223, tracking_handoff 216, faults 216, scaleout 205, own_model 198, env_pack 184,
-# env_replay 154, handoff_faults 148, torch_xla 143, profile 138, zoo_runs ~137, verdicts 116,
-# launchers 114, report_views 111, hf_shared_init 103, run_path 100; the rest under 100.
+# The scopes that take longest, longest first. Order as measured 2026-11-28 03:27-03:50 (`--durations=0`,
+# 4 workers, load 8-9, seconds summed per scope, after that night's cuts: the Sandbox store template,
+# torch's dp/fsdp on 2 ranks in the sharding sweep, the Stack Wars sweep without ResNet-50): slurm 400,
+# sharding 290, report_sweep 260, sweep_loop 214, own_model 207, faults 202, profile 158,
+# tracking_handoff 158, scaleout 157, env_replay 152, env_pack 135, verdicts 134, jax_init_build 125,
+# zoo_runs 102, launchers 98, handoff_faults 97, report_views 94, hf_shared_init 90, torch_xla 82,
+# tracking_server 82, same_start 80, run_path 79, models_parity 79, snapshot 78, secrets_sweep 74;
+# the rest under 65 (determinism_condition 60, precision 57, readme_quickstart 52).
 # Earlier, each alone (`-n 0`, the shared 2-core
 # machine at load 1.3-3, 2026-11-25): slurm 218, sharding ~170, report_sweep 129, scaleout 126,
 # loose_ends (now split; its heaviest, the README quick start, keeps the slot) 118, own_model 103, zoo_runs ~100, faults 95, verdicts 94, env_replay 85, torch_xla 83,
@@ -305,12 +308,13 @@ SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "rep
 # (tracking_server, handoff_faults, launchers) and the Stack Wars sweep near the end; a worker also
 # takes its next scope while its last two tests still run, so a late long scope held a short one
 # back. Scopes not named here follow, most tests first (xdist's order).
-SLOWEST_SCOPES = ("slurm", "test_sharding.py", "report_sweep", "test_sweep_loop.py", "test_tracking_handoff.py",
-                  "test_faults.py", "test_scaleout.py", "test_own_model.py", "test_env_pack.py", "test_env_replay.py",
-                  "test_handoff_faults.py", "test_torch_xla.py", "test_profile.py", "test_zoo_runs.py", "test_verdicts.py",
-                  "test_launchers.py", "test_report_views.py", "test_hf_shared_init.py", "test_run_path.py",
-                  "test_jax_init_build.py", "test_models_parity.py", "test_determinism_condition.py",
-                  "test_tracking_server.py", "test_readme_quickstart.py", "test_precision.py", "test_snapshot.py")
+SLOWEST_SCOPES = ("slurm", "test_sharding.py", "report_sweep", "test_sweep_loop.py", "test_own_model.py",
+                  "test_faults.py", "test_profile.py", "test_tracking_handoff.py", "test_scaleout.py",
+                  "test_env_replay.py", "test_env_pack.py", "test_verdicts.py", "test_jax_init_build.py",
+                  "test_zoo_runs.py", "test_launchers.py", "test_handoff_faults.py", "test_report_views.py",
+                  "test_hf_shared_init.py", "test_torch_xla.py", "test_tracking_server.py", "test_same_start.py",
+                  "test_run_path.py", "test_models_parity.py", "test_snapshot.py", "test_secrets_sweep.py",
+                  "test_determinism_condition.py", "test_precision.py", "test_readme_quickstart.py")
 
 
 def _scope(path: Path) -> str:
