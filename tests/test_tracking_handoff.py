@@ -212,6 +212,7 @@ def test_code_from_before_the_worker_main_module_starts_its_worker_as_it_did(tmp
     (old / "repro" / "runner" / "worker.py").write_text(
         "from repro.worker.worker import main\n\nif __name__ == '__main__':\n    main()\n")
     assert launch.worker_command(None, "spec.json", src=old)[2] == "repro.runner.worker"
+    assert launch.worker_command(None, "spec.json", src=tmp_path / "own_package")[2] == "repro.worker.worker_main"
     assert launch.worker_command(None, "spec.json")[2] == launch.worker_command(None, "spec.json", src=paths.src_dir())[2] \
         == "repro.worker.worker_main"
     config = plan([*TINY]).jobs[0]

@@ -75,13 +75,14 @@ WARM = "--warm"
 
 def worker_command(python: str | None, spec_path: Path | str, *before: str, src: Path | None = None) -> list[str]:
     """The worker's command line; its last argument is always its spec's path. `src`: the folder
-    its repro is imported from; recorded code (a replay as recorded) starts as it did then: from
-    before the run path was split into rooms (`repro.runner.worker_main`), or from before
-    worker_main existed (`repro.runner.worker`)."""
+    its repro is imported from; recorded code of repro's (a replay as recorded) starts as it did
+    then: from before the run path was split into rooms (`repro.runner.worker_main`), or from
+    before worker_main existed (`repro.runner.worker`). A folder without repro in it (a user's
+    own model package restored) runs today's repro."""
     module = "repro.worker.worker_main"
-    if src is not None and not (Path(src) / "repro" / "worker" / "worker_main.py").is_file():
-        module = "repro.runner.worker_main" if (Path(src) / "repro" / "runner" / "worker_main.py").is_file() \
-            else "repro.runner.worker"
+    old = Path(src) / "repro" if src is not None else None
+    if old is not None and old.is_dir() and not (old / "worker" / "worker_main.py").is_file():
+        module = "repro.runner.worker_main" if (old / "runner" / "worker_main.py").is_file() else "repro.runner.worker"
     return [resolve_python(python) or sys.executable, "-m", module, *before, str(spec_path)]
 
 
