@@ -94,7 +94,7 @@ def _adapter(plan, session, args: list[str]):
         _fits_time_limit(plan, node)
     from repro.loop.submitit_rounds import Submitit
 
-    asked = [a.split("=", 1)[1] for a in args if a.lstrip("+").startswith("hydra.launcher.array_parallelism=")]
+    asked = any(a.lstrip("+").startswith("hydra.launcher.array_parallelism=") for a in args)
     at_once = int(node.get("array_parallelism") or 1) if asked else 1  # rounds at once only when asked (its default is 256)
     return Submitit("slurm" if kind.slurm else "local", node, attach, Path(sweep_dir), at_once)
 

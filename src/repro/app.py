@@ -15,7 +15,7 @@ from repro import paths
 
 
 def task(cfg: DictConfig) -> None:
-    raise RuntimeError("repro runs its jobs through the sweep loop (`repro run ...`, repro.api.run_jobs), "
+    raise RuntimeError("repro runs its jobs through the sweep loop (`python -m repro ...`, repro.api.run_jobs), "
                        "not through Hydra's task function")
 
 

@@ -7,9 +7,9 @@ closes the sweep (repro/sweep_close.py). It holds no MLflow state and imports no
 
 Jobs run in this process (`repro.api.run_jobs`, replay) or, under a launcher adapter that runs a
 round in another process (loop/rounds.py: submitit local or SLURM, joblib), in that one: it gets
-the session's identity (SHARED) with the round, `attached` makes its host there, and such a job
-drains its own run into MLflow inline (bounded) as it ends, since no command outlives its process
-to start a projector.
+the session's identity (SHARED) with the round, `attached` makes its host there, and such a round
+drains its runs into MLflow inline (bounded) once, as it ends (`round_ended`), since no command
+outlives its process to start a projector.
 """
 
 from __future__ import annotations
