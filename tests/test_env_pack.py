@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_env_replay import RUN, Checkout, make_venv
+from test_pack_trust import _rebuilt
 
 from repro.envs import lock, pack
 
@@ -157,6 +158,28 @@ def test_a_record_packed_replays_exact_offline_and_its_code_travels(tmp_path):
     assert refused.returncode == 2 and f"env.wheelhouse: wheelhouse {house}: {wheel} does not match" in refused.stderr, \
         refused.stdout + refused.stderr
     assert len(co.records("run")) == runs + 1  # refused before any worker
+
+    # the probe's high defect: the wheel rebuilt with one line added (its RECORD valid) and re-hashed into the
+    # manifest and SHA256SUMS, so the pack agrees with itself; the record's content digest refuses it
+    original_wheel = next((tmp_path / "cache" / "wheels").rglob(wheel.name))  # the content store kept the real one
+    wheel.unlink()
+    rebuilt = _rebuilt(original_wheel, tmp_path / "evil", "omegaconf/__init__.py", "import os  # added\n")
+    wheel.write_bytes(rebuilt.read_bytes())
+    manifest = json.loads((house / pack.MANIFEST).read_text())
+    for d in manifest["distributions"]:
+        if d["file"] == wheel.name:
+            d.update(sha256=pack.sha256(wheel), content=lock.wheel_content(wheel))
+    (house / pack.MANIFEST).write_text(json.dumps(manifest))
+    (house / pack.SUMS).write_text("".join(f"{d['sha256']}  {d['file']}\n" for d in manifest["distributions"])
+                                   + f"{manifest['code_sha256']}  ../{pack.BUNDLE}\n")
+    venvs_before = sorted(p.name for p in (tmp_path / "offline-cache" / "venvs").iterdir())
+    rehashed, _ = co.replay(original["id"], "--as-recorded", "--wheelhouse", str(house))
+    assert rehashed.returncode == 2, rehashed.stdout + rehashed.stderr
+    recorded = lock.contents(lock.load(co.ledger, original["environment"]["env_hash"]))["omegaconf"]
+    assert "the omegaconf " in rehashed.stderr and "wheel holds other files than the record ran with" in rehashed.stderr
+    assert lock.wheel_content(wheel)[:16] in rehashed.stderr and recorded[:16] in rehashed.stderr
+    assert "packages restored" not in rehashed.stdout and len(co.records("run")) == runs + 1  # nothing ran
+    assert sorted(p.name for p in (tmp_path / "offline-cache" / "venvs").iterdir()) == venvs_before  # none made
 
 
 @pytest.mark.slow

@@ -86,8 +86,14 @@ def differences_before(record: dict, config: Config, git_now: dict, code_now: di
     """`locks`: the recorded whole environment and the one the replay runs in (both, or neither: the 12-package summary)."""
     then_data = {"md5": record["data"]["md5"]} if "md5" in (record.get("data") or {}) else {}
     then_lock, now_lock = locks if all(locks) else (None, None)
+    then_env, now_env = environment_then(record, then_lock), environment_now(config, now_lock)
+    if then_lock and (then_content := lock.contents(then_lock)) and (now_content := lock.contents(now_lock)):
+        # one version, other files (a rebuilt wheel, another build on another index): named, as a version would be
+        shared = [n for n in then_content if n in now_content and then_env["packages"].get(n) == now_env["packages"].get(n)]
+        then_env["packages content"] = {n: then_content[n][:16] for n in shared}
+        now_env["packages content"] = {n: now_content[n][:16] for n in shared}
     return {name: rows for name, rows in {
-        "environment": diff(environment_then(record, then_lock), environment_now(config, now_lock)),
+        "environment": diff(then_env, now_env),
         "code": diff({"git": {k: record.get("git", {}).get(k) for k in ("commit", "dirty", "diff_sha256")},
                       **_source(record.get("code") or {})},
                      {"git": {k: git_now.get(k) for k in ("commit", "dirty", "diff_sha256")}, **_source(code_now)}),
@@ -166,6 +172,8 @@ def provenance(before: dict[str, list], restored: dict | None, workload: bool = 
     if restored:
         out["code"] = "restored" if "code" not in before else "differs"
         out["packages"] = ("substituted" if restored["substitutes"] else "restored") if not packages else "differs"
+        if out["packages"] == "restored" and restored.get("content_checked") == 0:  # a lock from before content digests
+            out["packages"] = "versions restored (content not verifiable for this record)"
         if restored.get("packages_from"):  # a record from before locks, in this environment: nothing was rebuilt
             out["packages"] = "same" if not packages else "differs"
     if workload:  # --as-recorded restored it (workload_source.restore) or refused before anything ran

@@ -6,6 +6,15 @@ The lock is a pip/uv requirements file: one `name==version` line per installed d
 installed from a lock (editable or local-folder installs), plus the Python version in the
 header. Its sha256 is the environment's hash; `<ledger>/envs/<hash>.txt` holds it once.
 
+A version names a release, not its bytes: a wheel rebuilt with one line changed has the same
+name and version. So the lock also names each distribution's content, in comment lines
+(`# content: NAME==VERSION sha256:HEX`, which pip and uv skip): the sha256 over the sorted
+`path,hash` pairs of the files it installed into site-packages, read from its installer's
+`RECORD`. Left out are the files an installer writes or rewrites itself (the `.dist-info`
+folder, byte-code, scripts outside site-packages), so pip and uv give the same digest, and
+`wheel_content` computes the same digest from a wheel file's own bytes: a pack is checked
+against what the record ran with (envs.pack.check), not against its own sums.
+
 This file imports only the standard library: `python -I lock.py` prints the lock of any
 interpreter (another venv's) without repro installed there.
 
@@ -27,6 +36,7 @@ from pathlib import Path
 
 HEADER = "# repro environment lock: `uv pip install --no-deps -r THIS_FILE` rebuilds it"
 PYTHON_LINE = re.compile(r"^# python (\S+)")
+CONTENT_LINE = re.compile(r"^# content: (\S+?)==(\S+) sha256:([0-9a-f]{64})$")
 # Distributions whose code a replay restores from git, not from the lock.
 OWN = ("repro",)
 
@@ -58,8 +68,68 @@ def distributions() -> list[dict]:
                 entry.update(source="editable", url=url)
             else:
                 entry.update(source="local", url=url)
+        if entry["source"] != "editable" and (digest := installed_content(dist)):
+            entry["content"] = digest
         seen[entry["name"]] = entry
     return sorted(seen.values(), key=lambda d: d["name"])
+
+
+def _b64_sha256(data: bytes) -> str:
+    """A file's hash as RECORD writes it (PEP 376/427: urlsafe base64 of the sha256, no padding)."""
+    import base64
+
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _content_path(path: str) -> str | None:
+    """The site-packages path a RECORD entry (installed or in a wheel) counts under, or None for a file the
+    installer writes or rewrites itself: `*.dist-info/`, byte-code, scripts and data outside site-packages."""
+    path = path.replace("\\", "/")
+    if m := re.match(r"[^/]+\.data/(purelib|platlib|[^/]+)/(.*)", path):
+        if m.group(1) not in ("purelib", "platlib"):
+            return None  # scripts, headers, data: installed outside site-packages (scripts rewritten)
+        path = m.group(2)
+    first = path.split("/", 1)[0]
+    if path.startswith("..") or first.endswith(".dist-info") or "__pycache__/" in path or path.endswith(".pyc"):
+        return None
+    return path
+
+
+def _digest(pairs: list[tuple[str, str]]) -> str | None:
+    return hashlib.sha256("\n".join(f"{p},{h}" for p, h in sorted(pairs)).encode()).hexdigest() if pairs else None
+
+
+def installed_content(dist) -> str | None:
+    """The content digest of an installed distribution (an importlib.metadata Distribution), from its RECORD;
+    a file listed without a hash is hashed from disk. None: no RECORD (nothing to name its content by)."""
+    import csv
+
+    record = dist.read_text("RECORD")
+    if not record:
+        return None
+    pairs = []
+    for row in csv.reader(record.splitlines()):
+        if not row or (path := _content_path(row[0])) is None:
+            continue
+        digest = row[1] if len(row) > 1 else ""
+        if not digest:
+            try:
+                digest = _b64_sha256(Path(dist.locate_file(row[0])).read_bytes())
+            except OSError:
+                continue
+        pairs.append((path, digest))
+    return _digest(pairs)
+
+
+def wheel_content(path: Path) -> str | None:
+    """The content digest of a wheel file, from the bytes of the files it would install (not its RECORD's
+    word for them): equal to `installed_content` of the distribution installed from it."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        pairs = [(p, _b64_sha256(z.read(info))) for info in z.infolist()
+                 if not info.is_dir() and (p := _content_path(info.filename)) is not None]
+    return _digest(pairs)
 
 
 def render(dists: list[dict], python_version: str) -> str:
@@ -71,15 +141,19 @@ def render(dists: list[dict], python_version: str) -> str:
             lines.append(f"{d['name']} @ {d['url']}")
         else:  # editable / local folder: the folder may have moved on; named, not installable
             lines.append(f"# {d['source']}: {d['name']}=={d['version']} {d.get('url', '')}")
+    lines += [f"# content: {d['name']}=={d['version']} sha256:{d['content']}" for d in dists if d.get("content")]
     return "\n".join(lines) + "\n"
 
 
 def parse(text: str) -> dict:
-    """A lock's python version, installable requirements {name: line} and uninstallable entries."""
-    python, requirements, local = None, {}, {}
+    """A lock's python version, installable requirements {name: line}, uninstallable entries and the
+    content digests it names {name: (version, sha256)} (none in a lock from before they were kept)."""
+    python, requirements, local, content = None, {}, {}, {}
     for line in text.splitlines():
         if m := PYTHON_LINE.match(line):
             python = m.group(1)
+        elif m := CONTENT_LINE.match(line):
+            content[normalise(m.group(1))] = (m.group(2), m.group(3))
         elif line.startswith(("# editable: ", "# local: ")):
             kind, rest = line[2:].split(": ", 1)
             spec = rest.split(" ", 1)[0]
@@ -87,7 +161,12 @@ def parse(text: str) -> dict:
         elif line and not line.startswith("#"):
             name = re.split(r"\s*(==|@)", line, maxsplit=1)[0]
             requirements[normalise(name)] = line
-    return {"python": python, "requirements": requirements, "local": local}
+    return {"python": python, "requirements": requirements, "local": local, "content": content}
+
+
+def contents(text: str) -> dict[str, str]:
+    """{name: content sha256} of a lock (envs.lock's docstring); empty for a lock from before content was kept."""
+    return {name: digest for name, (_, digest) in parse(text)["content"].items()}
 
 
 def versions(text: str) -> dict[str, str]:
@@ -113,6 +192,9 @@ def with_pins(text: str, pins: list[str]) -> str:
     lines = [HEADER, f"# python {parsed['python']}", *(requirements[n] for n in sorted(requirements))]
     lines += [f"# {line}" for line in text.splitlines() if line.startswith(("# editable: ", "# local: "))
               for line in [line[2:]]]
+    pinned = {normalise(re.split(r"\s*(==|@)", pin, maxsplit=1)[0]) for pin in pins}
+    lines += [f"# content: {n}=={v} sha256:{d}" for n, (v, d) in sorted(parsed["content"].items())
+              if n not in pinned]  # a pin's content is not known until it is installed
     return "\n".join(lines) + "\n"
 
 
@@ -145,6 +227,9 @@ def of_interpreter(python: str | None, cache_dir: Path) -> str:
         text = current()
     else:
         text = subprocess.run([python, "-I", __file__], capture_output=True, text=True, check=True).stdout
+    from repro.redaction import redact
+
+    text = redact(text)  # `name @ https://user:token@host/...`: a lock goes into the ledger and into packs
     if cached:
         write_once(cached, text)
     return text

@@ -2,10 +2,12 @@
 
 A pack is a folder:
 
-    manifest.json   every distribution: name, version, file, sha256, where it came from (the index
-                    or a wheel folder pip is configured with, or built here from an sdist: the sdist,
-                    its sha256 and the command), the target, what the target already had
-    SHA256SUMS      the wheels' sha256 in `sha256sum -c` form (a target without repro checks with it)
+    manifest.json   every distribution: name, version, file, sha256, its content digest (envs.lock), where
+                    it came from (the index or a wheel folder pip is configured with, or built here from
+                    an sdist: the sdist, its sha256 and the command), the target, what the target already
+                    had. Every string in it is redacted: an index URL's credentials never travel
+    SHA256SUMS      the wheels' and the code bundle's sha256 in `sha256sum -c` form, run in wheels/
+                    (a target without repro checks with it)
     wheels/         the wheel files, hard links into a content store (`<cache>/wheels/<sha256>/`):
                     two packs of one lock share their files
     locks/          the packed locks (`<env_hash>.txt`), so a replay there finds them
@@ -15,7 +17,9 @@ pip downloads (`pip download --no-deps --only-binary=:all:`, with `--python-vers
 another target): uv has no download command, and pip's own configuration (wheel folders, extra
 indexes) serves what this machine's environment was installed from. A replay installs from the pack
 with uv, offline (`venvs.offline`: `--offline --no-index --find-links wheels/`), after `verify` found every file
-the manifest names with its sha256 and every distribution of the lock.
+the manifest names with its sha256 and every distribution of the lock, and `check` found each wheel's content
+to be what the record ran with (the lock's content digests): a pack's own sums say only that it is unchanged
+since packing, and a wheel rebuilt and re-hashed into them is still refused.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pathlib import Path
 from repro.envs import cache, lock
 from repro.envs.venvs import EnvError
 from repro.profile import sha256_file as sha256
+from repro.redaction import redact, redact_data
 
 MANIFEST = "manifest.json"
 SUMS = "SHA256SUMS"
@@ -259,9 +264,12 @@ def _wheel_name(filename: str) -> tuple[str, str]:
 
 
 def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None, keep: tuple[str, ...] = (),
-         repo: Path | None = None, log=print, leave: tuple[str, ...] = ()) -> dict:
+         repo: Path | None = None, log=print, leave: tuple[str, ...] = (), max_size: int | None = None,
+         selection: dict | None = None) -> dict:
     """Write the pack of `src` for `tgt` into `out` (a new or empty folder) and return its manifest.
-    `leave`: names left out on purpose (what the target does not need, or cannot have), kept in the manifest."""
+    `leave`: names left out on purpose (what the target does not need, or cannot have), kept in the manifest.
+    `max_size`: refused over it, before anything is written (envs.runtime.fits); `selection`: how `leave` was
+    chosen (envs.runtime.select: --runtime-only), kept in the manifest."""
     have = have or {}
     keep_all = "all" in keep
     wanted, left_out, differs, unwanted = [], [], [], []
@@ -297,6 +305,9 @@ def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None
                 refused.append(f"{req} ({why})")
         if refused:
             raise PackError(f"cannot be had for {tgt}: " + "; ".join(refused))
+        from repro.envs import runtime
+
+        runtime.fits(sorted(dl.glob("*")), max_size, log)  # its size and largest wheels; over --max-size: refused
         origin = _origins()
         dists = []
         for path in sorted(dl.glob("*")):
@@ -304,22 +315,31 @@ def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None
             _link(kept, tmp / WHEELS / path.name)
             name, version = _wheel_name(path.name)
             entry = {"name": name, "version": version, "file": path.name, "sha256": digest,
-                     "bytes": kept.stat().st_size}
+                     "content": lock.wheel_content(kept), "bytes": kept.stat().st_size}
             entry["source"] = {"built": built[name]} if name in built else origin(path.name)
             dists.append(entry)
         (tmp / "locks").mkdir()
         for digest, text in src.locks.items():
-            (tmp / "locks" / f"{digest}.txt").write_text(text)
+            (tmp / "locks" / f"{digest}.txt").write_text(redact(text))
+        sums = {d["file"]: d["sha256"] for d in dists}
         if src.commit and repo:
             bundle(repo, src.commit, tmp / BUNDLE)
+            sums[BUNDLE] = sha256(tmp / BUNDLE)
         manifest = {"what": src.label, "locks": sorted(src.locks), "commit": src.commit,
                     "records": [r["id"] for r in src.records], "target": tgt.describe(),
                     "distributions": dists, "left_out": sorted(left_out), "differs": differs,
                     "left_out_by_request": sorted(unwanted),
+                    **({"selection": selection} if selection else {}),
                     "code": BUNDLE if src.commit and repo else None,
+                    "code_sha256": sums.get(BUNDLE),
                     "bytes": sum(d["bytes"] for d in dists)}
+        # the one redaction, over every field: an index URL's user and password (PIP_INDEX_URL=https://u:p@...),
+        # a token in a query, a secret-named variable's value; the pack is made to be carried and pushed (--dvc)
+        manifest = redact_data(manifest)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-        (tmp / SUMS).write_text("".join(f"{d['sha256']}  {d['file']}\n" for d in dists))
+        # names as seen from wheels/ (`cd wheels && sha256sum -c ../SHA256SUMS`, as experiments/gpu's script checks)
+        (tmp / SUMS).write_text("".join(f"{digest}  {name if name != BUNDLE else '../' + name}\n"
+                                        for name, digest in sums.items()))
         if out.exists():
             out.rmdir()
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -390,6 +410,12 @@ def verify(wheelhouse: Path) -> dict:
         if (got := sha256(path)) != d["sha256"]:
             raise PackError(f"wheelhouse {wheelhouse}: {path} does not match its manifest (sha256 {got[:12]}, "
                             f"the manifest says {d['sha256'][:12]}): it was changed after packing; pack again")
+    if manifest.get("code"):
+        path = wheelhouse / manifest["code"]
+        if not path.is_file() or (want := manifest.get("code_sha256")) is None or sha256(path) != want:
+            raise PackError(f"wheelhouse {wheelhouse}: {path} " + ("is missing" if not path.is_file() else
+                            "is not covered by the manifest's sums" if want is None else
+                            "does not match its manifest") + " (the code bundle): pack again")
     return manifest
 
 
@@ -417,12 +443,33 @@ def _version(text: str):
 
 
 def check(wheelhouse: Path, text: str, who: str) -> None:
-    """PackError, one line, unless the pack is intact and serves every distribution of the lock."""
+    """PackError, one line, unless the pack is intact, serves every distribution of the lock, and each wheel's
+    content is the one the lock names (its digest, computed here from the wheel's bytes: not the manifest's word)."""
     manifest = verify(wheelhouse)
     if gone := missing(manifest, text):
         raise PackError(f"{who}: wheelhouse {wheelhouse} has no wheel for {', '.join(gone[:8])}"
                         + (f" and {len(gone) - 8} more" if len(gone) > 8 else "")
                         + f" (it packs {manifest.get('what')} for {manifest.get('target')}): pack this record's environment")
+    if changed := content_differs(Path(wheelhouse), manifest, text):
+        name, version, packed, recorded = changed[0]
+        raise PackError(f"{who}: wheelhouse {wheelhouse}: the {name} {version} wheel holds other files than the record "
+                        f"ran with (content sha256 {packed[:16]} in the pack, {recorded[:16]} recorded)"
+                        + (f", and {len(changed) - 1} more" if len(changed) > 1 else "")
+                        + ": it was rebuilt or changed, whatever the pack's own sums say; pack the record again "
+                        "from the index its environment was installed from")
+
+
+def content_differs(wheelhouse: Path, manifest: dict, text: str) -> list[tuple[str, str, str, str]]:
+    """(name, version, the pack's wheel's content digest, the lock's) for each distribution whose wheel differs."""
+    recorded = lock.parse(text)["content"]
+    out = []
+    for d in manifest["distributions"]:
+        want = recorded.get(d["name"])
+        if want and _version(want[0]) == _version(d["version"]):
+            got = lock.wheel_content(Path(wheelhouse) / WHEELS / d["file"])
+            if got != want[1]:
+                out.append((d["name"], d["version"], got or "none", want[1]))
+    return out
 
 
 def describe(manifest: dict, out: Path) -> list[str]:
@@ -432,8 +479,14 @@ def describe(manifest: dict, out: Path) -> list[str]:
              f"{manifest['target']['python']} on {manifest['target']['platform']} ({manifest['what']})"]
     if manifest["left_out"]:
         lines.append(f"  left out (the target has them at these versions): {len(manifest['left_out'])}")
-    if manifest.get("left_out_by_request"):
-        lines.append(f"  left out (--leave-out): {', '.join(manifest['left_out_by_request'])}")
+    selected = set((manifest.get("selection") or {}).get("left_out", ()))
+    if asked := [x for x in manifest.get("left_out_by_request", ())
+                 if lock.normalise(re.split(r"==| @ ", x, maxsplit=1)[0]) not in selected]:
+        lines.append(f"  left out (--leave-out): {', '.join(asked)}")
+    if manifest.get("selection"):
+        from repro.envs import runtime
+
+        lines += runtime.describe(manifest["selection"])
     for d in manifest["differs"]:
         lines.append(f"  target has {d['name']} {d['target_has']}, the lock {d['lock']}: "
                      + ("packed (installs over it)" if d["packed"] else "the target's kept (--keep)"))

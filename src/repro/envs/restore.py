@@ -113,5 +113,6 @@ def restore(record: dict, ledger_root: Path, git_today: dict, allow_substitutes:
         lock_text=now_text,
         info={"commit": git["commit"], "env_hash": meta["env_hash"], "worktree": str(root), "venv": str(venv),
               "substitutes": meta["substitutes"], "venv_reused": meta["reused"], "build_s": meta["build_s"],
+              "content_checked": meta.get("content_checked", 0),
               "sources": meta.get("sources")},
     )

@@ -7,6 +7,12 @@ so a rebuild takes wheels from disk and reaches the index wherever pip does.
 uv is used (not `python -m venv` + pip) because it installs an exact list in seconds,
 hard-linking from its cache.
 
+What was installed is checked against the lock's content digests (envs.lock) once the venv is
+built: a wheel that is not the recorded one (a rebuilt wheel in a pack, another build of the same
+version on an index) is refused, naming it, and no venv is kept. A venv built from a pack is cached
+under the lock's hash and the pack's wheels' sha256, so it is never reused for another pack's or
+an index's build of the same lock, nor theirs for it.
+
 A distribution the lock names but no index serves here (a CUDA build on a CPU machine, a
 version an index dropped) refuses the build, naming it; with `allow_substitutes` it is
 replaced by the nearest version served, and the substitution is kept with the venv.
@@ -111,6 +117,34 @@ def offline(wheelhouse: Path) -> tuple[list[str], dict]:
             {**env, "UV_OFFLINE": "1", "UV_NO_INDEX": "1"})
 
 
+def _key(digest: str, text: str, wheelhouse: Path | None) -> str:
+    """The venv's cache key: the lock's hash, and for a build from a pack the sha256 of each of its wheels
+    the lock installs (a lock from before content digests cannot tell two builds of one version apart)."""
+    if not wheelhouse:
+        return digest
+    import hashlib
+
+    from repro.profile import sha256_file
+
+    wanted = {lock.normalise(re.split(r"\s*(==|@)", line, maxsplit=1)[0]) for line in lock.parse(text)["requirements"].values()}
+    wheels = sorted(sha256_file(w) for w in (Path(wheelhouse) / "wheels").glob("*.whl")
+                    if lock.normalise(w.name.split("-")[0]) in wanted)
+    return hashlib.sha256("\n".join([digest, *wheels]).encode()).hexdigest()
+
+
+def content_differs(text: str, venv: Path, skip: set[str] = frozenset()) -> list[tuple[str, str, str]]:
+    """(name, installed content, recorded content) for each distribution of the lock whose installed files differ
+    from the ones the lock names (envs.lock): none to check in a lock from before content digests."""
+    recorded = lock.contents(text)
+    if not recorded:
+        return []
+    skipped = {lock.normalise(s.split("==")[0]) for s in skip}
+    installed = lock.contents(lock.of_interpreter(python_of(venv), cache.locks()))
+    wanted = lock.parse(text)["requirements"]
+    return [(name, installed.get(name, "none"), digest) for name, digest in sorted(recorded.items())
+            if name in wanted and name not in skipped and installed.get(name) != digest]
+
+
 def ensure(text: str, allow_substitutes: bool | None = None, log=print, wheelhouse: Path | None = None) -> tuple[Path, dict]:
     """The venv of lock `text` (built once, then reused) and its info: hash, substitutes, build time, sources.
 
@@ -118,7 +152,7 @@ def ensure(text: str, allow_substitutes: bool | None = None, log=print, wheelhou
     an unserved version is not told to use one. `wheelhouse`: install from that pack only, offline
     (the caller checked that it serves every distribution: envs.pack.check)."""
     digest = lock.env_hash(text)
-    venv = path_of(digest)
+    venv = path_of(_key(digest, text, wheelhouse))
     cache.hold(venv)  # in use by this process until it exits: `repro env prune` keeps it
     with _locked(venv):
         cache.touch(venv)
@@ -168,7 +202,15 @@ def ensure(text: str, allow_substitutes: bool | None = None, log=print, wheelhou
                 log(f"  substitute: {req} → {sub}")
         else:
             raise EnvError(f"gave up after {MAX_SUBSTITUTES} substitutions: {substitutes}")
+        if wrong := content_differs(text, venv, set(substitutes)):
+            cache.remove(venv)
+            name, installed, recorded = wrong[0]
+            raise EnvError(f"the {name} installed{f' from {wheelhouse}' if wheelhouse else ''} holds other files than "
+                           f"the recorded environment's (content sha256 {installed[:16]} installed, {recorded[:16]} "
+                           f"recorded)" + (f", and {len(wrong) - 1} more" if len(wrong) > 1 else "")
+                           + ": not the wheel the record ran with; nothing was kept")
         meta = {"env_hash": digest, "python": parsed["python"], "substitutes": substitutes,
+                "content_checked": len(lock.contents(text)),
                 "built": time.strftime("%Y-%m-%dT%H:%M:%S"), "build_s": round(time.perf_counter() - start, 2),
                 "packages": len(requirements),
                 "sources": {"wheelhouse": str(Path(wheelhouse).resolve()), "offline": True} if wheelhouse
