@@ -1,0 +1,194 @@
+"""Packages before commits (issue 56, src/repro/bisect/packages.py): what changed between two locks,
+which changed packages move together (their wheels' Requires-Dist), the cumulative steps one group at
+a time, and the guilty package's released versions between, from a wheelhouse with every index
+unreachable, each checked to install before it is offered.
+
+The wheelhouse is made here: real wheels (a zip with METADATA, WHEEL and a RECORD of sha256s, as
+PEP 427 says) of a small pure-Python `slowpkg` 1.0 … 1.7 whose `work()` does extra work from 1.5
+on, two innocent packages that changed too, a coupled pair (pkg-a 2.0 requires pkg-b==2.0), one
+package BAD removed and one it added, and a slowpkg release for another platform only.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import platform
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from repro.bisect import packages
+from repro.envs import lock
+
+NOWHERE = "http://127.0.0.1:9/simple"  # a closed port: nothing answers there
+OFFLINE = {"PIP_NO_INDEX": "1", "UV_OFFLINE": "1", "UV_INDEX_URL": NOWHERE, "UV_DEFAULT_INDEX": NOWHERE,
+           "PIP_INDEX_URL": NOWHERE, "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
+           "ALL_PROXY": "http://127.0.0.1:9", "PIP_FIND_LINKS": "", "PIP_EXTRA_INDEX_URL": ""}
+
+SLOW_FROM = "1.5"
+SLOWPKG = '''"""A library a model calls once per step; from {slow_from} on, work() does more than it needs."""
+
+__version__ = "{version}"
+EXTRA = {extra}
+
+
+def work(x, n=64):
+    """Returns x; on the way it sums n squares (and EXTRA times as many from {slow_from} on)."""
+    total = 0
+    for i in range(n * (1 + EXTRA)):
+        total += i * i
+    return x
+'''
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def make_wheel(folder: Path, name: str, version: str, body: str = "", requires: tuple[str, ...] = (),
+               tag: str = "py3-none-any") -> Path:
+    """A wheel of one module `name` (dashes as underscores): METADATA, WHEEL and RECORD as PEP 427/376 say."""
+    mod = name.replace("-", "_")
+    info = f"{mod}-{version}.dist-info"
+    files = {
+        f"{mod}/__init__.py": body or f'__version__ = "{version}"\n',
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                            + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: repro-tests\nRoot-Is-Purelib: true\nTag: {tag}\n",
+    }
+    record = "".join(f"{path},sha256={_b64(text.encode())},{len(text.encode())}\n" for path, text in files.items())
+    files[f"{info}/RECORD"] = record + f"{info}/RECORD,,\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{mod}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for inner, text in files.items():
+            z.writestr(inner, text)
+    return path
+
+
+SLOW_VERSIONS = [f"1.{i}" for i in range(8)]
+
+
+def wheelhouse(folder: Path) -> Path:
+    for v in SLOW_VERSIONS:
+        extra = 3 if packages._version(v) >= packages._version(SLOW_FROM) else 0
+        make_wheel(folder, "slowpkg", v, SLOWPKG.format(version=v, extra=extra, slow_from=SLOW_FROM))
+    make_wheel(folder, "slowpkg", "1.4.1", tag="cp311-cp311-win_amd64")  # released for Windows only
+    for v in ("1.0", "1.1"):
+        make_wheel(folder, "quietpkg", v)
+    for v in ("3.0", "3.1"):
+        make_wheel(folder, "otherpkg", v, requires=("quietpkg>=1.0",))  # a loose requirement: no coupling
+    for v in ("1.0", "1.5", "2.0"):
+        make_wheel(folder, "pkg-b", v)
+    make_wheel(folder, "pkg-a", "1.0", requires=("pkg-b==1.0",))
+    make_wheel(folder, "pkg-a", "1.5", requires=("pkg-b>=1.5,<2",))
+    make_wheel(folder, "pkg-a", "2.0", requires=("pkg-b==2.0", "slowpkg; extra == 'fast'"))  # an extra: not a need
+    make_wheel(folder, "steady", "1.0")
+    make_wheel(folder, "oldpkg", "0.1")
+    make_wheel(folder, "newpkg", "0.2")
+    return folder
+
+
+def make_lock(**pins: str) -> str:
+    return lock.render([{"name": lock.normalise(n), "version": v, "source": "index"} for n, v in sorted(pins.items())],
+                       platform.python_version())
+
+
+GOOD = make_lock(slowpkg="1.0", quietpkg="1.0", otherpkg="3.0", pkg_a="1.0", pkg_b="1.0", steady="1.0", oldpkg="0.1")
+BAD = make_lock(slowpkg="1.7", quietpkg="1.1", otherpkg="3.1", pkg_a="2.0", pkg_b="2.0", steady="1.0", newpkg="0.2")
+
+
+@pytest.fixture(scope="module")
+def house(tmp_path_factory) -> Path:
+    return wheelhouse(tmp_path_factory.mktemp("wheelhouse"))
+
+
+def test_changed_names_every_difference_and_refuses_two_pythons():
+    found = packages.changed(GOOD, BAD)
+    assert [(c.name, c.good, c.bad, c.kind) for c in found] == [
+        ("newpkg", None, "0.2", "added"), ("oldpkg", "0.1", None, "removed"), ("otherpkg", "3.0", "3.1", "changed"),
+        ("pkg-a", "1.0", "2.0", "changed"), ("pkg-b", "1.0", "2.0", "changed"), ("quietpkg", "1.0", "1.1", "changed"),
+        ("slowpkg", "1.0", "1.7", "changed")]
+    assert str(found[0]) == "newpkg (added: 0.2)" and str(found[-1]) == "slowpkg 1.0 → 1.7"
+    # a workload installed from a folder is its source's business, not a package change; nor is repro
+    local = BAD + "# editable: own-model==0.2 file:///x\nrepro==9.9\n"
+    assert [c.name for c in packages.changed(GOOD, local)] == [c.name for c in found]
+    other = GOOD.replace(f"# python {platform.python_version()}", "# python 3.12.1")
+    with pytest.raises(packages.PackagesError, match=r"Python 3\.12\.1 and .*one interpreter"):
+        packages.changed(other, BAD)
+
+
+def test_coupled_reads_requires_dist_from_the_wheels(house):
+    groups = packages.coupled(packages.changed(GOOD, BAD), [house])
+    assert [g.names for g in groups] == [("newpkg",), ("oldpkg",), ("otherpkg",), ("pkg-a", "pkg-b"), ("quietpkg",),
+                                         ("slowpkg",)]
+    pair = groups[3]
+    assert pair.lead.name == "pkg-a" and str(pair) == "pkg-a 1.0 → 2.0 (pkg-b with it)"
+    assert "pkg-a 2.0 requires pkg-b==2.0, which pkg-b 1.0 (GOOD) does not meet" in pair.why
+    assert all(not g.unknown for g in groups)
+
+
+def test_group_steps_apply_one_group_at_a_time_in_name_order(house):
+    groups = packages.coupled(packages.changed(GOOD, BAD), [house])
+    steps = packages.group_steps(GOOD, BAD, groups)
+    assert len(steps) == len(groups) + 1 and steps[0] == GOOD and steps[-1] == BAD
+    seen = [lock.versions(s) for s in steps]
+    assert "newpkg" not in seen[0] and seen[1]["newpkg"] == "0.2" and seen[1]["slowpkg"] == "1.0"
+    assert "oldpkg" in seen[1] and "oldpkg" not in seen[2]
+    assert (seen[3]["pkg-a"], seen[3]["pkg-b"]) == ("1.0", "1.0")
+    assert (seen[4]["pkg-a"], seen[4]["pkg-b"]) == ("2.0", "2.0")  # the pair moves in one step
+    assert seen[5]["quietpkg"] == "1.1" and seen[5]["slowpkg"] == "1.0"
+    # the culprit is the first bad step: slowpkg's is the last, so steps 0..5 run 1.0 and 6 runs 1.7
+    assert [s["slowpkg"] for s in seen] == ["1.0"] * 6 + ["1.7"]
+    assert all(s["steady"] == "1.0" for s in seen)
+    with pytest.raises(packages.PackagesError, match="do not cover every change"):
+        packages.group_steps(GOOD, BAD, groups[:-1])
+
+
+def test_version_steps_carry_the_coupled_member_along(house):
+    src = packages.source([house])
+    pair = packages.coupled(packages.changed(GOOD, BAD), src)[3]
+    assert packages.members_at(pair, "1.5", src) == {"pkg-a": "1.5", "pkg-b": "1.5"}
+    steps = packages.version_steps(GOOD, pair, ["1.5"], src)
+    assert [(lock.versions(s)["pkg-a"], lock.versions(s)["pkg-b"]) for s in steps] == [
+        ("1.0", "1.0"), ("1.5", "1.5"), ("2.0", "2.0")]
+    assert packages.describe(pair, steps[1]) == "pkg-a 1.5 (pkg-b 1.5 with it)"
+
+
+@pytest.mark.slow  # uv's dry runs
+def test_versions_from_the_wheelhouse_with_every_index_unreachable(house, monkeypatch, tmp_path):
+    for k, v in OFFLINE.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("REPRO_ENV_CACHE", str(tmp_path / "cache"))
+    src = packages.source([house])
+    slow = packages.coupled(packages.changed(GOOD, BAD), src)[-1]
+    # a package whose METADATA is nowhere (no wheel, not in uv's or pip's cache) couples with nothing, and says so
+    ghost = packages.changed(make_lock(ghost="1.0"), make_lock(ghost="2.0"))
+    assert packages.coupled(ghost, src)[0].unknown == ("ghost",)
+    said = []
+    assert packages.versions(slow, src, log=said.append) == ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
+    assert "1.4.1 (its wheels (slowpkg-1.4.1-cp311-cp311-win_amd64.whl) are not for Python" in said[0]
+    steps = packages.version_steps(GOOD, slow, ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6"], src)
+    assert [lock.versions(s)["slowpkg"] for s in steps] == SLOW_VERSIONS
+    # a version the wheelhouse does not hold cannot be had: refused, naming it, the Python and the platform
+    why = packages.installable(make_lock(slowpkg="1.9"), src)
+    assert why and why.startswith("slowpkg==1.9 cannot be had for Python " + platform.python_version()) and \
+        str(house) in why, why
+    assert packages.installable(make_lock(slowpkg="1.6", pkg_b="1.5"), src) is None
+
+
+@pytest.mark.slow  # uv builds a venv
+def test_environment_builds_a_venv_that_imports_the_version(house, monkeypatch, tmp_path):
+    for k, v in OFFLINE.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("REPRO_ENV_CACHE", str(tmp_path / "cache"))
+    src = packages.source([house])
+    text = make_lock(slowpkg="1.5", quietpkg="1.1")
+    python = packages.environment(text, src, log=lambda _: None)
+    out = subprocess.run([python, "-c", "import slowpkg, quietpkg; print(slowpkg.__version__, slowpkg.EXTRA, "
+                          "quietpkg.__version__)"], capture_output=True, text=True)
+    assert out.stdout.split() == ["1.5", "3", "1.1"], out.stderr
+    assert packages.environment(text, src, log=lambda _: None) == python  # content-keyed: reused
