@@ -120,7 +120,7 @@ def cmd_prune(args) -> int:
 def cmd_pack(args) -> int:
     """Pack an environment (and its commit) for a target: a wheelhouse folder with its manifest."""
     from repro import paths
-    from repro.envs import pack
+    from repro.envs import pack, runtime
 
     try:
         tgt = pack.target(args.python, args.platform)
@@ -135,12 +135,20 @@ def cmd_pack(args) -> int:
             raise pack.PackError(f"--dvc: --out {out} is outside the repository {repo}: DVC tracks folders inside it "
                                  "(e.g. --out wheelhouses/NAME)")
         src = pack.source(Path(args.ledger), args.what, repo)
-    except pack.PackError as e:
+        max_size = runtime.parse_size(args.max_size) if args.max_size else None
+        selection = None
+        if args.runtime_only:  # what the parent and the worker import, for the target's Python (envs.runtime)
+            import platform
+
+            not_run, selection = runtime.select(src.locks, repo / "pyproject.toml",
+                                                tgt.python or ".".join(platform.python_version_tuple()[:2]))
+            leave += not_run
+    except (pack.PackError, runtime.SelectionError) as e:
         print(f"repro env pack: {e}", file=sys.stderr)
         return 2
     try:
-        manifest = pack.make(src, tgt, out, have, keep, repo, leave=leave)
-    except pack.PackError as e:
+        manifest = pack.make(src, tgt, out, have, keep, repo, leave=leave, max_size=max_size, selection=selection)
+    except (pack.PackError, runtime.SelectionError) as e:
         print(f"repro env pack: {e}", file=sys.stderr)
         return 1
     print("\n".join(pack.describe(manifest, out)))
@@ -196,5 +204,10 @@ def add_parser(sub, common) -> None:
                                    "(e.g. a GPU build of torch)")
     pk.add_argument("--leave-out", metavar="NAMES", help="comma-separated distributions not to pack (the target does not "
                                                           "need them, or cannot have them), named in the manifest")
+    pk.add_argument("--runtime-only", action="store_true", help="only what the parent and a worker import at run time "
+                    "(repro's dependencies and its run extras, closed over Requires-Dist; envs.runtime): no test, docs, "
+                    "lint or replay tools; named in the manifest")
+    pk.add_argument("--max-size", metavar="SIZE", help="refuse a pack over SIZE (e.g. 60MiB), naming its biggest wheels; "
+                    "its size and largest wheels are printed before anything is written either way")
     pk.add_argument("--dvc", action="store_true", help="`dvc add` the pack (its --out inside the repository)")
     pk.set_defaults(func=cmd_pack)

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from repro.envs import lock
+from repro.envs.venvs import EnvError
 
 # The extras of pyproject.toml whose packages the parent or a worker imports during a run.
 RUNTIME_EXTRAS = ("jax", "torch", "tracking", "launchers", "hf")
@@ -39,8 +40,9 @@ UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 10**3, "kib": 2**10, "m": 2**20, "mb":
 LARGEST = 8  # wheels named in the size line
 
 
-class SelectionError(ValueError):
-    """A runtime selection that cannot be computed (no pyproject, an unknown extra)."""
+class SelectionError(EnvError):
+    """A runtime selection that cannot be computed (no pyproject, an unknown extra), a bad --max-size, or a
+    pack over it."""
 
 
 def parse_size(text: str) -> int:
@@ -52,7 +54,7 @@ def parse_size(text: str) -> int:
 
 
 def mib(n: int) -> str:
-    return f"{n / 2**20:,.1f} MiB"
+    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 / 10 else f"{n / 2**10:,.1f} KiB"
 
 
 def _markers(python: str) -> dict[str, str]:
@@ -173,9 +175,7 @@ def describe(selection: dict) -> list[str]:
 
 def fits(files: list[Path], max_size: int | None, log=print) -> int:
     """The wheels' total bytes, logged with their count and the largest, before the pack is written;
-    over `max_size` a PackError naming the biggest contributors."""
-    from repro.envs.pack import PackError
-
+    over `max_size` a SelectionError naming the biggest contributors."""
     sized = sorted(((f.stat().st_size, f.name) for f in files), reverse=True)
     total = sum(s for s, _ in sized)
     top = ", ".join(f"{name.split('-')[0]} {mib(s)}" for s, name in sized[:LARGEST])
@@ -187,7 +187,7 @@ def fits(files: list[Path], max_size: int | None, log=print) -> int:
             over -= s
             if over <= 0:
                 break
-        raise PackError(f"the pack would be {mib(total)} in {len(sized)} wheels, over --max-size {mib(max_size)} by "
+        raise SelectionError(f"the pack would be {mib(total)} in {len(sized)} wheels, over --max-size {mib(max_size)} by "
                         f"{mib(total - max_size)}; its biggest contributors: {', '.join(biggest)}: leave what the target "
                         "has out (--have, --keep), what a run does not need (--runtime-only, --leave-out), or raise "
                         "--max-size; nothing written")
