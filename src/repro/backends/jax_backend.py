@@ -335,7 +335,18 @@ class JaxWorkload:
             "init": canonical.init_mode(self.ctx.config),
             "compile_cache": self.ctx.config.run.compile_cache,
             "compilation_cache_dir": jax.config.jax_compilation_cache_dir,
+            # what XLA compiled for the step, as one hash: two configs that ran the same program under the same
+            # settings measured no difference in kind (report/determinism_price.py: no price to measure)
+            "program_sha256": self.program_sha256(),
         }
+
+    def program_sha256(self) -> str | None:
+        """The sha256 of the compiled step's optimized HLO (None before the first step compiled it)."""
+        if self._compiled is None:
+            return None
+        if getattr(self, "_program_sha256", None) is None:
+            self._program_sha256 = hashlib.sha256(self._compiled.as_text().encode()).hexdigest()
+        return self._program_sha256
 
     def framework_info(self) -> dict:
         return {

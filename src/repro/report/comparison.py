@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 
-from repro.report import floor, reruns, stats, trajectory, varied, verdict
+from repro.report import determinism_price, floor, reruns, stats, trajectory, varied, verdict
 from repro.report.audit import Audit, audit, busy
 
 IN_TITLE = ("model", "model.preset")  # a table is one model at one preset
@@ -368,6 +368,9 @@ def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swe
                 continue
             what = model + (f" · {rest_a}" if rest_a else "")
             mode_a, mode_b = mode_of(a.records[0]), mode_of(b.records[0])
+            if key in MODE_KEYS and (same := determinism_price.same_program(a.ok + b.ok)):
+                refused.append(replace(_unfair(a, b, what, "", key), a=name_a, b=name_b, same=same))  # not judged
+                continue
             if key in MODE_KEYS:  # the mode is the axis: the fill is compared within deterministic mode
                 mode_a = mode_a if key == "run.fill_uninitialized_memory" else ""
             elif mode_a != mode_b:

@@ -186,6 +186,7 @@ class Verdict:
     flat: str = ""  # no spread to judge: what was identical ("identical medians", ...)
     mode: str = ""  # the determinism mode both sides ran in ("in deterministic mode (...)"; "" where it is the axis)
     refused: str = ""  # UNFAIR only: why the sides are not compared
+    same: str = ""  # UNFAIR only: the two sides ran the same program under the same settings, and why (no price)
     axis: str = ""  # the key the two sides differ in (report/comparison.py's COMPARED)
     trim: float = 0.0  # verdict.trim it was judged with
     trimmed: int = 0  # runs (paired: rounds) dropped from each end of a side (0: the plain t)
@@ -268,6 +269,8 @@ class Verdict:
             tail += f"; below this host's noise floor ({pct(self.floor[1])} at {self.floor[0]} repeats, repro calibrate)"
         if self.recomputed:
             tail += "; recomputed by this version's verdict engine"
+        if self.outcome == UNFAIR and self.same:  # a swept condition that changed nothing (report/determinism_price.py)
+            return f"{self.a} vs {self.b}{on}: the same program in both modes ({self.same}): no price to measure"
         if self.outcome == UNFAIR:
             return f"{self.a} vs {self.b}{on}: no verdict, an unfair pair: {self.refused}"
         if self.outcome == SINGLE:
