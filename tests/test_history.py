@@ -171,6 +171,13 @@ def test_other_hardware_and_the_other_determinism_mode_are_separate_series(tmp_p
     assert labels == {"jax · deterministic", "jax · free"}  # the run names the experiment's table gives them
 
 
+def test_a_sweeps_label_names_its_config_over_the_whole_ledger(stepped):
+    """`--sweep ID --label NAME`: the config its table labels NAME, with every ok run of it in the ledger."""
+    root, oks = stepped
+    [s] = series.split(series.select(Ledger(root), sweep=oks[7]["sweep"]["id"], label="jax"))
+    assert s.label == "jax" and [p.id for p in s.points] == [r["id"] for r in oks]
+
+
 def test_reruns_and_replays_are_left_out(tmp_path):
     ledger = Ledger(tmp_path / "ledger")
     oks = write_runs(ledger, medians(step=1.0, n=12))

@@ -20,9 +20,9 @@ for Performance Regressions"):
   least the observed) / (1 + shuffles). p <= `alpha` (0.001, Otava's default threshold) is a
   change, and the search goes on in the two new segments; the first split that is not
   significant ends it. 1999 shuffles put p's floor at 0.0005, under 0.001; the test stops
-  shuffling once p can no longer reach `alpha` (a flat series costs a few dozen shuffles);
-- Otava's window of 50 points is not used: every split is searched over its whole segment
-  (O(N^2) memory per shuffle batch; a history of thousands of runs still fits).
+  shuffling once p can no longer reach `alpha` (a flat series costs a batch of shuffles);
+- Otava's window of 50 points is not used: every split is searched over its whole segment,
+  O(N^2) work a shuffle and O(N) memory.
 
 The size of a change: the ratio after/before of the two segments on either side of it (each
 from the change before it to the change after it), estimated by the verdict engine's robust
@@ -46,7 +46,7 @@ MIN_SEGMENT = 5  # points on each side of a split, at least
 PERMUTATIONS = 1999  # p's floor 1 / 2000, under ALPHA
 SEED = 0
 LEVEL = 0.95  # a step's interval
-BATCH_CELLS = 2_000_000  # shuffles x N x N held at once
+BATCH = 250  # shuffles drawn at once (the test may stop after any batch)
 
 
 @dataclass(frozen=True)
@@ -74,16 +74,26 @@ class Change:
                 "before_n": self.before_n, "after_n": self.after_n}
 
 
-def _q_all(d: np.ndarray, min_segment: int) -> np.ndarray:
-    """Q(tau) for tau = min_segment .. N - min_segment of each distance matrix in `d` (..., N, N)."""
-    n = d.shape[-1]
-    rows = np.cumsum(d.sum(-1), -1)  # rows[t-1] = sum of D[:t, :]
-    low = np.cumsum(np.tril(d, -1).sum(-1), -1)  # low[t-1] = sum_{i<k<t} D[k, i]
-    total = rows[..., -1:]
+def _before(w: np.ndarray) -> np.ndarray:
+    """sum_{i<k} |w_k - w_i| for each k of each row of `w` (..., N): one point's distances to
+    the points before it (the strict lower triangle's row sums of the distance matrix), a row
+    of work per k, never an N x N matrix per row."""
+    out = np.zeros_like(w)
+    for k in range(1, w.shape[-1]):
+        out[..., k] = np.abs(w[..., k:k + 1] - w[..., :k]).sum(-1)
+    return out
+
+
+def _q(row_sums: np.ndarray, before: np.ndarray, min_segment: int) -> np.ndarray:
+    """Q(tau) for tau = min_segment .. N - min_segment from each point's distance sums to all
+    points (`row_sums`) and to the points before it (`before`), in series order (..., N)."""
+    n = row_sums.shape[-1]
+    rows = np.cumsum(row_sums, -1)  # rows[t-1]: the distance sums of X = the first t points to all
+    low = np.cumsum(before, -1)  # low[t-1]: sum over pairs within X
     tau = np.arange(min_segment, n - min_segment + 1)
     xx = 2 * low[..., tau - 1]  # sum over X x X (both orders)
     xy = rows[..., tau - 1] - xx
-    yy = total - 2 * rows[..., tau - 1] + xx
+    yy = rows[..., -1:] - 2 * rows[..., tau - 1] + xx
     m, k = tau.astype(float), (n - tau).astype(float)
     e = 2 * xy / (m * k) - xx / (m * (m - 1)) - yy / (k * (k - 1))
     return m * k / (m + k) * e
@@ -95,7 +105,7 @@ def best_split(values: Sequence[float], min_segment: int = MIN_SEGMENT) -> tuple
     z = np.asarray(values, dtype=float)
     if len(z) < 2 * min_segment:
         return None
-    q = _q_all(np.abs(z[:, None] - z[None, :]), min_segment)
+    q = _q(np.abs(z[:, None] - z[None, :]).sum(-1), _before(z), min_segment)
     i = int(np.argmax(q))
     return i + min_segment, float(q[i])
 
@@ -104,20 +114,19 @@ def permutation_p(values: Sequence[float], q_observed: float, min_segment: int =
                   permutations: int = PERMUTATIONS, alpha: float = ALPHA,
                   rng: np.random.Generator | None = None) -> float:
     """The permutation p of a segment's best split (its largest Q over splits against the
-    shuffled segments'). Stops once p can no longer be at most `alpha`: then the p returned is
-    the lower bound seen so far (above alpha)."""
+    shuffled segments'). Shuffles are drawn BATCH at a time and the test stops once p can no
+    longer be at most `alpha`: then the p returned is the lower bound seen so far (above alpha)."""
     z = np.asarray(values, dtype=float)
     n = len(z)
     rng = rng or np.random.default_rng(SEED)
-    d = np.abs(z[:, None] - z[None, :])
-    batch = max(1, BATCH_CELLS // (n * n))
+    row_sums = np.abs(z[:, None] - z[None, :]).sum(-1)  # a point's distances to all: the same in any order
     allowed = math.floor(alpha * (permutations + 1) - 1 + 1e-9)  # shuffles at least as large p <= alpha allows
     done = exceed = 0
     while done < permutations:
-        size = min(batch, permutations - done)
+        size = min(BATCH, permutations - done)
         perms = rng.permuted(np.tile(np.arange(n), (size, 1)), axis=1)
-        shuffled = d[perms[:, :, None], perms[:, None, :]]
-        exceed += int(np.count_nonzero(_q_all(shuffled, min_segment).max(-1) >= q_observed * (1 - 1e-12)))
+        q = _q(row_sums[perms], _before(z[perms]), min_segment).max(-1)
+        exceed += int(np.count_nonzero(q >= q_observed * (1 - 1e-12)))
         done += size
         if exceed > allowed:
             return (1 + exceed) / (1 + done)
