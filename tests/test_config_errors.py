@@ -18,7 +18,17 @@ BAD = [
     (["model.preset=huge"], ["huge", "tiny"]),
     (["+exp=quickstart", "framework=jax,jaxx"], ["framework/jaxx"]),
     (["+exp=vit_l4"], ["hardware=l4", "NVIDIA L4", "CPU only", "hardware=cpu"]),
+    # a number other than 0/1 for a boolean is not read as true (OmegaConf's BooleanNode would)
+    (["run.fill_uninitialized_memory=2"], ["run.fill_uninitialized_memory: 2 is not a boolean", "null"]),
+    (["run.fill_uninitialized_memory=-1"], ["run.fill_uninitialized_memory: -1 is not a boolean"]),
+    (["verdict.canary_reruns=2"], ["verdict.canary_reruns: 2 is not a boolean: give true or false"]),
 ]
+
+
+@pytest.mark.parametrize("args", [["run.deterministic=1"], ["run.deterministic=false"], ["verdict.canary_reruns=yes"],
+                                  ["run.fill_uninitialized_memory=null"]])
+def test_a_boolean_given_as_a_boolean_is_taken(args):
+    assert plan(args).jobs
 
 
 @pytest.mark.parametrize("args,expected", BAD, ids=[" ".join(a) for a, _ in BAD])

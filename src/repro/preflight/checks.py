@@ -68,9 +68,37 @@ def _apply_schema(cfg: DictConfig) -> schema.Config:
     typed.model = OmegaConf.structured(model_type(entry))
     try:
         merged = OmegaConf.merge(typed, cfg)
+        _check_bools(merged, cfg)
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
     except OmegaConfBaseException as e:
         raise ConfigError(_omegaconf_message(e)) from None
+
+
+_BOOL_TEXT = {"true", "false", "yes", "no", "on", "off"}
+
+
+def _check_bools(typed, raw, prefix: str = "") -> None:
+    """A boolean key given a number other than 0 and 1 (`run.fill_uninitialized_memory=2`, `=-1`) is refused:
+    OmegaConf's BooleanNode reads any non-zero number as true, which hides a typo or a misread key."""
+    from omegaconf import DictConfig
+    from omegaconf.nodes import BooleanNode
+
+    for key in typed.keys() if isinstance(typed, DictConfig) else ():
+        node = typed._get_node(key)
+        given = raw._get_node(key) if isinstance(raw, DictConfig) and key in raw else None
+        if given is None:
+            continue
+        if isinstance(node, DictConfig):
+            _check_bools(node, given, f"{prefix}{key}.")
+        elif isinstance(node, BooleanNode):
+            value = given._value() if hasattr(given, "_value") else given
+            if value is None or isinstance(value, bool) or (isinstance(value, str) and (
+                    value.lower() in _BOOL_TEXT or value.startswith("${"))):
+                continue
+            if isinstance(value, int) and value in (0, 1):
+                continue
+            raise ConfigError(f"{prefix}{key}: {value!r} is not a boolean: give true or false"
+                              + (" (or null for torch's own default)" if node._is_optional() else ""))
 
 
 def typed_dicts(configs: Sequence[DictConfig]) -> list[dict] | None:
