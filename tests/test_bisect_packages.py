@@ -11,14 +11,13 @@ package BAD removed and one it added, and a slowpkg release for another platform
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import platform
 import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
+from wheels import make_wheel, simple_index
 
 from repro.bisect import packages
 from repro.envs import lock
@@ -44,51 +43,30 @@ def work(x, n=64):
 '''
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def make_wheel(folder: Path, name: str, version: str, body: str = "", requires: tuple[str, ...] = (),
-               tag: str = "py3-none-any") -> Path:
-    """A wheel of one module `name` (dashes as underscores): METADATA, WHEEL and RECORD as PEP 427/376 say."""
-    mod = name.replace("-", "_")
-    info = f"{mod}-{version}.dist-info"
-    files = {
-        f"{mod}/__init__.py": body or f'__version__ = "{version}"\n',
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                            + "".join(f"Requires-Dist: {r}\n" for r in requires),
-        f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: repro-tests\nRoot-Is-Purelib: true\nTag: {tag}\n",
-    }
-    record = "".join(f"{path},sha256={_b64(text.encode())},{len(text.encode())}\n" for path, text in files.items())
-    files[f"{info}/RECORD"] = record + f"{info}/RECORD,,\n"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{mod}-{version}-{tag}.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for inner, text in files.items():
-            z.writestr(inner, text)
-    return path
-
-
 SLOW_VERSIONS = [f"1.{i}" for i in range(8)]
 
 
 def wheelhouse(folder: Path) -> Path:
+    def wheel(name, version, requires=(), body=None):
+        mod = name.replace("-", "_")
+        return make_wheel(folder, name, version, {f"{mod}/__init__.py": body or f'__version__ = "{version}"\n'}, requires)
+
     for v in SLOW_VERSIONS:
         extra = 3 if packages._version(v) >= packages._version(SLOW_FROM) else 0
-        make_wheel(folder, "slowpkg", v, SLOWPKG.format(version=v, extra=extra, slow_from=SLOW_FROM))
-    make_wheel(folder, "slowpkg", "1.4.1", tag="cp311-cp311-win_amd64")  # released for Windows only
+        wheel("slowpkg", v, body=SLOWPKG.format(version=v, extra=extra, slow_from=SLOW_FROM))
+    windows = wheel("slowpkg", "1.4.1")  # released for Windows only: the tags its file name declares
+    windows.rename(folder / "slowpkg-1.4.1-cp311-cp311-win_amd64.whl")
     for v in ("1.0", "1.1"):
-        make_wheel(folder, "quietpkg", v)
+        wheel("quietpkg", v)
     for v in ("3.0", "3.1"):
-        make_wheel(folder, "otherpkg", v, requires=("quietpkg>=1.0",))  # a loose requirement: no coupling
+        wheel("otherpkg", v, requires=("quietpkg>=1.0",))  # a loose requirement: no coupling
     for v in ("1.0", "1.5", "2.0"):
-        make_wheel(folder, "pkg-b", v)
-    make_wheel(folder, "pkg-a", "1.0", requires=("pkg-b==1.0",))
-    make_wheel(folder, "pkg-a", "1.5", requires=("pkg-b>=1.5,<2",))
-    make_wheel(folder, "pkg-a", "2.0", requires=("pkg-b==2.0", "slowpkg; extra == 'fast'"))  # an extra: not a need
-    make_wheel(folder, "steady", "1.0")
-    make_wheel(folder, "oldpkg", "0.1")
-    make_wheel(folder, "newpkg", "0.2")
+        wheel("pkg-b", v)
+    wheel("pkg-a", "1.0", requires=("pkg-b==1.0",))
+    wheel("pkg-a", "1.5", requires=("pkg-b>=1.5,<2",))
+    wheel("pkg-a", "2.0", requires=("pkg-b==2.0", "slowpkg; extra == 'fast'"))  # an extra: not a need
+    for name, version in (("steady", "1.0"), ("oldpkg", "0.1"), ("newpkg", "0.2")):
+        wheel(name, version)
     return folder
 
 
@@ -148,6 +126,21 @@ def test_group_steps_apply_one_group_at_a_time_in_name_order(house):
         packages.group_steps(GOOD, BAD, groups[:-1])
 
 
+def test_a_moved_package_carries_the_content_its_end_recorded(house):
+    """A step installs BAD's quietpkg 1.1 and names the content BAD's lock recorded for it (envs.lock), so the
+    venv built for it is checked to hold that wheel's files; a removed package's content line goes with it."""
+    def content(text, name, version):
+        return text + f"# content: {name}=={version} sha256:{lock.wheel_content(house / f'{name}-{version}-py3-none-any.whl')}\n"
+
+    good = content(content(GOOD, "quietpkg", "1.0"), "oldpkg", "0.1")
+    bad = content(BAD, "quietpkg", "1.1")
+    groups = packages.coupled(packages.changed(good, bad), [house])
+    steps = packages.group_steps(good, bad, groups)
+    assert lock.contents(steps[1])["quietpkg"] == lock.contents(good)["quietpkg"]
+    assert "oldpkg" not in lock.contents(steps[2])
+    assert lock.contents(steps[5])["quietpkg"] == lock.contents(bad)["quietpkg"] != lock.contents(good)["quietpkg"]
+
+
 def test_version_steps_carry_the_coupled_member_along(house):
     src = packages.source([house])
     pair = packages.coupled(packages.changed(GOOD, BAD), src)[3]
@@ -178,6 +171,33 @@ def test_versions_from_the_wheelhouse_with_every_index_unreachable(house, monkey
     assert why and why.startswith("slowpkg==1.9 cannot be had for Python " + platform.python_version()) and \
         str(house) in why, why
     assert packages.installable(make_lock(slowpkg="1.6", pkg_b="1.5"), src) is None
+
+
+@pytest.mark.slow  # pip and uv against an index
+def test_versions_from_the_index_pip_is_configured_with(house, monkeypatch, tmp_path):
+    """No wheelhouse: the versions come from the index (`pip index versions`, pip's configuration, which uv
+    is handed too); here a PEP 503 index on disk, the only one pip knows."""
+    from repro.envs import pipconf
+
+    index = simple_index(tmp_path / "index", sorted(house.glob("*.whl")))
+    for k, v in OFFLINE.items():
+        monkeypatch.setenv(k, v)
+    for k in ("PIP_NO_INDEX", "UV_OFFLINE", "UV_INDEX_URL", "UV_DEFAULT_INDEX"):
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("PIP_INDEX_URL", f"file://{index}")
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")  # pip's own file would add this machine's folders
+    pipconf.read.cache_clear()
+    try:
+        slow = packages.coupled(packages.changed(GOOD, BAD))[-1]
+        assert packages.versions(slow, None) == ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
+        assert packages.installable(make_lock(slowpkg="1.9")).startswith("slowpkg==1.9 cannot be had for Python")
+        monkeypatch.setenv("PIP_INDEX_URL", NOWHERE)  # an index out of reach: said, with what to do
+        monkeypatch.setenv("PIP_RETRIES", "0")
+        pipconf.read.cache_clear()
+        with pytest.raises(packages.PackagesError, match="the index lists no versions of slowpkg .* give a wheelhouse"):
+            packages.versions(slow, None)
+    finally:
+        pipconf.read.cache_clear()
 
 
 @pytest.mark.slow  # uv builds a venv

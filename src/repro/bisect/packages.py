@@ -71,6 +71,8 @@ class Change:
     bad: str | None  # None: BAD removed it
     good_line: str | None = None  # the lock's requirement line at each end
     bad_line: str | None = None
+    good_content: str | None = None  # the content sha256 the lock names for it (envs.lock), where it does
+    bad_content: str | None = None
 
     @property
     def kind(self) -> str:
@@ -78,6 +80,9 @@ class Change:
 
     def line(self, end: str) -> str | None:
         return self.good_line if end == "good" else self.bad_line
+
+    def content(self, end: str) -> str | None:
+        return self.good_content if end == "good" else self.bad_content
 
     def version(self, end: str) -> str | None:
         return self.good if end == "good" else self.bad
@@ -104,13 +109,14 @@ def changed(good_lock: str, bad_lock: str) -> list[Change]:
         raise PackagesError(f"the two locks are for Python {good['python']} and {bad['python']}: package steps run in "
                             "one interpreter; bisect between records made with one Python (major.minor)")
     g, b = lock.versions(good_lock), lock.versions(bad_lock)
+    gc, bc = lock.contents(good_lock), lock.contents(bad_lock)
     out = []
     for name in sorted(set(good["requirements"]) | set(bad["requirements"])):
         if name in lock.OWN or name in good["local"] or name in bad["local"] or g.get(name) == b.get(name):
             continue
         out.append(Change(name, g.get(name) if name in good["requirements"] else None,
                           b.get(name) if name in bad["requirements"] else None,
-                          good["requirements"].get(name), bad["requirements"].get(name)))
+                          good["requirements"].get(name), bad["requirements"].get(name), gc.get(name), bc.get(name)))
     return out
 
 
@@ -272,10 +278,11 @@ def source(folders=None) -> Source:
     return Source(tuple(kept), found, tags)
 
 
-def _pip_cache_wheels() -> list[Path]:
+@functools.lru_cache(maxsize=1)
+def _pip_cache_wheels() -> tuple[Path, ...]:
     out = subprocess.run([sys.executable, "-m", "pip", "cache", "dir"], capture_output=True, text=True)
     root = Path(out.stdout.strip()) / "wheels" if out.returncode == 0 and out.stdout.strip() else None
-    return sorted(root.rglob("*.whl")) if root and root.is_dir() else []
+    return tuple(sorted(root.rglob("*.whl"))) if root and root.is_dir() else ()
 
 
 @functools.lru_cache(maxsize=1)
@@ -291,12 +298,39 @@ def _uv_cache_index() -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _installed() -> dict:
+    """name -> the distributions this interpreter has (read once)."""
+    from importlib import metadata
+
+    out: dict = {}
+    for dist in metadata.distributions():
+        out.setdefault(lock.normalise(dist.metadata["Name"] or ""), []).append(dist)
+    return out
+
+
 class Metadata:
     """METADATA of (name, version), found as the module docstring says, each looked up once."""
 
     def __init__(self, src: Source | None = None):
         self.src = src or Source()
         self.known: dict[tuple[str, str], Meta | None] = {}
+
+    def prefetch(self, wanted: list[tuple[str, str | None]]) -> None:
+        """Look up many at once: those found nowhere on disk asked of the index in two or so pip calls."""
+        if self.src.offline:
+            return
+        later = []
+        for name, version in wanted:
+            if version is None or (name, version) in self.known:
+                continue
+            meta = self._find(name, version, index=False)
+            if meta is None and "://" not in version:
+                later.append((name, version))
+            else:
+                self.known[(name, version)] = meta
+        _index_report(later)
+        self.known.update({w: _INDEX_META.get(w) for w in later})
 
     def __call__(self, name: str, version: str | None) -> Meta | None:
         if version is None:
@@ -306,37 +340,60 @@ class Metadata:
             self.known[key] = self._find(name, version)
         return self.known[key]
 
-    def _find(self, name: str, version: str) -> Meta | None:
+    def _find(self, name: str, version: str, index: bool = True) -> Meta | None:
         for path in self.src.files(name, version):
             if meta := wheel_meta(path):
                 return meta
         for (n, v), path in _uv_cache_index().items():
             if n == name and _same(v, version):
                 return _meta_of(path.read_text(errors="replace"), str(path))
-        from importlib import metadata
-
-        for dist in metadata.distributions():
-            if lock.normalise(dist.metadata["Name"] or "") == name and _same(dist.version, version):
+        for dist in _installed().get(name, ()):
+            if _same(dist.version, version):
                 return Meta(tuple(dist.requires or ()), dist.metadata.get("Requires-Python"), f"installed {name} {version}")
         for path in _pip_cache_wheels():
             key = _wheel_key(path.name)
             if key and key[0] == name and _same(key[1], version) and (meta := wheel_meta(path)):
                 return meta
-        if self.src.offline or "://" in version:
+        if not index or self.src.offline or "://" in version:
             return None
         return _index_meta(name, version)
 
 
-@functools.lru_cache(maxsize=None)
+_INDEX_META: dict[tuple[str, str], Meta | None] = {}
+
+
 def _index_meta(name: str, version: str) -> Meta | None:
-    """METADATA from the index: pip's dry-run report (PEP 658 metadata where the index serves it)."""
-    out = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed",
-                          "--quiet", "--report", "-", f"{name}=={version}"], capture_output=True, text=True)
-    try:
-        meta = json.loads(out.stdout)["install"][0]["metadata"]
-    except (ValueError, KeyError, IndexError):
-        return None
-    return Meta(tuple(meta.get("requires_dist") or ()), meta.get("requires_python"), f"the index ({name} {version})")
+    if (name, version) not in _INDEX_META:
+        _index_report([(name, version)])
+    return _INDEX_META.get((name, version))
+
+
+def _index_report(wanted: list[tuple[str, str]]) -> None:
+    """METADATA from the index for each (name, version), one pip dry-run report (PEP 658 metadata where the index
+    serves it) per batch of distinct names; a batch pip refuses is asked again one by one."""
+    wanted = [w for w in dict.fromkeys(wanted) if w not in _INDEX_META]
+    while wanted:
+        batch, names = [], set()
+        for name, version in wanted:
+            if name not in names:
+                batch.append((name, version))
+                names.add(name)
+        wanted = [w for w in wanted if w not in batch]
+        out = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed",
+                              "--quiet", "--report", "-", *(f"{n}=={v}" for n, v in batch)], capture_output=True, text=True)
+        try:
+            got = {lock.normalise(i["metadata"]["name"]): i["metadata"] for i in json.loads(out.stdout)["install"]}
+        except (ValueError, KeyError, TypeError):
+            if len(batch) > 1:
+                for one in batch:
+                    _index_report([one])
+            else:
+                _INDEX_META[batch[0]] = None
+            continue
+        for name, version in batch:
+            meta = got.get(name)
+            _INDEX_META[(name, version)] = Meta(tuple(meta.get("requires_dist") or ()), meta.get("requires_python"),
+                                                f"the index ({name} {version})") if meta else None
 
 
 # ---- which packages move together ------------------------------------------------------------------
@@ -384,6 +441,7 @@ def coupled(changes: list[Change], wheels: Source | list | None = None) -> list[
     edges: dict[str, set] = {c.name: set() for c in changes}
     requires: dict[str, set] = {c.name: set() for c in changes}
     why = []
+    meta.prefetch([(c.name, c.version(end)) for c in changes for end in ("good", "bad")])
 
     def root(n: str) -> str:
         while parent[n] != n:
@@ -425,12 +483,18 @@ def _name_of(line: str) -> str:
 
 
 def moved(text: str, changes, end: str = "bad") -> str:
-    """The lock `text` with each change at its `end` (its line there, or removed where that end lacks it)."""
+    """The lock `text` with each change at its `end`: its line there (and the content digest that end's
+    lock names for it, so the wheel installed is checked to be the recorded one), or removed where that
+    end lacks it."""
     pins = [c.line(end) for c in changes if c.line(end)]
     out = lock.with_pins(text, pins)
     gone = {c.name for c in changes if c.line(end) is None}
-    return "".join(line for line in out.splitlines(keepends=True)
-                   if line.startswith("#") or not line.strip() or _name_of(line) not in gone)
+    kept = [line for line in out.splitlines()
+            if not ((m := lock.CONTENT_LINE.match(line)) and lock.normalise(m.group(1)) in gone)
+            and (line.startswith("#") or not line.strip() or _name_of(line) not in gone)]
+    kept += [f"# content: {c.name}=={c.version(end)} sha256:{c.content(end)}" for c in changes
+             if c.line(end) and c.content(end) and "==" in c.line(end)]
+    return "\n".join(kept) + "\n"
 
 
 def _pinned(text: str) -> dict[str, str]:
