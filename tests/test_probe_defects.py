@@ -80,6 +80,25 @@ def test_report_refuses_and_list_marks_a_record_edited_after_it_was_written(tmp_
     assert "⚠ changed" in captured.out and "1 record(s) marked '⚠ changed'" in captured.err
 
 
+def test_export_marks_and_compare_refuses_a_record_edited_after_it_was_written(tmp_path, capsys):
+    """`repro ledger export` and `repro.compare()` published a hand-edited record with no word (issue 59)."""
+    import pandas as pd
+
+    import repro
+    from repro.cli import dispatch
+    from repro.ledger import LedgerError
+
+    root, rid = _tampered_ledger(tmp_path)
+    out = tmp_path / "runs.csv"
+    assert dispatch(["ledger", "export", "--ledger", str(root), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "1 record(s) changed after they were written, exported with verified=false: " + rid in err
+    df = pd.read_csv(out)
+    assert list(df.loc[~df["verified"], "id"]) == [rid] and df["verified"].sum() == len(df) - 1
+    with pytest.raises(LedgerError, match=f"repro.compare: record {rid} .*was changed after it was written"):
+        repro.compare(experiment="quickstart", ledger=str(root))
+
+
 def test_a_config_dir_model_that_shadows_a_zoo_name_is_refused(tmp_path):
     """A user's --config-dir with model/mlp.yaml silently ran the zoo's mlp (`--cfg job` showed the zoo's fields)."""
     (tmp_path / "model").mkdir()

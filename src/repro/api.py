@@ -223,13 +223,17 @@ def compare(*ids: str, sweep: str | None = None, experiment: str | None = None, 
 
     from repro.ledger import Ledger
     from repro.report import comparison
-    from repro.report.compare import newest_sweep, sweep_runs
+    from repro.report.compare import changed_lines, newest_sweep, sweep_runs
 
     if sum(map(bool, (ids, sweep, experiment))) != 1:
         raise ValueError("repro.compare: give run ids, sweep=ID or experiment=NAME (one of them)")
     store = Ledger(ledger)
     records = (sweep_runs(store, sweep) if sweep else newest_sweep(store, experiment) if experiment
                else [store.get(i) for i in ids])
+    if changed := changed_lines(store, records):  # as `repro report`: an edited figure is never published
+        from repro.ledger import LedgerError
+
+        raise LedgerError("repro.compare: " + "; ".join(changed))
     comp = comparison.build(records)
     if not frame:
         return comp.rows

@@ -4,6 +4,10 @@ One row per run (the head record of each run's chain: its current state), column
 with dots: `config.*`, `results.*`, `machine.*`, `environment.*`, `git.*`, `sweep.*`, ...
 (pandas does the flattening and the writing; lists such as the loss series stay lists in
 JSON and become JSON strings in CSV and parquet).
+
+A record changed after it was written (its content no longer hashes to its id: Ledger.changed) is
+still a row, so the table stays the whole ledger, but its `verified` column is false and the
+command names it on stderr: its figures are not the ones measured (`repro report` refuses it).
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ def frame(ledger: Ledger):
     import pandas as pd
 
     runs = [r for r in ledger.heads() if r.get("kind") == "run"]
+    changed = ledger.changed()
     df = pd.json_normalize(runs, sep=".")
+    df["verified"] = [r["id"] not in changed for r in runs]
     df = df[[c for c in df.columns if not c.startswith(LEFT_OUT)]]
     return df.reindex(columns=sorted(df.columns, key=lambda c: (c.split(".")[0] != "id", c)))
 
@@ -61,7 +67,13 @@ def run(args) -> int:
     if args.format == "parquet" and not args.out:
         print("repro ledger export: parquet is binary: give --out FILE.parquet", file=sys.stderr)
         return 2
-    df = frame(Ledger(args.ledger))
+    ledger = Ledger(args.ledger)
+    df = frame(ledger)
+    if len(df) and not df["verified"].all():
+        edited = list(df.loc[~df["verified"], "id"])
+        print(f"repro ledger export: warning: {len(edited)} record(s) changed after they were written, exported with "
+              f"verified=false: {', '.join(edited[:5])}{' …' if len(edited) > 5 else ''} (repro ledger verify names "
+              "the files; their figures cannot be trusted)", file=sys.stderr)
     if args.out:
         write(df, args.format, args.out)
         print(f"ledger export: {len(df)} runs × {len(df.columns)} columns → {Path(args.out)}", file=sys.stderr)
