@@ -173,6 +173,24 @@ def test_versions_from_the_wheelhouse_with_every_index_unreachable(house, monkey
     assert packages.installable(make_lock(slowpkg="1.6", pkg_b="1.5"), src) is None
 
 
+@pytest.mark.slow  # uv's dry runs
+def test_the_two_walks_the_driver_bisects(house, monkeypatch, tmp_path):
+    """Groups first (slowpkg's is the last step), then slowpkg's versions between the steps around it."""
+    for k, v in OFFLINE.items():
+        monkeypatch.setenv(k, v)
+    src = packages.source([house])
+    walk = packages.group_walk(GOOD, BAD, src)
+    assert walk.labels == ["GOOD", "newpkg (added: 0.2)", "oldpkg (removed: 0.1)", "otherpkg 3.0 → 3.1",
+                           "pkg-a 1.0 → 2.0 (pkg-b with it)", "quietpkg 1.0 → 1.1", "slowpkg 1.0 → 1.7"]
+    within = packages.version_walk(walk, walk.n, src, log=lambda _: None)
+    assert within.labels == [f"slowpkg {v}" for v in SLOW_VERSIONS]
+    assert within.locks[0] == walk.locks[-2] and within.locks[-1] == BAD
+    assert {lock.versions(s)["quietpkg"] for s in within.locks} == {"1.1"}  # the groups before it stay moved
+    gone = BAD.replace("slowpkg==1.7", "slowpkg==1.9")  # BAD's version cannot be had here: refused before any probe
+    with pytest.raises(packages.PackagesError, match=r"BAD's slowpkg==1\.9 cannot be had for Python"):
+        packages.group_walk(GOOD, gone, src)
+
+
 @pytest.mark.slow  # pip and uv against an index
 def test_versions_from_the_index_pip_is_configured_with(house, monkeypatch, tmp_path):
     """No wheelhouse: the versions come from the index (`pip index versions`, pip's configuration, which uv

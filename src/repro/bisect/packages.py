@@ -699,3 +699,43 @@ def environment(lock_text: str, src: Source | list | None = None, log=print) -> 
     src = src if isinstance(src, Source) else source(src)
     venv, meta = venvs.ensure(lock_text, log=log, wheelhouse=src.view() if src.offline else None)
     return venvs.python_of(venv)
+
+
+# ---- for the driver: the two walks ----------------------------------------------------------------------
+
+@dataclass
+class Walk:
+    """Positions 0..n over packages, each a lock and a label (position 0: GOOD's, n: BAD's)."""
+    locks: list[str]
+    labels: list[str]
+    groups: list[Group] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.locks) - 1
+
+
+def group_walk(good_lock: str, bad_lock: str, src: Source | list | None = None) -> Walk:
+    """The cumulative group steps from GOOD to BAD, labelled by the group each one moves; before any probe,
+    every changed package's version at each end is checked to install here (PackagesError naming it)."""
+    src = src if isinstance(src, Source) else source(src)
+    changes = changed(good_lock, bad_lock)
+    if not changes:
+        raise PackagesError("the two locks name the same package versions: no package to bisect")
+    for text, end in ((good_lock, "good"), (bad_lock, "bad")):
+        if why := installable(text, src, only=[c.name for c in changes if c.line(end)]):
+            raise PackagesError(f"{end.upper()}'s {why}")
+    groups = coupled(changes, src)
+    steps = group_steps(good_lock, bad_lock, groups)
+    return Walk(steps, ["GOOD", *(str(g) for g in groups)], groups)
+
+
+def version_walk(walk: Walk, k: int, src: Source | list | None = None, log=print) -> Walk:
+    """Within the guilty group (the first bad position k of `walk`, 1..n): its released versions between, as
+    positions 0 (walk's position k-1) .. m (walk's position k), labelled `describe`."""
+    src = src if isinstance(src, Source) else source(src)
+    group = walk.groups[k - 1]
+    between = versions(group, src, lock.parse(walk.locks[k - 1])["python"], log=log)
+    steps = version_steps(walk.locks[k - 1], group, between, src)
+    steps[-1] = walk.locks[k]  # the group step itself, verbatim (the last one is BAD's lock as recorded)
+    return Walk(steps, [describe(group, s) for s in steps], [group])
