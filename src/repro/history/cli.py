@@ -27,7 +27,7 @@ from rich.table import Table
 
 from repro import paths
 from repro.console import console
-from repro.history import analysis, changepoints, plot, series
+from repro.history import analysis, changepoints, series
 from repro.ledger import Ledger, LedgerError
 from repro.report import compare
 from repro.report.table import RULED
@@ -126,6 +126,8 @@ def run(args) -> int:
     out = Path(args.out) if args.out else _default_png(args)
     title = f"repro history: {args.config_hash or args.experiment or args.sweep}" + \
         (f" · {args.label}" if args.label else "")
+    from repro.history import plot  # matplotlib: imported when a history is drawn, not by every command
+
     try:
         plot.write(found, out, title)
     except OSError as e:
