@@ -149,6 +149,22 @@ def test_identity_names_the_first_step_where_processes_parted():
     assert not warn and text.endswith("(expected: run.deterministic=false)")
 
 
+def test_a_divergence_under_a_shared_compile_cache_names_the_cache():
+    """run.compile_cache=repeats with a garbled inductor cache: ok runs, not bit-identical; the cache is the suspect."""
+    a, b = (_record(x, "torch_compile", 1.0, i, loss=[2.5, 2.4, 2.3 + i / 100]) for i, x in enumerate("ab"))
+    for r in (a, b):
+        r["config"]["run"]["compile_cache"] = "repeats"
+    found = identity.of([a, b])
+    assert not found.identical and found.text.endswith(
+        "; suspect: the compile cache (run.compile_cache=repeats: later processes load what an earlier one compiled, "
+        "and a damaged cache entry runs another program): rerun cold with run.compile_cache=cold")
+    a["config"]["run"]["compile_cache"] = b["config"]["run"]["compile_cache"] = "cold"
+    assert "suspect" not in identity.of([a, b]).text  # a cold cache is no suspect
+    b["results"] = dict(a["results"])
+    a["config"]["run"]["compile_cache"] = "repeats"
+    assert identity.of([a, b]).text == "bit-identical across 2 processes (loss and parameters)"
+
+
 def _printed(found: audit.Audit, records: list[dict]) -> str:
     out = io.StringIO()
     audit.print_audit(Console(file=out, width=400), found, records)

@@ -26,8 +26,25 @@ def _first_difference(a: list, b: list) -> int | None:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
 
 
+def _cache_suspect(record: dict) -> str:
+    """Where the runs shared a compile cache (run.compile_cache=repeats or warm), a divergence names it: a later run
+    loads what an earlier one compiled, and a damaged or foreign cache entry gives it another program."""
+    cache = ((record.get("config") or {}).get("run") or {}).get("compile_cache", "cold")
+    if cache == "cold":
+        return ""
+    return (f"; suspect: the compile cache (run.compile_cache={cache}: later processes load what an earlier one "
+            "compiled, and a damaged cache entry runs another program): rerun cold with run.compile_cache=cold")
+
+
 def of(records: list[dict]) -> Identity:
     """The bit-identity of one config's ok runs (their records, in the order they ran)."""
+    found = _of(records)
+    if found.identical is False and (suspect := _cache_suspect(records[0])):
+        return Identity(found.processes, False, found.text + suspect)
+    return found
+
+
+def _of(records: list[dict]) -> Identity:
     ok = [r for r in records if r.get("status") == "ok" and _results(r).get("loss_sha256")
           and not (r.get("repeat") or {}).get("discarded")]
     k = len(ok)
