@@ -16,7 +16,6 @@ nothing written).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -137,18 +136,23 @@ def run(args) -> int:
     gate = analysis.newest_slowdown(found, pct) if pct is not None else []
     ledger_flag = _ledger_flag(args)
     if args.json:
-        print(json.dumps({"ledger": str(ledger.root), "method": "E-Divisive means (permutation test)",
-                          "alpha": alpha, "min_segment": segment, "png": str(out),
-                          "left_out": selection.left_out, "series": [f.to_dict(ledger_flag) for f in found],
-                          **({"fail_on_regression": {"pct": pct, "failed": [
-                              {"config_hash": f.series.config_hash, "hardware": f.series.hardware,
-                               "mode": f.series.mode, "ratio": c.ratio} for f, c in gate]}} if pct is not None else {})},
-                         indent=1))
+        print(json.dumps(_json(found, selection, ledger, alpha, segment, out, ledger_flag, pct, gate), indent=1))
     else:
         _print(found, selection, alpha, segment, out, ledger_flag)
     if pct is not None:
         _print_gate(found, gate, pct, to=sys.stderr if args.json else sys.stdout)
     return 1 if gate else 0
+
+
+def _json(found, selection, ledger, alpha, segment, out, ledger_flag, pct, gate) -> dict:
+    data = {"ledger": str(ledger.root), "method": "E-Divisive means (permutation test)", "alpha": alpha,
+            "min_segment": segment, "png": str(out), "left_out": selection.left_out,
+            "series": [f.to_dict(ledger_flag) for f in found]}
+    if pct is not None:
+        data["fail_on_regression"] = {"pct": pct, "failed": [
+            {"config_hash": f.series.config_hash, "hardware": f.series.hardware, "mode": f.series.mode,
+             "ratio": c.ratio, "lo": c.lo, "hi": c.hi} for f, c in gate]}
+    return data
 
 
 def _cell(p: series.Point, change: changepoints.Change | None) -> list[str]:

@@ -47,9 +47,9 @@ def _panel(ax, found: Found) -> None:
     for k, c in enumerate(found.changes):
         ax.axvline(c.index - 0.5, color=CHANGE, linestyle="--", linewidth=1.2)
         ax.annotate(f"×{c.ratio:.3f} ({c.lo:.3f}–{c.hi:.3f})\n{percent(c.ratio)}", (c.index - 0.5, 0.97),
-                    xycoords=("data", "axes fraction"), xytext=(4, -4 - 26 * (k % 2)), textcoords="offset points", va="top", fontsize=8, color=CHANGE,
-                    fontweight="bold", bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.8,
-                                             "edgecolor": "none"})
+                    xycoords=("data", "axes fraction"), xytext=(4, -4 - 26 * (k % 2)), textcoords="offset points",
+                    va="top", fontsize=8, color=CHANGE, fontweight="bold",
+                    bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
     ax.set_xlim(-1, len(points))
     ax.margins(y=0.25)
     _ticks(ax, found)
