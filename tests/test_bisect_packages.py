@@ -58,14 +58,14 @@ def wheelhouse(folder: Path) -> Path:
     windows.rename(folder / "slowpkg-1.4.1-cp311-cp311-win_amd64.whl")
     for v in ("1.0", "1.1"):
         wheel("quietpkg", v)
-    for v in ("3.0", "3.1"):
-        wheel("otherpkg", v, requires=("quietpkg>=1.0",))  # a loose requirement: no coupling
+    wheel("otherpkg", "3.0", requires=("quietpkg>=1.0", "steady"))  # loose: met at both ends
+    wheel("otherpkg", "3.1", requires=("quietpkg>=1.1", "steady"))  # quietpkg 1.1 first, then otherpkg 3.1: an order
     for v in ("1.0", "1.5", "2.0"):
         wheel("pkg-b", v)
-    wheel("pkg-a", "1.0", requires=("pkg-b==1.0",))
+    wheel("pkg-a", "1.0", requires=("pkg-b==1.0", "olddep"))  # olddep: dropped by pkg-a 2.0, removed with it
     wheel("pkg-a", "1.5", requires=("pkg-b>=1.5,<2",))
     wheel("pkg-a", "2.0", requires=("pkg-b==2.0", "slowpkg; extra == 'fast'"))  # an extra: not a need
-    for name, version in (("steady", "1.0"), ("oldpkg", "0.1"), ("newpkg", "0.2")):
+    for name, version in (("steady", "1.0"), ("oldpkg", "0.1"), ("newpkg", "0.2"), ("olddep", "0.3")):
         wheel(name, version)
     return folder
 
@@ -75,7 +75,8 @@ def make_lock(**pins: str) -> str:
                        platform.python_version())
 
 
-GOOD = make_lock(slowpkg="1.0", quietpkg="1.0", otherpkg="3.0", pkg_a="1.0", pkg_b="1.0", steady="1.0", oldpkg="0.1")
+GOOD = make_lock(slowpkg="1.0", quietpkg="1.0", otherpkg="3.0", pkg_a="1.0", pkg_b="1.0", steady="1.0", oldpkg="0.1",
+                 olddep="0.3")
 BAD = make_lock(slowpkg="1.7", quietpkg="1.1", otherpkg="3.1", pkg_a="2.0", pkg_b="2.0", steady="1.0", newpkg="0.2")
 
 
@@ -87,7 +88,8 @@ def house(tmp_path_factory) -> Path:
 def test_changed_names_every_difference_and_refuses_two_pythons():
     found = packages.changed(GOOD, BAD)
     assert [(c.name, c.good, c.bad, c.kind) for c in found] == [
-        ("newpkg", None, "0.2", "added"), ("oldpkg", "0.1", None, "removed"), ("otherpkg", "3.0", "3.1", "changed"),
+        ("newpkg", None, "0.2", "added"), ("olddep", "0.3", None, "removed"), ("oldpkg", "0.1", None, "removed"),
+        ("otherpkg", "3.0", "3.1", "changed"),
         ("pkg-a", "1.0", "2.0", "changed"), ("pkg-b", "1.0", "2.0", "changed"), ("quietpkg", "1.0", "1.1", "changed"),
         ("slowpkg", "1.0", "1.7", "changed")]
     assert str(found[0]) == "newpkg (added: 0.2)" and str(found[-1]) == "slowpkg 1.0 → 1.7"
@@ -100,25 +102,31 @@ def test_changed_names_every_difference_and_refuses_two_pythons():
 
 
 def test_coupled_reads_requires_dist_from_the_wheels(house):
+    """An exact pin both ways is one group; a floor one end crosses is an order (quietpkg before otherpkg);
+    a dependency one package dropped goes with it; the rest by name."""
     groups = packages.coupled(packages.changed(GOOD, BAD), [house])
-    assert [g.names for g in groups] == [("newpkg",), ("oldpkg",), ("otherpkg",), ("pkg-a", "pkg-b"), ("quietpkg",),
-                                         ("slowpkg",)]
-    pair = groups[3]
-    assert pair.lead.name == "pkg-a" and str(pair) == "pkg-a 1.0 → 2.0 (pkg-b with it)"
-    assert "pkg-a 2.0 requires pkg-b==2.0, which pkg-b 1.0 (GOOD) does not meet" in pair.why
+    assert [g.names for g in groups] == [("newpkg",), ("oldpkg",), ("pkg-a", "olddep", "pkg-b"), ("quietpkg",),
+                                         ("otherpkg",), ("slowpkg",)]
+    pair = groups[2]
+    assert pair.lead.name == "pkg-a" and str(pair) == "pkg-a 1.0 → 2.0 (olddep, pkg-b with it)"
+    assert "pkg-a 2.0 requires pkg-b==2.0, which pkg-b 1.0 (GOOD) does not meet: pkg-b moves no later than pkg-a" \
+        in pair.why
+    assert "pkg-a 1.0 requires olddep, which BAD removes: olddep moves with pkg-a" in pair.why
+    assert groups[4].why == ("otherpkg 3.1 requires quietpkg>=1.1, which quietpkg 1.0 (GOOD) does not meet: "
+                             "quietpkg moves no later than otherpkg",)
     assert all(not g.unknown for g in groups)
 
 
-def test_group_steps_apply_one_group_at_a_time_in_name_order(house):
+def test_group_steps_apply_one_group_at_a_time_in_order(house):
     groups = packages.coupled(packages.changed(GOOD, BAD), [house])
     steps = packages.group_steps(GOOD, BAD, groups)
     assert len(steps) == len(groups) + 1 and steps[0] == GOOD and steps[-1] == BAD
     seen = [lock.versions(s) for s in steps]
     assert "newpkg" not in seen[0] and seen[1]["newpkg"] == "0.2" and seen[1]["slowpkg"] == "1.0"
     assert "oldpkg" in seen[1] and "oldpkg" not in seen[2]
-    assert (seen[3]["pkg-a"], seen[3]["pkg-b"]) == ("1.0", "1.0")
-    assert (seen[4]["pkg-a"], seen[4]["pkg-b"]) == ("2.0", "2.0")  # the pair moves in one step
-    assert seen[5]["quietpkg"] == "1.1" and seen[5]["slowpkg"] == "1.0"
+    assert (seen[2]["pkg-a"], seen[2]["pkg-b"], seen[2]["olddep"]) == ("1.0", "1.0", "0.3")
+    assert (seen[3]["pkg-a"], seen[3]["pkg-b"]) == ("2.0", "2.0") and "olddep" not in seen[3]  # in one step
+    assert (seen[4]["quietpkg"], seen[4]["otherpkg"]) == ("1.1", "3.0") and seen[5]["otherpkg"] == "3.1"
     # the culprit is the first bad step: slowpkg's is the last, so steps 0..5 run 1.0 and 6 runs 1.7
     assert [s["slowpkg"] for s in seen] == ["1.0"] * 6 + ["1.7"]
     assert all(s["steady"] == "1.0" for s in seen)
@@ -143,12 +151,12 @@ def test_a_moved_package_carries_the_content_its_end_recorded(house):
 
 def test_version_steps_carry_the_coupled_member_along(house):
     src = packages.source([house])
-    pair = packages.coupled(packages.changed(GOOD, BAD), src)[3]
-    assert packages.members_at(pair, "1.5", src) == {"pkg-a": "1.5", "pkg-b": "1.5"}
+    pair = packages.coupled(packages.changed(GOOD, BAD), src)[2]
+    assert packages.members_at(pair, "1.5", src) == {"pkg-a": "1.5", "olddep": None, "pkg-b": "1.5"}
     steps = packages.version_steps(GOOD, pair, ["1.5"], src)
     assert [(lock.versions(s)["pkg-a"], lock.versions(s)["pkg-b"]) for s in steps] == [
         ("1.0", "1.0"), ("1.5", "1.5"), ("2.0", "2.0")]
-    assert packages.describe(pair, steps[1]) == "pkg-a 1.5 (pkg-b 1.5 with it)"
+    assert packages.describe(pair, steps[1]) == "pkg-a 1.5 (olddep absent, pkg-b 1.5 with it)"
 
 
 @pytest.mark.slow  # uv's dry runs
@@ -180,8 +188,8 @@ def test_the_two_walks_the_driver_bisects(house, monkeypatch, tmp_path):
         monkeypatch.setenv(k, v)
     src = packages.source([house])
     walk = packages.group_walk(GOOD, BAD, src)
-    assert walk.labels == ["GOOD", "newpkg (added: 0.2)", "oldpkg (removed: 0.1)", "otherpkg 3.0 → 3.1",
-                           "pkg-a 1.0 → 2.0 (pkg-b with it)", "quietpkg 1.0 → 1.1", "slowpkg 1.0 → 1.7"]
+    assert walk.labels == ["GOOD", "newpkg (added: 0.2)", "oldpkg (removed: 0.1)", "pkg-a 1.0 → 2.0 (olddep, pkg-b with it)",
+                           "quietpkg 1.0 → 1.1", "otherpkg 3.0 → 3.1", "slowpkg 1.0 → 1.7"]
     within = packages.version_walk(walk, walk.n, src, log=lambda _: None)
     assert within.labels == [f"slowpkg {v}" for v in SLOW_VERSIONS]
     assert within.locks[0] == walk.locks[-2] and within.locks[-1] == BAD

@@ -8,22 +8,26 @@ The rules, stated once:
   of them has. Distributions installed from a folder (`# editable:`/`# local:` lines: a workload's own
   package, restored from git) and repro itself are not package changes. Both locks must be for one
   Python (major.minor): every step runs in one interpreter.
-- **Coupling.** Two changed packages A and B move together when a declared requirement between them
-  (a wheel's METADATA `Requires-Dist`, markers evaluated for this interpreter, no extras) would be
-  broken by moving one without the other: A at one end requires B with a specifier that B's version
-  at the other end does not meet (or B is absent there). An exact pin (torch → triton==3.5.1) or a
-  tight range (jax → jaxlib>=0.10.2,<=0.10.2) always couples when both moved; a floor one end
-  crosses (flax 0.12.8 → jax>=0.10.0, GOOD's jax 0.9.2) couples too; a loose requirement both ends
-  meet (numpy>=1.26) does not. Groups are the connected sets. The METADATA comes from wheel files
-  (a wheelhouse, pip's wheel cache), uv's cache (unpacked wheels), the distributions installed in
-  this interpreter, and, when no wheelhouse was given, the index (`pip install --dry-run --report`).
-  A package whose METADATA is found nowhere couples with nothing, and the group says so.
+- **Coupling and order**, from declared requirements (a wheel's METADATA `Requires-Dist`, markers
+  evaluated for this interpreter, no extras): a step must never hold a package whose requirement is
+  unmet. When A at BAD requires of B what B's GOOD version does not meet, B moves no later than A; when A
+  at GOOD requires what B's BAD version does not meet, A moves no later than B. Both at once (an exact or
+  tight pin that moved: jax 0.10.2 → jaxlib>=0.10.1,<=0.10.2 and jax 0.9.0 → jaxlib==0.9.0; torch →
+  triton==X) is a cycle: they are one group. One way only (flax 0.12.8 → jax>=0.10.0, flax 0.12.6 happy
+  with jax 0.10.2) is an order: jax's step comes first, flax's after, each its own step. A loose
+  requirement both ends meet (numpy>=1.26) is nothing. A package BAD adds (or removes) that one changed
+  package needs at BAD (or needed at GOOD) moves with that package (orbax-export, dropped by flax 0.12.8,
+  moves with flax); one that several need goes before them (added) or after them (removed). Groups are
+  the cycles of "no later than" joined with these. The METADATA comes from wheel files (a wheelhouse,
+  pip's wheel cache), uv's cache (unpacked wheels), the distributions installed in this interpreter, and,
+  when no wheelhouse was given, the index (`pip install --dry-run --report`). A package whose METADATA is
+  found nowhere is constrained by nothing, and its group says so (`unknown`).
 - **Group steps** are positions 0..n: 0 is GOOD's lock as recorded, k is GOOD with groups 1..k moved
-  to their BAD versions, n is BAD's lock as recorded. Groups go in the order of their lead's name
-  (deterministic; with one culprit any order finds it in the same number of probes). The culprit is
+  to their BAD versions, n is BAD's lock as recorded. Groups go in an order that keeps every "no later
+  than", else by their lead's name (with one culprit any order finds it in as many probes). The culprit is
   the first bad step, so the search names the guilty group first.
-- **A group's lead** is the member with most couplings, then the one that requires the others, then
-  the first by name (jax in jax/jaxlib/flax; torch in torch/triton). Versions are the lead's.
+- **A group's lead** is a member present at both ends with most requirement links, then the one that
+  requires the others, then the first by name (jax in jax/jaxlib; torch in torch/triton). Versions are the lead's.
 - **Versions** are the lead's released versions strictly between its GOOD and BAD versions, from a
   wheelhouse (folders of wheels, or `repro env pack` folders, checked against their manifest) with no
   index at all, or else from the index (`pip index versions`, pip's own configuration). A version
@@ -434,13 +438,17 @@ class Group:
 
 
 def coupled(changes: list[Change], wheels: Source | list | None = None) -> list[Group]:
-    """The changes in groups that move together (the docstring's rule), in the order group_steps applies them."""
+    """The changes in groups that move together, in the order group_steps applies them (the docstring's rule)."""
+    import heapq
+
     meta = wheels if isinstance(wheels, Metadata) else Metadata(wheels if isinstance(wheels, Source) else source(wheels))
     by_name = {c.name: c for c in changes}
     parent = {c.name: c.name for c in changes}
-    edges: dict[str, set] = {c.name: set() for c in changes}
+    degree = {c.name: 0 for c in changes}
     requires: dict[str, set] = {c.name: set() for c in changes}
-    why = []
+    before: set[tuple[str, str]] = set()  # (x, y): x moves no later than y
+    dependency: dict[str, list[tuple[str, str]]] = {}  # an added/removed package -> (who needs it, the sentence)
+    why: list[tuple[set, str]] = []
     meta.prefetch([(c.name, c.version(end)) for c in changes for end in ("good", "bad")])
 
     def root(n: str) -> str:
@@ -451,29 +459,76 @@ def coupled(changes: list[Change], wheels: Source | list | None = None) -> list[
 
     for a in changes:
         for b in changes:
-            if a is b:
-                continue
             for end, other in (("good", "bad"), ("bad", "good")):
-                m = meta(a.name, a.version(end))
-                if broken := _breaks(m, b.name, b.version(other)):
-                    edges[a.name].add(b.name)
-                    edges[b.name].add(a.name)
-                    requires[a.name].add(b.name)
-                    parent[root(a.name)] = root(b.name)
-                    why.append(f"{a.name} {a.version(end)} requires {broken}, which {b.name} "
-                               + (f"{b.version(other)}" if b.version(other) else "absent") + f" ({other.upper()}) does not meet")
-    unknown = {c.name for c in changes if all(meta(c.name, c.version(e)) is None for e in ("good", "bad") if c.version(e))}
-    groups: dict[str, list[str]] = {}
+                if a is b or not (broken := _breaks(meta(a.name, a.version(end)), b.name, b.version(other))):
+                    continue
+                degree[a.name] += 1
+                degree[b.name] += 1
+                requires[a.name].add(b.name)
+                if b.version(other) is None:  # a needs b only at its `end`: b came or went with it
+                    dependency.setdefault(b.name, []).append(
+                        (a.name, f"{a.name} {a.version(end)} requires {broken}, which BAD "
+                                 + ("adds" if end == "bad" else "removes")))
+                    continue
+                x, y = (b.name, a.name) if end == "bad" else (a.name, b.name)
+                before.add((x, y))
+                why.append(({x, y}, f"{a.name} {a.version(end)} requires {broken}, which {b.name} {b.version(other)} "
+                                    f"({other.upper()}) does not meet: {x} moves no later than {y}"))
+    for b, needers in dependency.items():
+        if len({a for a, _ in needers}) == 1:  # one package brought it in or dropped it: it moves with that one
+            parent[root(b)] = root(needers[0][0])
+            why.append(({b, needers[0][0]}, f"{needers[0][1]}: {b} moves with {needers[0][0]}"))
+        else:  # several: an added one before all of them, a removed one after all of them
+            for a, sentence in needers:
+                before.add((b, a) if by_name[b].kind == "added" else (a, b))
+                why.append(({a, b}, sentence))
+    # a cycle of "no later than" (jax needs jaxlib 0.10 at BAD, jaxlib 0.9 at GOOD): one group
+    after = {c.name: set() for c in changes}
+    for x, y in before:
+        after[root(x)].add(root(y))
+
+    def reach(n: str) -> set:
+        seen, todo = set(), [n]
+        while todo:
+            for m in after[todo.pop()]:
+                m = root(m)
+                if m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+        return seen
+
+    roots = sorted({root(c.name) for c in changes})
+    reached = {r: reach(r) for r in roots}
+    for r in roots:
+        for q in roots:
+            if r < q and q in reached[r] and r in reached[q]:
+                parent[root(q)] = root(r)
+    members: dict[str, list[str]] = {}
     for c in changes:
-        groups.setdefault(root(c.name), []).append(c.name)
+        members.setdefault(root(c.name), []).append(c.name)
+    unknown = {c.name for c in changes if all(meta(c.name, c.version(e)) is None for e in ("good", "bad") if c.version(e))}
+    groups: dict[str, Group] = {}
+    for r, names in members.items():
+        lead = sorted(names, key=lambda n: (by_name[n].kind != "changed", -degree[n], -len(requires[n]), n))[0]
+        ordered = [lead, *sorted(n for n in names if n != lead)]
+        groups[r] = Group(tuple(by_name[n] for n in ordered),
+                          tuple(dict.fromkeys(w for pair, w in why if pair & set(names))),
+                          tuple(n for n in ordered if n in unknown))
+    # the order: every "no later than" kept, else by the lead's name
+    edges = {(root(x), root(y)) for x, y in before if root(x) != root(y)}
+    waiting = {r: sum(1 for _, y in edges if y == r) for r in groups}
+    ready = [(groups[r].lead.name, r) for r, k in waiting.items() if k == 0]
+    heapq.heapify(ready)
     out = []
-    for members in groups.values():
-        lead = sorted(members, key=lambda n: (-len(edges[n]), -len(requires[n]), n))[0]
-        ordered = [lead, *sorted(n for n in members if n != lead)]
-        out.append(Group(tuple(by_name[n] for n in ordered),
-                         tuple(w for w in why if w.split(" ", 1)[0] in members),
-                         tuple(n for n in ordered if n in unknown)))
-    return sorted(out, key=lambda g: g.lead.name)
+    while ready:
+        _, r = heapq.heappop(ready)
+        out.append(groups[r])
+        for x, y in edges:
+            if x == r:
+                waiting[y] -= 1
+                if waiting[y] == 0:
+                    heapq.heappush(ready, (groups[y].lead.name, y))
+    return out
 
 
 # ---- locks along the way ---------------------------------------------------------------------------
