@@ -1,0 +1,1 @@
+"""repro bisect: which commit or package version made a workload slower (issue 56)."""
