@@ -136,6 +136,15 @@ def test_the_code_bundle_is_covered_by_the_sums(tmp_path):
         pack.verify(house)
 
 
+def test_a_manifest_that_is_not_a_packs_is_named(tmp_path):
+    (tmp_path / pack.MANIFEST).write_text("{}")
+    with pytest.raises(pack.PackError, match="is not a pack's .it needs a `distributions` list"):
+        pack.manifest_of(tmp_path)
+    (tmp_path / pack.MANIFEST).write_text(json.dumps({"distributions": [{"name": "x"}]}))
+    with pytest.raises(pack.PackError, match="each with name, version, file, sha256"):
+        pack.verify(tmp_path)
+
+
 class _Index(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):  # the server's own log stays out of the test's output
         pass

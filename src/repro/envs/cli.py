@@ -130,6 +130,8 @@ def cmd_pack(args) -> int:
         keep = tuple(lock.normalise(k) for k in args.keep.split(",") if k) if args.keep else ()
         leave = tuple(lock.normalise(k) for k in (args.leave_out or "").split(",") if k)
         out = Path(args.out).resolve()
+        pack.check_out(out, Path(args.ledger))  # refused before the first download: seconds, not minutes
+        pack.check_python(args.python)
         repo = paths.repo_root()
         if args.dvc and not out.is_relative_to(repo):
             raise pack.PackError(f"--dvc: --out {out} is outside the repository {repo}: DVC tracks folders inside it "
@@ -143,14 +145,32 @@ def cmd_pack(args) -> int:
             not_run, selection = runtime.select(src.locks, repo / "pyproject.toml",
                                                 tgt.python or ".".join(platform.python_version_tuple()[:2]))
             leave += not_run
+        if unknown := [n for n in leave if n not in set(pack.requirements(src.locks).values())
+                       and n not in (selection or {}).get("left_out", ())]:
+            raise pack.PackError(f"--leave-out {', '.join(unknown)}: no such distribution in {src.label} (a typo would "
+                                 "pack what you meant to leave out): `repro env show HASH` lists its distributions")
+        pack.check_indexes()
     except (pack.PackError, runtime.SelectionError) as e:
         print(f"repro env pack: {e}", file=sys.stderr)
         return 2
+    import signal
+
+    def terminated(signum, frame):  # SIGTERM ends the pack as Ctrl-C does: pip's session killed, nothing half-made
+        raise KeyboardInterrupt("SIGTERM")
+
+    before = signal.signal(signal.SIGTERM, terminated)
     try:
         manifest = pack.make(src, tgt, out, have, keep, repo, leave=leave, max_size=max_size, selection=selection)
     except (pack.PackError, runtime.SelectionError) as e:
         print(f"repro env pack: {e}", file=sys.stderr)
-        return 1
+        return 2
+    except KeyboardInterrupt as e:
+        how = "SIGTERM" if e.args == ("SIGTERM",) else "Ctrl-C"
+        print(f"repro env pack: interrupted ({how}): nothing was written to {out} and no download is left running",
+              file=sys.stderr)
+        return 143 if how == "SIGTERM" else 130
+    finally:
+        signal.signal(signal.SIGTERM, before)
     print("\n".join(pack.describe(manifest, out)))
     if args.dvc:
         import subprocess

@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,7 +130,9 @@ def source(ledger_root: Path, what: str, repo: Path) -> Source:
     if not runs:
         try:
             record = ledger.current(ledger.get(what))
-        except LedgerError:
+        except LedgerError as e:
+            if "ambiguous" in str(e):  # a prefix of several records: say which, not "no such id"
+                raise PackError(f"{e}: give more of the id") from None
             raise PackError(f"{what!r} is no environment hash, sweep or record id in {ledger_root}: "
                             "`repro ledger list` shows records, `repro env show HASH` an environment; "
                             "or pack `current`") from None
@@ -185,7 +188,23 @@ def requirements(locks: dict[str, str]) -> dict[str, str]:
 
 
 def _pip(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, cwd=cwd)
+    """pip in a session of its own, so that an interrupted pack (SIGINT, SIGTERM: cmd_pack turns both into
+    KeyboardInterrupt) ends pip and whatever pip started (a build of an sdist), and leaves no child running."""
+    import signal
+
+    cmd = [sys.executable, "-m", "pip", *args]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate()
+        except BaseException:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def download(wanted: list[str], tgt: Target, dest: Path, log=print) -> tuple[list[str], list[str]]:
@@ -287,8 +306,35 @@ def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None
                 wanted.append(line)
         else:
             wanted.append(line)
-    if out.exists() and any(out.iterdir()):
-        raise PackError(f"--out {out} is not empty: give a new folder (a pack is written once)")
+    with writing(out):
+        check_out(out)
+        return _make(src, tgt, out, wanted, left_out, differs, unwanted, repo, log, max_size, selection)
+
+
+@contextmanager
+def writing(out: Path):
+    """One pack at a time into one --out: the second is refused at once, in one line (a lock under the cache,
+    keyed by the folder's path: nothing is left beside the pack)."""
+    import fcntl
+    import hashlib
+
+    path = cache.root() / "locks" / f"pack-{hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()[:24]}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            raise PackError(f"--out {out}: another `repro env pack` is writing it now (pid {f.read().strip() or '?'}): "
+                            "wait for it, or give another folder") from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        yield
+
+
+def _make(src, tgt, out, wanted, left_out, differs, unwanted, repo, log, max_size, selection) -> dict:
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / WHEELS).mkdir(parents=True)
@@ -307,7 +353,8 @@ def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None
             raise PackError(f"cannot be had for {tgt}: " + "; ".join(refused))
         from repro.envs import runtime
 
-        runtime.fits(sorted(dl.glob("*")), max_size, log)  # its size and largest wheels; over --max-size: refused
+        total = runtime.fits(sorted(dl.glob("*")), max_size, log)  # its size and largest wheels; over --max-size: refused
+        check_room(out, dl, total)
         origin = _origins()
         dists = []
         for path in sorted(dl.glob("*")):
@@ -350,6 +397,84 @@ def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# ---- refused before anything is downloaded or written (one line each, exit 2) ------------------------
+
+def check_out(out: Path, ledger_root: Path | None = None) -> None:
+    """--out must be a folder that can be written: new or empty, not a file, not inside a ledger (its files would
+    be read as records), on a writable file system."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise PackError(f"--out {out} is a file: give a new folder (a pack is a folder of wheels and its manifest)")
+    if out.is_dir() and any(out.iterdir()):
+        raise PackError(f"--out {out} is not empty: give a new folder (a pack is written once)")
+    for above in [out, *out.parents]:
+        if (above / "envs").is_dir() and any(above.glob("20[0-9][0-9]-*/*.json")) or \
+                (ledger_root and above.resolve() == Path(ledger_root).resolve()):
+            raise PackError(f"--out {out} is inside the ledger {above}: `repro ledger verify` would read the pack's "
+                            "files as records; give a folder outside it")
+    parent = next((p for p in [out, *out.parents] if p.exists()), Path("/"))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PackError(f"--out {out}: {parent} cannot be written (read-only or not yours): give a writable folder")
+
+
+def check_room(out: Path, downloaded: Path, total: int) -> None:
+    """The file system of --out holds `total` bytes more (they are hard links when it is the content store's)."""
+    parent = next((p for p in [out, *out.parents] if p.exists()), Path("/"))
+    same = parent.stat().st_dev == downloaded.stat().st_dev
+    free = shutil.disk_usage(parent).free
+    if not same and free < total + (1 << 20):
+        raise PackError(f"--out {out}: the pack is {total / 2**20:,.1f} MiB and {parent} has {free / 2**20:,.1f} MiB "
+                        "free: give a folder on a larger disk (nothing was written there)")
+
+
+def check_python(python: str | None) -> None:
+    """A --python that no CPython release has (3.99): refused now, not after minutes of pip resolving. The releases
+    are uv's own list (`uv python list --all-versions --only-downloads`: known to uv, no network)."""
+    if not python:
+        return
+    from repro.envs.venvs import uv
+
+    listed = subprocess.run([*uv(), "python", "list", "--all-versions", "--only-downloads", "--output-format", "json"],
+                            capture_output=True, text=True)
+    try:
+        known = sorted({(v["version_parts"]["major"], v["version_parts"]["minor"]) for v in json.loads(listed.stdout)
+                        if v.get("implementation") == "cpython"})
+    except (ValueError, KeyError, TypeError):
+        return  # uv could not say: pip's own answer will do
+    if known and tuple(int(x) for x in python.split(".")) not in known:
+        raise PackError(f"--python {python} is no CPython release (uv knows {known[0][0]}.{known[0][1]} to "
+                        f"{known[-1][0]}.{known[-1][1]}): give the target's MAJOR.MINOR, e.g. --python 3.12")
+
+
+def check_indexes(timeout: float = 5.0) -> None:
+    """Every http(s) index pip is configured with answers (any HTTP status counts: it is there); else refused,
+    naming the index with its credentials masked and where it was set, before any download."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from repro.envs import pipconf
+
+    conf = pipconf.read()
+    if os.environ.get("PIP_NO_INDEX", "").lower() in ("1", "true", "yes", "on"):
+        return
+    context = ssl.create_default_context(cafile=conf.cert if conf.cert and Path(conf.cert).is_file() else None)
+    for url in [conf.index_url or pipconf.DEFAULT_INDEX, *conf.extra_index_urls]:
+        if not url.startswith(("http://", "https://")):
+            continue
+        plain = re.sub(r"//[^/@]*@", "//", url)  # urllib takes no userinfo; a 401 still says the index is there
+        try:
+            urllib.request.urlopen(urllib.request.Request(plain, method="HEAD"), timeout=timeout, context=context)
+        except urllib.error.HTTPError:
+            continue
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            reason = getattr(e, "reason", e)
+            where = "PIP_INDEX_URL" if url == conf.index_url else "PIP_EXTRA_INDEX_URL"
+            where = conf.origin.get("index-url" if url == conf.index_url else "extra-index-url", where)
+            raise PackError(f"the index {redact(url)} does not answer ({reason}; set in {where}): fix or remove it "
+                            "(`pip config list` shows pip's settings), or pack on a machine that reaches it") from None
+
+
 def _origins():
     """file name -> where pip took it from: a wheel folder or a local (file://) index pip is configured with,
     else its index."""
@@ -389,10 +514,16 @@ def bundle(repo: Path, commit: str, dest: Path) -> None:
 
 def manifest_of(wheelhouse: Path) -> dict:
     try:
-        return json.loads((Path(wheelhouse) / MANIFEST).read_text())
+        manifest = json.loads((Path(wheelhouse) / MANIFEST).read_text())
     except (OSError, ValueError) as e:
         raise PackError(f"--wheelhouse {wheelhouse} has no readable {MANIFEST} ({e.__class__.__name__}): "
                         "give a folder `repro env pack` wrote") from None
+    fields = ("name", "version", "file", "sha256")
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("distributions"), list) or not all(
+            isinstance(d, dict) and all(isinstance(d.get(k), str) for k in fields) for d in manifest["distributions"]):
+        raise PackError(f"--wheelhouse {wheelhouse}: its {MANIFEST} is not a pack's (it needs a `distributions` list, "
+                        f"each with {', '.join(fields)}): pack again with `repro env pack`")
+    return manifest
 
 
 def verify(wheelhouse: Path) -> dict:
