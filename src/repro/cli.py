@@ -31,6 +31,7 @@ SUBCOMMAND_MODULES = (
     "repro.report.sweep_report",
     "repro.envs.cli",
     "repro.calibrate",
+    "repro.bisect.cli",
     "repro.history.cli",
 )
 RUN_WORD = "run"  # `repro run [OVERRIDES]`: the explicit word for a run (bare `repro` prints help)

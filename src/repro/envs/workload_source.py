@@ -148,15 +148,8 @@ def restore(record: dict, place: dict, log=print) -> tuple[dict, dict]:
         log(f"  workload {src['target']}: {src['distribution']['name']}=={src['distribution']['version']} "
             "from the recorded environment")
         return place, {KEY: {**src, "restored_from": "venv"}}
-    from repro.envs import worktrees
-
-    tree = worktrees.restore(Path(git["toplevel"]), git["commit"])
-    folder = tree / git["path"]
-    package = (folder / "__init__.py").exists()
-    module_root = folder.parent if package else folder
-    files = sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts) if package \
-        else [folder / Path(src["file"]).name]
-    got = files_sha256(folder, files)
+    module_root, described = at_commit(src, git["commit"])
+    got, tree = described["sha256"], described["git"]["worktree"]
     if got != src["sha256"]:
         from repro.envs.venvs import EnvError
 
@@ -166,6 +159,25 @@ def restore(record: dict, place: dict, log=print) -> tuple[dict, dict]:
     # run_job puts `src` first on the worker's PYTHONPATH: the worktree's module comes before the install
     return ({**place, "src": os.pathsep.join([str(place.get("src") or ""), str(module_root)])},
             {KEY: {**src, "restored_from": str(module_root)}})
+
+
+def at_commit(src: dict, commit: str) -> tuple[Path, dict]:
+    """The recorded workload `src` (a record's KEY block, from a git checkout) at another commit of its
+    repository: the folder to put first on the worker's path (a cached worktree of that commit,
+    envs/worktrees.py), and the KEY block a run made there records (its source's sha256 there, the commit).
+    EnvError where the commit is not in the repository."""
+    from repro.envs import worktrees
+
+    git = src["git"]
+    tree = worktrees.restore(Path(git["toplevel"]), commit)
+    folder = tree / git["path"]
+    package = (folder / "__init__.py").exists()
+    module_root = folder.parent if package else folder
+    files = sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts) if package \
+        else [folder / Path(src["file"]).name]
+    return module_root, {**src, "sha256": files_sha256(folder, files),
+                         "git": {**git, "commit": commit, "dirty": False, "diff_sha256": None, "changed": [],
+                                 "worktree": str(tree)}}
 
 
 def lock_without(text: str, record: dict) -> str:

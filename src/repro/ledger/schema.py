@@ -56,6 +56,18 @@ SCHEMA: dict = {
         "results": {"type": "object", "properties": {
             "step_time_s": {"type": "array", "items": {"type": "number"}}}},
         "environment": {"type": "object", "properties": {"env_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}},
+        # kind "bisect" (repro bisect): one step of a bisection, naming the one before (`prev`); its state
+        # (endpoints, positions, the confirmation, each probe's call and runs, the posterior, the result)
+        # and every run it measured (`runs`, as kind "repeats" lists its own)
+        "runs": {"type": "array", "items": _ID},
+        "bisect_probe": {"type": "object", "required": ["key", "probe", "position", "side"]},  # a bisection's run: its probe
+        "bisect": {"type": "object", "required": ["key", "good", "bad", "n", "probes"], "properties": {
+            "key": {"type": "string", "minLength": 1}, "good": _ID, "bad": _ID, "n": {"type": "integer", "minimum": 1},
+            "probes": {"type": "array", "items": {"type": "object", "required": ["position", "outcome", "rounds", "runs"],
+                                                  "properties": {"position": {"type": "integer", "minimum": 0},
+                                                                 "outcome": {"type": "string", "minLength": 1},
+                                                                 "rounds": {"type": "integer", "minimum": 0},
+                                                                 "runs": {"type": "array", "items": _ID}}}}}},
         **{key: _OBJECT for key in ("config", "git", "code", "data", "seeds", "effective",
                                     "mlflow", "cluster", "sweep", "machine", "canary")},
     },

@@ -164,6 +164,14 @@ def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = Non
             by_store[_store(record)].append(Item(record, entry, [str(entry / "ir" / n) for n in data.get("ir", [])],
                                                  log if log.exists() else None, data.get("tags") or {},
                                                  data.get("owner")))
+        elif data["kind"] == "bisect":  # repro bisect: its parent in the store of its runs
+            try:
+                record = ledger.get(data["id"])
+                first = ledger.get(record["runs"][0])
+            except Exception:  # noqa: BLE001 - a record (or its runs) not there: nothing to project
+                handoff.done(entry)
+                continue
+            by_store[_store(first)].append(("bisect", entry, data, record))
         elif records := _sweep_records(ledger, data["id"]):
             by_store[_store(records[0])].append((entry, data, records))
         else:
@@ -185,13 +193,19 @@ def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = Non
             if isinstance(tracker, Exception):
                 raise tracker
             counts["pushed"] += project_runs(tracker, [i for i in items if isinstance(i, Item)], parents)["pushed"]
-            for entry, data, records in (i for i in items if not isinstance(i, Item)):
+            for entry, data, records in (i for i in items if not isinstance(i, Item) and len(i) == 3):
                 with handoff.quiet_turn():
                     close_sweep(tracker, ledger, data, records, parents)
                 handoff.done(entry)
                 counts["sweeps"] += 1
+            for _, entry, data, record in (i for i in items if not isinstance(i, Item) and len(i) == 4):
+                from repro.tracking.project import project_bisect
+
+                with handoff.quiet_turn():
+                    project_bisect(tracker, record, data.get("report_dir"))
+                handoff.done(entry)
         except Exception as e:  # noqa: BLE001 - whatever the store does, the runs are in the ledger
-            left = sum(1 for i in items if (i.entry if isinstance(i, Item) else i[0]).exists())
+            left = sum(1 for i in items if (i.entry if isinstance(i, Item) else i[-3 if len(i) == 4 else 0]).exists())
             counts["left"] += left
             failed = True
             line = failure_line(e)

@@ -41,10 +41,11 @@ LOCK = ".lock"
 LOG = "projector.log"
 FAILED = "failed.json"  # the projector's last failure, shown by the next session and `repro sync`
 SWEEP_PREFIX = "sweep-"
+BISECT_PREFIX = "bisect-"
 REJECTED = "rejected"  # malformed entries, set aside with their reason (never fatal to the others)
 REASON = "reason.txt"
 TOLD = ".told"  # in a rejected entry: a command has named it once
-KINDS = ("run", "sweep")
+KINDS = ("run", "sweep", "bisect")
 JSON_LIMIT = 1 << 20  # entry.json, tags.json, failed.json, a reason: small by construction
 FILE_LIMIT = 512 << 20  # a worker's log or an IR dump handed over with its run
 
@@ -171,6 +172,16 @@ def add_sweep(ledger_root: str | Path, sweep_id: str, info: dict) -> Path:
     entry = folder(ledger_root) / f"{SWEEP_PREFIX}{sweep_id}"
     entry.mkdir(parents=True, exist_ok=True)
     _write_json(entry / ENTRY, {"kind": "sweep", "id": sweep_id, **info})
+    return entry
+
+
+def add_bisect(ledger_root: str | Path, record_id: str, info: dict) -> Path:
+    """A bisection's entry (repro bisect): its ledger record's MLflow parent, a child per probe, its
+    report folder (`report_dir`). The parent is found by the bisection's key (drain.py): a later
+    record of the same bisection updates it."""
+    entry = folder(ledger_root) / f"{BISECT_PREFIX}{record_id}"
+    entry.mkdir(parents=True, exist_ok=True)
+    _write_json(entry / ENTRY, {"kind": "bisect", "id": record_id, **info})
     return entry
 
 

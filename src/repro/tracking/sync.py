@@ -72,9 +72,23 @@ def _sync(ledger_dir: str, tracking_uri: str | None, experiment: str | None) -> 
               f"({counts['replaced']} replacing incomplete ones), {counts['closed']} closed (left RUNNING, or "
               f"a finished sweep's parent), {counts['present']} already there")
         total = {k: total[k] + counts[k] for k in total}
+    _bisections(ledger, tracking_uri, experiment)
     # the drained runs were put in by this sync, not found there; their sweeps' parents closed by it
     return {**total, "pushed": total["pushed"] + drained["pushed"], "present": total["present"] - drained["pushed"],
             "closed": total["closed"] + drained["sweeps"]}
+
+
+def _bisections(ledger: Ledger, tracking_uri: str | None, experiment: str | None) -> None:
+    """Each bisection's newest record (repro bisect) as its MLflow parent and probes, in the store of its runs."""
+    from repro.tracking import drain
+    from repro.tracking.project import project_bisect
+
+    for record in ledger.heads(kind="bisect"):
+        try:
+            tracking = ledger.get(record["runs"][0])["config"]["tracking"]
+        except (LedgerError, IndexError, KeyError):
+            continue  # no run recorded (refused before any ran): nothing to show beside
+        project_bisect(drain.open_store(tracking_uri or tracking["uri"], experiment or tracking["experiment"]), record)
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -1,0 +1,147 @@
+"""A bisection's views, from its ledger record alone (the same record, the same bytes):
+the terminal's table of probes and its result line, and a report folder with `bisect.md` (the
+table) and `bisect.png` (each probe's ratio to GOOD with its interval, against the position; the
+confirmation's gap as a band, the culprit marked). No pyplot: a bare Figure rendered with Agg, as
+report/plots.py draws, with no creation date or software version in the PNG.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from repro.report.plots import PNG_METADATA
+from repro.usertext import shown
+
+PAGE, PLOT = "bisect.md", "bisect.png"
+OUTCOME_COLOURS = {"good": "#2ca02c", "bad": "#d62728", "unknown": "#7f7f7f", "reproduces": "#1f77b4",
+                   "does not reproduce": "#7f7f7f"}
+
+
+def _word(outcome: str) -> str:
+    return {"good": "like-good", "bad": "like-bad"}.get(outcome, outcome)
+
+
+def _duration(seconds: float) -> str:
+    from repro.preflight.estimate import duration
+
+    return duration(seconds)
+
+
+def rows(record: dict) -> list[list[str]]:
+    """The table: the confirmation, then each probe in the order run."""
+    b = record["bisect"]
+    out = []
+    if c := b.get("confirmation"):
+        out.append(["confirm", str(b["n"]), f"BAD {b['bad'][:8]} against GOOD {b['good'][:8]}", c["outcome"],
+                    f"{c['ratio']:.3f}", f"{c['lo']:.3f}–{c['hi']:.3f}", str(c["rounds"]), str(len(c["runs"]))])
+    for i, p in enumerate(b.get("probes") or []):
+        out.append([str(i + 1), str(p["position"]), p.get("label", ""), _word(p["outcome"]), f"{p['ratio']:.3f}",
+                    f"{p['lo']:.3f}–{p['hi']:.3f}", str(p["rounds"]), str(len(p.get("runs") or []))])
+    return out
+
+
+HEADER = ["probe", "position", "candidate", "call", "ratio to GOOD", "95 % CI", "rounds", "runs"]
+
+
+def result_line(record: dict) -> str:
+    """"<culprit>: 1.08× slower (95 % CI 1.05–1.11); posterior 0.97; 5 probes, 41 runs, 12 min", or why none."""
+    b = record["bisect"]
+    probes, runs, took = len(b.get("probes") or []), len(record.get("runs") or []), _duration(b.get("spent_s") or 0)
+    tally = f"{probes} probe{'s' * (probes != 1)}, {runs} runs, {took}"
+    r, status = b.get("result") or {}, record.get("status")
+    if status == "decided" and "position" in r:
+        slower = "slower" if r["ratio"] >= 1 else "faster"
+        size = r["ratio"] if r["ratio"] >= 1 else 1 / r["ratio"]
+        return (f"{shown(r['label'])}: {size:.2f}× {slower} (95 % CI {r['lo']:.2f}–{r['hi']:.2f}, {r['from']}); "
+                f"posterior {r['posterior']:.2f}; {tally}")
+    if "nonmonotone" in r:
+        (bad, good), (lb, lg) = r["nonmonotone"], r["labels"]
+        return (f"non-monotone: position {bad} ({shown(lb)}) is like-bad and the later position {good} ({shown(lg)}) "
+                f"like-good; no single culprit; {tally}")
+    if status == "not reproduced":
+        c = b["confirmation"]
+        return (f"the gap does not reproduce here: BAD/GOOD {c['ratio']:.2f} (95 % CI {c['lo']:.2f}–{c['hi']:.2f}) over "
+                f"{c['rounds']} rounds; nothing to bisect")
+    post = b.get("posterior") or []
+    best = max(range(len(post)), key=lambda i: post[i]) if post else None
+    lead = f"; most likely position {best + 1} ({shown(b['positions'][best + 1]['label'])}, posterior " \
+           f"{post[best]:.2f})" if best is not None else ""
+    return f"{status}: {shown(b.get('reason') or 'no culprit named')}{lead}; {tally}"
+
+
+def print_table(console, record: dict) -> None:
+    from rich.table import Table
+
+    from repro.usertext import plain
+
+    table = Table(title=f"bisect {record['id']}", title_justify="left")
+    for h in HEADER:
+        table.add_column(h, justify="right" if h in ("ratio to GOOD", "rounds", "runs", "position") else "left")
+    for row in rows(record):
+        table.add_row(*(plain(cell) for cell in row))
+    console.print(table)
+
+
+def markdown(record: dict) -> str:
+    b = record["bisect"]
+    lines = [f"# Bisection {record['id']}", "",
+             f"GOOD `{b['good']}`, BAD `{b['bad']}`; {b['n'] + 1} positions (0: GOOD, {b['n']}: BAD); "
+             f"posterior threshold {b['threshold']}, at most {b['cap']} rounds a probe; status **{record['status']}**.",
+             "", result_line(record), ""]
+    for r in b.get("ranges") or []:
+        lines.append(f"- commits of {shown(r['what'])} ({shown(r['repo'])}) {r['span']}: {len(r['commits'])}")
+    lines += ["", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(shown(c).replace("|", "\\|") for c in row) + " |" for row in rows(record)]
+    lines += ["", f"![each probe's ratio to GOOD against its position]({PLOT})", "",
+              "Runs: " + ", ".join(f"`{i}`" for i in record.get("runs") or []), ""]
+    return "\n".join(lines)
+
+
+def plot(record: dict, path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    b = record["bisect"]
+    fig = Figure(figsize=(7.5, 4.0), layout="constrained")
+    ax = fig.subplots()
+    c = b.get("confirmation")
+    if c:
+        ax.axhspan(c["lo"], c["hi"], color=OUTCOME_COLOURS["reproduces"], alpha=0.12,
+                   label=f"BAD/GOOD {c['ratio']:.3f} ({c['lo']:.3f}–{c['hi']:.3f})")
+        ax.errorbar([b["n"]], [c["ratio"]], yerr=[[c["ratio"] - c["lo"]], [c["hi"] - c["ratio"]]], fmt="D",
+                    color=OUTCOME_COLOURS["reproduces"], capsize=4)
+    ax.axhline(1.0, color="#444444", lw=0.8, ls=":")
+    seen = set()
+    for i, p in enumerate(b.get("probes") or []):
+        colour = OUTCOME_COLOURS.get(p["outcome"], "#7f7f7f")
+        label = _word(p["outcome"]) if p["outcome"] not in seen else None
+        seen.add(p["outcome"])
+        ax.errorbar([p["position"]], [p["ratio"]], yerr=[[p["ratio"] - p["lo"]], [p["hi"] - p["ratio"]]], fmt="o",
+                    color=colour, capsize=4, label=label)
+        ax.annotate(str(i + 1), (p["position"], p["hi"]), textcoords="offset points", xytext=(0, 4), ha="center",
+                    fontsize=8)
+    r = b.get("result") or {}
+    if "position" in r:
+        ax.axvline(r["position"] - 0.5, color=OUTCOME_COLOURS["bad"], lw=1, ls="--",
+                   label=f"culprit: position {r['position']} (posterior {r['posterior']:.2f})")
+    ax.set_xlim(-0.5, b["n"] + 0.5)
+    ax.set_xticks(range(0, b["n"] + 1, max(1, (b["n"] + 1) // 16)))
+    ax.set_xlabel("position (0: GOOD, n: BAD)")
+    ax.set_ylabel("step time / GOOD's (paired rounds)")
+    ax.set_title(f"bisect {record['id']}: each probe's ratio with its 95 % interval", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.savefig(path, dpi=110, metadata=PNG_METADATA)
+
+
+def write(record: dict, folder: Path) -> Path:
+    """The report folder: bisect.md and bisect.png; returns the page's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / PAGE).write_text(markdown(record), encoding="utf-8")
+    plot(record, folder / PLOT)
+    return folder / PAGE
+
+
+def default_dir(ledger_root: Path, key: str) -> Path:
+    """`<ledger>/.reports/bisect-<key>`: one folder per bisection (its key: endpoints and overrides)."""
+    from repro import paths
+
+    return paths.default_reports_dir(ledger_root) / f"bisect-{key}"
