@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bisect_simulation.py                # 40 bisections per cell (~3 min, 2 busy cores)
     .venv/bin/python benchmarks/bisect_simulation.py --trials 200   # tighter rates (~5x longer)
+    .venv/bin/python benchmarks/bisect_simulation.py --cap 20 --regressions 0.05   # small gaps, more rounds per call
 
 Each simulated bisection runs the exact code of `repro bisect` (src/repro/bisect/decide.py and
 search.py) on simulated steady medians:
@@ -48,7 +49,7 @@ from repro.report.noise import wilson
 
 REGRESSIONS = (0.05, 0.10, 0.30)
 CANDIDATES = (8, 16, 64)
-MAX_ROUNDS = VC.MAX  # the sweep generator's rounds: the cap of every call
+CAP = VC.MAX  # paired rounds at most per call (the verdict engine's max_repeats; the sweep generator's rounds)
 
 
 def noise_models() -> dict[str, dict]:
@@ -57,12 +58,16 @@ def noise_models() -> dict[str, dict]:
             "slow processes: own 2.5 %, 1 in 10 +60 %": slow}
 
 
-def measured(rng: np.random.Generator, model: dict, gap: float, call) -> tuple[D.Call, int]:
+def measured(rng: np.random.Generator, model: dict, gap: float, call, cap: int = CAP) -> tuple[D.Call, int]:
     """A call made as the driver makes it: rounds up to each planned look, called at each, until
-    one is final; (the call, the paired rounds run)."""
-    a, b = VC.sweep(rng, model, gap)
-    for k in D.looks(MAX_ROUNDS):
-        c = call(a[:k], b[:k])
+    one is final (`call(good, other, max_rounds)`); (the call, the paired rounds run). A cap past
+    the generator's 10 rounds takes them from further sweeps of the same model."""
+    a, b = [], []
+    while len(a) < cap:
+        more = VC.sweep(rng, model, gap)
+        a, b = a + more[0], b + more[1]
+    for k in D.looks(cap):
+        c = call(a[:k], b[:k], cap)
         if not c.more:
             return c, k
     raise AssertionError("the cap's call is final")  # pragma: no cover
@@ -73,10 +78,10 @@ def budget(n: int) -> int:
 
 
 def bisection(rng: np.random.Generator, model: dict, regression: float, n: int, tally: dict,
-              alpha: float = D.PROBE_ALPHA, rates: Rates = DEFAULT_RATES) -> dict:
+              alpha: float = D.PROBE_ALPHA, rates: Rates = DEFAULT_RATES, cap: int = CAP) -> dict:
     """One simulated bisection: its outcome ("refused", "right", "wrong", "undecided"), probes, runs."""
     k = int(rng.integers(1, n + 1))
-    conf, rounds = measured(rng, model, regression, D.confirm)
+    conf, rounds = measured(rng, model, regression, lambda g, x, m: D.confirm(g, x, max_rounds=m), cap)
     runs = 2 * rounds
     if conf.outcome != D.REPRODUCES:
         return {"outcome": "refused", "probes": 0, "runs": runs}
@@ -85,7 +90,8 @@ def bisection(rng: np.random.Generator, model: dict, regression: float, n: int, 
     probes = 0
     while probes < budget(n) and (p := search.next()) is not None:
         truly_bad = p >= k
-        c, rounds = measured(rng, model, regression if truly_bad else 0.0, lambda g, x: D.classify(g, x, gap, alpha))
+        c, rounds = measured(rng, model, regression if truly_bad else 0.0,
+                             lambda g, x, m: D.classify(g, x, gap, alpha, max_rounds=m), cap)
         search.update(Probe(p, c.outcome, c.ratio, c.lo, c.hi, c.rounds))
         tally["bad" if truly_bad else "good"][c.outcome] += 1
         probes += 1
@@ -99,21 +105,22 @@ def pct(k: int, n: int) -> str:
     return f"{k / n:.1%}" if n else "–"
 
 
-def simulate(trials: int, seed: int, alpha: float = D.PROBE_ALPHA, rates: Rates = DEFAULT_RATES) -> list[str]:
+def simulate(trials: int, seed: int, alpha: float = D.PROBE_ALPHA, rates: Rates = DEFAULT_RATES, cap: int = CAP,
+             regressions: tuple[float, ...] = REGRESSIONS) -> list[str]:
     rng = np.random.default_rng(seed)
     tallies: dict[tuple[float, str], dict] = {}
     lines = [f"Simulated bisections ({trials} per cell, seed {seed}): confirm, then probes until decided, nothing "
-             f"left to probe, or 2 ceil(log2 n) + 2 probes; looks after {D.looks(MAX_ROUNDS)} rounds; "
+             f"left to probe, or 2 ceil(log2 n) + 2 probes; looks after {D.looks(cap)} rounds; "
              f"probes' alpha {alpha:g}; search rates {rates}; rates over the bisections that ran "
              "(refused: over all)", "",
              "| regression | candidates | noise model | refused | false culprit | undecided (non-monotone) | "
              "median probes | median runs |", "|---|---|---|---|---|---|---|---|"]
-    for regression in REGRESSIONS:
+    for regression in regressions:
         for n in CANDIDATES:
             for name, model in noise_models().items():
                 blank = {t: {o: 0 for o in ("good", "bad", "unknown")} for t in ("good", "bad")}
                 tally = tallies.setdefault((regression, name), blank)
-                got = [bisection(rng, model, regression, n, tally, alpha, rates) for _ in range(trials)]
+                got = [bisection(rng, model, regression, n, tally, alpha, rates, cap) for _ in range(trials)]
                 ran = [g for g in got if g["outcome"] != "refused"]
                 count = lambda o: sum(g["outcome"] == o for g in got)  # noqa: E731
                 mono = sum(g.get("nonmonotone", False) for g in ran)
@@ -149,13 +156,13 @@ def rates_table(tallies: dict, rates: Rates) -> list[str]:
     return lines
 
 
-def aa(trials: int, seed: int) -> list[str]:
+def aa(trials: int, seed: int, cap: int = CAP) -> list[str]:
     """A/A: identical endpoints, confirm only; the share refused ("does not reproduce")."""
     rng = np.random.default_rng(seed + 1)
     lines = ["", f"A/A: identical endpoints ({trials} confirmations per noise model, seed {seed + 1}); target: "
                  "refused >= 95 %"]
     for name, model in noise_models().items():
-        calls = [measured(rng, model, 0.0, D.confirm) for _ in range(trials)]
+        calls = [measured(rng, model, 0.0, lambda g, x, m: D.confirm(g, x, max_rounds=m), cap) for _ in range(trials)]
         refused = sum(c.outcome == D.NOT_REPRODUCED for c, _ in calls)
         lo, hi = wilson(refused, trials)
         lines.append(f"- {name}: refused {refused}/{trials} = {refused / trials:.1%} "
@@ -176,6 +183,9 @@ def main() -> None:
     p.add_argument("--rates", type=float, nargs=2, metavar=("FALSE_BAD", "FALSE_GOOD"),
                    default=(DEFAULT_RATES.false_bad, DEFAULT_RATES.false_good),
                    help="the search's error rates (default search.DEFAULT_RATES)")
+    p.add_argument("--cap", type=int, default=CAP, help=f"paired rounds at most per call (default {CAP})")
+    p.add_argument("--regressions", type=float, nargs="+", default=REGRESSIONS, help="the regressions simulated "
+                   "(default 0.05 0.10 0.30)")
     args = p.parse_args()
     if args.trials < 1 or (args.aa is not None and args.aa < 1):
         p.error("--trials and --aa must be at least 1")
@@ -183,11 +193,14 @@ def main() -> None:
         rates = Rates(*args.rates)
     except ValueError as e:
         p.error(f"--rates: {e}")
+    if args.cap < 2 or any(not 0 < r < 10 for r in args.regressions):
+        p.error("--cap must be at least 2 and each --regressions value in (0, 10) (0.05: 5 % slower)")
     if not 0 < args.probe_alpha < 0.5:
         p.error(f"--probe-alpha {args.probe_alpha} must be in (0, 0.5)")
     start = time.monotonic()
-    print("\n".join(simulate(args.trials, args.seed, args.probe_alpha, rates)), flush=True)
-    print("\n".join(aa(args.aa or 10 * args.trials, args.seed)))
+    print("\n".join(simulate(args.trials, args.seed, args.probe_alpha, rates, args.cap,
+                                tuple(args.regressions))), flush=True)
+    print("\n".join(aa(args.aa or 10 * args.trials, args.seed, args.cap)))
     print(f"\n({time.monotonic() - start:.0f} s)")
 
 
