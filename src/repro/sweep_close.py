@@ -52,7 +52,8 @@ def close(session, interrupted: bool) -> list[dict]:
             report.console().print(line, markup=False, highlight=False)
         if session.multirun:  # the loss drift between frameworks, stored with the sweep
             sweep_record = trajectory.store(Ledger(session.ledger_dir), {
-                "id": session.sweep_id, "experiment": session.experiment, "jobs": session.jobs}, records)
+                "id": session.sweep_id, "experiment": session.experiment, "jobs": session.jobs}, records,
+                "interrupted" if interrupted else "ok")
             report_dir = sweep_report.announce(records, report.console(), session.sweep_id)
         if not interrupted and not any(r["status"] in NOT_OK for r in records):
             status = "ok"

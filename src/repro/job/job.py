@@ -116,7 +116,7 @@ def run_job(config: Config, host: JobHost, job: int, overrides: list[str], extra
         return run_follower(config, rdzv, name)
     run = _Run(config, host, job, name, Ledger(config.ledger.dir), config_hash(as_dict(config)),
                seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes)), rdzv, {})
-    if done := resume.recorded_ok(config, run.chash, run.ledger, run.env, {r["id"] for r in host.records}):
+    if done := resume.recorded_ok(config, run.chash, run.ledger, run.env, *resume.taken(host)):
         return _resumed(run, done, extra)
     run.base = _base(run, overrides, extra)
     held = _start(run)
@@ -139,7 +139,7 @@ def _resumed(run: _Run, done: dict, extra: dict | None) -> dict:
     counts that record once (by id), as this job: in this sweep's view it carries this sweep and
     job (`sweep`), this job's `repeat`, and names the sweep it came from (`resumed_from`); the ledger
     keeps it as it was, and the sweep's record lists it (report/trajectory.py `store`)."""
-    terminal().print(f"resume: {markup(run.name)} skipped, already recorded ok on this environment (ledger {done['id']})")
+    resume.say_skipped(run.name, done["id"])
     view = {**done, "resumed_from": (done.get("sweep") or {}).get("id"), "sweep": run.host.sweep_info(run.job)}
     if extra and "repeat" in extra:
         view["repeat"] = extra["repeat"]

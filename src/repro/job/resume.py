@@ -32,11 +32,29 @@ def fingerprint_here(worker_env: dict[str, str], recorded_env: dict) -> str:
     return envcapture.fingerprint(env)
 
 
+def taken(host) -> tuple[set[str], int]:
+    """What a sweep's host counted already: the ids of its records, and of the records its launcher's
+    earlier rounds took (a round run elsewhere: loop/rounds.py `run_elsewhere`); and how many more of
+    each config's records are left to the rounds handed over at once before this one (`nth`)."""
+    return ({r["id"] for r in host.records} | set(getattr(host, "resume_taken", ())),
+            int(getattr(host, "resume_nth", 0)))
+
+
+def say_skipped(name: str, record_id: str) -> None:
+    """The line of a job that `run.resume=true` skipped, in the process that skipped it or, for a round
+    run elsewhere whose output the command's terminal does not show, in the launching command."""
+    from repro.console import console
+    from repro.usertext import markup
+
+    console().print(f"resume: {markup(name)} skipped, already recorded ok on this environment (ledger {record_id})")
+
+
 def recorded_ok(config: Config, chash: str, ledger: Ledger, worker_env: dict[str, str],
-                counted: set[str] = frozenset()) -> dict | None:
+                counted: set[str] = frozenset(), nth: int = 0) -> dict | None:
     """The newest `ok` record of this config on this environment, when the config asks to resume;
     `counted`: ids the sweep already counted (a repeated config's rounds each take a record of their
-    own, once: a record is never one sweep's result twice)."""
+    own, once: a record is never one sweep's result twice); `nth`: how many more to pass over (rounds
+    handed to a launcher at once take the first, second, ... record each, not one record all)."""
     if not config.run.resume or config.framework.python:
         return None
     heads = ledger.heads()
@@ -49,5 +67,7 @@ def recorded_ok(config: Config, chash: str, ledger: Ledger, worker_env: dict[str
             continue
         if (record.get("kind") == "run" and record.get("status") == "ok" and record.get("config_hash") == chash
                 and env and fingerprint_here(worker_env, env) == env["fingerprint"]):
-            return record
+            if nth == 0:
+                return record
+            nth -= 1
     return None

@@ -232,9 +232,28 @@ def ended_by_scheduler(sched: dict, environ: Mapping[str, str] = os.environ) -> 
     node failure); None when it did not (the job still runs, or the run is not under a scheduler)."""
     if sched.get("name") != "slurm" or "job_id" not in sched:
         return None
+    found = _how_ended(sched, environ)
+    return (found[0], f"{found[1]}; SLURM job {job_ref(sched)}") if found else None
+
+
+def job_ended(job_id: str, watcher_state: str | None = None,
+              environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
+    """(status, what SLURM says) for a job SLURM ended, seen from the command that submitted it (a
+    round's job of hydra/launcher=submitit_slurm): `scontrol show job` (it keeps JobState=CANCELLED for
+    MinJobAge), else sacct, else `watcher_state`, submitit's own view of it (CANCELLED, TIMEOUT, ...);
+    None where none of them says SLURM ended it."""
+    found = _how_ended({"name": "slurm", "job_id": job_id}, environ, final=watcher_state)
+    if found is None:
+        return None
+    return found[0], f"{found[1]} (JobState={found[2]})"
+
+
+def _how_ended(sched: dict, environ: Mapping[str, str], final: str | None = None) -> tuple[str, str, str] | None:
+    """(status, what happened, SLURM's state) of a job SLURM ended; None where it did not."""
     info = job_info(job_ref(sched), environ)
     node = node_info(sched["node"], environ) if sched.get("node") else {}
-    found = _cause(info, sched.get("attempt", 1), node, final_state(job_ref(sched), environ))
+    final = final_state(job_ref(sched), environ) or final
+    found = _cause(info, sched.get("attempt", 1), node, final)
     if found is None:
         return None
     cause, why = found
@@ -243,7 +262,8 @@ def ended_by_scheduler(sched: dict, environ: Mapping[str, str] = os.environ) -> 
     next_attempt = sched.get("attempt", 1) + 1
     reason = what.format(TimeLimit=info.get("TimeLimit", "?"), next=next_attempt, why=why,
                          requeue=f"; requeued, it runs again as attempt {next_attempt}" if requeued else "")
-    return status, f"{reason}; SLURM job {job_ref(sched)}"
+    state = info.get("JobState") or (final or "").split(" ")[0] or cause.upper()
+    return status, reason, state
 
 
 def describe(sched: dict | None) -> str:

@@ -6,13 +6,16 @@ n_jobs > 1: its jobs run side by side on this host's cores, so none of them meas
 speed, even where the machine's quiet window (worker/machine_locks.py) kept their measured steps
 apart: each repeated job's `repeat` field says `side_by_side`, and the comparison never calls such
 runs interleaved and refuses their speed verdict, naming it (report/comparison.py); the sweep says
-so as it starts.
+so as it starts. Ctrl-C stops a round as the default launcher stops a sweep (rounds.Stop): the runs
+that run are recorded `interrupted`, the rest do not run, the sweep ends (exit 130).
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Callable, Sequence
 
 from repro.loop import rounds
@@ -28,9 +31,10 @@ class Joblib:
                                                                "temp_folder", "max_nbytes", "mmap_mode")
                        and v is not None}
         self.said = False
+        self.stop: rounds.Stop | None = None  # side by side: Ctrl-C reaches the round's processes through it
 
     def run_round(self, host: JobHost, jobs: Sequence, first_job_no: int, hooks: rounds.Hooks = rounds.NO_HOOKS) -> list:
-        from joblib import Parallel, delayed
+        from joblib import delayed
 
         at_once = min(self.n_jobs, len(jobs))
         jobs = [_side_by_side(hooks.before(job), at_once) for job in jobs]
@@ -40,23 +44,83 @@ class Joblib:
                      "this host's cores, so their speeds cannot be compared (the close names the overlap); "
                      "n_jobs=1 runs each round's jobs one after another")
         batches = [[(i, job)] for i, job in enumerate(jobs)] if at_once > 1 else [list(enumerate(jobs))]
+        taken = [r["id"] for r in host.records]  # run.resume=true: what the sweep counted is not taken again
+        if len(batches) > 1 and self.stop is None:
+            self.stop = rounds.Stop.under(Path(tempfile.gettempdir()))
+        stop = str(self.stop.folder) if len(batches) > 1 else None
+        calls = [delayed(rounds.run_elsewhere)(self.attach, [j for _, j in batch], first_job_no + batch[0][0], taken,
+                                               0, stop) for batch in batches]
         submitted = time.time()
-        try:
-            results = Parallel(n_jobs=at_once, **self.params)(
-                delayed(rounds.run_elsewhere)(self.attach, [j for _, j in batch], first_job_no + batch[0][0])
-                for batch in batches)
-        except Exception as e:  # noqa: BLE001 - a worker that died (loky's TerminatedWorkerError, ...)
-            reason = f"joblib's worker ended without handing back its records ({type(e).__name__}: {e})"
+        if len(batches) == 1:  # one call: joblib runs it in this process (n_jobs=1), where Ctrl-C is heard as here
+            results, error, interrupted = self._here(calls)
+        else:
+            results, error, interrupted = self._parallel(len(batches), calls)
+        if error is not None:  # a worker that died (loky's TerminatedWorkerError, ...)
+            if interrupted:
+                raise KeyboardInterrupt
+            reason = f"joblib's worker ended without handing back its records ({type(error).__name__}: {error})"
             host.say(reason)
             return [rounds.Lost(reason)] * len(jobs)
+        if results is None:  # asked to stop, and it did not within Stop.WAIT_S: what it recorded is in the ledger
+            raise KeyboardInterrupt
         merged = {"started": min(r["started"] for r in results), "records": [rec for r in results for rec in r["records"]]}
         if at_once > 1:  # the records of each one-job batch, in the round's order (a batch that lost its record: None)
             merged["records"] = [(r["records"] or [None])[0] for r in results]
-        return rounds.adopt(host, jobs, first_job_no, merged, "joblib's worker handed back no record", submitted, hooks,
-                            shown=True)  # its workers print to this command's terminal
+        out = rounds.adopt(host, jobs, first_job_no, merged, "joblib's worker handed back no record", submitted, hooks,
+                           shown=True)  # its workers print to this command's terminal
+        if interrupted or any(r.get("interrupted") for r in results):  # Ctrl-C: the sweep ends, as it would here
+            raise KeyboardInterrupt
+        return out
+
+    def _here(self, calls: list) -> tuple[list | None, BaseException | None, bool]:
+        from joblib import Parallel
+
+        try:
+            return Parallel(n_jobs=1, **self.params)(calls), None, False
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            return None, e, False
+
+    def _parallel(self, at_once: int, calls: list) -> tuple[list | None, BaseException | None, bool]:
+        """The round's calls through joblib (`at_once` workers: one call each, so no idle worker of its pool
+        meets the terminal's Ctrl-C outside a call) in a thread of this process, so that Ctrl-C here neither
+        reaches joblib (which would kill its workers mid-record) nor goes unheard: the round is asked
+        to stop (rounds.Stop) and waited for, at most Stop.WAIT_S. (results, error, interrupted)."""
+        import threading
+
+        from joblib import Parallel
+
+        outcome: dict = {}
+        done = threading.Event()  # not Thread.join: one interrupted by Ctrl-C marks a running thread ended (3.11)
+
+        def run() -> None:
+            try:
+                outcome["results"] = Parallel(n_jobs=at_once, **self.params)(calls)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                outcome["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="repro-joblib-round", daemon=True).start()
+        interrupted = False
+        try:
+            while not done.wait(0.2):
+                pass
+        except KeyboardInterrupt:
+            interrupted = True
+            self.stop.ask()
+            deadline = time.time() + rounds.Stop.WAIT_S
+            try:
+                while not done.wait(0.2) and time.time() < deadline:
+                    pass
+            except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
+                pass
+        return outcome.get("results"), outcome.get("error"), interrupted
 
     def close(self) -> None:
-        pass
+        if self.stop is not None:
+            self.stop.remove()
 
 
 def _side_by_side(job, at_once: int):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
 from repro.job.host import JobHost
@@ -39,9 +40,11 @@ from repro.job.host import JobHost
 
 @dataclass(frozen=True)
 class Lost:
-    """A job that handed back no record, and the launcher's reason."""
+    """A job that handed back no record, and the launcher's reason; `status`: what `settle` records it as
+    when the ledger holds no end of its own (`killed` where the scheduler says it ended the job: scancel)."""
 
     reason: str
+    status: str = "lost"
 
 
 @dataclass(frozen=True)
@@ -112,53 +115,149 @@ def refusal(adapter: Adapter, auto: bool) -> str | None:
     return None
 
 
-def run_elsewhere(attach: Callable, jobs: Sequence, first_job_no: int) -> dict:
+def run_elsewhere(attach: Callable, jobs: Sequence, first_job_no: int, taken: Sequence[str] = (), nth: int = 0,
+                  stop: str | None = None) -> dict:
     """A round in a launcher's own process (a SLURM node, a local job): a host of the sweep attached
     here, the jobs run one after another through `InProcess`, a config's later runs in the round at
     the step count its first run resolved (run.steps=auto: calibrate's two labels of one config, a
     round the parent had no count for yet). Returns when it started and the
-    records; an interrupt (SLURM's SIGTERM, Ctrl-C) ends the round with the records so far (`interrupted`)."""
+    records; an interrupt (SLURM's SIGTERM, Ctrl-C) ends the round with the records so far (`interrupted`).
+    `taken`, `nth`: run.resume=true never takes a record the sweep counted already (`taken`, its ids),
+    and passes over `nth` more of each config (the rounds handed over at once before it: job/resume.py).
+    `stop`: the folder of a `Stop`: this process hears Ctrl-C from its launcher, once."""
     from repro.console import guard_streams
     from repro.loop.step_counts import StepCounts
 
     guard_streams()  # prints as the command does: redacted
     started = time.time()
-    host = attach(jobs[0].config)
-    following = [j.config for j in jobs[1:]] + [None]
-    records: list = []
-    interrupted = False
+    host, records, interrupted = None, [], False
     counts = StepCounts()  # run.steps=auto: the round's later runs of a config take its first run's count
-
-    def before(job):
-        return job if "steps_resolved" in (job.fields or {}) else counts.take(job)
-
+    listening = Stop(stop).listen() if stop else None
     try:
+        if listening is not None:
+            listening.check()  # asked to stop before it listened
+        host = attach(jobs[0].config)
+        host.resume_taken, host.resume_nth = set(taken), nth
+        following = [j.config for j in jobs[1:]] + [None]
+
+        def before(job):
+            return job if "steps_resolved" in (job.fields or {}) else counts.take(job)
+
         records = InProcess().run_round(host, jobs, first_job_no,
                                         Hooks(before=before, after=counts.resolve, upcoming=lambda i: following[i]))
     except KeyboardInterrupt:  # the job that was running recorded how it ended; the rest did not run
-        records, interrupted = list(host.records), True
+        records, interrupted = list(host.records) if host is not None else [], True
     finally:
-        host.warm.discard()
+        if host is not None:
+            host.warm.discard()
+        if listening is not None:
+            listening.close()
     if not interrupted:
         host.round_ended()  # its runs into MLflow once (SLURM ending the job: left for `repro sync`)
     return {"started": started, "ended": time.time(), "records": records, "interrupted": interrupted}
 
 
-def adopt(host: JobHost, jobs: Sequence, first_job_no: int, result: dict | None, reason: str,
+class Stop:
+    """Ctrl-C for rounds that run in other processes of this host (submitit_local, joblib), as the
+    default launcher takes it: the job that runs records `interrupted`, the round's later jobs do not
+    run, its records come back, the sweep ends. The launching command alone takes the terminal's
+    Ctrl-C (submitit's controller is started with SIGINT ignored, so it prints no traceback and kills
+    nothing); it then asks each round process once, through this folder: SIGINT to each process
+    listening (`pid-N`), and `asked` for one not yet listening, which stops as it starts to. A round
+    process hears one interrupt, whichever comes first, and ignores the rest (the terminal's own
+    Ctrl-C, where it shares the terminal's process group, would otherwise interrupt its recording)."""
+
+    WAIT_S = 120.0  # how long the launching command waits for the interrupted rounds' records
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    @classmethod
+    def under(cls, parent: Path) -> "Stop":
+        import tempfile
+
+        parent.mkdir(parents=True, exist_ok=True)
+        return cls(tempfile.mkdtemp(prefix="repro-stop-", dir=parent))
+
+    def ask(self) -> int:
+        """Every round process listening asked to stop (SIGINT, once each); how many were."""
+        import os
+        import signal
+
+        (self.folder / "asked").touch()
+        asked = 0
+        for pid_file in self.folder.glob("pid-*"):
+            try:
+                os.kill(int(pid_file.name[4:]), signal.SIGINT)
+                asked += 1
+            except (ValueError, OSError):  # ended meanwhile
+                pass
+        return asked
+
+    def listen(self) -> "_Listening":
+        return _Listening(self.folder)
+
+    def remove(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class _Listening:
+    """A round process's side of `Stop`."""
+
+    def __init__(self, folder: Path):
+        import os
+        import signal
+        import threading
+
+        self.asked, self.file = folder / "asked", folder / f"pid-{os.getpid()}"
+        self.main = threading.current_thread() is threading.main_thread()
+        if self.main:
+            signal.signal(signal.SIGINT, self._once)
+        self.file.touch()
+
+    @staticmethod
+    def _once(signum, frame) -> None:
+        import signal
+
+        from repro.worker import lifeline
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # heard once: a second one would cut the record short
+        lifeline.interrupt(signum, frame)
+
+    def check(self) -> None:
+        if self.asked.exists():
+            self._once(None, None)
+
+    def close(self) -> None:
+        import signal
+
+        self.file.unlink(missing_ok=True)
+        if self.main:  # between rounds (a joblib worker waits for the next): only its launcher stops it
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def adopt(host: JobHost, jobs: Sequence, first_job_no: int, result: dict | None, reason: str | Lost,
           submitted: float, hooks: Hooks = NO_HOOKS, shown: bool = False) -> list:
     """The parent's side of a round run elsewhere: its queue time counted apart (`host.queue_s`), each
     record it handed back adopted into `host` (its records, the progress), `Lost(reason)` for the rest.
     `shown`: the round's process printed its jobs' ends to this command's terminal already (joblib)."""
+    lost = reason if isinstance(reason, Lost) else Lost(reason)
     if result is None:
-        return [Lost(reason)] * len(jobs)
+        return [lost] * len(jobs)
     host.queue_s += max(0.0, result["started"] - submitted)
     out: list = []
     for i, job in enumerate(jobs):
         record = result["records"][i] if i < len(result["records"]) else None
         if record is None:
-            out.append(Lost(reason))
+            out.append(lost)
             continue
-        if not shown:
+        if not shown and "resumed_from" in record:  # said as a job resumed in this process says it
+            from repro.job.resume import say_skipped
+
+            say_skipped(job.name, record["id"])
+        elif not shown:
             host.display.job_finished(first_job_no + i, record)
         host.finished(record)
         hooks.after(job, record)
@@ -192,14 +291,14 @@ def settle(host: JobHost, jobs: Sequence, first_job_no: int, results: Sequence) 
         if ended:
             record = ended[-1]
         else:
-            record = _lost(ledger, host, job, number, result.reason, found[-1] if found else None)
+            record = _lost(ledger, host, job, number, result, found[-1] if found else None)
         host.display.job_finished(number, record)
         host.finished(record)
         out.append(record)
     return out
 
 
-def _lost(ledger, host: JobHost, job, number: int, reason: str, started: dict | None) -> dict:
+def _lost(ledger, host: JobHost, job, number: int, lost: Lost, started: dict | None) -> dict:
     from repro.config import config_hash
     from repro.config.schema import as_dict
 
@@ -210,4 +309,5 @@ def _lost(ledger, host: JobHost, job, number: int, reason: str, started: dict | 
         base = {"kind": "run", "config_hash": config_hash(as_dict(job.config)), "config": as_dict(job.config),
                 "overrides": list(job.overrides), "sweep": host.sweep_info(number), "git": host.git,
                 "code": host.code, **(job.fields or {})}
-    return ledger.append({**base, "status": "lost", "error": {"reason": f"lost: {reason}"}})
+    # the reason alone: the status leads every line that shows it ("lost: lost: …" once read so)
+    return ledger.append({**base, "status": lost.status, "error": {"reason": lost.reason}})

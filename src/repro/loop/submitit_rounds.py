@@ -20,19 +20,29 @@ are refused by the comparison, naming the overlap.
 
 The time from submit to the round's start is the queue's (`host.queue_s`), counted apart from the
 run time that `verdict.budget_s` holds. A job that SLURM ended before it handed back its records
-(scancel, its time limit, a node failure) is read from the ledger: the run it was in recorded how it
-ended, and the round's later jobs are recorded `lost` naming the scheduler's end.
+(scancel while it waited, started or ran; its time limit; a node failure) is read from the ledger: the
+run it was in recorded how it ended, and the round's runs that recorded no end are recorded as SLURM
+ended them (`killed`: "cancelled by SLURM (scancel) ... (JobState=CANCELLED)", read from `scontrol show
+job`, which keeps an ended job for MinJobAge, else from submitit's watcher), `lost` where SLURM says nothing.
+
+Ctrl-C under submitit_local stops the round as the default launcher stops a sweep (rounds.Stop): the
+run that runs is recorded `interrupted`, the round's later jobs do not run, the sweep ends (exit 130).
+Under SLURM the round's job is cancelled.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Sequence
 
 from repro.loop import rounds
+from repro.job import scheduler
 from repro.job.host import JobHost
 
 # hydra-submitit-launcher's BaseQueueConf keys: submitit's own names; every other key takes the executor's prefix
@@ -89,8 +99,6 @@ class Submitit:
     """Rounds as submitit jobs (module docstring); `attach(config)`: a host of the sweep in the job."""
 
     def __init__(self, cluster: str, params: dict, attach: Callable, folder: Path, at_once: int = 1):
-        from repro.job import scheduler
-
         self.name, self.between_rounds = f"submitit_{cluster}", True
         folder.mkdir(parents=True, exist_ok=True)
         if cluster == "slurm":
@@ -99,6 +107,9 @@ class Submitit:
         self.executor, self.attach = executor(cluster, params), attach
         if self.at_once > 1:
             self.executor.update_parameters(slurm_exclusive=True)  # a node each: rounds at once never share cores
+        # Ctrl-C: a local round is asked to stop as the default launcher stops (rounds.Stop); SLURM's is cancelled
+        self.stop = rounds.Stop.under(folder / "stop") if cluster == "local" else None
+        self.running: list = []  # submitted, not yet collected
 
     def run_round(self, host: JobHost, jobs: Sequence, first_job_no: int, hooks: rounds.Hooks = rounds.NO_HOOKS) -> list:
         return self._collect(host, *self._submit(host, jobs, first_job_no, hooks))
@@ -109,8 +120,8 @@ class Submitit:
         (`host.queue_s`), not by their sum. Interrupted: every round of them is cancelled."""
         submitted, out, queued = [], [], host.queue_s
         try:
-            for jobs, no, hooks in batches:
-                submitted.append(self._submit(host, jobs, no, hooks))
+            for nth, (jobs, no, hooks) in enumerate(batches):
+                submitted.append(self._submit(host, jobs, no, hooks, nth))
             waits = []
             for s in submitted:
                 before = host.queue_s
@@ -123,10 +134,15 @@ class Submitit:
         host.queue_s = queued + min(waits, default=0.0)
         return out
 
-    def _submit(self, host: JobHost, jobs: Sequence, first_job_no: int, hooks: rounds.Hooks):
+    def _submit(self, host: JobHost, jobs: Sequence, first_job_no: int, hooks: rounds.Hooks, nth: int = 0):
+        """`nth`: the round's place among rounds handed over at once (run.resume=true takes the nth record)."""
         jobs = [hooks.before(job) for job in jobs]
         submitted = time.time()
-        job = self.executor.submit(rounds.run_elsewhere, self.attach, jobs, first_job_no)
+        taken = [r["id"] for r in host.records]  # run.resume=true: what the sweep counted is not taken again
+        with _deaf(self.stop is not None):  # submitit's local controller: deaf to the terminal's Ctrl-C
+            job = self.executor.submit(rounds.run_elsewhere, self.attach, jobs, first_job_no, taken, nth,
+                                       str(self.stop.folder) if self.stop else None)
+        self.running.append(job)
         host.say(f"round of {len(jobs)} job(s) submitted as {self.name} job {job.job_id}")
         return job, jobs, first_job_no, hooks, submitted
 
@@ -135,15 +151,106 @@ class Submitit:
         try:
             result = job.results()[0]  # task 0: node 0 of a multi-node round, which records
         except KeyboardInterrupt:
-            job.cancel(check=False)
+            if self.stop is None:
+                job.cancel(check=False)
+                raise
+            rounds.adopt(host, jobs, first_job_no, self._stopped(job), reason, submitted, hooks)
             raise
         except Exception as e:  # noqa: BLE001 - submitit's UncompletedJobError, FailedJobError, ...
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             reason = f"{self.name} job {job.job_id} ended without handing back its records ({type(e).__name__}: {first})"
-            host.say(f"{reason}; the ledger says how its runs ended")
-        if result is not None and result.get("interrupted"):
+        finally:
+            if job.done():
+                self.running = [j for j in self.running if j is not job]
+        interrupted = result is not None and result.get("interrupted")
+        if interrupted and self.stop is not None:  # Ctrl-C reached the round: the sweep ends, as it would here
+            rounds.adopt(host, jobs, first_job_no, result, reason, submitted, hooks)
+            raise KeyboardInterrupt
+        if interrupted:
             reason = f"{self.name} job {job.job_id} was ended (SIGTERM: scancel, its time limit, its node) before this job of its round ran"
-        return rounds.adopt(host, jobs, first_job_no, result, reason, submitted, hooks)
+        lost = rounds.Lost(reason)
+        if self.name == "submitit_slurm" and (result is None or interrupted):
+            if ended := scheduler.job_ended(str(job.job_id), _watcher_state(job)):  # SLURM names its end
+                status, what = ended
+                lost = rounds.Lost(f"{what} before this job of its round ran; SLURM job {job.job_id}", status)
+        if result is None:
+            host.say(f"{lost.reason if lost.status != 'lost' else reason}; the ledger says how its runs ended")
+        return rounds.adopt(host, jobs, first_job_no, result, lost, submitted, hooks)
+
+    def _stopped(self, job) -> dict | None:
+        """Ctrl-C here: the round asked to stop (rounds.Stop) and waited for, its records handed back;
+        after Stop.WAIT_S, or a second Ctrl-C, its processes are ended and nothing comes back."""
+        self.stop.ask()
+        deadline = time.time() + rounds.Stop.WAIT_S
+        try:
+            while not job.done() and time.time() < deadline:
+                time.sleep(0.2)
+            if job.done():
+                return job.results()[0]
+        except KeyboardInterrupt:
+            pass
+        except Exception:  # noqa: BLE001 - the round ended without a result: the ledger has what it recorded
+            return None
+        _end_controller(job)
+        return None
 
     def close(self) -> None:
-        pass
+        """The sweep ended (interrupted between a round's submission and its collection, too): a local
+        round still running is stopped as Ctrl-C stops one and waited for; the stop folder removed."""
+        if self.stop is None:
+            return
+        running = [j for j in self.running if not j.done()]
+        if running:
+            self.stop.ask()
+            deadline = time.time() + rounds.Stop.WAIT_S
+            try:
+                while any(not j.done() for j in running) and time.time() < deadline:
+                    time.sleep(0.2)
+            except KeyboardInterrupt:
+                pass
+            for j in running:
+                if not j.done():
+                    _end_controller(j)
+        self.running = []
+        self.stop.remove()
+
+
+@contextlib.contextmanager
+def _deaf(deaf: bool):
+    """SIGINT ignored while submitit starts its local controller, which inherits that (and passes it on to
+    the round's process, which listens to its launcher instead: rounds.Stop): the terminal's Ctrl-C then
+    reaches this command, not a controller that would print a traceback and kill the round mid-record."""
+    if not deaf or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _watcher_state(job) -> str | None:
+    """submitit's own view of a SLURM job's state (its watcher polls sacct, or repro's stand-in); None unread."""
+    try:
+        return str(job.state)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _end_controller(job) -> None:
+    """A local round that did not stop when asked: its controller and everything under it ended."""
+    import psutil
+
+    process = getattr(job, "_process", None)
+    if process is None:
+        return
+    try:
+        procs = [*psutil.Process(process.pid).children(recursive=True), psutil.Process(process.pid)]
+    except psutil.Error:
+        return
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass

@@ -258,7 +258,8 @@ class _Loop:
 
         attempt, replaces = 0, []
         while True:
-            why = [f"{job.name}: {w}" for job, r in zip(jobs, records) if (w := flag(r))]
+            # a run resumed from an earlier sweep (run.resume=true) is kept as it was: its flag reruns nothing
+            why = [f"{job.name}: {w}" for job, r in zip(jobs, records) if "resumed_from" not in r and (w := flag(r))]
             if not why or not self.policy.reruns or self.reruns >= self.max_reruns or \
                     any(r.get("status") != "ok" for r in records) or \
                     any((r.get("repeat") or {}).get("side_by_side") for r in records):

@@ -90,10 +90,11 @@ def cells(records: list[dict]) -> dict[str, str]:
     return out
 
 
-def store(ledger, sweep: dict, records: list[dict]) -> dict | None:
+def store(ledger, sweep: dict, records: list[dict], status: str = "ok") -> dict | None:
     """A multirun sweep's agreements, each config's bit-identity across its processes
     (report/identity.py) and the earlier runs it took as its own (`run.resume=true`: `reused`, read
-    back by report/compare.py `sweep_runs`) as a ledger record (kind "sweep"); None when there is none."""
+    back by report/compare.py `sweep_runs`) as a ledger record (kind "sweep"); None when there is none.
+    `status`: "interrupted" for a sweep that did not run all it planned (never an `ok` record of it)."""
     from repro.report import identity
 
     found, same = agreements(records), identity.by_config(records)
@@ -101,7 +102,7 @@ def store(ledger, sweep: dict, records: list[dict]) -> dict | None:
                **({"repeat": r["repeat"]} if r.get("repeat") else {})} for r in records if r.get("resumed_from")]
     if not found and not same and not reused:
         return None
-    return ledger.append({"kind": "sweep", "status": "ok", "sweep": sweep, "trajectory": found, "identity": same,
+    return ledger.append({"kind": "sweep", "status": status, "sweep": sweep, "trajectory": found, "identity": same,
                           **({"reused": reused} if reused else {})})
 
 

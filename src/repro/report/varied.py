@@ -14,7 +14,8 @@ from repro.hashing import canonical_json
 from repro.flat import flatten
 
 # Override keys that choose where and how a run is shown, not what runs.
-HOUSEKEEPING = ("ledger", "tracking", "progress", "hydra", "run.repeats", "run.timeout_s", "exp", "verdict")
+HOUSEKEEPING = ("ledger", "tracking", "progress", "hydra", "run.repeats", "run.timeout_s", "exp", "verdict",
+                "run.resume")  # whether to skip a recorded job: a resumed sweep's rows and audit never name it
 # Config groups named by their choice (`framework=jax`), not by their fields.
 GROUPS = ("framework", "precision", "sharding", "hardware", "data", "cluster")
 SHORT = {"run.batch_size": "batch", "model.preset": "preset"}
