@@ -194,4 +194,8 @@ def test_decide_refuses_what_is_not_paired_rounds():
         D.confirm([1.0, -1.0], [1.0, 1.0])
     with pytest.raises(ValueError, match="gap=0"):
         D.classify([1.0, 1.0], [1.0, 1.0], 0)
+    with pytest.raises(ValueError, match="alpha=0.5"):
+        D.confirm([1.0, 1.1], [1.0, 1.2], alpha=0.5)
+    with pytest.raises(ValueError, match="max_repeats=1"):
+        D.confirm([1.0], [1.0], max_rounds=1)
     assert D.looks(10) == (3, 5, 7, 10)

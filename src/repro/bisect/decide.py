@@ -106,6 +106,8 @@ def _pair(ref: Sequence[float], other: Sequence[float], names: tuple[str, str]) 
 def _judged(a: tuple, b: tuple, names: tuple[str, str], shift: float, band: float, alpha: float,
             max_rounds: int, trim: float) -> V.Verdict:
     """The engine's sequential verdict on b / shift against a, at the planned looks up to max_rounds."""
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 < alpha < 0.5:
+        raise ValueError(f"alpha={alpha!r:.40} must be in (0, 0.5) (0.05: a false call at most 5 % of the time)")
     keys = tuple(range(len(a)))
     pair = (V.Side(names[0], a, rounds=keys), V.Side(names[1], tuple(x / shift for x in b), rounds=keys), "")
     (v,) = V.decide_family([pair], V.Plan(band=band, alpha=alpha, sequential=True, max_repeats=max_rounds,
