@@ -794,3 +794,18 @@ def version_walk(walk: Walk, k: int, src: Source | list | None = None, log=print
     steps = version_steps(walk.locks[k - 1], group, between, src)
     steps[-1] = walk.locks[k]  # the group step itself, verbatim (the last one is BAD's lock as recorded)
     return Walk(steps, [describe(group, s) for s in steps], [group])
+
+
+def flat_walk(good_lock: str, bad_lock: str, src: Source | list | None = None, log=print) -> Walk:
+    """Both walks in one: every group's version steps, group after group (cumulative), so that one positional
+    search names the group and its version at once; position k's label says both ("slowpkg 1.5 (of slowpkg
+    1.0 → 1.7)"). It lists every group's versions first (an index query and install checks per version): for
+    a few changed packages; group_walk then version_walk for many."""
+    src = src if isinstance(src, Source) else source(src)
+    walk = group_walk(good_lock, bad_lock, src)
+    locks, labels = [walk.locks[0]], ["GOOD"]
+    for k, group in enumerate(walk.groups, start=1):
+        within = version_walk(walk, k, src, log=log)
+        locks += within.locks[1:]
+        labels += [f"{label} (of {group})" for label in within.labels[1:]]
+    return Walk(locks, labels, walk.groups)
