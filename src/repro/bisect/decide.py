@@ -38,10 +38,11 @@ away from T on the log scale, so its real error rate is far below alpha / 2; and
 every call by its measured error rate, so a call it may distrust is worth more than no call.
 Simulated (benchmarks/bisect_simulation.py, 30 bisections per cell, seed 0, 2 % and slow-process
 noise, 5-30 % regressions pooled), the share of probes left unknown at the 10-round cap was
-40-53 % at alpha 0.05, 21-33 % at 0.2 and 11-20 % at 0.4; the calls' error rates at 0.2 stayed at
-most 1.3 % in every cell at 60 bisections (95 % upper bound 4.6 %, under the search's 5 %), while
-at 0.4 a truly bad candidate was called like-good 3.5 % of the time at a 5 % regression under slow
-processes (upper bound 6.7 %, over the search's rates).
+40-53 % at alpha 0.05, 21-33 % at 0.2 and 11-20 % at 0.4. At 0.2 (200 bisections per cell) the
+worst cell's false call rate was 3.4 % (a truly bad candidate called like-good at a 5 %
+regression under slow processes) and 0.9 % or less elsewhere; at 0.4 (60 per cell)
+that cell was already at 3.5 % with 6.7 % its upper bound, and clean 2 % noise at a 5 % regression
+called 2-3 % wrong both ways.
 """
 
 from __future__ import annotations
