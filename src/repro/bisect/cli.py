@@ -205,6 +205,9 @@ def bisect(ledger, plan: dict, args) -> int:
     good, bad, walk, config = plan["good"], plan["bad"], plan["walk"], plan["config"]
     key = records.key_of(good["id"], bad["id"], plan["overrides"])
     head = records.resumable(ledger, key)
+    if head is None and (done := [r for r in ledger.heads(kind=records.KIND) if r["bisect"].get("key") == key]):
+        say(f"bisection {done[-1]['id']} of these endpoints ended {done[-1]['status']!r}; this one starts afresh "
+            f"(repro bisect --replay {done[-1]['id'][:12]} shows that one)")
     state = records.Bisection(ledger, good, bad, walk, plan["overrides"], plan["cap"], args.budget_s, say, head)
     if head:
         done = len(state.probes)

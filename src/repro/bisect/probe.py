@@ -151,11 +151,11 @@ class Probes(Policy):
             why = f"{bad.get('status')}: {(bad.get('error') or {}).get('reason', 'no reason recorded')}" if bad else \
                 "a run recorded no steady step time"
             self.failure = self.stop = f"a run of position {self.position} did not end ok ({why})"
+            self.state.stopped(self.stop, host)
             return False
         self.index += 1
-        if self.index in self.looks or self.index >= self.cap:
-            if self._judge(host):
-                return self.stop is None
+        if (self.index in self.looks or self.index >= self.cap) and self._judge(host) and self.stop is not None:
+            return False  # decided, nothing left to probe, or not reproduced
         if self.budget_s is not None and self.spent() + (self.round_s or 0) > self.budget_s:
             self.stop = f"the budget ({self.budget_s:g} s) would be passed by another round ({self.spent():.0f} s spent)"
             self.state.stopped(self.stop, host)

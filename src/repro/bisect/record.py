@@ -53,6 +53,7 @@ class Bisection:
         self.search = search.Search(walk.n, self.rates)
         self.confirmation: dict | None = None
         self.probes: list = []  # search.Probe, in the order run
+        self.levels: list[float] = []  # each probe's interval's confidence (decide.Call.level)
         self.spent_before, self.sweeps, self.head, self.status, self.reason = 0.0, [], None, RUNNING, ""
         self.max_probes = math.ceil(math.log2(max(walk.n, 2))) + 2
         if resumed:
@@ -60,6 +61,7 @@ class Bisection:
             self.head, self.confirmation = resumed, b.get("confirmation")
             self.probes = [search.Probe.from_dict({k: v for k, v in p.items() if k != "label"})
                            for p in b.get("probes", [])]
+            self.levels = [float(p.get("level", 0.95)) for p in b.get("probes", [])]
             self.search = search.Search.replay(walk.n, self.rates, self.probes)
             self.spent_before, self.sweeps = float(b.get("spent_s") or 0.0), list(b.get("sweeps") or [])
 
@@ -93,13 +95,13 @@ class Bisection:
     # -- as probes end ---------------------------------------------------------------------------
     def confirmed(self, call, runs: list[str], spent: float, host) -> None:
         self.confirmation = {"outcome": call.outcome, "ratio": call.ratio, "lo": call.lo, "hi": call.hi,
-                             "rounds": call.rounds, "sentence": call.sentence, "runs": list(runs)}
+                             "level": call.level, "rounds": call.rounds, "sentence": call.sentence, "runs": list(runs)}
+        ci = f"{100 * call.level:.3g} % CI {call.lo:.2f}–{call.hi:.2f}"
         if call.outcome == "reproduces":
-            self.say(f"the gap reproduces here: BAD/GOOD {call.ratio:.2f} (95 % CI {call.lo:.2f}–{call.hi:.2f}) over "
-                     f"{call.rounds} rounds")
+            self.say(f"the gap reproduces here: BAD/GOOD {call.ratio:.2f} ({ci}) over {call.rounds} rounds")
         else:
-            self.say(f"the gap does not reproduce here: BAD/GOOD {call.ratio:.2f} (95 % CI {call.lo:.2f}–{call.hi:.2f}) "
-                     f"over {call.rounds} rounds; nothing to bisect")
+            self.say(f"the gap does not reproduce here: BAD/GOOD {call.ratio:.2f} ({ci}) over {call.rounds} rounds; "
+                     "nothing to bisect")
         self.write(RUNNING, spent, host)
 
     def probed(self, position: int, call, runs: list[str], spent: float, host) -> None:
@@ -107,11 +109,12 @@ class Bisection:
 
         probe = search.Probe(position, call.outcome, call.ratio, call.lo, call.hi, call.rounds, tuple(runs))
         self.probes.append(probe)
+        self.levels.append(call.level)
         self.search.update(probe)
         label = self.walk.candidates[position].label
         best = max(range(len(self.search.posterior)), key=lambda i: self.search.posterior[i])
         self.say(f"probe {len(self.probes)}: position {position} ({label}): {_word(call.outcome)}, "
-                 f"{call.ratio:.3f}× GOOD (95 % CI {call.lo:.3f}–{call.hi:.3f}) over {call.rounds} rounds; "
+                 f"{call.ratio:.3f}× GOOD ({100 * call.level:.3g} % CI {call.lo:.3f}–{call.hi:.3f}) over {call.rounds} rounds; "
                  f"most likely culprit position {best + 1} ({self.search.posterior[best]:.2f})")
         self.write(RUNNING, spent, host)
 
@@ -149,9 +152,12 @@ class Bisection:
         if self.confirmation is None or (decided := self.search.decided()) is None:
             return None
         position, posterior = decided
-        at = next((p for p in reversed(self.probes) if p.position == position and p.outcome == "bad"), None)
-        gap = {"ratio": at.ratio, "lo": at.lo, "hi": at.hi, "from": f"position {position} against GOOD"} if at else \
-            {k: self.confirmation[k] for k in ("ratio", "lo", "hi")} | {"from": "BAD against GOOD (the confirmation)"}
+        at = next((i for i in reversed(range(len(self.probes)))
+                   if self.probes[i].position == position and self.probes[i].outcome == "bad"), None)
+        gap = {"ratio": self.probes[at].ratio, "lo": self.probes[at].lo, "hi": self.probes[at].hi,
+               "level": self.levels[at], "from": f"position {position} against GOOD"} if at is not None else \
+            {k: self.confirmation.get(k, 0.95) for k in ("ratio", "lo", "hi", "level")} | \
+            {"from": "BAD against GOOD (the confirmation)"}
         return {"position": position, "label": self.walk.candidates[position].label,
                 "commits": self.walk.candidates[position].commits, "posterior": posterior, **gap}
 
@@ -173,7 +179,8 @@ class Bisection:
                 "ranges": [{"what": w, "repo": r, "span": s, "commits": [c.sha for c in cs]}
                            for w, r, s, cs in self.walk.ranges],
                 "confirmation": self.confirmation,
-                "probes": [{**p.to_dict(), "label": self.walk.candidates[p.position].label} for p in self.probes],
+                "probes": [{**p.to_dict(), "label": self.walk.candidates[p.position].label, "level": level}
+                           for p, level in zip(self.probes, self.levels)],
                 "posterior": list(self.search.posterior),
                 "result": self.result(), "reason": self.reason, "spent_s": round(spent, 1),
                 "sweeps": self.sweeps,

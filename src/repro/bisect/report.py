@@ -27,20 +27,30 @@ def _duration(seconds: float) -> str:
     return duration(seconds)
 
 
+def _level(d: dict) -> str:
+    """An interval's confidence where it is not 95 % (an early look spends less alpha: a wider interval)."""
+    level = d.get("level", 0.95)
+    return "" if abs(level - 0.95) < 5e-4 else f" ({100 * level:.3g} %)"
+
+
+def _f(x) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
 def rows(record: dict) -> list[list[str]]:
     """The table: the confirmation, then each probe in the order run."""
     b = record["bisect"]
     out = []
     if c := b.get("confirmation"):
         out.append(["confirm", str(b["n"]), f"BAD {b['bad'][:8]} against GOOD {b['good'][:8]}", c["outcome"],
-                    f"{c['ratio']:.3f}", f"{c['lo']:.3f}–{c['hi']:.3f}", str(c["rounds"]), str(len(c["runs"]))])
+                    f"{c['ratio']:.3f}", f"{c['lo']:.3f}–{c['hi']:.3f}{_level(c)}", str(c["rounds"]), str(len(c["runs"]))])
     for i, p in enumerate(b.get("probes") or []):
-        out.append([str(i + 1), str(p["position"]), p.get("label", ""), _word(p["outcome"]), f"{p['ratio']:.3f}",
-                    f"{p['lo']:.3f}–{p['hi']:.3f}", str(p["rounds"]), str(len(p.get("runs") or []))])
+        out.append([str(i + 1), str(p["position"]), p.get("label", ""), _word(p["outcome"]), _f(p["ratio"]),
+                    f"{_f(p['lo'])}–{_f(p['hi'])}{_level(p)}", str(p["rounds"]), str(len(p.get("runs") or []))])
     return out
 
 
-HEADER = ["probe", "position", "candidate", "call", "ratio to GOOD", "95 % CI", "rounds", "runs"]
+HEADER = ["probe", "position", "candidate", "call", "ratio to GOOD", "interval (95 % unless said)", "rounds", "runs"]
 
 
 def result_line(record: dict) -> str:
@@ -52,7 +62,8 @@ def result_line(record: dict) -> str:
     if status == "decided" and "position" in r:
         slower = "slower" if r["ratio"] >= 1 else "faster"
         size = r["ratio"] if r["ratio"] >= 1 else 1 / r["ratio"]
-        return (f"{shown(r['label'])}: {size:.2f}× {slower} (95 % CI {r['lo']:.2f}–{r['hi']:.2f}, {r['from']}); "
+        return (f"{shown(r['label'])}: {size:.2f}× {slower} ({100 * r.get('level', 0.95):.3g} % CI "
+                f"{r['lo']:.2f}–{r['hi']:.2f}, {r['from']}); "
                 f"posterior {r['posterior']:.2f}; {tally}")
     if "nonmonotone" in r:
         (bad, good), (lb, lg) = r["nonmonotone"], r["labels"]
@@ -60,7 +71,8 @@ def result_line(record: dict) -> str:
                 f"like-good; no single culprit; {tally}")
     if status == "not reproduced":
         c = b["confirmation"]
-        return (f"the gap does not reproduce here: BAD/GOOD {c['ratio']:.2f} (95 % CI {c['lo']:.2f}–{c['hi']:.2f}) over "
+        return (f"the gap does not reproduce here: BAD/GOOD {c['ratio']:.2f} ({100 * c.get('level', 0.95):.3g} % CI "
+                f"{c['lo']:.2f}–{c['hi']:.2f}) over "
                 f"{c['rounds']} rounds; nothing to bisect")
     post = b.get("posterior") or []
     best = max(range(len(post)), key=lambda i: post[i]) if post else None
@@ -110,8 +122,12 @@ def plot(record: dict, path: Path) -> None:
         ax.errorbar([b["n"]], [c["ratio"]], yerr=[[c["ratio"] - c["lo"]], [c["hi"] - c["ratio"]]], fmt="D",
                     color=OUTCOME_COLOURS["reproduces"], capsize=4)
     ax.axhline(1.0, color="#444444", lw=0.8, ls=":")
+    if c and c["outcome"] == "reproduces":  # decide.classify's threshold: the gap's midpoint on the log scale
+        ax.axhline(c["ratio"] ** 0.5, color="#444444", lw=0.8, ls="--", label=f"like-good | like-bad {c['ratio'] ** 0.5:.3f}")
     seen = set()
     for i, p in enumerate(b.get("probes") or []):
+        if p["ratio"] is None or p["lo"] is None or p["hi"] is None:
+            continue
         colour = OUTCOME_COLOURS.get(p["outcome"], "#7f7f7f")
         label = _word(p["outcome"]) if p["outcome"] not in seen else None
         seen.add(p["outcome"])
