@@ -150,3 +150,21 @@ def test_a_slurm_round_past_the_launchers_time_limit_is_refused_naming_both(monk
         api._fits_time_limit(SimpleNamespace(), {"timeout_min": 60, "partition": "short"})
     assert [submitit_rounds.minutes(t) for t in ("UNLIMITED", "30", "10:30", "01:00:00", "1-00:00:00", "2-12")] == \
         [None, 30, 10.5, 60, 1440, 3600]
+
+
+def test_auto_says_a_pair_run_side_by_side_is_refused_not_that_there_is_none(monkeypatch):
+    """run.repeats=auto under joblib with n_jobs > 1: the sweep has a pair, but its runs went side by side
+    and are never judged; the stop names that refusal, not "no two configs differ only in a compared key"."""
+    from types import SimpleNamespace
+
+    from repro import repeats
+    from repro.report import comparison, verdict
+
+    why = ("their runs were launched 2 at a time on one host (hydra/launcher=joblib with n_jobs > 1): each slowed "
+           "the other; run them one after another (hydra.launcher.n_jobs=1, or the default launcher)")
+    refused = verdict.Verdict(verdict.UNFAIR, "jax", "torch", 1.0, 1, 1, what="mlp/tiny", refused=why)
+    monkeypatch.setattr(comparison, "build", lambda records: SimpleNamespace(tables=[SimpleNamespace(verdicts=[refused])]))
+    assert repeats._verdicts([]) == []
+    assert repeats._nothing([]) == f"nothing to decide: every pair is refused a verdict (jax vs torch: {why})"
+    monkeypatch.setattr(comparison, "build", lambda records: SimpleNamespace(tables=[]))
+    assert repeats._nothing([]) == repeats.NOTHING

@@ -40,6 +40,18 @@ def _verdicts(records: list[dict]) -> list:
     return [v for t in comparison.build(records).tables for v in t.verdicts if v.outcome != verdict.UNFAIR]
 
 
+def _nothing(records: list[dict]) -> str:
+    """Why nothing can be decided: a pair there is, but refused whatever the rounds (joblib's n_jobs > 1
+    runs it side by side, report/comparison.py `_unfair`), or no two configs differ in a compared key."""
+    from repro.report import comparison, verdict
+
+    refused = [v for t in comparison.build(records).tables for v in t.verdicts if v.outcome == verdict.UNFAIR]
+    if refused:
+        return f"nothing to decide: every pair is refused a verdict ({refused[0].a} vs {refused[0].b}: " \
+               f"{refused[0].refused or refused[0].same})"
+    return NOTHING
+
+
 def _looks(max_repeats: int) -> tuple[int, ...]:
     from repro.report import verdict
 
@@ -78,7 +90,7 @@ class Auto(Policy):
         if any(r.get("status") != "ok" for r in recent):
             self.reason = "a run did not end ok, so its config cannot be decided"
         elif not verdicts:
-            self.reason = NOTHING
+            self.reason = _nothing(host.records)
         elif rounds in _looks(self.max_rounds) and all(x.decided for x in verdicts):
             self.reason = DECIDED
         elif rounds >= self.max_rounds:
