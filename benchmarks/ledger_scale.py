@@ -17,6 +17,15 @@ both are printed apart ("first", "cold"); the others are the median of `--repeat
 code on the same records in the same run (the shared 2-core machine's figures move by ±30 %
 from minute to minute under the others' load: compare the ratio). Target: each ≤ 5 s over
 100,000 records. A benchmark, not a test: exit 0 either way.
+
+`--clone` measures what a clone, a new machine or a CI job meets: the records committed to a git
+repo (with the travelling index `.checked/` that this tree's `ledger verify` writes, committed
+too), and each command's first run ("cold") on a fresh `git clone` of it (no `.index/`), then
+its second run there ("warm"); wall and CPU seconds, and the load average when each was taken.
+`--profile` profiles the cold `verify` and `list` of a fresh clone in one process (no forked
+workers) with cProfile and splits their CPU time: reading the files (open, read, stat, listing
+folders), sha256, JSON parse, schema check, content hash (the canonical dump), repro's own (the
+rest); with the floor of reading and hashing every file alone.
 """
 
 from __future__ import annotations
@@ -134,6 +143,107 @@ def measure(src: Path, ledger: Path, repeats: int, out_dir: Path) -> dict[str, t
     for name, args in commands.items():
         out[name] = _median([timed(src, ledger, args) for _ in range(repeats)])
     return out
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(cwd), "-c", "user.email=bench@repro", "-c", "user.name=bench", *args],
+                          check=True, capture_output=True, text=True).stdout
+
+
+def make_origin(ledger: Path) -> Path:
+    """The ledger as a git repo whose last commit holds its records and the travelling index that
+    this tree's `ledger verify` writes: what a user pushes."""
+    _git(ledger, "init", "-q", "-b", "main")
+    _git(ledger, "add", "-A")
+    _git(ledger, "commit", "-qm", "records")
+    timed(ROOT / "src", ledger, ["ledger", "verify"])  # writes .checked/
+    _git(ledger, "add", "-A")
+    if _git(ledger, "status", "--porcelain"):
+        _git(ledger, "commit", "-qm", "the travelling index")
+    return ledger
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def measure_clones(src: Path, origin: Path, tmp: Path) -> dict[str, tuple[float, float, float] | None]:
+    """Each command cold on a fresh clone, then warm: (wall s, CPU s, load average)."""
+    out = {}
+    for name, args in (("verify", ["ledger", "verify"]), ("list", ["ledger", "list"])):
+        clone = tmp / f"clone-{name}"
+        shutil.rmtree(clone, ignore_errors=True)
+        subprocess.run(["git", "clone", "-q", str(origin), str(clone)], check=True)
+        for when in ("cold", "warm"):
+            load = _load()
+            got = timed(src, clone, args)
+            out[f"ledger {name}, {when}"] = (*got, load) if got else None
+        shutil.rmtree(clone, ignore_errors=True)
+    return out
+
+
+BUCKETS = (("reading the files (open, read, stat, listing)", ("io.open", "readall", "'read' of", "stat", "scandir",
+                                                              "listdir", "__exit__", "posix.")),
+           ("sha256", ("sha256", "hexdigest")),
+           ("JSON parse", ("orjson.loads", "json/decoder", "json.loads")),
+           ("schema check", ("ledger/schema.py",)),
+           ("content hash (canonical dump)", ("orjson.dumps", "content_id", "json/encoder")))
+
+
+def profile_clone(origin: Path, tmp: Path) -> None:
+    """cProfile of the cold `verify` and `list` of a fresh clone, in this process, split by BUCKETS."""
+    import cProfile
+    import hashlib
+    import pstats
+
+    from repro.ledger import listing, verify as verify_module
+    from repro.ledger.index import record_files
+
+    verify_module.PARALLEL_FROM = 1 << 60  # one process: the profile sees every call
+    for name, travelling in (("verify", True), ("list", True), ("verify", False), ("list", False)):
+        clone = tmp / f"profile-{name}"
+        subprocess.run(["git", "clone", "-q", str(origin), str(clone)], check=True)
+        if not travelling:  # as before the travelling index: every file parsed and checked
+            shutil.rmtree(clone / ".checked")
+        t = time.process_time()
+        for f, _ in record_files(clone):
+            with open(clone / f, "rb") as fh:
+                hashlib.sha256(fh.read()).digest()
+        floor = time.process_time() - t
+        prof = cProfile.Profile()
+        load, t, wall = _load(), time.process_time(), time.perf_counter()
+        prof.enable()
+        ledger = Ledger(clone)
+        if name == "verify":
+            ledger.check()
+        else:
+            listing.rows(ledger, ledger.head_entries(), states=True)
+        prof.disable()
+        cpu, wall = time.process_time() - t, time.perf_counter() - wall
+        stats = pstats.Stats(prof).stats
+        split = dict.fromkeys([b for b, _ in BUCKETS] + ["repro's own (the rest)"], 0.0)
+        for (file, _, func), (_, _, tottime, _, _) in stats.items():
+            where = f"{file}:{func}"
+            bucket = next((b for b, keys in BUCKETS if any(k in where for k in keys)), "repro's own (the rest)")
+            split[bucket] += tottime
+        total = sum(split.values())
+        print(f"cold ledger {name} of a fresh clone {'with' if travelling else 'WITHOUT'} its .checked/, one process, "
+              f"cProfile: {cpu:.2f} s CPU ({wall:.2f} s wall, "
+              f"load {load:.1f}; the profiler adds its own); reading and sha256 of every file alone: {floor:.2f} s CPU")
+        for bucket, secs in split.items():
+            print(f"  {bucket:<48} {secs:6.2f} s  {100 * secs / total:5.1f} %")
+        shutil.rmtree(clone, ignore_errors=True)
+
+
+def clones(codes: dict[str, Path], origin: Path, tmp: Path, profile: bool) -> None:
+    figures = {label: measure_clones(src, origin, tmp) for label, src in reversed(codes.items())}
+    print(f"{'wall s (CPU s) [load]':<24}" + "".join(f"{label:>28}" for label in codes))
+    for key in figures["this tree"]:
+        cells = [figures[label][key] for label in codes]
+        print(f"{key:<24}" + "".join(f"{c[0]:>10.2f} ({c[1]:5.2f}) [{c[2]:4.1f}]" if c else f"{'n/a':>28}"
+                                       for c in cells))
+    if profile:
+        profile_clone(origin, tmp)
+
+
 def extract_src(rev: str, into: Path) -> Path:
     tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], capture_output=True, check=True).stdout
     with tarfile.open(fileobj=BytesIO(tar)) as t:
@@ -146,6 +256,8 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--against", metavar="REV", help="also time the code of this git revision (e.g. 077c32b)")
+    ap.add_argument("--clone", action="store_true", help="cold = the first command on a fresh git clone (see above)")
+    ap.add_argument("--profile", action="store_true", help="with --clone: where a cold command's CPU time goes")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ledger-scale-") as tmp:
         tmp = Path(tmp)
@@ -158,6 +270,9 @@ def main() -> None:
         codes = {"this tree": ROOT / "src"}
         if args.against:
             codes[args.against] = extract_src(args.against, tmp / "before")
+        if args.clone:
+            clones(codes, make_origin(tmp / "ledger"), tmp, args.profile)
+            return
         figures = {}
         for label, src in reversed(codes.items()):  # the older code first: it builds no index
             figures[label] = measure(src, tmp / "ledger", args.repeats, tmp / "report")

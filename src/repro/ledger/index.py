@@ -23,7 +23,7 @@ import os
 import secrets
 import time
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from repro.ledger import recordfile, schema
 
@@ -126,6 +126,11 @@ def summarize(path: Path) -> list | str:
         return str(e)
     if errors := schema.errors(record):  # a foreign JSON file that happens to hold an `id`
         return f"not a record: it does not match the record schema ({errors[0]})"
+    return summary_of(record)
+
+
+def summary_of(record: dict) -> list:
+    """The SUMMARY values of a record that matches the schema."""
     sweep = record.get("sweep") if isinstance(record.get("sweep"), dict) else {}
     config = record.get("config") if isinstance(record.get("config"), dict) else None
     model = framework = None
@@ -164,16 +169,20 @@ class Index:
         self.path = root / FOLDER / FILE
         self._files: dict[str, list] | None = None  # name -> [size, mtime_ns, ino, summary list | problem]
 
-    def entries(self) -> list[Entry]:
+    def entries(self, resolve: Callable[[dict[str, os.stat_result]], dict[str, list]] | None = None) -> list[Entry]:
         """Every record file in name order, its summary reused while the file is unchanged (size,
         mtime and inode): every file is stat'ed on every call, so a record another process or a
-        git merge added is seen, and one that changed is parsed again."""
+        git merge added is seen, and one that changed is parsed again. `resolve`: given the files
+        the index does not know (name -> stat), the summaries of those it can tell without this
+        parse (Ledger: from a check of every file, over every core and the travelling index);
+        a file's summary is taken only while its stat is the one `resolve` was given."""
         known = self._load() if self._files is None else self._files
         files = {}
         skipped = []
         root = self.root
         now = time.time_ns()
         racy = set()
+        unknown = {}
         for name, st in record_files(root):
             if isinstance(st, str):
                 skipped.append(Entry(root, name, problem=st))
@@ -182,9 +191,14 @@ class Index:
             if old and old[0] == st.st_size and old[1] == st.st_mtime_ns and old[2] == st.st_ino:
                 files[name] = old
             else:
-                files[name] = [st.st_size, st.st_mtime_ns, st.st_ino, summarize(root / name)]
-                if now - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS:
-                    racy.add(name)
+                files[name] = None
+                unknown[name] = st
+        resolved = resolve(unknown) if resolve is not None and unknown else {}
+        for name, st in unknown.items():
+            summary = resolved.get(name)
+            files[name] = [st.st_size, st.st_mtime_ns, st.st_ino, summary if summary is not None else summarize(root / name)]
+            if now - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS:
+                racy.add(name)
         changed = files.keys() != known.keys() or any(files[n] is not known[n] for n in files)
         self._files = files
         if changed:

@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Iterator
 
 from repro import redaction
-from repro.ledger import place, recordfile, schema, verified
+from repro.ledger import place, recordfile, schema, travel, verified
 from repro.ledger.place import write_error
 from repro.ledger.index import Entry, Index, record_files
 from repro.ledger.recordfile import record_id
 from repro.ledger.state import state_of
 from repro.ledger.verify import CHANGED, KEPT, Problem, Verification, verify
 
+RESOLVE_FROM = 1000  # files the index does not know: from here a check of all (in parallel) summarizes them
 SPOOL = ".spool"  # <ledger>/.spool/<started id>.json: a finished record body not yet appended
 log = logging.getLogger("repro.ledger")
 
@@ -63,6 +64,7 @@ class Ledger:
         self._index = Index(self.root)
         self._warned: set[Path] = set()
         self._damaged: list[Path] = []  # files of the last scan that are not records
+        self._checked_stats: dict[str, os.stat_result] = {}  # the files the last check() saw
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -208,7 +210,7 @@ class Ledger:
         if not self.root.is_dir():
             return []
         out, seen = [], set()
-        for e in self._index.entries():
+        for e in self._index.entries(self._resolve):
             if e.problem:
                 self._damaged.append(e.path)
                 self._warn(e.path, e.problem)
@@ -216,6 +218,18 @@ class Ledger:
                 seen.add(e.id)
                 out.append(e)
         return out
+
+    def _resolve(self, unknown: dict[str, os.stat_result]) -> dict[str, list]:
+        """The summaries of files the index does not know, from a check of every file (over every
+        core; a travelling index spares it the parse): for an index built from scratch (a clone, a
+        deleted `.index/`), what a parse of each file in this process would cost several times over."""
+        if len(unknown) < RESOLVE_FROM:
+            return {}
+        found = self.check()
+        stats = self._checked_stats
+        return {n: s for n, s in found.summaries.items() if n in unknown and (st := stats.get(n)) is not None
+                and (st.st_size, st.st_mtime_ns, st.st_ino) == (unknown[n].st_size, unknown[n].st_mtime_ns,
+                                                                 unknown[n].st_ino)}
 
     def read(self, entry: Entry, then=lambda data: data):
         """The file of an index entry as it is (or `then` of it); None (with a warning) when it
@@ -310,9 +324,32 @@ class Ledger:
             else:
                 stats[name] = st
         names = sorted(stats)
+        self._checked_stats = stats
         trusted = {} if full else cache.trusted(stats)
-        found = verify(self.root, names, trusted, None if full or len(trusted) == len(names) else cache.by_digest())
+        segments = travel.Segments.load(self.root)
+        keep = travel.active(self.root, len(names)) and travel.writable(self.root)
+        if keep and trusted:  # files no segment covers yet are read once more, so that one will
+            trusted = {n: kept for n, kept in trusted.items() if cache.files[n][4] in segments.seen}
+        seen = None if full or len(trusted) == len(names) else {**cache.by_digest(), **segments.seen}
+        unread = [n for n in names if n not in trusted]
+        audit = travel.audit_sample(unread, len(unread) if full else None) if segments.seen else set()
+        found = verify(self.root, names, trusted, seen, audit, segments.seen)
+        disputed = found.disputed
+        distrusted = bool(disputed)
+        if distrusted:  # a segment lied: nothing it says is used; every file read in full
+            found = verify(self.root, names)
         cache.save(stats, trusted, found.passed, now)
+        if keep:
+            covered = {} if distrusted else segments.seen
+            new = {d: [kept, found.summaries[n]] for n, (d, kept) in found.passed.items()
+                   if d not in covered and n in found.summaries}
+            travel.update(segments, new, distrusted)
+        for n, kept in trusted.items():  # their summaries, for an index that lost them (Ledger.entries)
+            if (known := segments.seen.get(cache.files[n][4])) is not None:
+                found.summaries.setdefault(n, known[1])
+        found.warnings += [*segments.tampered, *(Problem(p.path, f"{p.reason}: the travelling index was set aside, "
+                                                 "every file read in full, and it was replaced")
+                                                 for p in disputed[:1])]
         found.problems += damaged
         return found
 

@@ -59,9 +59,9 @@ class Cache:
                 out[name] = old[5]
         return out
 
-    def by_digest(self) -> dict[str, dict]:
-        """digest -> kept fields, of every file that passed: bytes seen before need no checks."""
-        return {v[4]: v[5] for v in self.files.values()}
+    def by_digest(self) -> dict[str, tuple[dict, None]]:
+        """digest -> (kept fields, no summary), of every file that passed: bytes seen before need no checks."""
+        return {v[4]: (v[5], None) for v in self.files.values()}
 
     def save(self, stats: dict[str, os.stat_result], trusted: dict[str, dict],
              passed: dict[str, tuple[str, dict]], now_ns: int) -> None:
