@@ -286,7 +286,7 @@ def sandbox(tmp_path: Path) -> Sandbox:
 SHARED_FIXTURES = {"report_sweep": "report_sweep", "recorded": "report_sweep", "slurm": "slurm"}
 SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "report_sweep",
                 "test_data_replay.py": "report_sweep", "test_slurm.py": "slurm",
-                "test_tracking_drain.py": "slurm", "test_slurm_waiting.py": "slurm"}
+                "test_tracking_drain.py": "slurm", "test_slurm_waiting.py": "slurm", "test_launcher_parity.py": "slurm"}
 
 
 # The scopes that take longest, longest first. Order as measured 2026-11-28 03:27-03:50 (`--durations=0`,
