@@ -17,15 +17,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_env_pack import NOWHERE, OFFLINE  # every index and proxy at a closed port
 from wheels import make_wheel, simple_index
 
 from repro.bisect import packages
 from repro.envs import lock
 
-NOWHERE = "http://127.0.0.1:9/simple"  # a closed port: nothing answers there
-OFFLINE = {"PIP_NO_INDEX": "1", "UV_OFFLINE": "1", "UV_INDEX_URL": NOWHERE, "UV_DEFAULT_INDEX": NOWHERE,
-           "PIP_INDEX_URL": NOWHERE, "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
-           "ALL_PROXY": "http://127.0.0.1:9", "PIP_FIND_LINKS": "", "PIP_EXTRA_INDEX_URL": ""}
 
 SLOW_FROM = "1.5"
 SLOWPKG = '''"""A library a model calls once per step; from {slow_from} on, work() does more than it needs."""
