@@ -740,10 +740,12 @@ def version_steps(base_lock: str, group: Group, between: list[str], src: Source 
 
 
 def describe(group: Group, lock_text: str) -> str:
-    """A step's label: 'jax 0.10.0 (jaxlib 0.10.0, flax 0.12.8 with it)'."""
+    """A step's label: 'jax 0.10.0 (jaxlib 0.10.0 with it)', 'pkg-a 1.5 (pkg-b 1.5 with it; without olddep)'."""
     have = lock.versions(lock_text)
-    rest = [f"{c.name} {have.get(c.name, 'absent')}" for c in group.changes[1:]]
-    return f"{group.lead.name} {have.get(group.lead.name, 'absent')}" + (f" ({', '.join(rest)} with it)" if rest else "")
+    rest = [f"{c.name} {have[c.name]}" for c in group.changes[1:] if c.name in have]
+    gone = [c.name for c in group.changes[1:] if c.name not in have]
+    words = ([f"{', '.join(rest)} with it"] if rest else []) + ([f"without {', '.join(gone)}"] if gone else [])
+    return f"{group.lead.name} {have.get(group.lead.name, '(absent)')}" + (f" ({'; '.join(words)})" if words else "")
 
 
 # ---- the environment of a candidate --------------------------------------------------------------------
@@ -799,7 +801,7 @@ def version_walk(walk: Walk, k: int, src: Source | list | None = None, log=print
 def flat_walk(good_lock: str, bad_lock: str, src: Source | list | None = None, log=print) -> Walk:
     """Both walks in one: every group's version steps, group after group (cumulative), so that one positional
     search names the group and its version at once; position k's label says both ("slowpkg 1.5 (of slowpkg
-    1.0 → 1.7)"). It lists every group's versions first (an index query and install checks per version): for
+    1.0 → 1.7)"), or the group alone where no version lies between ("quietpkg 1.0 → 1.1"). It lists every group's versions first (an index query and install checks per version): for
     a few changed packages; group_walk then version_walk for many."""
     src = src if isinstance(src, Source) else source(src)
     walk = group_walk(good_lock, bad_lock, src)
@@ -807,5 +809,5 @@ def flat_walk(good_lock: str, bad_lock: str, src: Source | list | None = None, l
     for k, group in enumerate(walk.groups, start=1):
         within = version_walk(walk, k, src, log=log)
         locks += within.locks[1:]
-        labels += [f"{label} (of {group})" for label in within.labels[1:]]
+        labels += [str(group)] if within.n == 1 else [f"{label} (of {group})" for label in within.labels[1:]]
     return Walk(locks, labels, walk.groups)
