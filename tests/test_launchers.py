@@ -168,3 +168,52 @@ def test_auto_says_a_pair_run_side_by_side_is_refused_not_that_there_is_none(mon
     assert repeats._nothing([]) == f"nothing to decide: every pair is refused a verdict (jax vs torch: {why})"
     monkeypatch.setattr(comparison, "build", lambda records: SimpleNamespace(tables=[]))
     assert repeats._nothing([]) == repeats.NOTHING
+
+
+def test_a_resumed_round_flagged_busy_when_it_first_ran_is_not_run_again(tmp_path):
+    """run.resume=true keeps an earlier sweep's records as they were: a round of resumed runs that
+    telemetry flagged busy back then is not rerun (it would run what the resume skipped); a round this
+    sweep ran and telemetry flagged is, as before."""
+    from types import SimpleNamespace
+
+    from test_sweep_loop import _Host  # the least a host of the loop is
+
+    from repro.loop import sweep
+
+    busy = {"machine": {"other_cpu_share": 0.9}}
+
+    class Adapter:
+        name, between_rounds, rounds = "fake", True, []
+
+        def run_round(self, host, jobs, first, hooks):
+            self.rounds.append(first)
+            resumed = first == 0  # round 1: the earlier sweep's records, flagged busy when they ran
+            out = [{"id": f"r{first + i}", "status": "ok", **busy, **({"resumed_from": "T"} if resumed else {})}
+                   for i in range(len(jobs))]
+            for r in out:
+                host.finished(r)
+            return out
+
+        def close(self):
+            pass
+
+    configs = [(SimpleNamespace(run=SimpleNamespace(steps=6), name=n), (f"x={n}",)) for n in "ab"]
+    host, adapter = _Host(tmp_path), Adapter()
+    sweep.run(host, sweep.Fixed(configs, 2, "S", lambda c, o: c.name), 5, max_reruns=1, launcher=adapter)
+    assert adapter.rounds == [0, 2, 4]  # round 1 (resumed) not rerun; round 2 (run here, busy) rerun once
+    assert [line.split(" (")[0] for line in host.said] == ["round 2 runs again"]
+
+
+def test_run_resume_is_not_what_varied_and_an_interrupted_sweep_writes_no_ok_record(tmp_path):
+    """A resumed sweep's rows are not labelled `resume False` nor its audit calling run.resume varied (it says
+    whether a job is skipped, not what runs); the record of an interrupted sweep (the runs it reused, their
+    identities) says `interrupted`, never `ok`."""
+    from repro.ledger import Ledger
+    from repro.report import trajectory, varied
+
+    then = {"overrides": ["framework=torch", "run.batch_size=16"]}
+    now = {"overrides": ["framework=torch", "run.batch_size=16", "run.resume=true"]}
+    assert varied.swept_keys([then, now]) == []
+    reused = [{"id": "a" * 16, "resumed_from": "T", "sweep": {"id": "S", "job": 0}, "status": "ok"}]
+    record = trajectory.store(Ledger(tmp_path), {"id": "S", "experiment": "e", "jobs": 4}, reused, "interrupted")
+    assert record["status"] == "interrupted" and record["reused"][0]["id"] == "a" * 16
