@@ -8,10 +8,12 @@ hardware profile and the machine its record names: CPU model, usable cores, GPUs
 - the packages (`environment.env_hash`, the whole-environment lock).
 Every refusal is one line (BisectError) raised before anything runs or is written.
 
-The commits between are `git rev-list --first-parent GOOD..BAD` of each repository, oldest first.
-Where both repositories moved, the path first walks the model's commits (with repro at GOOD's),
-then repro's (with the model at BAD's): every step changes one commit, so the first bad position
-names one commit. A candidate's code is a cached worktree of its commit (envs/worktrees.py),
+Packages before commits: where the locks differ, the path first walks the package versions
+(bisect/packages.py `flat_walk`: coupled groups one after another, each through its released versions
+between, every lock checked to install here), at GOOD's code, each position in a venv of its lock.
+Then the commits between, `git log --first-parent GOOD..BAD` of each repository, oldest first (at
+BAD's lock): the model's commits (with repro at GOOD's), then repro's (with the model at BAD's).
+Every step changes one thing, so the first bad position names one version or one commit. A candidate's code is a cached worktree of its commit (envs/worktrees.py),
 the one `repro replay --as-recorded` restores.
 """
 
@@ -22,6 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.envs import workload_source
+
+
+PACKAGES = "the packages"
 
 
 class BisectError(Exception):
@@ -57,6 +62,10 @@ class Walk:
     def lines(self) -> list[str]:
         out = []
         for what, repo, span, commits in self.ranges:
+            if what == PACKAGES:
+                out.append(f"package steps ({span}, {repo}): {len(commits)} after GOOD's, one version at a time")
+                out += [f"  {c.subject}" for c in commits]
+                continue
             out.append(f"commits of {what} ({repo}) {span}: {len(commits)} after GOOD's")
             out += [f"  {c.sha[:10]} {c.subject}" for c in commits]
         if self.packages:
@@ -146,9 +155,11 @@ def _lock(ledger_root: Path, record: dict) -> str | None:
     return lock.load(ledger_root, digest) if digest else None
 
 
-def path(ledger_root: Path, good: dict, bad: dict) -> Walk:
+def path(ledger_root: Path, good: dict, bad: dict, wheelhouse: list[str] | None = None, log=print) -> Walk:
     """The positions from GOOD to BAD (module docstring), or BisectError: no difference, a commit
-    missing, a dirty tree whose change the record does not hold."""
+    missing, a dirty tree whose change the record does not hold; bisect/packages.py's PackagesError (an
+    EnvError): a version that cannot be had for this Python and platform. `wheelhouse`: folders of wheels
+    or `repro env pack` folders the package versions come from, offline (none: the index)."""
     from repro import paths
     from repro.envs import lock
 
@@ -159,6 +170,13 @@ def path(ledger_root: Path, good: dict, bad: dict) -> Walk:
     model_moved = bool(wl_a and wl_b and wl_a.get("commit") != wl_b.get("commit"))
     lock_moved = bool(env_a and env_b and env_a != env_b)
     good_lock, bad_lock = _lock(ledger_root, good), _lock(ledger_root, bad)
+    if lock_moved:
+        for side, record, text in (("GOOD", good, good_lock), ("BAD", bad, bad_lock)):
+            if text is None:
+                digest = record["environment"]["env_hash"]
+                raise BisectError(f"{side} {record['id']}'s environment {digest[:12]} is not in {Path(ledger_root) / 'envs'}: "
+                                  f"copy envs/{digest}.txt from the ledger it was recorded in")
+        good_lock, bad_lock = workload_source.lock_without(good_lock, good), workload_source.lock_without(bad_lock, bad)
     packages = []
     if lock_moved and good_lock and bad_lock:
         a, b = lock.versions(good_lock), lock.versions(bad_lock)
@@ -171,10 +189,6 @@ def path(ledger_root: Path, good: dict, bad: dict) -> Walk:
         same.append(f"lock {str(env_a)[:12]}" if env_a == env_b else "the same package versions")
         raise BisectError(f"no difference between GOOD {good['id']} and BAD {bad['id']} ({', '.join(same)}): "
                           "nothing to bisect (a gap between them is noise or the machine: repro calibrate)")
-    if packages:
-        raise BisectError(f"GOOD {good['id']} and BAD {bad['id']} differ in {len(packages)} package(s) "
-                          f"({', '.join(f'{n} {a} → {b}' for n, a, b in packages[:4])}): a package bisection is not "
-                          "available in this version of repro bisect; bisect two runs made in one environment")
     for side, record in (("GOOD", good), ("BAD", bad)):
         src = record.get(workload_source.KEY) or {}
         if model_moved and (src.get("git") or {}).get("dirty"):
@@ -190,7 +204,18 @@ def path(ledger_root: Path, good: dict, bad: dict) -> Walk:
         base["model"] = wl_a["commit"]
     if ours_a:
         base["repro"] = ours_a
-    labels = []
+    labels, locks = [], []
+    if packages:  # packages before commits: every group's version steps (bisect/packages.py flat_walk), at GOOD's code
+        from repro.bisect import packages as pk
+
+        walk = pk.flat_walk(good_lock, bad_lock, pk.source(wheelhouse or None), log=log)
+        for i in range(1, walk.n + 1):
+            steps.append(dict(base))
+            labels.append(walk.labels[i])
+            locks.append(walk.locks[i])
+        ranges.append((PACKAGES, f"lock {str(env_a)[:12]} → {str(env_b)[:12]}", f"{len(walk.groups)} group(s)",
+                       [Commit("", label) for label in walk.labels[1:]]))
+    end_lock = locks[-1] if locks else None
     if model_moved:
         top = Path(wl_a["toplevel"])
         found = commits_between(top, wl_a["commit"], wl_b["commit"], f"the model {good[workload_source.KEY]['target']}")
@@ -199,6 +224,7 @@ def path(ledger_root: Path, good: dict, bad: dict) -> Walk:
         for i, c in enumerate(found):
             base = {**base, "model": c.sha}
             steps.append(dict(base))
+            locks.append(end_lock)
             labels.append(f"{c.sha[:7]} commit {i + 2}/{len(found) + 1} of the model: {c.subject}")
     if repro_moved:
         found = commits_between(paths.repo_root(), ours_a, ours_b, "repro")
@@ -206,10 +232,14 @@ def path(ledger_root: Path, good: dict, bad: dict) -> Walk:
         for i, c in enumerate(found):
             base = {**base, "repro": c.sha}
             steps.append(dict(base))
+            locks.append(end_lock)
             labels.append(f"{c.sha[:7]} commit {i + 2}/{len(found) + 1} of repro: {c.subject}")
     first = {k: v for k, v in (("model", (wl_a or {}).get("commit")), ("repro", ours_a)) if v}
-    # the code moved, the packages did not: every position runs in this environment, the endpoints too
-    # (the confirmation measures both here, so what differs between positions is the code alone)
-    candidates = [Candidate(0, f"GOOD {good['id'][:8]}", first, None)]
-    candidates += [Candidate(i + 1, label, step, None) for i, (label, step) in enumerate(zip(labels, steps))]
+    # Where only the code moved, every position runs in this environment, the endpoints too (the confirmation
+    # measures both here, so what differs between positions is the code alone). Where the packages moved,
+    # each position runs in a venv of its lock (GOOD's, each version step, BAD's), built once and cached.
+    start = good_lock if packages else None
+    candidates = [Candidate(0, f"GOOD {good['id'][:8]}", first, start)]
+    candidates += [Candidate(i + 1, label, step, lk)
+                   for i, (label, step, lk) in enumerate(zip(labels, steps, locks))]
     return Walk(candidates, ranges, packages)

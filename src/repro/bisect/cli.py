@@ -53,8 +53,12 @@ def add_parser(sub, common) -> None:
                    help="the most paired rounds of one probe (default: the config's verdict.max_repeats)")
     p.add_argument("--replay", metavar="ID", help="rebuild a recorded bisection (its posterior, table, report, "
                                                   "MLflow) from its ledger record; nothing runs")
+    p.add_argument("--wheelhouse", metavar="DIR", action="append", default=None,
+                   help="where package versions come from, offline: a folder of wheels or a `repro env pack` folder "
+                        "(repeatable; default: the records' env.wheelhouse, else the index)")
     p.add_argument("--tracking-uri", help="MLflow store for the bisection's runs (default: as for any run)")
-    p.add_argument("--progress", default="plain", choices=("auto", "rich", "plain", "none"))
+    p.add_argument("--progress", default="plain", choices=("auto", "rich", "plain", "none"),
+                   help="progress display, as progress.mode (default: plain)")
     p.set_defaults(func=run)
 
 
@@ -154,7 +158,8 @@ def prepare(ledger, args, overrides: list[str]) -> dict:
     from repro.replay import refusal
 
     good, bad = candidates.endpoints(ledger, args.good, args.bad)
-    walk = candidates.path(ledger.root, good, bad)
+    wheelhouse = args.wheelhouse or [w for w in {(r["config"].get("env") or {}).get("wheelhouse") for r in (good, bad)} if w]
+    walk = candidates.path(ledger.root, good, bad, wheelhouse, log=print)
     config = configured(good, ledger.root, overrides, args.tracking_uri, args.progress)
     if why := refusal(config, as_recorded=True):  # the hardware profile against this machine
         raise BisectError(f"{good['id']} cannot run here: {why}")
@@ -183,9 +188,9 @@ def prepare(ledger, args, overrides: list[str]) -> dict:
     if not args.dry_run:
         from repro.bisect.probe import check_places
 
-        check_places(walk, good)  # every position's code made (cached worktrees) before the first run
+        check_places(walk, good, wheelhouse)  # every position's code made (cached worktrees) before the first run
     return {"good": good, "bad": bad, "walk": walk, "config": config, "cap": cap, "overrides": overrides,
-            "lines": lines, "round_s": 2 * each if each else None}
+            "lines": lines, "round_s": 2 * each if each else None, "wheelhouse": wheelhouse}
 
 
 def bisect(ledger, plan: dict, args) -> int:
@@ -217,7 +222,8 @@ def bisect(ledger, plan: dict, args) -> int:
     lifeline.interrupt_on_signals()  # SIGTERM ends it as Ctrl-C does: recorded, resumable
     session = Session(config, multirun=True)
     session.swept = []
-    policy = Probes(state, config, plan["overrides"], session, plan["cap"], args.budget_s, say, plan["round_s"])
+    policy = Probes(state, config, plan["overrides"], session, plan["cap"], args.budget_s, say, plan["round_s"],
+                    plan["wheelhouse"])
     if policy.position is not None:
         try:
             sweep.run(session, policy, sweep.order_seed(session.sweep_id), config.verdict.max_reruns)

@@ -36,23 +36,26 @@ def steady(record: dict) -> float | None:
 class Places:
     """Where a position's worker runs, and what its records say of its code: made once per position."""
 
-    def __init__(self, walk: Walk, good: dict):
+    def __init__(self, walk: Walk, good: dict, wheelhouse: list[str] | None = None, log=print):
         from repro import paths
 
-        self.walk, self.good, self.cache = walk, good, {}
+        self.walk, self.good, self.cache, self.wheelhouse, self.log = walk, good, {}, wheelhouse, log
         self.src = good.get(workload_source.KEY) or {}
         self.repro_src = paths.src_dir()
         ranges = {what for what, *_ in walk.ranges}
         self.repro_moved = "repro" in ranges
 
-    def at(self, candidate: Candidate) -> tuple[dict | None, dict]:
-        """(place for run_job, the fields its records carry) at this candidate."""
+    def at(self, candidate: Candidate, environment: bool = True) -> tuple[dict | None, dict]:
+        """(place for run_job, the fields its records carry) at this candidate; `environment`: build the venv
+        of its lock (False: the code alone, as the checks before any run make it)."""
         key = candidate.position
+        if not environment:
+            return self._make(candidate, False)
         if key not in self.cache:
             self.cache[key] = self._make(candidate)
         return self.cache[key]
 
-    def _make(self, candidate: Candidate) -> tuple[dict | None, dict]:
+    def _make(self, candidate: Candidate, environment: bool = True) -> tuple[dict | None, dict]:
         from repro import gitinfo, paths
         from repro.envs import worktrees
 
@@ -70,7 +73,12 @@ class Places:
             module_root, described = workload_source.at_commit(self.src, commit)
             src_parts.append(str(module_root))
             fields[workload_source.KEY] = described
-        place = {"python": None, "src": os.pathsep.join(src_parts)} if len(src_parts) > 1 or fields else None
+        python = None
+        if candidate.lock is not None and environment:  # a venv of the position's lock (bisect/packages.py), built once and cached
+            from repro.bisect import packages
+
+            python = packages.environment(candidate.lock, packages.source(self.wheelhouse or None), log=self.log)
+        place = {"python": python, "src": os.pathsep.join(src_parts)} if len(src_parts) > 1 or fields else None
         return place, fields
 
 
@@ -83,13 +91,13 @@ class Probes(Policy):
     reruns = True
 
     def __init__(self, state, config, overrides, host, cap: int, budget_s: float | None, say,
-                 round_s: float | None = None):
+                 round_s: float | None = None, wheelhouse: list[str] | None = None):
         from repro.bisect import decide
 
         self.state, self.config, self.overrides = state, config, tuple(overrides)
         self.sweep_id, self.cap, self.budget_s, self.say = host.sweep_id, cap, budget_s, say
         self.looks = tuple(decide.looks(cap))
-        self.places = Places(state.walk, state.good)
+        self.places = Places(state.walk, state.good, wheelhouse, say)
         self.max_rounds = cap * (2 + state.max_probes)  # a bound for the progress; `more` decides
         self.start, self.round_start, self.round_s = time.monotonic(), time.monotonic(), round_s
         self.stop: str | None = None
@@ -196,14 +204,14 @@ class Probes(Policy):
         self.state.ended(host, error, self.spent())
 
 
-def check_places(walk: Walk, good: dict) -> None:
+def check_places(walk: Walk, good: dict, wheelhouse: list[str] | None = None, log=print) -> None:
     """Every position's code can be made (worktrees, the model's source at each commit), before any run:
     BisectError naming the first that cannot."""
     from repro.envs.venvs import EnvError
 
-    places = Places(walk, good)
+    places = Places(walk, good, wheelhouse, log)
     for candidate in walk.candidates:
         try:
-            places.at(candidate)
+            places.at(candidate, environment=False)
         except (EnvError, OSError) as e:
             raise BisectError(f"position {candidate.position} ({candidate.label}): {e}") from None

@@ -176,7 +176,7 @@ class Bisection:
                 "n": self.walk.n,
                 "positions": [{"position": c.position, "label": c.label, "commits": c.commits}
                               for c in self.walk.candidates],
-                "ranges": [{"what": w, "repo": r, "span": s, "commits": [c.sha for c in cs]}
+                "ranges": [{"what": w, "repo": r, "span": s, "commits": [c.sha or c.subject for c in cs]}
                            for w, r, s, cs in self.walk.ranges],
                 "confirmation": self.confirmation,
                 "probes": [{**p.to_dict(), "label": self.walk.candidates[p.position].label, "level": level}
