@@ -21,6 +21,7 @@ from repro.config.launcher import Launcher
 pytestmark = pytest.mark.slow  # every test here starts `python -m repro`
 
 LAUNCHERS = [kind.choice for kind in Launcher]
+SIDE_BY_SIDE = "joblib+hydra.launcher.n_jobs=2"  # joblib's other path: the round's jobs in two workers at once
 FAST = ("model=mlp", "framework=torch", "run.warmup=2", "verdict.max_reruns=0")
 RESUME = ("-m", *FAST, "run.batch_size=16,32", "run.steps=6", "run.resume=true")
 CTRL_C = ("-m", *FAST, "run.steps=4,1000000")  # the second outlasts the test: Ctrl-C comes while it runs
@@ -29,7 +30,8 @@ _default: dict[str, dict] = {}  # case -> the default launcher's outcome (measur
 
 def _launcher_args(request, sandbox, choice: str) -> list[str]:
     """The command line's launcher part; a SLURM one starts the real test cluster (tests/slurm_cluster.py)."""
-    args = [f"hydra/launcher={choice}", f"hydra.sweep.dir={sandbox.root / 'sweep'}"]
+    choice, *more = choice.split("+")
+    args = [f"hydra/launcher={choice}", f"hydra.sweep.dir={sandbox.root / 'sweep'}", *more]
     if Launcher[choice.upper()].slurm:
         request.getfixturevalue("slurm")
         args += ["hydra.launcher.timeout_min=10", "hydra.launcher.partition=both"]
@@ -110,7 +112,7 @@ def test_resume_counts_each_record_once_under_every_launcher(request, tmp_path_f
     assert got == expected
 
 
-@pytest.mark.parametrize("choice", LAUNCHERS)
+@pytest.mark.parametrize("choice", [*LAUNCHERS, SIDE_BY_SIDE])
 def test_ctrl_c_records_interrupted_and_ends_in_one_line_under_every_launcher(request, tmp_path_factory, sandbox,
                                                                                choice):
     expected = _default_outcome(request, tmp_path_factory, "ctrl_c", _ctrl_c)

@@ -26,8 +26,8 @@ ended them (`killed`: "cancelled by SLURM (scancel) ... (JobState=CANCELLED)", r
 job`, which keeps an ended job for MinJobAge, else from submitit's watcher), `lost` where SLURM says nothing.
 
 Ctrl-C under submitit_local stops the round as the default launcher stops a sweep (rounds.Stop): the
-run that runs is recorded `interrupted`, the round's later jobs do not run, the sweep ends (exit 130).
-Under SLURM the round's job is cancelled.
+run that runs is recorded `interrupted`, the round's later jobs do not run, the sweep ends (exit 130);
+under submitit_slurm the same, the round's job sent SIGINT (`scancel --signal=INT`), then cancelled.
 """
 
 from __future__ import annotations
@@ -151,9 +151,6 @@ class Submitit:
         try:
             result = job.results()[0]  # task 0: node 0 of a multi-node round, which records
         except KeyboardInterrupt:
-            if self.stop is None:
-                job.cancel(check=False)
-                raise
             rounds.adopt(host, jobs, first_job_no, self._stopped(job), reason, submitted, hooks)
             raise
         except Exception as e:  # noqa: BLE001 - submitit's UncompletedJobError, FailedJobError, ...
@@ -173,14 +170,20 @@ class Submitit:
             if ended := scheduler.job_ended(str(job.job_id), _watcher_state(job)):  # SLURM names its end
                 status, what = ended
                 lost = rounds.Lost(f"{what} before this job of its round ran; SLURM job {job.job_id}", status)
+                reason = f"{self.name} job {job.job_id} ended: {what}"
         if result is None:
-            host.say(f"{lost.reason if lost.status != 'lost' else reason}; the ledger says how its runs ended")
+            host.say(f"{reason}; the ledger says how its runs ended")
         return rounds.adopt(host, jobs, first_job_no, result, lost, submitted, hooks)
 
     def _stopped(self, job) -> dict | None:
-        """Ctrl-C here: the round asked to stop (rounds.Stop) and waited for, its records handed back;
-        after Stop.WAIT_S, or a second Ctrl-C, its processes are ended and nothing comes back."""
-        self.stop.ask()
+        """Ctrl-C here: the round asked to stop as Ctrl-C stops a sweep (local: rounds.Stop; SLURM: SIGINT
+        to the job's steps, `scancel --signal=INT`, so its run records `interrupted`, not a cancel) and
+        waited for, its records handed back; after Stop.WAIT_S, or a second Ctrl-C, it is ended (its
+        controller, or `scancel`) and nothing comes back: the ledger has what it recorded."""
+        if self.stop is not None:
+            self.stop.ask()
+        else:
+            _scancel(job, "--signal=INT")
         deadline = time.time() + rounds.Stop.WAIT_S
         try:
             while not job.done() and time.time() < deadline:
@@ -189,17 +192,23 @@ class Submitit:
                 return job.results()[0]
         except KeyboardInterrupt:
             pass
-        except Exception:  # noqa: BLE001 - the round ended without a result: the ledger has what it recorded
+        except Exception:  # noqa: BLE001 - the round ended without a result
             return None
-        _end_controller(job)
+        finally:
+            if not job.done():
+                _end_controller(job) if self.stop is not None else job.cancel(check=False)
         return None
 
     def close(self) -> None:
         """The sweep ended (interrupted between a round's submission and its collection, too): a local
-        round still running is stopped as Ctrl-C stops one and waited for; the stop folder removed."""
-        if self.stop is None:
-            return
+        round still running is stopped as Ctrl-C stops one and waited for, the stop folder removed; a
+        SLURM round still running is cancelled."""
         running = [j for j in self.running if not j.done()]
+        if self.stop is None:  # SLURM: a round submitted but never waited for is cancelled
+            for j in running:
+                j.cancel(check=False)
+            self.running = []
+            return
         if running:
             self.stop.ask()
             deadline = time.time() + rounds.Stop.WAIT_S
@@ -228,6 +237,13 @@ def _deaf(deaf: bool):
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _scancel(job, *args: str) -> None:
+    try:
+        subprocess.run(["scancel", *args, str(job.job_id)], capture_output=True, timeout=scheduler.SCONTROL_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        job.cancel(check=False)
 
 
 def _watcher_state(job) -> str | None:
