@@ -78,7 +78,7 @@ class Places:
             from repro.bisect import packages
 
             python = packages.environment(candidate.lock, packages.source(self.wheelhouse or None), log=self.log)
-        place = {"python": python, "src": os.pathsep.join(src_parts)} if len(src_parts) > 1 or fields else None
+        place = {"python": python, "src": os.pathsep.join(src_parts)} if len(src_parts) > 1 or fields or python else None
         return place, fields
 
 
