@@ -148,9 +148,13 @@ def rounds(n: int, ratio: float, jitter: float = 0.005, seed: int = 0) -> tuple[
 
 
 def test_a_clear_gap_reproduces_and_a_candidate_like_bad_is_called_bad():
-    good, bad = rounds(3, 1.3)
+    good, bad = rounds(5, 1.3)
+    early = D.confirm(good[:3], bad[:3])  # called after 3 rounds; the gap's size is measured over 5
+    assert (early.outcome, early.more, early.next) == (D.UNKNOWN, True, 5)
+    assert "BAD is slower" in early.sentence
     c = D.confirm(good, bad)
-    assert (c.outcome, c.more, c.rounds) == (D.REPRODUCES, False, 3)
+    assert (c.outcome, c.more, c.rounds) == (D.REPRODUCES, False, 5)
+    assert "called slower after 3 rounds" in c.sentence
     assert c.lo > 1 and c.lo < c.ratio < c.hi
     gap = c.ratio - 1
     assert D.classify(*rounds(3, 1.3, seed=1), gap).outcome == D.BAD
