@@ -3,11 +3,14 @@
     .venv/bin/python benchmarks/verdict_calibration.py                 # the simulation (a couple of minutes)
     .venv/bin/python benchmarks/verdict_calibration.py --trials 1000   # tighter rates
     .venv/bin/python benchmarks/verdict_calibration.py --real 20       # + a real A/A: `repro calibrate` (minutes)
+    .venv/bin/python benchmarks/verdict_calibration.py --only-statistics --statistics 20000   # issue 61's table alone
 
 Simulation: two configs A and B run as a sweep runs them: rounds, each running A and B once in
 a fresh random order (or, for comparison, the old fixed serpentine A B, B A, ...). A run's
 steady median = base × (1 + gap on B) × exp(round-shared part + its own part) × the effects of
 the noise model below. Noise models:
+- clean paired (issue 61): 2 % own noise and a 3 % position effect, the run first in its round 3 %
+  slower (random order: it falls on A or B by a coin), as on a dedicated machine or a GPU;
 - independent: lognormal run-to-run noise of 2 % and 5 % (sigma of the log), nothing shared;
 - round-shared: 4 % shared by the two runs of a round (drift, a neighbour) + 1.5 % or 3 % each
   run's own;
@@ -23,16 +26,22 @@ the noise model below. Noise models:
   (a round with a flagged run is run again, decided before its times are read, at most 2
   reruns per sweep).
 
-Each model is judged on the same simulated sweeps by the old test (`verdict.trim=0`: the paired t
-on within-round log ratios, Welch on run medians) and the new one side by side (the default
-`verdict.trim`: the trimmed paired t, Yuen's trimmed t unpaired; report/verdict.py), paired at a
+Each model is judged on the same simulated sweeps by the old statistic (`verdict.statistic=trimmed`:
+the trimmed paired t at verdict.trim, Yuen's trimmed t unpaired) and the new one side by side (the
+default `verdict.statistic`, report/statistic.py: `--old`, `--new` choose them), paired at a
 fixed 3, 5 and 10 rounds (one look at alpha) and `run.repeats=auto` (at most 10 rounds, the
 planned looks after 3, 5, 7 and 10 with alpha spent across them), unpaired at 5 and auto. For
 each: the A/A false "faster" rate (identical configs called faster, either way) and the power
 (A correctly called faster) for true gaps of 2, 5, 10 and 20 %, auto's median rounds in brackets.
-Then the issue's own table, rerun (`--issue N` sweeps, default 5000): the slow-process model at 5
-and 10 rounds, the paired t, the new test and Wilcoxon's signed-rank test (scipy), A/A and the
-power for a 5 % gap.
+Then issue 48's own table, rerun (`--issue N` sweeps, default 5000): the slow-process model at 5
+and 10 rounds, the paired t, the trimmed and adaptive statistics and Wilcoxon's signed-rank test
+(scipy), A/A and the power for a 5 % gap. First, issue 61's table (`--statistics N` sweeps a cell,
+default 20000, each with its 95 % Wilson interval): every registered statistic in the clean paired
+and the slow-process models, A/A and the power for a 5 % gap at a fixed 3, 5 and 10 rounds (one
+look at alpha, each sweep judged by the statistic's `rows`, the engine's own numbers), and auto
+(the planned looks through `decide_family`, `--auto N` sweeps, default 2000).
+Targets (issue 61): A/A <= 5 % in every model; clean paired, a 5 % gap: power >= 45 % at 5 rounds
+and >= 90 % at 10; slow processes: >= 55 % at 10.
 Targets: A/A false "faster" <= 5 % everywhere; with auto, power >= 80 % for a 5 % gap at this
 machine's noise (`repro calibrate` measures it) at a median cost no more than fixed 5 rounds.
 """
@@ -48,23 +57,27 @@ import time
 
 import numpy as np
 
+from repro.report import statistic as S
 from repro.report import verdict as V
 from repro.report.noise import wilson
 
 GAPS = (0.0, 0.02, 0.05, 0.10, 0.20)
 MAX, FIXED = 10, 5
 MAX_RERUNS = 2
-OLD = 0.0  # verdict.trim of the paired t and Welch of earlier versions
+OLD = "trimmed"  # verdict.statistic of issue 48 to 61: the trimmed paired t at verdict.trim
+CLEAN = "clean paired: own 2 %, position +3 % (issue 61)"
+SLOW = "slow processes: own 2.5 %, 10 % of processes +60 % (issue 48)"
 
 
-def analyses(new: float) -> tuple:
-    """(analysis, rounds (None: auto), verdict.trim): the old test and the new one side by side."""
-    return tuple((x, n, trim) for x, ns in (("paired", (3, 5, 10, None)), ("Welch", (5, None)))
-                 for n in ns for trim in (OLD, new))
+def analyses(old: str, new: str) -> tuple:
+    """(analysis, rounds (None: auto), verdict.statistic): the old test and the new one side by side."""
+    return tuple((x, n, stat) for x, ns in (("paired", (3, 5, 10, None)), ("Welch", (5, None)))
+                 for n in ns for stat in (old, new))
 
 
 def models(machine_sigma: float | None) -> dict[str, dict]:
     out = {
+        CLEAN: {"own": 0.02, "first": 0.03},
         "independent 2 % (the quiet target)": {"own": 0.02},
         "independent 5 %": {"own": 0.05},
         "round-shared 4 % + own 1.5 %": {"shared": 0.04, "own": 0.015},
@@ -73,7 +86,7 @@ def models(machine_sigma: float | None) -> dict[str, dict]:
         "position -5 % in slot 1 of 4, serpentine": {"own": 0.03, "slot": -0.05, "serpentine": True},
         "position -5 % in slot 1 of 4, random order": {"own": 0.03, "slot": -0.05},
         "unequal: A 2 %, B 6 %": {"own": 0.02, "own_b": 0.06},
-        "slow processes: own 2.5 %, 10 % of processes +60 % (issue 48)": {"own": 0.025, "outlier_p": 0.1, "slow": 0.6},
+        SLOW: {"own": 0.025, "outlier_p": 0.1, "slow": 0.6},
         "outliers, flags independent": {"own": 0.03, "outlier_p": 0.1, "flag": (0.1, 0.1)},
         "outliers, flags independent, reruns": {"own": 0.03, "outlier_p": 0.1, "flag": (0.1, 0.1), "rerun": True},
         "outliers, flags mostly outliers": {"own": 0.03, "outlier_p": 0.1, "flag": (0.05, 0.9)},
@@ -94,9 +107,10 @@ def sweep(rng: np.random.Generator, model: dict, gap: float) -> tuple[list[float
             else tuple(rng.permutation(["a", "b"]))
         shared = rng.normal(0, model.get("shared", 0.0))
         times, flagged = {}, False
-        for side in order:
+        for place, side in enumerate(order):
             own = model.get("own_b", model["own"]) if side == "b" else model["own"]
             t = np.exp(shared + rng.normal(0, own)) * (1 + model.get("drift", 0) * k / MAX)
+            t *= 1 + model.get("first", 0.0) if place == 0 else 1.0
             if slot % 4 == 1:
                 t *= 1 + model.get("slot", 0.0)
             outlier = rng.random() < model.get("outlier_p", 0.0)
@@ -114,23 +128,21 @@ def sweep(rng: np.random.Generator, model: dict, gap: float) -> tuple[list[float
     return a, b
 
 
-def judged(a: list[float], b: list[float], analysis: str, rounds: int | None, trim: float) -> V.Verdict:
+def judged(a: list[float], b: list[float], analysis: str, rounds: int | None, statistic: str) -> V.Verdict:
     n = rounds or MAX
     keys = tuple(range(n)) if analysis == "paired" else None
     pair = [(V.Side("A", tuple(a[:n]), rounds=keys), V.Side("B", tuple(b[:n]), rounds=keys), "")]
-    (v,) = V.decide_family(pair, V.Plan(sequential=rounds is None, max_repeats=MAX, trim=trim))
+    (v,) = V.decide_family(pair, V.Plan(sequential=rounds is None, max_repeats=MAX, statistic=statistic))
     return v
 
 
 def label(x: tuple) -> str:
-    analysis, rounds, trim = x
-    name = ("paired t" if analysis == "paired" else "Welch") if trim == OLD else \
-        (f"trimmed paired t {trim:.0%}" if analysis == "paired" else f"Yuen {trim:.0%}")
-    return f"{name}, {f'fixed {rounds}' if rounds else 'auto'}"
+    analysis, rounds, statistic = x
+    return f"{statistic} ({'paired' if analysis == 'paired' else 'unpaired'}), {f'fixed {rounds}' if rounds else 'auto'}"
 
 
-def simulate(trials: int, seed: int, machine_sigma: float | None, new: float = V.TRIM) -> list[str]:
-    ways = analyses(new)
+def simulate(trials: int, seed: int, machine_sigma: float | None, old: str = OLD, new: str = V.STATISTIC) -> list[str]:
+    ways = analyses(old, new)
     rng = np.random.default_rng(seed)
     lines = [f"A/A false 'faster' rate and power ({trials} simulated sweeps per cell, seed {seed}); fixed: "
              f"{FIXED} rounds, one look; auto: at most {MAX} rounds, looks after {V.looks(MAX)} spending "
@@ -170,33 +182,82 @@ def simulate(trials: int, seed: int, machine_sigma: float | None, new: float = V
     return lines
 
 
-def issue_table(trials: int, seed: int, new: float = V.TRIM) -> list[str]:
+def issue_table(trials: int, seed: int) -> list[str]:
     """Issue 48's table, rerun: its slow-process model (own 2.5 %, 10 % of processes +60 %), `trials`
-    sweeps of 5 and 10 rounds, judged at one look at alpha by the paired t, the new test (exactly
-    the engine's: its trimmed rows and fitted null) and Wilcoxon's signed-rank test."""
+    sweeps of 5 and 10 rounds, judged at one look at alpha by each registered statistic (exactly the
+    engine's: its `rows`, calibrated se and df) and Wilcoxon's signed-rank test."""
     from scipy import stats
 
     rng = np.random.default_rng(seed)
     out = [f"Issue 48's model (own 2.5 %, 10 % of processes +60 %), {trials} simulated sweeps per cell, seed {seed}:", "",
            "| test | A/A 'faster' (5 / 10 rounds) | power for a 5 % gap (5 / 10 rounds) |", "|---|---|---|"]
-    cells: dict[str, list[str]] = {"paired t on log ratios": [], f"trimmed paired t, {new:.0%} trimmed (new)": [],
-                                   "Wilcoxon signed-rank": []}
+    cells: dict[str, list[str]] = {name: [] for name in S.names()} | {"Wilcoxon signed-rank": []}
     for gap in (0.0, 0.05):
         for n in (5, 10):
             runs = rng.normal(0, 0.025, (2, trials, n)) + np.log(1.6) * (rng.random((2, trials, n)) < 0.1)
             d = runs[1] + math.log1p(gap) - runs[0]  # B over A: > 0, A is faster
-            for name, k in (("paired t on log ratios", 0), (f"trimmed paired t, {new:.0%} trimmed (new)",
-                                                            V.trim_count(n, new))):
-                m, var, _ = V._trimmed_rows(d, k)
-                c, nu = V._null_fit(n, k) if k else (1.0, n - 1.0)
-                edge = V.t_ppf(1 - V.ALPHA / 2, nu) * c * np.sqrt(var)
-                hit = (m > edge) | ((m < -edge) & (gap == 0))
-                cells[name].append(f"{hit.mean():.1%}")
+            for name in S.names():
+                cells[name].append(f"{called(d, name, gap).mean():.1%}")
             p = stats.wilcoxon(d, axis=1).pvalue
             hit = (p <= V.ALPHA) & ((np.median(d, axis=1) > 0) | (gap == 0))
             cells["Wilcoxon signed-rank"].append(f"{hit.mean():.1%}")
     for name, c in cells.items():
         out.append(f"| {name} | {c[0]} / {c[1]} | {c[2]} / {c[3]} |")
+    return out
+
+
+def called(d: np.ndarray, statistic: str, gap: float, alpha: float = V.ALPHA) -> np.ndarray:
+    """Each row (a sweep's within-round log ratios B/A) called faster at one look at `alpha` by the
+    statistic's own rows (its calibrated se and df, as `judge` reads them): either way for an A/A,
+    A faster (the right way) under a gap."""
+    m, se, df, _ = S.get(statistic).rows(d)
+    hit = (se > 0) & (np.abs(m) > S.critical(df, alpha) * se)
+    return hit & ((m > 0) | (gap == 0))
+
+
+def ratios(rng: np.random.Generator, model: str, sweeps: int, rounds: int, gap: float) -> np.ndarray:
+    """`sweeps` rows of `rounds` within-round log ratios B/A in issue 61's two models, vectorised
+    (the same models as `sweep`'s): clean paired (own 2 %, the run first in its round 3 % slower,
+    the order a coin) and slow processes (own 2.5 %, 10 % of processes +60 %)."""
+    if model == CLEAN:
+        own = rng.normal(0, 0.02, (2, sweeps, rounds))
+        first = np.where(rng.random((sweeps, rounds)) < 0.5, 1.0, -1.0) * math.log(1.03)  # +: B ran first
+        return own[1] - own[0] + first + math.log1p(gap)
+    runs = rng.normal(0, 0.025, (2, sweeps, rounds)) + math.log(1.6) * (rng.random((2, sweeps, rounds)) < 0.1)
+    return runs[1] - runs[0] + math.log1p(gap)
+
+
+def statistics_table(trials: int, auto_trials: int, seed: int) -> list[str]:
+    """Issue 61's table: every registered statistic in the clean paired and slow-process models, A/A
+    and the power for a 5 % gap at a fixed 3, 5 and 10 rounds (one look) and auto (the planned looks),
+    each rate with its 95 % Wilson interval."""
+    rng = np.random.default_rng(seed)
+    head = ["A/A 3", "A/A 5", "A/A 10", "A/A auto", "power 3", "power 5", "power 10", "power auto [median rounds]"]
+    out = [f"Issue 61's table: {trials} simulated sweeps a fixed cell, {auto_trials} an auto cell, seed {seed}; "
+           "rate (95 % Wilson interval); a 5 % gap; auto: looks after 3, 5, 7, 10", "",
+           "| model | statistic | " + " | ".join(head) + " |", "|" + "---|" * (2 + len(head))]
+    for model in (CLEAN, SLOW):
+        rows: dict[str, list[str]] = {name: [] for name in S.names()}
+        for gap in (0.0, 0.05):
+            fixed = {n: ratios(rng, model, trials, n, gap) for n in (3, 5, 10)}
+            sweeps = ratios(rng, model, auto_trials, MAX, gap)
+            for name in S.names():
+                for n, d in fixed.items():
+                    k = int(called(d, name, gap).sum())
+                    lo, hi = wilson(k, trials)
+                    rows[name].append(f"{k / trials:.1%} ({lo:.1%}–{hi:.1%})")
+                hits, used = 0, []
+                for row in sweeps:
+                    keys = tuple(range(MAX))
+                    pair = [(V.Side("A", (1.0,) * MAX, rounds=keys), V.Side("B", tuple(np.exp(row)), rounds=keys), "")]
+                    (v,) = V.decide_family(pair, V.Plan(sequential=True, max_repeats=MAX, statistic=name))
+                    hits += v.outcome == V.FASTER and (gap == 0 or v.faster == "A")
+                    used.append(v.n_a if v.decided else MAX)
+                lo, hi = wilson(hits, auto_trials)
+                rows[name].append(f"{hits / auto_trials:.1%} ({lo:.1%}–{hi:.1%})" +
+                                  (f" [{statistics.median(used):g}]" if gap else ""))
+        for name, cells in rows.items():
+            out.append(f"| {model} | {name}{' (default)' if name == V.STATISTIC else ''} | " + " | ".join(cells) + " |")
     return out
 
 
@@ -220,19 +281,25 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--real", type=int, default=0, help="trials of a real A/A (repro calibrate); 0: none")
     p.add_argument("--sigma", type=float, default=None, help="this machine's run-to-run noise (else --real's)")
-    p.add_argument("--trim", type=float, default=V.TRIM, help=f"the new test's verdict.trim (default {V.TRIM})")
+    p.add_argument("--old", default=OLD, choices=S.names(), help=f"the old statistic (default {OLD})")
+    p.add_argument("--new", default=V.STATISTIC, choices=S.names(), help=f"the new statistic (default {V.STATISTIC})")
     p.add_argument("--issue", type=int, default=5000, help="sweeps per cell of issue 48's table (0: not run)")
+    p.add_argument("--statistics", type=int, default=20000, help="sweeps per fixed cell of issue 61's table (0: not run)")
+    p.add_argument("--auto", type=int, default=2000, help="sweeps per auto cell of issue 61's table")
     p.add_argument("--only-issue", action="store_true", help="issue 48's table alone")
+    p.add_argument("--only-statistics", action="store_true", help="issue 61's table alone")
     p.add_argument("overrides", nargs="*", default=["framework=jax", "model=mlp", "model.preset=tiny"])
     args = p.parse_args()
     sigma = args.sigma
     if args.real:
         sigma = real(args.real, args.overrides) or sigma
     start = time.monotonic()
-    if args.issue:
-        print("\n".join(issue_table(args.issue, args.seed, args.trim)) + "\n")
-    if not args.only_issue:
-        print("\n".join(simulate(args.trials, args.seed, sigma, args.trim)))
+    if args.statistics:
+        print("\n".join(statistics_table(args.statistics, args.auto, args.seed)) + "\n", flush=True)
+    if args.issue and not args.only_statistics:
+        print("\n".join(issue_table(args.issue, args.seed)) + "\n", flush=True)
+    if not args.only_issue and not args.only_statistics:
+        print("\n".join(simulate(args.trials, args.seed, sigma, args.old, args.new)))
     print(f"\n({time.monotonic() - start:.0f} s)")
 
 

@@ -81,9 +81,12 @@ def test_robust_spread_sees_the_core_and_the_sd_the_slow_few():
 
 def test_the_floor_is_the_verdicts_own_test_on_the_measured_ratios():
     s = noise.summarise(_records(np.random.default_rng(4), 40, 5))
-    assert s["floor_from"] == "resampled" and s["trim"] == V.TRIM
-    # a tenth slow: the paired SD makes 10 rounds look hopeless; the trimmed test on what was measured does not
-    assert s["floor"]["10"] < 0.6 * s["floor_normal"]["10"]
+    assert s["floor_from"] == "resampled" and s["trim"] == V.TRIM and s["statistic"] == V.STATISTIC
+    # a tenth slow: the paired SD makes 10 rounds look hopeless; the verdict's statistic on what was measured does not
+    assert s["floor"]["10"] < 0.7 * s["floor_normal"]["10"]
+    trimmed = noise.summarise([{**r, "config": {"verdict": {"statistic": "trimmed"}}}
+                               for r in _records(np.random.default_rng(4), 40, 5)])
+    assert trimmed["statistic"] == "trimmed" and trimmed["floor"]["10"] < 0.6 * s["floor_normal"]["10"]
     assert s["floor"]["10"] < s["floor"]["3"]
     text = "\n".join(noise.lines(s, "h"))
     assert "on the measured log ratios resampled" in text and "a normal assumption at the paired SD" in text
@@ -95,7 +98,12 @@ def test_the_floor_is_the_verdicts_own_test_on_the_measured_ratios():
 def test_the_new_tests_aa_rate_on_seeded_simulated_trials():
     """200 A/A trials of 10 rounds in the slow-process model, judged as calibrate judges them."""
     s = noise.summarise(_records(np.random.default_rng(5), 200, 10))
-    assert s["false"]["n"] == 200 and s["false"]["rate"] <= 0.06
+    # 5 % nominal; at 200 trials a binomial SD of 1.5 %: the default's rate itself is held on 20,000
+    # sweeps (tests/test_verdict_statistic.py, benchmarks/verdict_calibration.py: 4.5 % at 10 rounds)
+    assert s["false"]["n"] == 200 and s["false"]["rate"] <= 0.08
+    trimmed = noise.summarise([{**r, "config": {"verdict": {"statistic": "trimmed"}}}
+                               for r in _records(np.random.default_rng(5), 200, 10)])
+    assert trimmed["false"]["rate"] <= 0.06
     old = noise.summarise([{**r, "config": {"verdict": {"trim": 0}}} for r in _records(np.random.default_rng(5), 200, 10)])
     assert old["false"]["rate"] <= 0.06  # the paired t holds it too (by losing its power)
 

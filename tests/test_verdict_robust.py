@@ -1,6 +1,8 @@
-"""The verdict's trimmed paired t (issue 48): its level on seeded simulated A/A sweeps, with and
-without a minority of slow processes, at 3, 5 and 10 rounds and at the planned looks; its power
-where a tenth of the processes are slow; its sentence; `verdict.trim` refused outside [0, 0.4)."""
+"""The verdict's trimmed paired t (issue 48; `verdict.statistic=trimmed`): its level on seeded
+simulated A/A sweeps, with and without a minority of slow processes, at 3, 5 and 10 rounds and at
+the planned looks (the default adaptive statistic's too); its power where a tenth of the processes
+are slow; its sentence; `verdict.trim` refused outside [0, 0.4). The adaptive statistic's own tests:
+tests/test_verdict_statistic.py."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import numpy as np
 import pytest
 
 import repro
+from repro.report import statistic as S
 from repro.report import verdict as V
 
 SLOW = {"own": 0.025, "p": 0.1, "slow": 0.6}  # the issue's model: 2.5 % per process, 10 % of processes +60 %
@@ -42,7 +45,7 @@ def test_the_vectorised_test_is_the_engines():
     d = _ratios(np.random.default_rng(0), SLOW, 60, 10, gap=0.03)
     for n in (3, 5, 10):
         fast = _faster(d[:, :n], V.TRIM)
-        judged = [V.judge(*_sides(row[:n])).outcome == V.FASTER for row in d]
+        judged = [V.judge(*_sides(row[:n]), statistic="trimmed").outcome == V.FASTER for row in d]
         assert list(fast) == judged
 
 
@@ -100,10 +103,19 @@ def test_every_sentence_names_its_estimator():
     rng = np.random.default_rng(6)
     a = [list(rng.lognormal(0, 0.02, 4)) for _ in range(10)]
     b = [[1.05 * x for x in run] for run in a[::-1]]
-    assert "trimmed paired t over 10 rounds, 20 % trimmed" in repro.verdict(a, b, paired=True).text
-    assert "paired t over 3 rounds, too few to trim" in repro.verdict(a[:3], b[:3], paired=True).text
+    assert "trimmed paired t over 10 rounds, 20 % trimmed" in repro.verdict(a, b, paired=True, statistic="trimmed").text
+    assert "adaptive trimmed paired t over 10 rounds, none trimmed (tail weight " in repro.verdict(a, b, paired=True).text
+    slow = [run if i != 7 else [1.6 * x for x in run] for i, run in enumerate(a)]  # a slow process
+    assert "adaptive trimmed paired t over 10 rounds, 20 % trimmed (tail weight " in \
+        repro.verdict(slow, b, paired=True).text
+    for statistic in S.names():
+        assert "paired t over 3 rounds, too few to trim" in repro.verdict(a[:3], b[:3], paired=True,
+                                                                          statistic=statistic).text \
+            or statistic == "paired-t"
+    assert "paired t over 10 rounds)" in repro.verdict(a, b, paired=True, statistic="paired-t").text
     assert "Yuen's trimmed t, 20 % trimmed" in repro.verdict(a, b).text
-    assert "trimmed paired t over 10 rounds, 30 % trimmed" in repro.verdict(a, b, paired=True, trim=0.3).text
+    assert "trimmed paired t over 10 rounds, 30 % trimmed" in \
+        repro.verdict(a, b, paired=True, trim=0.3, statistic="trimmed").text
     assert V.trim_count(10, 0.3) == 3 and V.trim_count(3, 0.39) == 0 and V.trim_count(4, 0.39) == 1
 
 

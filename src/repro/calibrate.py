@@ -241,7 +241,7 @@ def run(args) -> int:
         groups.setdefault((r["calibration"]["trial"], r["calibration"]["label"]), []).append(r)
     # how to spend runs and steps on this host; the rounds from the measured ratios, not a normal assumption
     if plan_ := allocation.recommend(list(groups.values()), ratios=noise.aa_log_ratios(calibration),
-                                    trim=summary["trim"]):
+                                    trim=summary["trim"], statistic=summary["statistic"]):
         print(plan_.line())
         summary["allocation"] = {"steps": plan_.steps, "rounds": plan_.rounds, "gap": plan_.gap}
     if not summary["floor"]:

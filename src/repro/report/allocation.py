@@ -39,11 +39,13 @@ class Allocation:
     step_cost_s: float  # c_step
     wall_per_round_s: float  # one round (two runs) at n*
     rounds_from: str = "normal"  # "resampled": from the measured ratios by the verdict's own test
+    statistic: str = ""  # resampled: the verdict.statistic that judged them (report/statistic.py)
 
     def line(self) -> str:
         rounds = f"{self.rounds} rounds" if self.rounds else "more rounds than is sensible"
         if self.rounds_from == "resampled":
-            rounds += " (the verdict's trimmed paired t on the measured ratios resampled, not a normal assumption)"
+            rounds += (f" (the verdict's statistic, {self.statistic}, on the measured ratios resampled, not a normal "
+                       "assumption)")
         return (f"allocation (Kalibera & Jones): per-process noise {100 * self.sigma_process:.1f} %, sampling "
                 f"{100 * self.sigma_sampling:.1f} % at {self.steps_measured:.0f} steps; a run costs "
                 f"{self.run_cost_s:.2f} s + {1e3 * self.step_cost_s:.3g} ms a step: {self.steps} steady steps "
@@ -55,12 +57,17 @@ def _log_medians(records: list[dict]) -> list[float]:
             if r.get("status") == "ok" and (r.get("results") or {}).get("steady_median_s")]
 
 
-def _rounds_resampled(ratios: list[float], scale: float, gap: float, max_rounds: int, trim: float) -> int | None:
+def _rounds_resampled(ratios: list[float], scale: float, gap: float, max_rounds: int, trim: float,
+                      statistic: str) -> int | None:
     """The fewest rounds whose resampled floor is at or below `gap` (doubling, then bisection)."""
     from repro.report import verdict
 
     scaled = [scale * x for x in ratios]
-    found = lambda n: (g := verdict.resampled_gap(scaled, n, trim, resamples=2000)) is not None and g <= gap  # noqa: E731
+
+    def found(n: int) -> bool:
+        g = verdict.resampled_gap(scaled, n, trim, resamples=2000, statistic=statistic)
+        return g is not None and g <= gap
+
     hi = 2
     while not found(hi):
         if hi >= max_rounds:
@@ -74,11 +81,11 @@ def _rounds_resampled(ratios: list[float], scale: float, gap: float, max_rounds:
 
 
 def recommend(groups: list[list[dict]], gap: float = 0.05, max_rounds: int = 200, ratios: list[float] | None = None,
-              trim: float | None = None) -> Allocation | None:
+              trim: float | None = None, statistic: str | None = None) -> Allocation | None:
     """The allocation for `gap`, from calibration records grouped by (trial, label) (runs of one
     config that ran alike); None where the records lack what it needs (a sampling SD per run).
     `ratios`: the A/A within-round log ratios measured; with `verdict.RESAMPLE_MIN` or more, the rounds come from
-    them resampled (module docstring), at `trim` (default: the verdict's)."""
+    them resampled (module docstring), judged by `statistic` at `trim` (defaults: the verdict's)."""
     from repro.report import verdict
 
     within = [statistics.variance(g) for g in map(_log_medians, groups) if len(g) >= 2]
@@ -104,11 +111,13 @@ def recommend(groups: list[list[dict]], gap: float = 0.05, max_rounds: int = 200
     sigma_run = math.sqrt(var_process + per_step_var / best)
     if ratios is not None and len(ratios) >= verdict.RESAMPLE_MIN:  # the measured distribution, at a run at n*
         scale = sigma_run / math.sqrt(var_process + per_step_var / steps)
-        rounds = _rounds_resampled(ratios, scale, gap, max_rounds, verdict.TRIM if trim is None else trim)
+        statistic = statistic or verdict.STATISTIC
+        rounds = _rounds_resampled(ratios, scale, gap, max_rounds, verdict.TRIM if trim is None else trim, statistic)
         rounds_from = "resampled"
     else:
         rounds = next((n for n in range(2, max_rounds + 1) if verdict.resolvable_gap(sigma_run, n) <= gap), None)
         rounds_from = "normal"
     return Allocation(steps=best, rounds=rounds, gap=gap, sigma_process=math.sqrt(var_process),
                       sigma_sampling=math.sqrt(var_sampling), steps_measured=steps, run_cost_s=run_s,
-                      step_cost_s=step_s, wall_per_round_s=2 * (run_s + best * step_s), rounds_from=rounds_from)
+                      step_cost_s=step_s, wall_per_round_s=2 * (run_s + best * step_s), rounds_from=rounds_from,
+                      statistic=statistic if rounds_from == "resampled" else "")

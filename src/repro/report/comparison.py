@@ -331,6 +331,7 @@ def verdict_plan(records: list[dict]) -> verdict.Plan:
     node = next((r["config"].get("verdict") for r in records if r["config"].get("verdict")), None) or {}
     auto = [r["repeat"]["auto"] for r in records if (r.get("repeat") or {}).get("auto")]
     return verdict.Plan(band=node.get("band", verdict.BAND), sequential=bool(auto), trim=node.get("trim", verdict.TRIM),
+                        statistic=node.get("statistic", verdict.STATISTIC),
                         max_repeats=auto[0]["max"] if auto else node.get("max_repeats", verdict.MAX_REPEATS))
 
 

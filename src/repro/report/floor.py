@@ -1,8 +1,8 @@
 """This host's noise floor, as `repro calibrate` stored it: a verdict below it says so.
 
 A calibration record (kind "calibration", one per `repro calibrate`) holds a host's run-to-run
-noise and the smallest gap the verdict engine resolves at 3, 5 and 10 repeats: its own trimmed
-paired t on the measured log ratios resampled (`verdict.resampled_gap`), or, with fewer than 20
+noise and the smallest gap the verdict engine resolves at 3, 5 and 10 repeats: its own statistic
+(`verdict.statistic`, report/statistic.py) on the measured log ratios resampled (`verdict.resampled_gap`), or, with fewer than 20
 ratios or unpaired runs, the normal approximation (`verdict.resolvable_gap`). A "faster" verdict whose gap is smaller than the floor at its
 repeats (the newest calibration of the host its runs ran on, in the ledger they were recorded
 in) carries that floor, and its sentence says so: such a gap is inside what identical configs

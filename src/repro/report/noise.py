@@ -42,8 +42,8 @@ From the A/A trials (no label has a gap; the true ratio is 1):
   else "nothing" (a field absent: not caught); and how often each signal flagged a run that was
   not slow.
 - **the floor**: the smallest gap the verdict resolves with 80 % power at 3, 5 and 10 rounds: where
-  the trials' rounds are complete, by the verdict's own test (the trimmed paired t at the records'
-  `verdict.trim`) on sweeps resampled from the measured A/A log ratios (`verdict.resampled_gap`:
+  the trials' rounds are complete, by the verdict's own test (the records' `verdict.statistic` at
+  their `verdict.trim`, report/statistic.py) on sweeps resampled from the measured A/A log ratios (`verdict.resampled_gap`:
   no normal assumption; slow processes stay in the distribution as measured; from 20 ratios on);
   else the normal approximation (`verdict.resolvable_gap`). `floor_normal` keeps the normal figure.
 - **false verdicts**: each trial's verdict (fixed rounds: one look; `run.repeats=auto` trials:
@@ -352,10 +352,11 @@ def _plan(records: list[dict]) -> V.Plan:
     auto = next(((r.get("repeat") or {}).get("auto") for r in records if (r.get("repeat") or {}).get("auto")), None)
     node = next(((r.get("config") or {}).get("verdict") for r in records if (r.get("config") or {}).get("verdict")),
                 None) or {}
-    band, trim = node.get("band", V.BAND), node.get("trim", V.TRIM)
+    band, trim, statistic = node.get("band", V.BAND), node.get("trim", V.TRIM), node.get("statistic", V.STATISTIC)
     if auto:
-        return V.Plan(band=band, sequential=True, max_repeats=int(auto.get("max") or V.MAX_REPEATS), trim=trim)
-    return V.Plan(band=band, trim=trim)
+        return V.Plan(band=band, sequential=True, max_repeats=int(auto.get("max") or V.MAX_REPEATS), trim=trim,
+                      statistic=statistic)
+    return V.Plan(band=band, trim=trim, statistic=statistic)
 
 
 def trial_verdict(labels: dict[str, list[dict]], names: tuple[str, str]) -> V.Verdict | None:
@@ -413,8 +414,10 @@ def summarise(records: list[dict]) -> dict:
     floor_normal = {str(n): V.resolvable_gap(unit_noise, n, paired=unit == "paired") for n in FLOOR_ROUNDS} \
         if unit_noise else {}
     ratios = aa_log_ratios(records)
-    trim = _plan(records).trim
-    resampled = {str(n): V.resampled_gap(ratios, n, trim) for n in FLOOR_ROUNDS} if unit == "paired" else {}
+    plan = _plan(records)
+    trim, statistic = plan.trim, plan.statistic
+    resampled = {str(n): V.resampled_gap(ratios, n, trim, statistic=statistic) for n in FLOOR_ROUNDS} \
+        if unit == "paired" else {}
     floor = resampled if resampled and all(g is not None for g in resampled.values()) else floor_normal
     logs = [math.log(m) for rs in (alike or trials).values() for x in rs.values() for r in x
             if (m := _median_s(r)) is not None and not (r.get("calibration") or {}).get("gap")]
@@ -456,7 +459,7 @@ def summarise(records: list[dict]) -> dict:
         "correlation": {key: _correlation(residuals, key) for key in ("other_cpu_share", "repro_cpu_s")},
         "order": positions, "order_from": source, "label_effect": _label_effect([t for t in aa_rounds if t]),
         "unit": unit, "unit_noise": unit_noise, "floor": floor, "floor_normal": floor_normal,
-        "floor_from": "resampled" if floor is resampled else "normal", "trim": trim,
+        "floor_from": "resampled" if floor is resampled else "normal", "trim": trim, "statistic": statistic,
         "robust_spread": _mad_sd(logs), "robust_paired_noise": _mad_sd(ratios), "slow": slow_processes(records),
         "outcomes": outcomes, "false_verdicts": outcomes[V.FASTER],
         "false_rate": outcomes[V.FASTER] / judged if judged else None,
@@ -549,8 +552,9 @@ def lines(s: dict, host: str) -> list[str]:
         gaps = ", ".join(f"{100 * g:.1f} % in {n} rounds" for n, g in s["floor"].items())
         if s.get("floor_from") == "resampled":
             normal = ", ".join(f"{100 * g:.1f} %" for g in s["floor_normal"].values())
-            out.append(f"smallest gap resolved (80 % power, 5 % false verdicts, the trimmed paired t at "
-                       f"verdict.trim={s['trim']:g} on the measured log ratios resampled): {gaps} (a normal "
+            out.append(f"smallest gap resolved (80 % power, 5 % false verdicts, the verdict's statistic "
+                       f"verdict.statistic={s.get('statistic') or 'trimmed'} at verdict.trim={s['trim']:g} on the "
+                       f"measured log ratios resampled): {gaps} (a normal "
                        f"assumption at the paired SD: {normal})")
         else:
             unit = "paired rounds" if s["unit"] == "paired" else "runs per side, unpaired"

@@ -25,7 +25,17 @@ The model (what is assumed, and why)
   sentence says "Welch, rounds incomplete". At 2-3 repeats a bootstrap over two run medians
   cannot hold its 95 % (simulated A/A pairs gave 29 % false "faster" at n=2); a t at 1-2 degrees of freedom is
   wide, as it must be.
-- **A minority of slow processes is trimmed** (`verdict.trim`, default 0.2). On a shared VM about
+- **The statistic is a seam** (report/statistic.py): the estimate, its standard error, its degrees
+  of freedom and its calibrated null come from the registered statistic `verdict.statistic` names:
+  `paired-t` (the paired t; Welch), `trimmed` (the trimmed paired t of the next bullet; Yuen) and
+  `adaptive`, the default (issue 61): the trim chosen from each sweep's own tail weight (Hogg's Q),
+  0, trim / 2 or trim of each end from 7 rounds, the paired t below, the whole procedure's null
+  fitted under normal noise. The trimmed t kept the A/A rate where one process in ten is slow and
+  paid for it in clean noise (25 % power at 5 rounds and 70 % at 10 for a 5 % gap where the paired
+  t has 49 % and 92 %); the adaptive statistic keeps the paired t's 49 % and 91 % there and 59 % at
+  10 rounds with slow processes (the paired t 23 %, the trimmed t 63 %), A/A at most 4.3 % there
+  (benchmarks/verdict_calibration.py, 20,000 sweeps a cell). The sentence names the estimator.
+- **A minority of slow processes is trimmed** (`verdict.trim`, default 0.2; `verdict.statistic=trimmed`). On a shared VM about
   one process in ten runs 50-75 % slower for its whole life, and a paired t takes its variance
   from those few rounds (issue 48: power 22 % for a 5 % gap at 10 rounds). The estimate is the
   trimmed mean of the within-round log ratios: k = floor(trim x rounds) rounds are dropped from
@@ -94,23 +104,25 @@ The model (what is assumed, and why)
     v = verdict([[...steps of run 1...], ...], [[...], ...])   # repro.verdict: lists of runs
     v = verdict(a, b, paired=True)                             # a[i], b[i]: round i's runs
     v = verdict(a, b, paired=True, trim=0)                     # the plain paired t, nothing trimmed
+    v = verdict(a, b, paired=True, statistic="trimmed")        # always verdict.trim of each end
     v.outcome, v.ratio, v.interval, v.more, v.text
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
-import numpy as np
+from repro.report import statistic as S
+# the statistics live in report/statistic.py; these names are the engine's public ones too
+from repro.report.statistic import (ALPHA, FLAT, RESAMPLE_MIN, STATISTIC, TRIM, TRIM_MAX,  # noqa: F401
+                                    _exp, _flat, _inv, _logs, _mean_var, _null_fit, _ok, _trimmed_rows, f_sf,
+                                    paired_t, resampled_gap, t_ppf, t_sf, trim_count, trimmed_paired, welch, yuen)
 
-ALPHA = 0.05
 BAND = 0.02
 MAX_REPEATS = 10
-TRIM, TRIM_MAX = 0.2, 0.4  # verdict.trim: the share of rounds trimmed from each end, in [0, TRIM_MAX)
 FASTER, EQUIVALENT, UNDECIDED, SINGLE = "faster", "equivalent", "cannot tell", "single sample"
 UNFAIR = "refused"  # not judged: the sides were measured under different conditions (report/comparison.py)
 DECIDED = (FASTER, EQUIVALENT)
@@ -151,6 +163,7 @@ class Plan:
     max_repeats: int = MAX_REPEATS
     interleaved: bool = False
     trim: float = TRIM
+    statistic: str = STATISTIC  # verdict.statistic: the registered statistic (report/statistic.py)
 
 
 @dataclass(frozen=True)
@@ -190,6 +203,8 @@ class Verdict:
     axis: str = ""  # the key the two sides differ in (report/comparison.py's COMPARED)
     trim: float = 0.0  # verdict.trim it was judged with
     trimmed: int = 0  # runs (paired: rounds) dropped from each end of a side (0: the plain t)
+    statistic: str = ""  # verdict.statistic it was judged with
+    estimator: str = ""  # the statistic's name for its estimate in the sentence ("trimmed paired t over 10 rounds, ...")
     rows: tuple = field(default=(), compare=False, repr=False)  # the two comparison rows (a's, b's)
 
     @property
@@ -235,12 +250,12 @@ class Verdict:
         """How the interval was made, as the sentence says it ("" where the caller gave no rounds)."""
         pct = f"{100 * self.trim:.3g} % trimmed"
         if self.paired:
-            return (f"trimmed paired t over {self.paired} rounds, {pct}" if self.trimmed else
-                    f"paired t over {self.paired} rounds" + (", too few to trim" if self.trim else ""))
+            return self.estimator or (f"trimmed paired t over {self.paired} rounds, {pct}" if self.trimmed else
+                                      f"paired t over {self.paired} rounds" + (", too few to trim" if self.trim else ""))
         why = f", {self.unpaired}" if self.unpaired else ""
         if self.trimmed:
-            return f"Yuen's trimmed t, {pct}{why}"
-        return f"Welch{why}" if self.unpaired else ""
+            return (self.estimator or f"Yuen's trimmed t, {pct}") + why
+        return f"{self.estimator or 'Welch'}{why}" if self.unpaired else ""
 
     @property
     def text(self) -> str:
@@ -298,240 +313,7 @@ def bound_text(x: float, digits: int = 2) -> str:
     return f"{x:.{digits}f}" if x <= MORE_CAP else f"> {MORE_CAP}"
 
 
-# ---- the statistics ------------------------------------------------------------------------
-# Student's t by its regularized incomplete beta function (a continued fraction, Numerical
-# Recipes §6.4), not scipy: scipy is not among repro's dependencies, and importing scipy.stats
-# took 2 s in the parent that prints the table. tests/test_verdict_engine.py holds these to scipy.
-
-def _betacf(a: float, b: float, x: float) -> float:
-    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        for aa in (m * (b - m) * x / ((a - 1 + 2 * m) * (a + 2 * m)),
-                   -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 1 + 2 * m))):
-            d = 1 + aa * d
-            d = 1 / (d if abs(d) > tiny else tiny)
-            c = 1 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1) < 1e-15:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b)."""
-    if x <= 0 or x >= 1:
-        return 0.0 if x <= 0 else 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1) / (a + b + 2):
-        return front * _betacf(a, b, x) / a
-    return 1 - front * _betacf(b, a, 1 - x) / b
-
-
-def t_sf(t: float, df: float) -> float:
-    """P(T > t) for Student's t with `df` degrees of freedom."""
-    tail = 0.5 * _betainc(df / 2, 0.5, df / (df + t * t))
-    return tail if t >= 0 else 1 - tail
-
-
-def f_sf(f: float, d1: float, d2: float) -> float:
-    """P(F > f) for Snedecor's F with (d1, d2) degrees of freedom."""
-    return _betainc(d2 / 2, d1 / 2, d2 / (d2 + d1 * f)) if f > 0 else 1.0
-
-
-def t_ppf(q: float, df: float) -> float:
-    """The q-quantile of Student's t (bisection on `t_sf`: a rendered interval, not a hot loop).
-    q at 0 or 1 gives -inf or inf; q outside [0, 1] is an error, never an endless search."""
-    if not 0 <= q <= 1 or math.isnan(df) or df <= 0:
-        raise ValueError(f"t_ppf: q={q!r} must be in [0, 1] and df={df!r} > 0")
-    if q < 0.5:
-        return -t_ppf(1 - q, df)
-    if q == 1:
-        return math.inf
-    lo, hi = 0.0, 1.0
-    while t_sf(hi, df) > 1 - q:
-        hi *= 2
-        if math.isinf(hi):  # 1 - q below what t_sf resolves
-            return math.inf
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if t_sf(mid, df) > 1 - q else (lo, mid)
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return (lo + hi) / 2
-
-
-def _exp(x: float) -> float:
-    """exp that gives inf, not OverflowError, for a ratio beyond floats (a test's extremes)."""
-    return math.exp(x) if x < 709 else math.inf
-
-
-def _inv(x: float) -> float:
-    """1 / x, with a ratio that underflowed to 0 read as inf (a test's extremes)."""
-    return 1 / x if x else math.inf
-
-
-FLAT = 1e-9  # a spread of log times below this is the rounding of equal numbers, not noise
-
-
-def _ok(m: float) -> bool:
-    return isinstance(m, numbers.Real) and math.isfinite(m) and m > 0
-
-
-def _logs(medians: Sequence[float]) -> list[float]:
-    return [math.log(m) for m in medians if _ok(m)]
-
-
-def _mean_var(x: list[float]) -> tuple[float, float]:
-    m = sum(x) / len(x)
-    return m, sum((v - m) ** 2 for v in x) / (len(x) - 1)
-
-
-def _flat(x: list[float]) -> bool:
-    return max(x) - min(x) <= FLAT
-
-
-def welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
-    """(d, se, df): d = mean log b - mean log a (> 0: a is faster), its standard error and
-    Welch–Satterthwaite degrees of freedom; both sides need two runs or more."""
-    la, lb = _logs(a), _logs(b)
-    (ma, va), (mb, vb) = _mean_var(la), _mean_var(lb)
-    va, vb = (0.0 if _flat(la) else va), (0.0 if _flat(lb) else vb)
-    qa, qb = va / len(la), vb / len(lb)
-    se2 = qa + qb
-    if se2 <= 0:  # identical runs (a test's constants, duplicated records): no noise seen
-        return mb - ma, 0.0, float(min(len(la), len(lb)) - 1)
-    df = se2 ** 2 / ((qa ** 2 / (len(la) - 1) if qa else 0) + (qb ** 2 / (len(lb) - 1) if qb else 0))
-    return mb - ma, math.sqrt(se2), df
-
-
-def paired_t(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
-    """(d, se, df) of the paired t: d = the mean within-round log ratio log b_i - log a_i (> 0: a
-    is faster), its standard error and rounds - 1 degrees of freedom; a[i], b[i] are round i's
-    run medians (two rounds or more)."""
-    diffs = [math.log(y) - math.log(x) for x, y in zip(a, b)]
-    m, v = _mean_var(diffs)
-    if _flat(diffs):
-        return m, 0.0, float(len(diffs) - 1)
-    return m, math.sqrt(v / len(diffs)), float(len(diffs) - 1)
-
-
-NULL_SEED, NULL_DRAWS = 20260527, 2_000_000  # the simulated null: its seed and its numbers drawn (at most 200,000 rows)
-FIT_ALPHAS = (0.05, 0.005)  # the two-sided levels at which c t_nu meets the simulated null
-RESAMPLE_MIN = 20  # measured log ratios a resampled floor needs
-
-
-def trim_count(n: int, trim: float) -> int:
-    """Runs dropped from each end of n at `trim`: floor(trim n), never leaving fewer than two."""
-    return max(0, min(math.floor(trim * n + 1e-9), (n - 2) // 2))
-
-
-def _trimmed_rows(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Each row's k-trimmed mean, the variance of that mean ((n - 1) s_w^2 / (h (h - 1)), s_w^2
-    the k-winsorized variance) and h = n - 2k; at k = 0 the mean and s^2 / n."""
-    n = x.shape[-1]
-    h = n - 2 * k
-    s = np.sort(x, axis=-1)
-    kept = s[..., k:n - k]
-    wins = np.concatenate([np.repeat(kept[..., :1], k, -1), kept, np.repeat(kept[..., -1:], k, -1)], -1)
-    return kept.mean(-1), wins.var(-1, ddof=1) * (n - 1) / (h * (h - 1)), h
-
-
-def _yuen_df(va, vb, ha: int, hb: int):
-    """Welch–Satterthwaite degrees of freedom of Yuen's two-sample trimmed t."""
-    return (va + vb) ** 2 / (va ** 2 / (ha - 1) + vb ** 2 / (hb - 1))
-
-
-@functools.lru_cache(maxsize=256)
-def _null_fit(n_a: int, k_a: int, n_b: int = 0, k_b: int = 0) -> tuple[float, float]:
-    """(c, nu): the scaled t, c t_nu, that matches the trimmed t's null distribution under normal
-    noise at its two-sided FIT_ALPHAS quantiles; n_b = 0: the one-sample (paired) statistic on n_a
-    log ratios, else Yuen's two-sample one. Simulated, seeded: the same (n, k) always gives the same
-    fit. Where the simulated tails are no heavier than t's at the statistic's own degrees of
-    freedom, nu keeps those and only c is fitted."""
-    rng = np.random.default_rng(NULL_SEED)
-    draws = max(20_000, min(200_000, NULL_DRAWS // (n_a + n_b)))
-    ma, va, ha = _trimmed_rows(rng.standard_normal((draws, n_a)), k_a)
-    if n_b:
-        mb, vb, hb = _trimmed_rows(rng.standard_normal((draws, n_b)), k_b)
-        stat, df0 = (mb - ma) / np.sqrt(va + vb), float(ha + hb - 2)
-    else:
-        stat, df0 = ma / np.sqrt(va), float(ha - 1)
-    (a1, a2) = FIT_ALPHAS
-    q1, q2 = np.quantile(np.abs(stat), [1 - a1, 1 - a2])
-    ratio = lambda nu: t_ppf(1 - a2 / 2, nu) / t_ppf(1 - a1 / 2, nu)  # noqa: E731 (falls as nu grows)
-    nu = df0
-    if q2 / q1 > ratio(df0):  # heavier tails than t at df0: fewer degrees of freedom, found by bisection
-        lo, hi = math.log(0.2), math.log(df0)
-        for _ in range(30):  # log nu to within 1e-8 of its range: far below the simulation's own error
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if ratio(math.exp(mid)) > q2 / q1 else (lo, mid)
-        nu = math.exp((lo + hi) / 2)
-    return float(q1) / t_ppf(1 - a1 / 2, nu), nu
-
-
-def trimmed_paired(a: Sequence[float], b: Sequence[float], trim: float = TRIM) -> tuple[float, float, float, int]:
-    """(d, se, df, k): the trimmed paired t on the within-round log ratios (module docstring): the
-    k-trimmed mean of log b_i - log a_i, its standard error scaled by the fitted c, and the fitted
-    nu; k = 0 is the paired t (`paired_t`)."""
-    k = trim_count(len(a), trim)
-    if not k:
-        return (*paired_t(a, b), 0)
-    diffs = np.array([math.log(y) - math.log(x) for x, y in zip(a, b)])
-    m, v, _ = _trimmed_rows(diffs, k)
-    kept = np.sort(diffs)[k:len(diffs) - k]
-    if kept[-1] - kept[0] <= FLAT:  # the rounds kept gave one ratio: no spread seen
-        return float(m), 0.0, float(len(kept) - 1), k
-    c, nu = _null_fit(len(diffs), k)
-    return float(m), c * math.sqrt(float(v)), nu, k
-
-
-def yuen(a: Sequence[float], b: Sequence[float], trim: float = TRIM) -> tuple[float, float, float, int]:
-    """(d, se, df, k): Yuen's trimmed Welch t on the log run medians, unpaired (module docstring);
-    k the most runs trimmed from an end of either side; no trimming is Welch (`welch`)."""
-    la, lb = _logs(a), _logs(b)
-    ka, kb = trim_count(len(la), trim), trim_count(len(lb), trim)
-    if not ka and not kb:
-        return (*welch(a, b), 0)
-    (ma, va, ha), (mb, vb, hb) = (_trimmed_rows(np.array(x), k) for x, k in ((la, ka), (lb, kb)))
-    flat = [_flat(sorted(x)[k:len(x) - k]) for x, k in ((la, ka), (lb, kb))]
-    va, vb = (0.0 if flat[0] else float(va)), (0.0 if flat[1] else float(vb))
-    if va + vb <= 0:
-        return float(mb - ma), 0.0, float(min(ha, hb) - 1), max(ka, kb)
-    c, nu = _null_fit(len(la), ka, len(lb), kb)
-    df = _yuen_df(va, vb, ha, hb) if va and vb else float(ha - 1 if va else hb - 1)
-    return float(mb - ma), c * math.sqrt(va + vb), min(nu, df), max(ka, kb)
-
-
-def resampled_gap(ratios: Sequence[float], rounds: int, trim: float = TRIM, alpha: float = ALPHA,
-                  power: float = 0.8, resamples: int = 4000, seed: int = 0) -> float | None:
-    """The smallest gap (0.05: 5 %) the trimmed paired t calls "faster" with probability `power`
-    at `rounds` rounds, from the measured distribution of within-round log ratios, not a normal
-    one: sweeps of `rounds` ratios are resampled (with replacement, seeded) from `ratios` centred
-    on their trimmed mean (an A/A: no true gap), a gap is added to each, and each sweep is judged
-    at `alpha` by the engine's own test. None: fewer than RESAMPLE_MIN ratios (a handful resampled
-    is mostly repeats of itself: 8 ratios gave a floor at 5 rounds above the one at 3), or not
-    within a 10x gap."""
-    d = np.array([float(x) for x in ratios if math.isfinite(x)])
-    if len(d) < RESAMPLE_MIN or rounds < 2:
-        return None
-    k = trim_count(rounds, trim)
-    d = d - _trimmed_rows(d, trim_count(len(d), trim))[0]
-    x = d[np.random.default_rng(seed).integers(0, len(d), size=(resamples, rounds))]
-    m, v, h = _trimmed_rows(x, k)
-    c, nu = _null_fit(rounds, k) if k else (1.0, float(rounds - 1))
-    edge = t_ppf(1 - alpha / 2, nu) * c * np.sqrt(v)
-    spread = np.ptp(np.sort(x, axis=1)[:, k:rounds - k], axis=1) > FLAT  # a flat sweep is never decided
-    found = lambda g: float(np.mean(spread & (m + math.log1p(g) > edge)))  # noqa: E731
-    lo, hi = 0.0, 10.0
-    if found(hi) < power:
-        return None
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if found(mid) < power else (lo, mid)
-    return hi
+# ---- the tests on a statistic's estimate ---------------------------------------------------
 
 
 def _p_two_sided(d: float, se: float, df: float) -> float:
@@ -622,23 +404,25 @@ def rounds_of(a: Side, b: Side) -> list[tuple[float, float]] | None:
 
 def judge(a: Side, b: Side, band: float = BAND, alpha: float = ALPHA, what: str = "",
           interleaved: bool = False, family: int = 1, look: str = "", estimate_more: bool = True,
-          trim: float = TRIM) -> Verdict:
+          trim: float = TRIM, statistic: str = STATISTIC) -> Verdict:
     """One pair at one level `alpha` (a Holm step or a look's spent increment already applied):
-    the trimmed paired t over its rounds where both sides carry rounds and they are complete, else
-    Yuen's trimmed Welch t, `trim` of each end (0: the paired t and Welch).
+    the `statistic` (report/statistic.py, at `trim`) paired over its rounds where both sides carry
+    rounds and they are complete, else unpaired on the run medians (Yuen's trimmed Welch t; Welch).
     `estimate_more=False` leaves `more` None (a look whose "cannot tell" is not shown)."""
+    stat = S.get(statistic, trim)
     la, lb = _logs(a.medians), _logs(b.medians)
     if not la or not lb:
         raise ValueError(f"{a.name if not la else b.name} has no ok run to compare")
     pairs = rounds_of(a, b)
     given = a.rounds is not None and b.rounds is not None
     base = dict(a=a.name, b=b.name, n_a=len(la), n_b=len(lb), band=band, what=what, interleaved=interleaved,
-                busy=a.busy + b.busy, family=family, look=look, alpha=alpha, trim=trim,
+                busy=a.busy + b.busy, family=family, look=look, alpha=alpha, trim=trim, statistic=statistic,
                 unpaired="" if pairs is not None or not given else "rounds incomplete")
     if min(len(la), len(lb)) < 2:
         return Verdict(SINGLE, ratio=_exp(sum(lb) / len(lb) - sum(la) / len(la)), **base)
     if pairs is not None:
-        d, se, df, base["trimmed"] = trimmed_paired([x for x, _ in pairs], [y for _, y in pairs], trim)
+        est = stat.paired([x for x, _ in pairs], [y for _, y in pairs])
+        d, se, df, base["trimmed"], base["estimator"] = est.d, est.se, est.df, est.trimmed, est.words
         base["paired"] = len(pairs)
         if (at := nodes_of(a, b)) is not None and len(set(at)) > 1:  # rounds on several nodes: a level of its own
             sigma2, extra, k = between_nodes([math.log(y) - math.log(x) for x, y in pairs], at)
@@ -648,7 +432,8 @@ def judge(a: Side, b: Side, band: float = BAND, alpha: float = ALPHA, what: str 
                 df = total ** 2 / ((se ** 4 / df if se else 0.0) + extra ** 2 / (k - 1))  # Satterthwaite
                 se = math.sqrt(total)
     else:
-        d, se, df, base["trimmed"] = yuen(a.medians, b.medians, trim)
+        est = stat.unpaired(a.medians, b.medians)
+        d, se, df, base["trimmed"], base["estimator"] = est.d, est.se, est.df, est.trimmed, est.words
     if se == 0:  # no spread: never a decision on an interval of zero width
         same = _flat(la + lb) or (pairs is not None and abs(d) <= FLAT)
         flat = "identical medians" if same else "the same ratio in every round" if pairs is not None else \
@@ -714,14 +499,17 @@ def spent(look: int, max_repeats: int, alpha: float = ALPHA) -> float:
 
 
 def _holm(pairs: list[tuple[Side, Side, str]], alpha: float, band: float, interleaved: bool,
-          look: str = "", estimate_more: bool = True, trim: float = TRIM) -> list[Verdict]:
+          look: str = "", estimate_more: bool = True, trim: float = TRIM,
+          statistic: str = STATISTIC) -> list[Verdict]:
     """Each pair judged at its Holm step's level: in order of p, step i uses alpha / (m - i),
     until a pair fails to be called faster; every later pair uses that last level."""
     m = len(pairs)
     if m == 1:
         a, b, what = pairs[0]
-        return [judge(a, b, band, alpha, what, interleaved, look=look, estimate_more=estimate_more, trim=trim)]
-    first = [judge(a, b, band, alpha, what, interleaved, estimate_more=False, trim=trim) for a, b, what in pairs]
+        return [judge(a, b, band, alpha, what, interleaved, look=look, estimate_more=estimate_more, trim=trim,
+                      statistic=statistic)]
+    first = [judge(a, b, band, alpha, what, interleaved, estimate_more=False, trim=trim, statistic=statistic)
+             for a, b, what in pairs]
     order = sorted(range(m), key=lambda i: (first[i].p if first[i].p is not None else 2.0))
     out: list[Verdict | None] = [None] * m
     step_alpha = alpha / m
@@ -729,13 +517,13 @@ def _holm(pairs: list[tuple[Side, Side, str]], alpha: float, band: float, interl
         step_alpha = alpha / (m - rank)
         a, b, what = pairs[i]
         v = judge(a, b, band, step_alpha, what, interleaved, family=m, look=look, estimate_more=estimate_more,
-                  trim=trim)
+                  trim=trim, statistic=statistic)
         out[i] = v
         if v.outcome != FASTER:  # Holm stops rejecting here: the rest keep this level
             for j in order[rank + 1:]:
                 a, b, what = pairs[j]
                 out[j] = judge(a, b, band, step_alpha, what, interleaved, family=m, look=look,
-                               estimate_more=estimate_more, trim=trim)
+                               estimate_more=estimate_more, trim=trim, statistic=statistic)
             break
     return out  # type: ignore[return-value]
 
@@ -768,7 +556,7 @@ def decide_family(pairs: list[tuple[Side, Side, str]], plan: Plan = Plan()) -> l
     if not pairs:
         return []
     if not plan.sequential:
-        return _holm(pairs, plan.alpha, plan.band, plan.interleaved, trim=plan.trim)
+        return _holm(pairs, plan.alpha, plan.band, plan.interleaved, trim=plan.trim, statistic=plan.statistic)
     planned, spend = looks(plan.max_repeats), spending(plan.max_repeats, plan.alpha)
     rounds = max(_rounds(a, b) for a, b, _ in pairs)
     final: list[Verdict | None] = [None] * len(pairs)
@@ -776,7 +564,8 @@ def decide_family(pairs: list[tuple[Side, Side, str]], plan: Plan = Plan()) -> l
         if k > rounds or all(f is not None for f in final):
             break
         cut = [(*first_rounds(a, b, k), what) for a, b, what in pairs]
-        for i, v in enumerate(_holm(cut, spend[k], plan.band, plan.interleaved, estimate_more=False, trim=plan.trim)):
+        for i, v in enumerate(_holm(cut, spend[k], plan.band, plan.interleaved, estimate_more=False, trim=plan.trim,
+                                    statistic=plan.statistic)):
             if final[i] is None and v.decided:
                 final[i] = replace(v, look=f"auto: decided after {k} rounds (look {n} of {len(planned)})")
     waiting = next((k for k in planned if k > rounds), None)
@@ -786,7 +575,8 @@ def decide_family(pairs: list[tuple[Side, Side, str]], plan: Plan = Plan()) -> l
         why = f"auto: undecided after {rounds} rounds (next look after {waiting})"
     if all(f is not None for f in final):
         return final  # type: ignore[return-value]
-    now = _holm(pairs, spend[waiting or planned[-1]], plan.band, plan.interleaved, trim=plan.trim)
+    now = _holm(pairs, spend[waiting or planned[-1]], plan.band, plan.interleaved, trim=plan.trim,
+                statistic=plan.statistic)
     out = []
     for f, v in zip(final, now):
         if f is not None:
@@ -824,14 +614,15 @@ def _checked(runs, name: str) -> list[list[float]]:
 
 def verdict(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], band: float = BAND,
             names: tuple[str, str] = ("A", "B"), alpha: float = ALPHA, paired: bool = False,
-            trim: float = TRIM) -> Verdict:
+            trim: float = TRIM, statistic: str = STATISTIC) -> Verdict:
     """`repro.verdict`: two configs' runs, each run a list of its step times in seconds (the
     steady steps: leave the compile step out), judged as the views judge recorded runs.
-    `paired=True`: a[i] and b[i] ran in the same round i (the trimmed paired t on their log
-    ratios); else unpaired (Yuen's trimmed Welch t). `trim`: the share of rounds (runs) dropped
-    from each end (0.2; 0: the plain paired t and Welch). Times that are not finite and positive,
-    an empty run, unequal rounds when paired, `band` outside (0, 1), `alpha` outside (0, 0.5) and
-    `trim` outside [0, 0.4) raise ValueError."""
+    `paired=True`: a[i] and b[i] ran in the same round i (the `statistic` on their log ratios:
+    report/statistic.py, default the adaptive trimmed paired t); else unpaired (Yuen's trimmed
+    Welch t). `trim`: the share of rounds (runs) dropped from each end (0.2, for the adaptive
+    statistic the most; 0: the plain paired t and Welch). Times that are not finite and positive,
+    an empty run, unequal rounds when paired, `band` outside (0, 1), `alpha` outside (0, 0.5),
+    `trim` outside [0, 0.4) and a `statistic` not registered raise ValueError."""
     from statistics import median
 
     for key, value, top, why in (("band", band, 1, "0.02: ±2 %"),
@@ -842,6 +633,8 @@ def verdict(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], band: fl
     if isinstance(trim, bool) or not isinstance(trim, numbers.Real) or not 0 <= trim < TRIM_MAX:
         raise ValueError(f"repro.verdict: trim={trim!r} must be in [0, {TRIM_MAX}) (the share of rounds dropped "
                          "from each end: 0.2 trims 20 %; 0 gives the plain paired t)")
+    if (why := S.unknown(statistic)) is not None:
+        raise ValueError(f"repro.verdict: {why}")
     runs = [_checked(x, name) for x, name in zip((a, b), names)]
     for name, side in zip(names, runs):
         if not side:
@@ -852,4 +645,4 @@ def verdict(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], band: fl
                          f"{len(runs[0])} runs, {names[1]} {len(runs[1])} (or give paired=False)")
     sides = [Side(name, tuple(float(median(run)) for run in side), rounds=tuple(range(len(side))) if paired else None)
              for name, side in zip(names, runs)]
-    return judge(sides[0], sides[1], band, alpha, trim=float(trim))
+    return judge(sides[0], sides[1], band, alpha, trim=float(trim), statistic=statistic)
