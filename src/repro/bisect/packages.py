@@ -415,6 +415,11 @@ def _breaks(meta: Meta | None, other: str, other_version: str | None) -> str | N
     return None
 
 
+def _some(items: list[str], most: int = 3) -> str:
+    """'a, b, c' or, past `most`, 'a, b and 6 more': a label stays one line."""
+    return ", ".join(items) if len(items) <= most else f"{', '.join(items[:most - 1])} and {len(items) - most + 1} more"
+
+
 @dataclass(frozen=True)
 class Group:
     changes: tuple[Change, ...]  # the lead first, then by name
@@ -431,7 +436,7 @@ class Group:
 
     def __str__(self) -> str:
         rest = [c.name for c in self.changes[1:]]
-        return str(self.lead) + (f" ({', '.join(rest)} with it)" if rest else "")
+        return str(self.lead) + (f" ({_some(rest)} with it)" if rest else "")
 
     def to_dict(self) -> dict:
         return {"changes": [c.to_dict() for c in self.changes], "why": list(self.why), "unknown": list(self.unknown)}
@@ -744,7 +749,7 @@ def describe(group: Group, lock_text: str) -> str:
     have = lock.versions(lock_text)
     rest = [f"{c.name} {have[c.name]}" for c in group.changes[1:] if c.name in have]
     gone = [c.name for c in group.changes[1:] if c.name not in have]
-    words = ([f"{', '.join(rest)} with it"] if rest else []) + ([f"without {', '.join(gone)}"] if gone else [])
+    words = ([f"{_some(rest)} with it"] if rest else []) + ([f"without {_some(gone)}"] if gone else [])
     return f"{group.lead.name} {have.get(group.lead.name, '(absent)')}" + (f" ({'; '.join(words)})" if words else "")
 
 
