@@ -3,6 +3,7 @@
 #   make test         the test suite (what CI runs)
 #   make test-fast    the fast tier: the tests that start no process (a few minutes on 2 cores)
 #   make xla-env      the PyTorch/XLA worker env (.venv-xla: torch 2.9 + torch-xla 2.9, ~7 GB; once)
+#   make docs         the manual, built into site/ (strict, offline); make docs-serve serves it
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -46,6 +47,18 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/harness_overhead.py
+
+# The manual (docs/, Sphinx + MyST + furo; docs/about.md): every warning fails the build (a broken link or
+# anchor, a page in no toctree, a config key without a meaning line); nothing is fetched from the network.
+# tests/test_docs.py builds it the same way. DOCS_PORT: where docs-serve listens (127.0.0.1 only).
+DOCS_PORT ?= 8000
+.PHONY: docs docs-serve
+docs: $(STAMP)
+	$(PY) -m sphinx -E -W --keep-going -q -b html docs site
+	@echo "the manual: site/index.html (make docs-serve: http://127.0.0.1:$(DOCS_PORT)/)"
+
+docs-serve: docs
+	$(PY) -m http.server --bind 127.0.0.1 --directory site $(DOCS_PORT)
 
 # framework=torch_xla runs its worker in its own venv (torch-xla 2.9 needs torch 2.9). It does
 # not touch $(VENV); the script does nothing when XLA_VENV already imports torch_xla.

@@ -151,10 +151,11 @@ def _git(cwd: Path, *args: str) -> str:
 def make_origin(ledger: Path) -> Path:
     """The ledger as a git repo whose last commit holds its records and the travelling index that
     this tree's `ledger verify` writes: what a user pushes."""
-    _git(ledger, "init", "-q", "-b", "main")
-    _git(ledger, "add", "-A")
-    _git(ledger, "commit", "-qm", "records")
-    timed(ROOT / "src", ledger, ["ledger", "verify"])  # writes .checked/
+    if not (ledger / ".git").exists():
+        _git(ledger, "init", "-q", "-b", "main")
+        _git(ledger, "add", "-A")
+        _git(ledger, "commit", "-qm", "records")
+    timed(ROOT / "src", ledger, ["ledger", "verify"])  # writes .checked/ (or brings it up to date)
     _git(ledger, "add", "-A")
     if _git(ledger, "status", "--porcelain"):
         _git(ledger, "commit", "-qm", "the travelling index")
@@ -188,48 +189,97 @@ BUCKETS = (("reading the files (open, read, stat, listing)", ("io.open", "readal
            ("content hash (canonical dump)", ("orjson.dumps", "content_id", "json/encoder")))
 
 
-def profile_clone(origin: Path, tmp: Path) -> None:
-    """cProfile of the cold `verify` and `list` of a fresh clone, in this process, split by BUCKETS."""
-    import cProfile
+def steps(clone: Path) -> list[tuple[str, float]]:
+    """The work a cold check does per file, step upon step, each timed alone over every record
+    file in this process (CPU s; no profiler): what reading and hashing cost, and what parsing,
+    the schema and the content hash add to it."""
     import hashlib
-    import pstats
 
-    from repro.ledger import listing, verify as verify_module
+    from repro.ledger import recordfile, schema
     from repro.ledger.index import record_files
 
+    names = [n for n, st in record_files(clone) if not isinstance(st, str)]
+    paths = [f"{clone}/{n}" for n in names]
+
+    def read(p):
+        with open(p, "rb", buffering=0) as f:
+            return f.readall()
+
+    work = {"list and stat every file": lambda: list(record_files(clone)),
+            "+ read every file": lambda: [read(p) for p in paths],
+            "+ sha256 of its bytes": lambda: [hashlib.sha256(read(p)).digest() for p in paths],
+            "+ JSON parse": lambda: [(hashlib.sha256(d := read(p)).digest(), recordfile.parse(d)) for p in paths],
+            "+ schema check": lambda: [(hashlib.sha256(d := read(p)).digest(), schema.errors(recordfile.parse(d)))
+                                       for p in paths],
+            "+ content hash (canonical dump, sha256)": lambda: [
+                (hashlib.sha256(d := read(p)).digest(), schema.errors(r := recordfile.parse(d)),
+                 recordfile.content_id(r, d)) for p in paths]}
+    out = []
+    for label, fn in work.items():
+        t = time.process_time()
+        fn()
+        out.append((label, time.process_time() - t))
+    return out
+
+
+def profile_clone(origin: Path, tmp: Path) -> None:
+    """The cold `verify` and `list` of a fresh clone, in this process (no forked workers), with and
+    without its travelling index: their CPU time against `steps`, and where cProfile (CPU timer: it
+    adds its own cost to each call) finds the rest."""
+    import cProfile
+    import importlib
+    import pstats
+
+    from repro.ledger import listing
+
+    verify_module = importlib.import_module("repro.ledger.verify")  # `repro.ledger.verify` is also a function's name
     verify_module.PARALLEL_FROM = 1 << 60  # one process: the profile sees every call
+    first = True
     for name, travelling in (("verify", True), ("list", True), ("verify", False), ("list", False)):
         clone = tmp / f"profile-{name}"
+        shutil.rmtree(clone, ignore_errors=True)
         subprocess.run(["git", "clone", "-q", str(origin), str(clone)], check=True)
-        if not travelling:  # as before the travelling index: every file parsed and checked
-            shutil.rmtree(clone / ".checked")
-        t = time.process_time()
-        for f, _ in record_files(clone):
-            with open(clone / f, "rb") as fh:
-                hashlib.sha256(fh.read()).digest()
-        floor = time.process_time() - t
-        prof = cProfile.Profile()
-        load, t, wall = _load(), time.process_time(), time.perf_counter()
-        prof.enable()
-        ledger = Ledger(clone)
-        if name == "verify":
-            ledger.check()
-        else:
-            listing.rows(ledger, ledger.head_entries(), states=True)
-        prof.disable()
-        cpu, wall = time.process_time() - t, time.perf_counter() - wall
+        if first:
+            print(f"cold work per file, step upon step, over every record file, one process "
+                  f"(CPU s; load {_load():.1f}):")
+            for label, secs in steps(clone):
+                print(f"  {label:<48} {secs:6.2f} s")
+            first = False
+
+        def command():
+            ledger = Ledger(clone)
+            if name == "verify":
+                ledger.check()
+            else:
+                listing.rows(ledger, ledger.head_entries(), states=True)
+
+        cpu = []
+        for profiled in (False, True):
+            shutil.rmtree(clone / ".index", ignore_errors=True)
+            if not travelling:  # as before the travelling index: every file parsed and checked
+                shutil.rmtree(clone / ".checked", ignore_errors=True)
+            prof = cProfile.Profile(time.process_time) if profiled else None
+            load, t = _load(), time.process_time()
+            if prof:
+                prof.runcall(command)
+            else:
+                command()
+            cpu.append(time.process_time() - t)
         stats = pstats.Stats(prof).stats
         split = dict.fromkeys([b for b, _ in BUCKETS] + ["repro's own (the rest)"], 0.0)
-        for (file, _, func), (_, _, tottime, _, _) in stats.items():
+        rest = []
+        for (file, line, func), (_, calls, tottime, _, _) in stats.items():
             where = f"{file}:{func}"
             bucket = next((b for b, keys in BUCKETS if any(k in where for k in keys)), "repro's own (the rest)")
             split[bucket] += tottime
+            if bucket.startswith("repro's own"):
+                rest.append((tottime, calls, f"{Path(file).name}:{line}({func})"))
         total = sum(split.values())
-        print(f"cold ledger {name} of a fresh clone {'with' if travelling else 'WITHOUT'} its .checked/, one process, "
-              f"cProfile: {cpu:.2f} s CPU ({wall:.2f} s wall, "
-              f"load {load:.1f}; the profiler adds its own); reading and sha256 of every file alone: {floor:.2f} s CPU")
+        print(f"cold ledger {name} of a fresh clone {'with' if travelling else 'WITHOUT'} its .checked/, one process: "
+              f"{cpu[0]:.2f} s CPU ({cpu[1]:.2f} s under cProfile; load {load:.1f}); cProfile's shares:")
         for bucket, secs in split.items():
-            print(f"  {bucket:<48} {secs:6.2f} s  {100 * secs / total:5.1f} %")
+            print(f"  {bucket:<48} {100 * secs / total:5.1f} %")
+        print("    the rest's largest: " + "; ".join(f"{w} {t:.2f} s ({n} calls)" for t, n, w in sorted(rest)[::-1][:6]))
         shutil.rmtree(clone, ignore_errors=True)
 
 
@@ -258,12 +308,16 @@ def main() -> None:
     ap.add_argument("--against", metavar="REV", help="also time the code of this git revision (e.g. 077c32b)")
     ap.add_argument("--clone", action="store_true", help="cold = the first command on a fresh git clone (see above)")
     ap.add_argument("--profile", action="store_true", help="with --clone: where a cold command's CPU time goes")
+    ap.add_argument("--origin", type=Path, help="with --clone: a ledger repo made by an earlier --clone run (kept)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ledger-scale-") as tmp:
         tmp = Path(tmp)
         t = time.perf_counter()
-        make_ledger(tmp / "ledger", args.records)
-        count = sum(1 for _ in (tmp / "ledger").glob("*/*.json"))
+        if args.origin:
+            shutil.copytree(args.origin, tmp / "ledger", symlinks=True)
+        else:
+            make_ledger(tmp / "ledger", args.records)
+        count = sum(1 for p in (tmp / "ledger").glob("*/*.json") if not p.parent.name.startswith("."))
         print(f"{count} records in {tmp / 'ledger'} (made in {time.perf_counter() - t:.1f} s); "
               f"median of {args.repeats}; target ≤ {TARGET_S:.1f} s; load average "
               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores", flush=True)

@@ -84,6 +84,27 @@ EXAMPLES = {  # a subcommand's `--help` examples, where its module gives no epil
   repro report --sweep 20261123T104122Z --out /tmp/report   one sweep by id (a prefix is enough)""",
 }
 
+# The page of the manual (docs/, `make docs-serve`) that explains each command: the last line of its
+# `--help`, and its entry in the generated command reference (docs/hooks/reference.py).
+DOCS = {
+    "ledger": "docs/explanation/ledger.md",
+    "models": "docs/how-to/own-model.md",
+    "replay": "docs/how-to/replay.md",
+    "compare": "docs/how-to/reports.md",
+    "ir": "docs/how-to/reports.md",
+    "sync": "docs/how-to/reports.md",
+    "report": "docs/how-to/reports.md",
+    "env": "docs/how-to/gpu-offline.md",
+    "calibrate": "docs/how-to/calibrate.md",
+    "bisect": "docs/how-to/bisect.md",
+    "history": "docs/how-to/history.md",
+}
+DOCS_HOME = "docs/index.md"  # `repro --help`'s page: the manual's front page (the tutorial is one click on)
+
+
+def docs_line(page: str) -> str:
+    return f"explained in: {page} (the manual: make docs-serve)"
+
 
 def _die(message: str) -> int:
     print(f"repro: {shown(message)}", file=sys.stderr)
@@ -105,6 +126,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     for name, p in sub.choices.items():
         if p.epilog is None and name in EXAMPLES:
             p.epilog = EXAMPLES[name]
+        for each in [p] + [c for a in p._actions if isinstance(a, argparse._SubParsersAction) for c in a.choices.values()]:
+            if name in DOCS:  # `repro ledger list --help` too
+                each.epilog = f"{each.epilog}\n\n{docs_line(DOCS[name])}" if each.epilog else docs_line(DOCS[name])
         p.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser, sub
 
@@ -191,6 +215,8 @@ def help_text() -> str:
         "",
         "Hydra's own help (override grammar, --cfg, --info, --multirun): repro --hydra-help",
         'Shell completion (commands and config keys): eval "$(repro --shell-completion install=bash)"',
+        "",
+        docs_line(DOCS_HOME),
     ]
     return "\n".join(lines)
 

@@ -43,8 +43,8 @@ def add_parser(sub, common) -> None:
     p = sub.add_parser("ir", help="compare the lowered IR of runs (run.capture_ir=true)", parents=[common])
     isub = p.add_subparsers(dest="action", required=True)
     d = isub.add_parser("diff", help="op counts of two runs' lowerings, side by side", parents=[common])
-    d.add_argument("a")
-    d.add_argument("b")
+    d.add_argument("a", help="a run id (or a unique prefix) recorded with run.capture_ir=true")
+    d.add_argument("b", help="the run to compare it with")
     d.add_argument("--all", action="store_true", help="also the ops whose counts are equal")
     p.set_defaults(func=run)
 

@@ -342,7 +342,8 @@ def add_parser(sub, common) -> None:
     p.add_argument("ids", nargs="*", help="ledger ids (or unique prefixes) of runs")
     p.add_argument("--experiment", help="replay every run of this experiment's newest recorded sweep (older ones: by id)")
     p.add_argument("--tracking-uri", help="MLflow store for the replay runs (default: as for any run)")
-    p.add_argument("--progress", default="auto", choices=("auto", "rich", "plain", "none"))
+    p.add_argument("--progress", default="auto", choices=("auto", "rich", "plain", "none"),
+                   help="progress display, as progress.mode (auto: rich on a terminal, plain in logs)")
     p.add_argument("--as-recorded", action="store_true",
                    help="run in the recorded code (a git worktree of its commit) and packages (a uv venv of its "
                         "whole environment), both cached: `repro env list`")

@@ -5,6 +5,8 @@ The dict for hashing, the ledger's `config` and `spec.json` is `as_dict(config)`
 from spec.json or a record becomes a `Config` again with `from_dict(d)`. Ledger records and
 `record["config"]` stay dicts. Defaults live here and nowhere else; a field's allowed values
 are its metadata (`choice(...)`, `positive(...)`, `non_negative(...)`), read by the checker.
+A field's meaning is the comment on its line or right above it (or `metadata["doc"]`): the generated
+config reference (docs/reference/config.md, `make docs`) prints it, and a field without one fails that build.
 
 conf/ holds the yaml choices; these dataclasses type and check them. They are applied by
 `preflight.check()` right after Hydra composes a job, not through a ConfigStore schema in
@@ -58,31 +60,31 @@ def non_negative(default: float) -> Any:
 
 @dataclass
 class FrameworkConfig:
-    name: str = "jax"
+    name: str = "jax"  # the framework option this run is named by (conf/framework/: jax, torch, torch_compile, ...)
     # which backend module runs it; the choices and what each can do: backends/capabilities.py (the preflight checks it)
     backend: str = "jax"
     compile: bool = False  # torch: wrap the model in torch.compile
-    compile_backend: str = "inductor"
-    compile_mode: str = "default"
+    compile_backend: str = "inductor"  # with compile=true: torch.compile's backend (inductor, openxla)
+    compile_mode: str = "default"  # with compile=true: torch.compile's mode (default, reduce-overhead, max-autotune)
     python: Optional[str] = None  # the worker's interpreter; None = the parent's own
 
 
 @dataclass
 class PrecisionConfig:
-    name: str = "fp32"
+    name: str = "fp32"  # the precision option this run is named by (conf/precision/)
     # highest = full fp32, high = tf32, medium/default = bf16 passes
     matmul: str = choice("highest", MATMUL_PRECISIONS)
-    param_dtype: str = choice("float32", DTYPES)
-    compute_dtype: str = choice("float32", DTYPES)
+    param_dtype: str = choice("float32", DTYPES)  # the dtype the weights are kept in
+    compute_dtype: str = choice("float32", DTYPES)  # the dtype activations and matmuls run in
     autocast: bool = False  # torch autocast / mixed compute with fp32 params
-    loss_scaling: bool = False
-    gpu_only: bool = False
+    loss_scaling: bool = False  # scale the loss against fp16 underflow (torch: GradScaler; JAX: a fixed scale)
+    gpu_only: bool = False  # the precision exists only on a GPU: refused on hardware.platform=cpu
 
 
 @dataclass
 class ShardingConfig:
-    name: str = choice("none", LAYOUTS)
-    mesh: Dict[str, int] = field(default_factory=dict)
+    name: str = choice("none", LAYOUTS)  # the layout: none, data parallel, FSDP, tensor parallel, or both
+    mesh: Dict[str, int] = field(default_factory=dict)  # axis name (data, model) -> devices along it
     # framework name -> layout -> mesh, replacing `mesh` for that framework's runs of that
     # layout (JAX's simulated CPU devices are cheap where torch's ranks are processes).
     # Read by `preflight.check` (which sets `mesh`), so no part of the run's record (`record: False`).
@@ -95,7 +97,7 @@ class ClusterConfig:
 
     # local: the values below | slurm: nodes, node_rank, host from SLURM's variables
     name: str = choice("local", CLUSTERS)
-    nodes: int = positive(1)
+    nodes: int = positive(1)  # how many hosts the run spans
     node_rank: int = non_negative(0)  # this host's index; node 0 alone records the run
     coordinator: str = ""  # host[:port] of node 0's rendezvous; "" on one node: 127.0.0.1, a free port
     port: int = positive(29500)  # the rendezvous port where `coordinator` names none
@@ -105,18 +107,18 @@ class ClusterConfig:
 
 @dataclass
 class HardwareConfig:
-    name: str = "cpu"
-    platform: str = choice("cpu", PLATFORMS)
+    name: str = "cpu"  # the hardware profile this run is named by (conf/hardware/)
+    platform: str = choice("cpu", PLATFORMS)  # the device kind the run runs on
     device_match: str = ""  # substring of the device name the profile expects ("L4", "H100")
-    device_count: int = positive(1)
-    memory_gb: float = 0.0
+    device_count: int = positive(1)  # how many devices the profile expects
+    memory_gb: float = 0.0  # each device's memory in GB as the profile states it (recorded, not checked)
     peak_tflops: Dict[str, float] = field(default_factory=dict)  # per precision name
     check: bool = True  # refuse to run when the machine does not match
 
 
 @dataclass
 class DataConfig:
-    name: str = choice("synthetic", DATASETS)
+    name: str = choice("synthetic", DATASETS)  # synthetic batches from the seed, or a real DVC-tracked dataset
     batches: int = positive(4)  # synthetic: distinct batches made from the seed, cycled through the steps
     path: str = ""  # real datasets: the DVC-tracked folder, relative to the repo root
 
@@ -128,7 +130,7 @@ class RunConfig:
     measures until the steady window is long enough (the min_/max_ keys below); an exp or a
     command line that names a number keeps its fixed count."""
 
-    seed: int = non_negative(0)
+    seed: int = non_negative(0)  # the seed of weights, data and every RNG the run draws from
     # How many timed steps (worker/window.py): a whole number N is exactly N steps, the first
     # (compile) and second included; "auto" (the default) measures until the steady steps number at
     # least min_steady_steps AND took at least min_steady_s together (whichever is later), at most
@@ -139,21 +141,21 @@ class RunConfig:
     min_steady_s: float = 1.0  # steps=auto: at least this many seconds of steady steps (> 0)
     max_steps: int = 10000  # steps=auto: at most this many steps in all (>= warmup + min_steady_steps)
     batch_size: Optional[int] = None  # None: the model's suggested batch for its preset, else 32
-    task: str = choice("train", TASKS)
-    optimizer: str = choice("sgd", OPTIMIZERS)
-    lr: float = positive(1e-3)
+    task: str = choice("train", TASKS)  # what a step is: forward, backward and update, or forward alone
+    optimizer: str = choice("sgd", OPTIMIZERS)  # the update rule of a train step
+    lr: float = positive(1e-3)  # the optimizer's learning rate
     threads: Optional[int] = None  # None: one per core, resolved and recorded
-    deterministic: bool = True
+    deterministic: bool = True  # deterministic kernels (bit-identical reruns, at a price); false: the library's defaults
     # torch's deterministic mode only: fill new tensors' uninitialised memory with NaN (or the largest
     # integer) as `torch.utils.deterministic.fill_uninitialized_memory` does. None: torch's own default
     # (on under deterministic algorithms). Elsewhere it does not apply, and the preflight drops it (None).
     fill_uninitialized_memory: Optional[bool] = None
-    compile_cache: str = choice("cold", CACHE_STATES)
-    capture_ir: bool = False
+    compile_cache: str = choice("cold", CACHE_STATES)  # cold: an empty compile cache per run; warm: one shared on this machine; repeats: a config's later repeats reuse its first's
+    capture_ir: bool = False  # keep the lowered step's IR with the run (`repro ir diff` compares op counts)
     # after the timed loop, a few more steps under the framework's own profiler: the trace is
     # kept and reduced to one vocabulary of categories (repro.profile); never inside the timed steps
     profile: bool = False
-    timeout_s: float = positive(3600.0)
+    timeout_s: float = positive(3600.0)  # a run still going after this long is killed and recorded failed
     memory_limit_gb: Optional[float] = None  # a cap the run must fit in, else it ends "oom"
     resume: bool = False  # skip a job already recorded ok with this config hash on this environment
     # fresh workers per config, interleaved across the sweep's configs (A B, A B, ...); "auto": rounds
@@ -173,24 +175,19 @@ class VerdictConfig:
     budget_s: Optional[float] = None  # run.repeats=auto: no new round once this much wall time is spent
     # a round whose telemetry flags a run (loop/rerun.py) runs again, at most this often per sweep
     max_reruns: int = 2
-    # the share of rounds dropped from each end of the trimmed paired t, the most the adaptive statistic
-    # drops (0: the plain paired t)
-    trim: float = 0.2
-    # how a pair's rounds are judged: a registered statistic (report/statistic.py): adaptive (the trim chosen
-    # from the rounds' tail weight), trimmed (verdict.trim always), paired-t; checked by preflight/verdict.py
-    statistic: str = "adaptive"
+    trim: float = 0.2  # the share of rounds dropped from each end of the trimmed paired t (0: the plain paired t)
     # the process canary (job/canary.py): a run whose canary is slower than this host's median by
     # more than this share is recorded slow; canary=false: no canary runs. canary_reruns=true also runs
     # its round again (off: on the 2-core VM it caught 2 of 5 slow processes and flagged 10 of 35 others)
     canary: bool = True
-    canary_margin: float = 0.25
-    canary_reruns: bool = False
+    canary_margin: float = 0.25  # the share slower than the host's median canary that marks a run slow
+    canary_reruns: bool = False  # a run whose canary is slow also runs its round again (within verdict.max_reruns)
 
 
 @dataclass
 class TrackingConfig:
-    uri: str = ""
-    experiment: str = "repro"
+    uri: str = ""  # the MLflow tracking URI; "": sqlite mlflow.db at the repo root
+    experiment: str = "repro"  # the MLflow experiment runs are logged to (an exp sets its own)
     # a run's measured steps wait at most this long for an MLflow projector at work on the machine
     # (for it to finish, then again for its current write's turn: job/launch.py open_window)
     projector_wait_s: float = positive(30.0)
@@ -200,12 +197,12 @@ class TrackingConfig:
 
 @dataclass
 class LedgerConfig:
-    dir: str = ""
+    dir: str = ""  # the ledger folder; "": the repo's ledger/
 
 
 @dataclass
 class ProgressConfig:
-    mode: str = choice("auto", PROGRESS_MODES)
+    mode: str = choice("auto", PROGRESS_MODES)  # progress display: auto (rich on a terminal, plain in logs), rich, plain, none
     interval_s: float = positive(10.0)  # plain mode (logs): at most one progress line per interval
 
 
@@ -275,9 +272,11 @@ def model_schema(entry) -> type:
     for dims in entry.presets.values():
         for key, value in dims.items():
             types.setdefault(key, type(value))
-    fields = [("name", str, dataclasses.field(default=entry.name)),
-              ("preset", str, dataclasses.field(default=entry.resolve_preset(None))),
-              ("impl", str, choice("native", MODEL_IMPLS))]
+    fields = [("name", str, dataclasses.field(default=entry.name, metadata={"doc": "the model (conf/model/, or your own)"})),
+              ("preset", str, dataclasses.field(default=entry.resolve_preset(None), metadata={
+                  "doc": "a named size of the model (tiny, small, ...: `repro models` lists them)"})),
+              ("impl", str, dataclasses.field(default="native", metadata={
+                  "choices": MODEL_IMPLS, "doc": "native: repro's own classes; hf: transformers' classes of the same model"}))]
     if target := getattr(entry, "target", None):  # recorded, so the worker and a replay find the class
         fields.append(("_target_", str, dataclasses.field(default=target)))
     fields += [(k, Optional[t], dataclasses.field(default=None)) for k, t in types.items()]

@@ -172,7 +172,8 @@ def _spawn(command: list[str], log_path: Path, env: dict[str, str], src: Path | 
             return WorkerOutcome("failed", None, reason=(
                 f"could not start the worker interpreter {command[0]!r} (framework.python): {e}. "
                 "For framework=torch_xla, run `make xla-env` (scripts/make_xla_env.sh) to create it, "
-                "or point $REPRO_XLA_PYTHON or framework.python at an interpreter that has torch_xla"))
+                "or point $REPRO_XLA_PYTHON or framework.python at an interpreter that has torch_xla "
+                "(docs/how-to/torch-xla.md)"))
     os.close(write_fd)
     os.close(gate_read)
     return proc, read_fd, gate_write

@@ -357,4 +357,4 @@ def shared_store_warning(uris: list[str]) -> str | None:
             "sqlite file they would all write: it must be on a filesystem every node sees, and sqlite's locking "
             "over a network filesystem (NFS, Lustre) is unreliable. On more than one node, start `mlflow server` "
             "(with a SQL database) and set tracking.uri=http://HOST:PORT (or MLFLOW_TRACKING_URI); the ledger "
-            "(ledger.dir) must be on a shared filesystem too. See README, 'On a SLURM cluster'")
+            "(ledger.dir) must be on a shared filesystem too. See docs/how-to/slurm.md, 'On a SLURM cluster'")

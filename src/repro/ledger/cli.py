@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     ls.add_argument("--all", action="store_true", help="every record, superseded ones too")
     show = lsub.add_parser("show", help="one record", parents=[common])
     show.add_argument("id", help="a record id or a unique prefix of one")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="the record as JSON, as it is on disk")
     v = lsub.add_parser("verify", help="check every record file: JSON, schema, content hash, duplicates, links; "
                         "warn of lost runs", parents=[common])
     v.add_argument("--full", action="store_true",
@@ -40,8 +40,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                     ).set_defaults(reads_ledger=False)
     d = lsub.add_parser("diff", help="config, environment, data and results differences of two records",
                         parents=[common])
-    d.add_argument("a")
-    d.add_argument("b")
+    d.add_argument("a", help="a record id (or a unique prefix of one)")
+    d.add_argument("b", help="the record to compare it with")
     p.set_defaults(func=run)
     export.add_parser(lsub, common)
 

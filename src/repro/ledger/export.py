@@ -58,7 +58,7 @@ def write(df, fmt: str, out) -> None:
 def add_parser(sub, common) -> None:
     p = sub.add_parser("export", help="one row per run (flattened config, results, machine, environment) "
                                       "as CSV, JSON or parquet", parents=[common])
-    p.add_argument("--format", choices=FORMATS, default="csv")
+    p.add_argument("--format", choices=FORMATS, default="csv", help="the file format: one row per run, flattened columns")
     p.add_argument("--out", help="the file to write (default: standard output; parquet needs --out)")
     p.set_defaults(func=run)
 

@@ -73,6 +73,61 @@ SCHEMA: dict = {
     },
 }
 
+# What each top-level field means: `repro ledger schema` prints it as the field's "description", and the
+# generated ledger reference (docs/reference/ledger.md) fails its build on a field without one.
+FIELDS = {
+    "schema_version": "the version of this schema the record was written under (none: version 0, older records)",
+    "id": "the record's content hash: the first 16 hex digits of sha256 over its canonical JSON without `id`",
+    "prev": "the record this one follows in its chain (a run's `started` record, a bisection's previous step)",
+    "replay_of": "the run this record replays (`repro replay`)",
+    "superseded_by": "the ok run that replaced a lost one (in a `supersession` record)",
+    "created": "when the record was written (UTC, ISO 8601)",
+    "kind": "what the record is: run, sweep, replay, calibration, repeats, bisect, supersession, ...",
+    "status": "where it stands: see Statuses below",
+    "config_hash": "the hash of the run's semantic config (the keys that change results; not tracking, ledger, ...)",
+    "repro_version": "the repro version that wrote the record",
+    "overrides": "the command-line overrides the config was composed from",
+    "wall_s": "the wall time the run (or sweep) took, in seconds",
+    "parent": "the process that started the run: host, pid and its create_time (tells a lost run from a running one)",
+    "repeat": "a repeat of a config: its index, how many, and the group its repeats share",
+    "scheduler": "what ran it: local, or SLURM's job id, attempt and resources",
+    "host": "the host a calibration measured",
+    "floor": "a calibration's noise floor: the smallest gap each repeat count can tell, {repeats: gap}",
+    "rounds": "how many rounds a run.repeats=auto sweep took",
+    "results": "what was measured: step times (step_time_s), first step, loss and its hash, parameters' hash, peak memory, throughput, MFU, ...",
+    "environment": "the software it ran in: python, packages (env_hash names the whole lock), devices, variables",
+    "runs": "the run records a sweep step or bisection measured",
+    "bisect_probe": "a bisection's run: which probe, position and side it measured",
+    "bisect": "a bisection's state: its endpoints, commit count, every probe and its outcome",
+    "config": "the run's whole config, every group and key (docs/reference/config.md)",
+    "git": "the code's commit, whether the tree was dirty, the changed files and the diff's hash",
+    "code": "the digest of the repro source the run executed (src_sha256)",
+    "data": "the data: its name, generator, seed, batches and content hash",
+    "seeds": "every seed the run drew from",
+    "effective": "what the framework actually ran with, read back (threads, flags, determinism, program hash)",
+    "mlflow": "where the run is in MLflow: tracking URI (credentials masked), experiment id and run id",
+    "cluster": "the hosts and processes of the run: nodes, this node's rank, rendezvous port, JAX processes",
+    "sweep": "the sweep the run belongs to: its id, experiment, this job's index and the job count",
+    "machine": "the machine's state around the run: load, other processes' CPU, clocks, throttling",
+    "canary": "the process canary: a fixed kernel timed before the run, and whether it was slow",
+}
+SCHEMA["properties"] = {k: {**v, "description": FIELDS[k]} if k in FIELDS else v for k, v in SCHEMA["properties"].items()}
+
+# What each `status` means (`repro ledger list` shows a run's newest; `lost` and `running` are read, not written).
+STATUSES = {
+    "started": "the run began; a record with its end follows (while none does: running, lost or cannot tell)",
+    "ok": "it ended and its results are recorded",
+    "failed": "it ended without results: the worker raised, exited without a result, or ran past run.timeout_s",
+    "oom": "it ran out of memory (run.memory_limit_gb or the device's)",
+    "killed": "its process was killed by a signal, or SLURM ended it (cancelled, preempted, node failure, requeued)",
+    "timeout": "SLURM ended it at the job's time limit",
+    "interrupted": "Ctrl-C or SIGTERM stopped it (a sweep resumes it with run.resume=true)",
+    "superseded": "it was lost, and its config was later recorded ok (`superseded_by` names that run)",
+    "lost": "(read, not written) a started run whose parent process is gone from this host: it will never end",
+    "running": "(read, not written) a started run whose parent process still runs on this host",
+    "decided": "(bisect) the bisection named the commit; undecided, non-monotone, not reproduced: why it did not",
+}
+
 KEYWORDS = {"$schema", "title", "description", "type", "required", "properties", "items", "pattern",
             "minLength", "minimum"}
 _TYPES = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float),

@@ -66,30 +66,37 @@ def checker_id() -> str:
         [FORMAT, schema.SCHEMA, list(KEPT), list(SUMMARY), verified.DIGEST_LEN])).hexdigest()[:16]
 
 
-def _entry_ok(digest, value) -> bool:
-    return (isinstance(digest, str) and len(digest) == verified.DIGEST_LEN and isinstance(value, list)
-            and len(value) == 2 and isinstance(value[0], dict) and isinstance(value[0].get("id"), str)
-            and isinstance(value[1], list) and len(value[1]) == len(SUMMARY) and value[1][0] == value[0]["id"])
-
-
 @dataclass
 class Segments:
-    """The segments under `<ledger>/.checked/` as found: the entries of the valid ones merged."""
+    """The segments under `<ledger>/.checked/` as found: the entries of the valid ones merged. Each
+    entry is checked where it is used (verify.usable): a malformed one vouches for nothing."""
     folder: Path
-    seen: Seen = field(default_factory=dict)  # digest -> (kept, summary)
-    valid: dict[Path, int] = field(default_factory=dict)  # segment -> its number of entries
+    seen: Seen = field(default_factory=dict)  # digest -> [kept, summary]
+    valid: dict[Path, int] = field(default_factory=dict)  # segment -> its size in bytes
     stale: list[Path] = field(default_factory=list)  # another checker or format: replaced silently
     tampered: list[Problem] = field(default_factory=list)  # changed after written: ignored, named, replaced
+    loaded: bool = True  # False: only named (`names`), their entries not read: nothing vouched for
+
+    @classmethod
+    def names(cls, root: Path) -> dict[str, int]:
+        """name -> size of each segment file, unread ({} when there is none)."""
+        try:
+            return {f.name: f.stat().st_size for f in os.scandir(root / FOLDER)
+                    if f.name.endswith(".json") and not f.name.startswith(".")}
+        except OSError:
+            return {}
+
+    @classmethod
+    def named(cls, root: Path, names: dict[str, int]) -> Segments:
+        """The segments as the last check left them, not read again (it read every file then)."""
+        return cls(root / FOLDER, valid={root / FOLDER / n: size for n, size in names.items()}, loaded=False)
 
     @classmethod
     def load(cls, root: Path) -> Segments:
         out = cls(root / FOLDER)
-        try:
-            paths = sorted(p for p in out.folder.iterdir() if p.suffix == ".json" and not p.name.startswith("."))
-        except OSError:
-            return out  # none yet
         checker = checker_id()
-        for path in paths:
+        for name in sorted(cls.names(root)):
+            path = out.folder / name
             try:
                 data = path.read_bytes()
             except OSError:
@@ -105,15 +112,15 @@ class Segments:
                     out.stale.append(path)
                     continue
                 records = saved["records"]
-                ok = isinstance(records, dict) and all(_entry_ok(d, v) for d, v in records.items())
+                ok = isinstance(records, dict)
             except (ValueError, TypeError, KeyError, AttributeError):
                 ok = False
             if not ok:
-                out.tampered.append(Problem(path, "a travelling index segment that is not one repro wrote (its "
-                                                  "entries are malformed); ignored and replaced"))
+                out.tampered.append(Problem(path, "a travelling index segment that is not one repro wrote (no "
+                                                  "records in it); ignored and replaced"))
                 continue
-            out.seen.update((d, (v[0], v[1])) for d, v in records.items())
-            out.valid[path] = len(records)
+            out.seen.update(records)
+            out.valid[path] = len(data)
         return out
 
 
@@ -152,7 +159,7 @@ def write(folder: Path, records: dict[str, list]) -> Path:
     return path
 
 
-def update(segments: Segments, new: dict[str, list], distrusted: bool = False) -> None:
+def update(segments: Segments, new: dict[str, list], distrusted: bool = False) -> bool:
     """After a check: a segment for `new` (digest -> [kept, summary] of files that passed and no
     valid segment covers), the stale and tampered ones deleted (what they covered was read in full,
     so `new` holds what of it passed), and past MAX_SEGMENTS all but the largest merged. `distrusted`:
@@ -163,11 +170,14 @@ def update(segments: Segments, new: dict[str, list], distrusted: bool = False) -
             path.unlink(missing_ok=True)
             segments.valid.pop(path, None)
         if new:
-            segments.valid[write(segments.folder, new)] = len(new)
+            made = write(segments.folder, new)
+            segments.valid[made] = made.stat().st_size
         if len(segments.valid) > MAX_SEGMENTS:
             _compact(segments)
-    except OSError as e:  # read-only, full: the next check reads those files again
+        return True
+    except (OSError, ValueError, KeyError, TypeError) as e:  # read-only, full: the next check reads those again
         log.debug("ledger: travelling index not written: %s", e)
+        return False
 
 
 def _compact(segments: Segments) -> None:
@@ -181,4 +191,4 @@ def _compact(segments: Segments) -> None:
         if path != made:
             path.unlink(missing_ok=True)
             segments.valid.pop(path)
-    segments.valid[made] = len(merged)
+    segments.valid[made] = made.stat().st_size

@@ -46,6 +46,7 @@ class Cache:
     def __init__(self, root: Path, kept: tuple[str, ...]):
         self.path = root / FOLDER / FILE
         self.checker = checker_id(kept)
+        self.segments: dict[str, int] | None = None  # the travelling index as the last check left it covering all
         self.files: dict[str, list] = self._load()  # name -> [size, mtime_ns, ctime_ns, ino, digest, kept]
 
     def trusted(self, stats: dict[str, os.stat_result]) -> dict[str, dict]:
@@ -64,17 +65,19 @@ class Cache:
         return {v[4]: (v[5], None) for v in self.files.values()}
 
     def save(self, stats: dict[str, os.stat_result], trusted: dict[str, dict],
-             passed: dict[str, tuple[str, dict]], now_ns: int) -> None:
+             passed: dict[str, tuple[str, dict]], now_ns: int, segments: dict[str, int] | None = None) -> None:
         """Keep the files that passed: those `trusted` as they were, those read now (`passed`:
-        name -> (digest, kept)) with their stat as read, unless changed within RACY_NS of `now_ns`."""
-        if not passed and len(trusted) == len(self.files):
+        name -> (digest, kept)) with their stat as read, unless changed within RACY_NS of `now_ns`.
+        `segments`: the travelling index's files (name -> size) once they cover every file kept."""
+        if not passed and len(trusted) == len(self.files) and segments == self.segments:
             return  # nothing read, nothing gone: the cache is as it was
         files = {name: self.files[name] for name in trusted}
         for name, (d, kept) in passed.items():
             st = stats[name]
             key = stat_key(st) if now_ns - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS else [-1, 0, 0, 0]
             files[name] = [*key, d, kept]
-        save_derived(self.path, {"format": FORMAT, "checker": self.checker, "files": files})  # else: all read again
+        save_derived(self.path, {"format": FORMAT, "checker": self.checker, "files": files,
+                                 "segments": segments})  # else: all read again
 
     def _load(self) -> dict[str, list]:
         try:
@@ -83,6 +86,8 @@ class Cache:
                 files = saved["files"]
                 if all(isinstance(v, list) and len(v) == 6 and isinstance(v[4], str) and isinstance(v[5], dict)
                        and isinstance(v[5].get("id"), str) for v in files.values()):
+                    segments = saved.get("segments")
+                    self.segments = segments if isinstance(segments, dict) else None
                     return files
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             pass  # missing, corrupt, another format or another checker: every file is read

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.ledger import recordfile, schema, verified
-from repro.ledger.index import summary_of
+from repro.ledger.index import SUMMARY, summary_of
 from repro.ledger.state import state_of
 
 PARALLEL_FROM = 2000  # files; below that a fork costs more than it saves
@@ -52,7 +52,18 @@ class Verification:
 
 # (the record's KEPT keys or None, what is wrong, digest of the bytes, its index.SUMMARY values or None)
 Checked = tuple[dict | None, list[str], str, list | None]
-Seen = dict[str, tuple[dict, list | None]]  # digest -> (kept, summary or None) of bytes that passed before
+Seen = dict[str, tuple | list]  # digest -> (kept, summary or None) of bytes that passed before
+
+
+def usable(known) -> bool:
+    """Whether a `Seen` value is (kept, summary) as a check makes them (a travelling index's are
+    read from a file: a malformed one vouches for nothing)."""
+    try:
+        kept, summary = known
+    except (TypeError, ValueError):
+        return False
+    return isinstance(kept, dict) and isinstance(kept.get("id"), str) and (
+        summary is None or isinstance(summary, list) and len(summary) == len(SUMMARY) and summary[0] == kept["id"])
 
 
 def check_file(path: Path | str, seen: Seen | None = None) -> Checked:
@@ -66,7 +77,7 @@ def check_file(path: Path | str, seen: Seen | None = None) -> Checked:
         return None, [f"unreadable ({e.strerror})"], "", None
     digest = verified.digest(data)
     stem = os.path.basename(path)[:-5]  # record_files: `<id>.json`
-    if seen and (known := seen.get(digest)) is not None:
+    if seen and (known := seen.get(digest)) is not None and usable(known):
         kept, summary = known
         return kept, [] if stem == kept["id"] else [f"file name does not match the record id {kept['id']}"], \
             digest, summary
@@ -90,8 +101,20 @@ def check_file(path: Path | str, seen: Seen | None = None) -> Checked:
 _seen: Seen | None = None  # check_files' `seen`, inherited by its forked workers
 
 
+SEEN = "="  # in a forked worker's answer: kept and summary are `seen`'s for that digest (not sent back)
+
+
 def _check_files(paths: list[str]) -> list[Checked]:
     return [check_file(p, _seen) for p in paths]
+
+
+def _check_files_terse(paths: list[str]) -> list[Checked]:
+    """_check_files, with what `seen` gave left out: 100,000 kept dicts and summaries cost more to
+    send back through a pipe than to look up again."""
+    seen = _seen or {}
+    return [(SEEN, problems, digest, None) if kept is not None and (known := seen.get(digest)) is not None
+            and known[0] is kept else (kept, problems, digest, summary)
+            for kept, problems, digest, summary in _check_files(paths)]
 
 
 def workers_for(files: int) -> int:
@@ -112,7 +135,13 @@ def check_files(paths: list[str], seen: Seen | None = None) -> list[Checked]:
         size = -(-len(paths) // workers)
         chunks = [paths[i:i + size] for i in range(0, len(paths), size)]
         with ProcessPoolExecutor(len(chunks), mp_context=multiprocessing.get_context("fork")) as pool:
-            return [result for chunk in pool.map(_check_files, chunks) for result in chunk]
+            answers = [result for chunk in pool.map(_check_files_terse, chunks) for result in chunk]
+        out = []
+        for kept, problems, digest, summary in answers:
+            if isinstance(kept, str):  # SEEN
+                kept, summary = seen[digest]
+            out.append((kept, problems, digest, summary))
+        return out
     finally:
         _seen = None
 
@@ -138,7 +167,7 @@ def verify(root: Path, names: list[str], trusted: dict[str, dict] | None = None,
         out.vouched = sum(checked[n][2] in claims for n in rest)
         for n in audited:
             kept, problems, digest, summary = checked[n]
-            if (claim := claims.get(digest)) is not None and (problems or (kept, summary) != claim):
+            if (claim := claims.get(digest)) is not None and (problems or [kept, summary] != list(claim)):
                 why = "; ".join(problems) or f"it reads {kept} {summary}, the index says {claim[0]} {claim[1]}"
                 out.disputed.append(Problem(root / n, f"the travelling index vouches for these bytes, but checked in "
                                                       f"full: {why}"))
@@ -163,14 +192,12 @@ def verify(root: Path, names: list[str], trusted: dict[str, dict] | None = None,
         records.append(record)
     out.problems += check_locks(records, {}, root)
     superseded = {r.get("prev") for r in records}
+    get = dict.get
     for record in records:
-        if not any(record.get(k) for k in ("prev", "replay_of", "superseded_by")) and record.get("status") != "started":
-            continue  # nothing below concerns it
-        if not ((record.get("prev") and record["prev"] not in first)
-                or (record.get("replay_of") and record["replay_of"] not in first)
-                or (record.get("superseded_by") and record["superseded_by"] not in first)
-                or (record["id"] not in superseded and record.get("status") == "started")):
-            continue  # every link found, and a later record names it: nothing below concerns it
+        prev, replay_of, by = get(record, "prev"), get(record, "replay_of"), get(record, "superseded_by")
+        if not (prev and prev not in first or replay_of and replay_of not in first or by and by not in first
+                or get(record, "status") == "started" and record["id"] not in superseded):
+            continue  # every record it names is here, and it is not a started run's newest: nothing below concerns it
         path = root / first[record["id"]]
         if record.get("prev") and record["prev"] not in first:
             out.problems.append(Problem(path, f"names an earlier record {record['prev']} that is not in the ledger"))

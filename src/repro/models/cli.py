@@ -15,7 +15,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p = sub.add_parser("models", help="list the model zoo and your packages' models: sizes, FLOPs, where each comes from")
     p.add_argument("--json", action="store_true", help="the same rows as one JSON array")
     p.add_argument("--config-dir", "-cd", action="append", default=[], metavar="DIR",
-                   help="also list the models DIR/model/*.yaml name with _target_ (as `repro --config-dir DIR`)")
+                   help="also list the models that `DIR/model/*.yaml` name with _target_ (as `repro --config-dir DIR`)")
     p.set_defaults(func=run)
 
 

@@ -75,7 +75,7 @@ def check(cfg: schema.Config) -> None:
     if caps.own_interpreter and not fw.python:
         raise ConfigError(f"framework={fw.name}: backend {fw.backend} runs in an interpreter of its own (capability "
                           f"'own_interpreter', {WHERE}), but framework.python is empty; set framework.python=PATH "
-                          "(`make xla-env` makes .venv-xla/bin/python) or $REPRO_XLA_PYTHON")
+                          "(`make xla-env` makes .venv-xla/bin/python) or $REPRO_XLA_PYTHON (docs/how-to/torch-xla.md)")
 
 
 def _declares_torch_tp(cfg) -> bool:
