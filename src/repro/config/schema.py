@@ -175,7 +175,12 @@ class VerdictConfig:
     budget_s: Optional[float] = None  # run.repeats=auto: no new round once this much wall time is spent
     # a round whose telemetry flags a run (loop/rerun.py) runs again, at most this often per sweep
     max_reruns: int = 2
-    trim: float = 0.2  # the share of rounds dropped from each end of the trimmed paired t (0: the plain paired t)
+    # the share of rounds dropped from each end of the trimmed paired t, the most the adaptive statistic
+    # drops (0: the plain paired t)
+    trim: float = 0.2
+    # how a pair's rounds are judged: a registered statistic (report/statistic.py): adaptive (the trim chosen
+    # from the rounds' tail weight), trimmed (verdict.trim always), paired-t; checked by preflight/verdict.py
+    statistic: str = "adaptive"
     # the process canary (job/canary.py): a run whose canary is slower than this host's median by
     # more than this share is recorded slow; canary=false: no canary runs. canary_reruns=true also runs
     # its round again (off: on the 2-core VM it caught 2 of 5 slow processes and flagged 10 of 35 others)
