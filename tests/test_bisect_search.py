@@ -172,6 +172,20 @@ def test_identical_endpoints_do_not_reproduce():
     assert "nothing to bisect" in c.sentence
 
 
+def test_a_call_whose_rounds_were_the_slow_ones_sets_no_gap():
+    """BAD called slower after 3 rounds, but its next two rounds faster: the trimmed estimate over 5
+    is below 1, so no threshold is set from it: more rounds, and at the cap a refusal."""
+    d = [0.10, 0.11, 0.12, -0.3, -0.3, -0.3, -0.3]
+    good = [0.1] * len(d)
+    bad = [0.1 * math.exp(x) for x in d]
+    assert D.confirm(good[:3], bad[:3]).next == 5
+    c = D.confirm(good[:5], bad[:5])
+    assert (c.outcome, c.more, c.next) == (D.UNKNOWN, True, 7)
+    assert c.ratio < 1
+    c = D.confirm(good, bad, max_rounds=7)
+    assert (c.outcome, c.more) == (D.NOT_REPRODUCED, False)
+
+
 def test_bad_faster_than_good_does_not_reproduce():
     assert D.confirm(*rounds(5, 0.7)).outcome == D.NOT_REPRODUCED
 

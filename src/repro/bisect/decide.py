@@ -25,7 +25,9 @@ look is at most alpha whenever the caller stops. Between looks and before the fi
   and wrong culprits, clustered in such bisections. The gap's size is the engine's trimmed paired
   estimate (verdict.trimmed_paired, `trim` of each end: one round of 5, two of 10) over every round
   given, whichever `verdict.statistic` made the call, with its (1 - alpha) interval (95 %: the
-  gap's size is an estimate; the call was the look's, at its spent share of alpha).
+  gap's size is an estimate; the call was the look's, at its spent share of alpha). Where that
+  estimate is not above 1 (the call's rounds were the slow ones), there is no gap to set a
+  threshold by: more rounds to the cap, then "does not reproduce" (this only ever refuses more).
 
 `classify(good, cand, gap)`: is a candidate like GOOD or like BAD? `gap` is the confirmed
 BAD/GOOD ratio - 1. The threshold is the gap's midpoint on the log scale, T = sqrt(1 + gap) (the
@@ -177,6 +179,15 @@ def confirm(good: Sequence[float], bad: Sequence[float], alpha: float = V.ALPHA,
                         f"probe's threshold, is measured over {nxt} rounds: next look after {nxt} rounds", level, nxt)
         ratio, lo, hi, k = _gap(a, b, alpha, trim)
         level = 1 - alpha
+        if ratio <= 1:  # the call's rounds were the slow ones: no gap to set a threshold by
+            said = (f"BAD/GOOD {ratio:.3f} ({_ci(lo, hi, level)}, the trimmed mean of {n} rounds' ratios), though "
+                    f"called slower after {used} rounds")
+            if n < max_rounds:
+                nxt = _next_look(n, max_rounds)
+                return Call(UNKNOWN, ratio, lo, hi, n, True, f"cannot tell yet whether the gap reproduces: {said}; "
+                            f"next look after {nxt} rounds", level, nxt)
+            return Call(NOT_REPRODUCED, ratio, lo, hi, n, False, f"the gap does not reproduce here: {said}; "
+                        "nothing to bisect", level)
         said = (f"BAD/GOOD {ratio:.3f} ({_ci(lo, hi, level)}, the trimmed mean of {n} rounds' ratios, {k} trimmed "
                 f"from each end; called slower after {used} rounds, {_how(v, used)})")
         return Call(REPRODUCES, ratio, lo, hi, n, False, f"the gap reproduces here: {said}; its midpoint "
