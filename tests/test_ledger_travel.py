@@ -67,6 +67,18 @@ def test_a_cold_check_parses_nothing_the_travelling_index_vouches_for_and_finds_
     assert _cold(ledger).entries() == listed  # as parsing every file makes it
 
 
+def test_a_cold_list_index_is_built_from_one_check_and_reads_as_parsing_every_file_does(ledger, monkeypatch):
+    from repro.ledger import store, verified
+
+    parsed = _cold(ledger).entries()  # 30 files: under RESOLVE_FROM, each parsed here
+    assert not (ledger / INDEX / verified.FILE).exists()
+    monkeypatch.setattr(store, "RESOLVE_FROM", 10)
+    resolved = _cold(ledger).entries()
+    assert resolved == parsed and (ledger / INDEX / verified.FILE).exists()  # a check (with .checked/) made them
+    shutil.rmtree(ledger / travel.FOLDER)
+    assert _cold(ledger).entries() == parsed  # a check that parsed every file made them
+
+
 def test_records_a_merge_brought_are_read_in_full_and_then_covered(ledger):
     for i in range(3):
         Ledger(ledger).append({"kind": "run", "status": "ok", "note": f"merged {i}"})
@@ -89,7 +101,8 @@ def test_a_tampered_segment_is_ignored_named_and_replaced_and_every_record_still
     shutil.rmtree(ledger / INDEX)
     capsys.readouterr()
     assert dispatch(["ledger", "verify", "--ledger", str(ledger)]) == 0
-    assert "30 records" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "30 records" in out and "30 read and hashed, not parsed: the travelling index" in out
 
 
 def test_a_forged_segment_that_vouches_for_an_edited_record_is_caught_by_the_audit(ledger, monkeypatch):
