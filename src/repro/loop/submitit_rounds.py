@@ -167,7 +167,7 @@ class Submitit:
             reason = f"{self.name} job {job.job_id} was ended (SIGTERM: scancel, its time limit, its node) before this job of its round ran"
         lost = rounds.Lost(reason)
         if self.name == "submitit_slurm" and (result is None or interrupted):
-            if ended := scheduler.job_ended(str(job.job_id), _watcher_state(job)):  # SLURM names its end
+            if ended := _how_slurm_ended(job):  # SLURM names its end
                 status, what = ended
                 lost = rounds.Lost(f"{what} before this job of its round ran; SLURM job {job.job_id}", status)
                 reason = f"{self.name} job {job.job_id} ended: {what}"
@@ -244,6 +244,19 @@ def _scancel(job, *args: str) -> None:
         subprocess.run(["scancel", *args, str(job.job_id)], capture_output=True, timeout=scheduler.SCONTROL_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         job.cancel(check=False)
+
+
+def _how_slurm_ended(job, wait_s: float = 30.0) -> tuple[str, str] | None:
+    """(status, what SLURM says) of a round's job that ended early, asked again for up to `wait_s`: the
+    round's process hands back its records a moment before SLURM shows the job ended, and a loaded
+    controller may not answer `scontrol` at once."""
+    deadline = time.time() + wait_s
+    while True:
+        if ended := scheduler.job_ended(str(job.job_id), _watcher_state(job)):
+            return ended
+        if time.time() >= deadline:
+            return None
+        time.sleep(1.0)
 
 
 def _watcher_state(job) -> str | None:
