@@ -280,7 +280,7 @@ class Planted:
                         REPRO_ENV_CACHE=str(root / "cache"), PYTHONUNBUFFERED="1",
                         MLFLOW_TRACKING_URI=f"sqlite:///{self.work / 'mlflow.db'}")
 
-    def repro_(self, *args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
+    def repro_(self, *args: str, timeout: int = 3600) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "repro", *args], cwd=self.work, env=self.env,
                               capture_output=True, text=True, timeout=timeout)
 
