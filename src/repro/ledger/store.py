@@ -65,6 +65,7 @@ class Ledger:
         self._warned: set[Path] = set()
         self._damaged: list[Path] = []  # files of the last scan that are not records
         self._checked_stats: dict[str, os.stat_result] = {}  # the files the last check() saw
+        self._last_check: tuple | None = None  # (what it saw: stats, damaged, with summaries; what it found)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -328,6 +329,10 @@ class Ledger:
                 stats[name] = st
         names = sorted(stats)
         self._checked_stats = stats
+        key = ({n: verified.stat_key(st) for n, st in stats.items()}, [p.path for p in damaged], summaries or full)
+        if not full and self._last_check is not None and self._last_check[0][:2] == key[:2] and (
+                self._last_check[0][2] or not summaries):
+            return self._last_check[1]  # nothing changed since this ledger's last check (list: its index, then its rows)
         trusted = {} if full else cache.trusted(stats)
         keep = travel.active(self.root, len(names)) and travel.writable(self.root)
         on_disk = travel.Segments.names(self.root)
@@ -362,6 +367,8 @@ class Ledger:
                                                  "every file read in full, and it was replaced")
                                                  for p in disputed[:1])]
         found.problems += damaged
+        racy = any(now - max(st.st_mtime_ns, st.st_ctime_ns) < verified.RACY_NS for st in stats.values())
+        self._last_check = None if racy else (key, found)  # a file within its clock tick may change unseen
         return found
 
     def verify(self) -> list[Problem]:
