@@ -1,7 +1,7 @@
 """How often a noisy bisection names the wrong culprit, and what it costs: `repro bisect`'s decide + search, simulated.
 
-    .venv/bin/python benchmarks/bisect_simulation.py                # 40 bisections per cell (~3 min, 2 busy cores)
-    .venv/bin/python benchmarks/bisect_simulation.py --trials 200   # tighter rates (~5x longer)
+    .venv/bin/python benchmarks/bisect_simulation.py                # 40 a cell: ~1 min idle, 5.5 min at load 20
+    .venv/bin/python benchmarks/bisect_simulation.py --trials 100   # the figures search.py quotes (~2.5x longer)
     .venv/bin/python benchmarks/bisect_simulation.py --cap 20 --regressions 0.05   # small gaps, more rounds per call
 
 Each simulated bisection runs the exact code of `repro bisect` (src/repro/bisect/decide.py and
@@ -30,7 +30,7 @@ included) over the bisections that ran; then each probe's error rates among its 
 called like-bad, truly bad called like-good; 95 % Wilson intervals), from which
 search.DEFAULT_RATES is set; then the A/A: identical endpoints, the share refused, which must be
 >= 95 %. The default --trials is small so that the run fits in a few minutes on a shared 2-core
-machine: its rates are good to a few percent; --trials 200 for the figures quoted in search.py.
+machine: its rates are good to a few percent; --trials 100 for the figures quoted in search.py.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def aa(trials: int, seed: int, cap: int = CAP) -> list[str]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--trials", type=int, default=40, help="bisections per cell (default 40: a few minutes; 200 for the "
+    p.add_argument("--trials", type=int, default=40, help="bisections per cell (default 40: a few minutes; 100 for the "
                                                           "figures search.py quotes)")
     p.add_argument("--aa", type=int, default=None, help="A/A confirmations per noise model (default 10 × trials)")
     p.add_argument("--seed", type=int, default=0)

@@ -49,12 +49,12 @@ of a candidate whose true ratio sits at T, but a candidate is GOOD's equal or BA
 away from T on the log scale, so its real error rate is far below alpha / 2; and the search weighs
 every call by its measured error rate, so a call it may distrust is worth more than no call.
 Simulated (benchmarks/bisect_simulation.py, 30 bisections per cell, seed 0, 2 % and slow-process
-noise, 5-30 % regressions pooled), the share of probes left unknown at the 10-round cap was
-40-53 % at alpha 0.05, 21-33 % at 0.2 and 11-20 % at 0.4. At 0.2 (200 bisections per cell) the
-worst cell's false call rate was 3.4 % (a truly bad candidate called like-good at a 5 %
-regression under slow processes) and 0.9 % or less elsewhere; at 0.4 (60 per cell)
-that cell was already at 3.5 % with 6.7 % its upper bound, and clean 2 % noise at a 5 % regression
-called 2-3 % wrong both ways.
+noise, 5-30 % regressions pooled; before the GAP_ROUNDS rule), the share of probes left unknown at
+the 10-round cap was 40-53 % at alpha 0.05, 21-33 % at 0.2 and 11-20 % at 0.4; at 0.4 (60 per
+cell) a truly bad candidate was called like-good 3.5 % of the time at a 5 % regression under slow
+processes (upper bound 6.7 %) and clean 2 % noise there called 2-3 % wrong both ways. At 0.2,
+with the GAP_ROUNDS rule (100 per cell), that slow-process cell's false like-good rate was 5.1 %
+and every cell at 10 or 30 % stayed at 1.1 % or less (search.py's DEFAULT_RATES).
 """
 
 from __future__ import annotations
