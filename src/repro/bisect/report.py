@@ -124,17 +124,18 @@ def plot(record: dict, path: Path) -> None:
     ax.axhline(1.0, color="#444444", lw=0.8, ls=":")
     if c and c["outcome"] == "reproduces":  # decide.classify's threshold: the gap's midpoint on the log scale
         ax.axhline(c["ratio"] ** 0.5, color="#444444", lw=0.8, ls="--", label=f"like-good | like-bad {c['ratio'] ** 0.5:.3f}")
-    seen = set()
+    seen, again = set(), {}
     for i, p in enumerate(b.get("probes") or []):
         if p["ratio"] is None or p["lo"] is None or p["hi"] is None:
             continue
         colour = OUTCOME_COLOURS.get(p["outcome"], "#7f7f7f")
         label = _word(p["outcome"]) if p["outcome"] not in seen else None
         seen.add(p["outcome"])
-        ax.errorbar([p["position"]], [p["ratio"]], yerr=[[p["ratio"] - p["lo"]], [p["hi"] - p["ratio"]]], fmt="o",
+        x = p["position"] + 0.18 * again.get(p["position"], 0)  # a position probed again: beside the earlier call
+        again[p["position"]] = again.get(p["position"], 0) + 1
+        ax.errorbar([x], [p["ratio"]], yerr=[[p["ratio"] - p["lo"]], [p["hi"] - p["ratio"]]], fmt="o",
                     color=colour, capsize=4, label=label)
-        ax.annotate(str(i + 1), (p["position"], p["hi"]), textcoords="offset points", xytext=(0, 4), ha="center",
-                    fontsize=8)
+        ax.annotate(str(i + 1), (x, p["hi"]), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8)
     r = b.get("result") or {}
     if "position" in r:
         ax.axvline(r["position"] - 0.5, color=OUTCOME_COLOURS["bad"], lw=1, ls="--",
@@ -143,7 +144,8 @@ def plot(record: dict, path: Path) -> None:
     ax.set_xticks(range(0, b["n"] + 1, max(1, (b["n"] + 1) // 16)))
     ax.set_xlabel("position (0: GOOD, n: BAD)")
     ax.set_ylabel("step time / GOOD's (paired rounds)")
-    ax.set_title(f"bisect {record['id']}: each probe's ratio with its 95 % interval", fontsize=10)
+    ax.set_title(f"bisect {record['id']}: each probe's ratio to GOOD with its interval (numbers: probe order)",
+                 fontsize=10)
     ax.legend(fontsize=7, loc="upper left")
     fig.savefig(path, dpi=110, metadata=PNG_METADATA)
 
