@@ -43,12 +43,18 @@ def clone(into: Path) -> Path:
     return repo
 
 
-def play(command: list[str], cwd: Path, env: dict) -> "pyte.Screen":  # noqa: F821
-    """Run `command` in a pseudo-terminal and play everything it writes on a pyte screen."""
+def screen_of(data: bytes) -> "pyte.Screen":  # noqa: F821
+    """What a terminal of COLUMNS x LINES shows after `data` was written to it."""
     import pyte
 
     screen = pyte.Screen(COLUMNS, LINES)
-    stream = pyte.ByteStream(screen)
+    pyte.ByteStream(screen).feed(data)
+    return screen
+
+
+def play(command: list[str], cwd: Path, env: dict) -> bytes:
+    """Run `command` in a pseudo-terminal of COLUMNS x LINES; everything it wrote there."""
+    written = bytearray()
     pid, fd = pty.fork()
     if pid == 0:  # the child: the command, its terminal the pty
         os.chdir(cwd)
@@ -67,11 +73,11 @@ def play(command: list[str], cwd: Path, env: dict) -> "pyte.Screen":  # noqa: F8
                 break
             if not data:
                 break
-            stream.feed(data)
+            written += data
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(command)} failed: exit {os.waitstatus_to_exitcode(status)}")
-    return screen
+    return bytes(written)
 
 
 PALETTE = {"default": "#d0d0d0", "black": "#1e1e1e", "red": "#f07178", "green": "#9ece6a", "yellow": "#e0af68",
@@ -87,7 +93,8 @@ def draw(screen, path: Path) -> None:
 
     used = max((y for y in range(LINES) if "".join(screen.buffer[y][x].data for x in range(COLUMNS)).strip()),
                default=0) + 1
-    cell_w, cell_h = 0.075, 0.16  # inches
+    size = 8.6  # points; a DejaVu Sans Mono cell is 0.6 em wide, so runs of text drawn apart stay in their columns
+    cell_w, cell_h = 0.6 * size / 72, 0.16  # inches
     fig = plt.figure(figsize=(COLUMNS * cell_w + 0.3, used * cell_h + 0.3), dpi=110)
     fig.patch.set_facecolor("#1e1e1e")
     ax = fig.add_axes((0, 0, 1, 1))
@@ -102,7 +109,7 @@ def draw(screen, path: Path) -> None:
                 x += 1
             text = "".join(row[i].data for i in range(start, x))
             if text.strip():
-                ax.text(start, y + 0.5, text, family="DejaVu Sans Mono", size=8.6, va="center", ha="left",
+                ax.text(start, y + 0.5, text, family="DejaVu Sans Mono", size=size, va="center", ha="left",
                         color=PALETTE.get(fg, "#" + fg if len(fg) == 6 else PALETTE["default"]),
                         weight="bold" if bold else "normal")
     fig.savefig(path, facecolor=fig.get_facecolor())
@@ -135,8 +142,10 @@ def mlflow_picture(store: str, path: Path) -> None:
 
         async def look():
             async with Chromium() as page:
-                await page.open(f"{url}/#/experiments/1")  # the quickstart's experiment (the store's first)
-                await page.wait_text("quickstart", timeout=120)
+                # the quickstart's experiment (the store's first after Default), on its runs table (MLflow
+                # 3.17 otherwise opens on its GenAI overview)
+                await page.open(f"{url}/#/experiments/1/runs")
+                await page.wait_text("quickstart sweep", "matching runs", timeout=180)
                 await asyncio.sleep(3)
                 expanders = 'button[data-component-id$="runnamecellrenderer.tsx_46"]'  # as test_report_browser
                 await page.js(f"document.querySelectorAll('{expanders}').forEach(b => b.click())")
@@ -151,16 +160,23 @@ def mlflow_picture(store: str, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", help="work in this folder and keep it (default: a temp folder, removed)")
+    parser.add_argument("--again", action="store_true",
+                        help="with --keep: draw the pictures again from what the kept folder holds (the terminal's "
+                             "bytes, the report, the MLflow store), running nothing")
     args = parser.parse_args()
     work = Path(args.keep or tempfile.mkdtemp(prefix="repro-docs-pictures-"))
     work.mkdir(parents=True, exist_ok=True)
     STATIC.mkdir(parents=True, exist_ok=True)
-    repo = clone(work)
+    repo = work / "repro" if args.again else clone(work)
     env = {"PATH": f"{repo / '.venv/bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
            "LANG": "C.UTF-8", "TERM": "xterm-256color", "COLUMNS": str(COLUMNS), "LINES": str(LINES),
-           "PYTHONPATH": str(repo / "src")}
-    screen = play(["repro", "+exp=quickstart"], repo, env)
-    draw(screen, STATIC / "tutorial-terminal.png")
+           "PYTHONPATH": str(repo / "src"),
+           # its own machine folder: the run waits for no other sweep's MLflow projector on this machine
+           "REPRO_MACHINE_DIR": str(work / "machine")}
+    captured = work / "terminal.bytes"
+    if not args.again:
+        captured.write_bytes(play(["repro", "+exp=quickstart"], repo, env))
+    draw(screen_of(captured.read_bytes()), STATIC / "tutorial-terminal.png")
     reports = sorted((repo / "ledger" / ".reports").glob("*/steady_time.png"), key=lambda p: p.stat().st_mtime)
     shutil.copyfile(reports[-1], STATIC / "tutorial-report.png")
     mlflow_picture(f"sqlite:///{repo / 'mlflow.db'}", STATIC / "tutorial-mlflow.png")
