@@ -144,7 +144,8 @@ def measure(src: Path, ledger: Path, repeats: int, out_dir: Path) -> dict[str, t
         out[name] = _median([timed(src, ledger, args) for _ in range(repeats)])
     return out
 def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(cwd), "-c", "user.email=bench@repro", "-c", "user.name=bench", *args],
+    return subprocess.run(["git", "-C", str(cwd), "-c", "user.email=bench@repro", "-c", "user.name=bench",
+                           "-c", "gc.auto=0", *args],  # no gc in the background: a clone would race it
                           check=True, capture_output=True, text=True).stdout
 
 
@@ -159,6 +160,7 @@ def make_origin(ledger: Path) -> Path:
     _git(ledger, "add", "-A")
     if _git(ledger, "status", "--porcelain"):
         _git(ledger, "commit", "-qm", "the travelling index")
+    _git(ledger, "repack", "-adq")  # packed, as a repo that was pushed and fetched is
     return ledger
 
 
@@ -311,24 +313,25 @@ def main() -> None:
     ap.add_argument("--against", metavar="REV", help="also time the code of this git revision (e.g. 077c32b)")
     ap.add_argument("--clone", action="store_true", help="cold = the first command on a fresh git clone (see above)")
     ap.add_argument("--profile", action="store_true", help="with --clone: where a cold command's CPU time goes")
-    ap.add_argument("--origin", type=Path, help="with --clone: a ledger repo made by an earlier --clone run (kept)")
+    ap.add_argument("--origin", type=Path, help="a ledger made before (with --clone: a git repo of one, used in place)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ledger-scale-") as tmp:
         tmp = Path(tmp)
         t = time.perf_counter()
-        if args.origin:
-            shutil.copytree(args.origin, tmp / "ledger", symlinks=True)
-        else:
-            make_ledger(tmp / "ledger", args.records)
-        count = sum(1 for p in (tmp / "ledger").glob("*/*.json") if not p.parent.name.startswith("."))
-        print(f"{count} records in {tmp / 'ledger'} (made in {time.perf_counter() - t:.1f} s); "
+        ledger = args.origin if args.origin and args.clone else tmp / "ledger"  # an origin is used in place
+        if args.origin and not args.clone:
+            shutil.copytree(args.origin, ledger, symlinks=True)
+        elif not args.origin:
+            make_ledger(ledger, args.records)
+        count = sum(1 for p in ledger.glob("*/*.json") if not p.parent.name.startswith("."))
+        print(f"{count} records in {ledger} (made in {time.perf_counter() - t:.1f} s); "
               f"median of {args.repeats}; target ≤ {TARGET_S:.1f} s; load average "
               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores", flush=True)
         codes = {"this tree": ROOT / "src"}
         if args.against:
             codes[args.against] = extract_src(args.against, tmp / "before")
         if args.clone:
-            clones(codes, make_origin(tmp / "ledger"), tmp, args.profile)
+            clones(codes, make_origin(ledger), tmp, args.profile)
             return
         figures = {}
         for label, src in reversed(codes.items()):  # the older code first: it builds no index
