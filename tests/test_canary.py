@@ -44,7 +44,7 @@ def test_a_canary_slower_than_the_hosts_median_by_the_margin_is_slow_and_flags_i
     assert slow["slow"] is True and slow["median_s"] == 0.003 and slow["threshold_s"] == pytest.approx(0.00375)
     why = "its canary took 4.00 ms against this host's median 3.00 ms over 5 runs (margin 0.25)"
     assert slow["reason"] == why and rerun.flag({"canary": slow, **RERUNS}) == why
-    # by default recorded, not rerun (verdict.canary_reruns=false: README, a slow process)
+    # by default recorded, not rerun (verdict.canary_reruns=false: docs/explanation/recorded.md, a slow process)
     assert rerun.flag({"canary": slow}) is None
     assert rerun.flag({"canary": slow, "config": {"verdict": {"canary_reruns": False}}}) is None
     fine = canary.decide(block(0.0037), history, 0.25)

@@ -55,7 +55,7 @@ def add_parser(sub, common) -> None:
     p.add_argument("--gap", type=float, default=None,
                    help="give label B this extra share of its step time (0 < G < 1, e.g. 0.05) and measure the "
                         "power of auto trials (or of --repeats R rounds) to find it")
-    # the levers a measurement of the protocol turns off, one at a time (README: what each bought)
+    # the levers a measurement of the protocol turns off, one at a time (docs/how-to/calibrate.md: what each buys)
     p.add_argument("--order", choices=("crossover", "random", "fixed"), default="crossover",
                    help="crossover (default, as sweeps run): random orders in AB/BA pairs of rounds; random: each "
                         "round drawn on its own; fixed: the serpentine A B, B A, ... of earlier versions (the last "

@@ -7,7 +7,8 @@ the kind (`Plan.launcher`) and every caller asks the enum (`in_process`, `slurm`
 the class name as a string. An unknown launcher is refused by name.
 
 Adding a launcher: its `_target_` here (the member's name is its `hydra/launcher=` choice; a Hydra
-launcher plugin's config group gives the node), and its adapter, one file in loop/ (README).
+launcher plugin's config group gives the node), and its adapter, one file in loop/
+(docs/how-to/slurm.md, 'Writing an adapter').
 """
 
 from __future__ import annotations
