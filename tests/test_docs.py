@@ -247,7 +247,8 @@ def _run(command: str, cwd: Path, env: dict, timeout: int = 900) -> subprocess.C
 
 
 def _check(block: Block, command: str, quoted: list[str], proc: subprocess.CompletedProcess) -> None:
-    where = f"{block.page.relative_to(REPO)}:{block.line}: $ {command}"
+    page = block.page.relative_to(REPO) if block.page.is_relative_to(REPO) else block.page  # a clone's page
+    where = f"{page}:{block.line}: $ {command}"
     assert proc.returncode == 0, f"{where} exited {proc.returncode}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
     output = proc.stdout + proc.stderr
     missing = [q for q in quoted if not _matches(q, output)]
