@@ -11,9 +11,12 @@ package BAD removed and one it added, and a slowpkg release for another platform
 
 from __future__ import annotations
 
+import json
+import os
 import platform
+import shutil
 import subprocess
-import zipfile
+import sys
 from pathlib import Path
 
 import pytest
@@ -240,3 +243,158 @@ def test_environment_builds_a_venv_that_imports_the_version(house, monkeypatch, 
                           "quietpkg.__version__)"], capture_output=True, text=True)
     assert out.stdout.split() == ["1.5", "3", "1.1"], out.stderr
     assert packages.environment(text, src, log=lambda _: None) == python  # content-keyed: reused
+# ---- end to end with the driver: repro bisect names slowpkg, then 1.5, offline ----------------------------
+
+MIX = '''"""A library a model calls in its forward; from 1.5 on, mix() does a matmul more than it needs."""
+
+__version__ = "{version}"
+EXTRA = {extra}
+
+
+def mix(h):
+    """h; from 1.5 on also EXTRA w x w matmuls whose results are scaled to nothing (traced into the jitted step)."""
+    if not EXTRA:
+        return h
+    import jax.numpy as jnp
+
+    m = jnp.ones((h.shape[-1], h.shape[-1]), h.dtype) / h.shape[-1]
+    for _ in range(EXTRA):
+        h = h + 1e-6 * jnp.tanh(h @ m)
+    return h
+'''
+
+MODEL = '''"""A user's own model that calls a library in its forward: slowpkg.mix between its two layers."""
+
+from repro.models.api import Model
+
+
+class SlowMLP(Model):
+    name = "slowmlp"
+    task = "classify"
+    description = "two-layer MLP that calls slowpkg.mix between its layers"
+    presets = {"tiny": dict(features=64, width=512, classes=8)}
+
+    def input_shape(self, dims):
+        return (dims["features"],)
+
+    def flax_module(self, dims, rngs, *, dtype=None, param_dtype=None):
+        import jax.numpy as jnp
+        import slowpkg
+        from flax import nnx
+
+        kw = dict(dtype=dtype, param_dtype=param_dtype or jnp.float32, rngs=rngs)
+
+        class Net(nnx.Module):
+            def __init__(self):
+                self.a = nnx.Linear(dims["features"], dims["width"], **kw)
+                self.b = nnx.Linear(dims["width"], dims["classes"], **kw)
+
+            def __call__(self, x):
+                return self.b(slowpkg.mix(nnx.relu(self.a(x))))
+
+        return Net()
+
+    def torch_module(self, dims):
+        from torch import nn
+
+        return nn.Sequential(nn.Linear(dims["features"], dims["width"]), nn.ReLU(),
+                             nn.Linear(dims["width"], dims["classes"]))
+'''
+
+RUN = ("framework=jax", "model=slowmlp", "run.steps=60", "run.warmup=5", "run.batch_size=32", "run.threads=1")
+# no round run again (the test's time), up to 8 rounds a probe: at load 10-20 on 2 cores one round in five came out 20x
+BISECT = ("verdict.max_reruns=0", "--max-rounds", "8", "--progress", "none")
+
+
+class Offline:
+    """repro's tree copied outside git, a user's model package in its own git repository that imports slowpkg,
+    a wheelhouse of slowpkg 1.0 … 1.7 (mix() does a matmul more from 1.5 on), quietpkg and otherpkg; a run
+    at slowpkg 1.0 and one at 1.7 (quietpkg and otherpkg moved too), each in a venv of what a JAX worker
+    needs; the BAD record packed (`repro env pack`), so a bisection needs no index at all."""
+
+    def __init__(self, root: Path):
+        from importlib import metadata
+
+        from test_env_replay import WORKER_NEEDS
+        from test_own_model import fresh_venv
+
+        from repro import paths
+        from repro.envs import venvs
+
+        self.root, self.house = root, root / "house"
+        for i, v in enumerate(SLOW_VERSIONS):
+            make_wheel(self.house, "slowpkg", v, {"slowpkg/__init__.py": MIX.format(version=v, extra=3 * (i >= 5))})
+        for name, versions in (("quietpkg", ("1.0", "1.1")), ("otherpkg", ("3.0", "3.1"))):
+            for v in versions:
+                make_wheel(self.house, name, v, {f"{name}/__init__.py": f'__version__ = "{v}"\n'})
+        self.repro = root / "repro"
+        for part in ("src", "conf"):
+            shutil.copytree(paths.repo_root() / part, self.repro / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        self.pkg = root / "slowmodel_pkg"
+        (self.pkg / "conf" / "model").mkdir(parents=True)
+        (self.pkg / "conf" / "model" / "slowmlp.yaml").write_text("_target_: slowmodel.SlowMLP\npreset: tiny\n")
+        (self.pkg / "slowmodel.py").write_text(MODEL)
+        git = ["git", "-C", str(self.pkg), "-c", "user.email=t@t", "-c", "user.name=t"]
+        subprocess.run(["git", "init", "-q", str(self.pkg)], check=True)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", "the model"], check=True)
+        uv = [sys.executable, "-m", "uv"]
+        # the parent builds the model once in its preflight: it imports slowpkg too (any version)
+        self.parent = fresh_venv(root / "parent")
+        subprocess.run([*uv, "pip", "install", "-q", "--python", str(self.parent), "--no-deps", "--offline", "--no-index",
+                        "--find-links", str(self.house), "slowpkg==1.0"], check=True)
+        self.work = root / "work"
+        self.work.mkdir()
+        self.ledger = self.work / "ledger"
+        self.env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "PYTHONPATH", "REPRO_SNAPSHOT")}
+        self.env.update(PYTHONPATH=os.pathsep.join([str(self.repro / "src"), str(self.pkg)]), REPRO_ROOT=str(self.repro),
+                        REPRO_ENV_CACHE=str(root / "cache"), PYTHONUNBUFFERED="1",
+                        MLFLOW_TRACKING_URI=f"sqlite:///{self.work / 'mlflow.db'}")
+        self.runs = {}
+        for side, pins in (("good", ("slowpkg==1.0", "quietpkg==1.0", "otherpkg==3.0")),
+                           ("bad", ("slowpkg==1.7", "quietpkg==1.1", "otherpkg==3.1"))):
+            venv = root / side
+            subprocess.run([*uv, "venv", "-q", "--python", sys._base_executable, str(venv)], check=True, env=venvs.uv_env())
+            subprocess.run([*uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *pins,
+                            *(f"{n}=={metadata.version(n)}" for n in WORKER_NEEDS), "--find-links", str(self.house),
+                            *venvs.sources()], check=True, env=venvs.uv_env())
+            out = self.repro_("--config-dir", str(self.pkg / "conf"), *RUN, f"framework.python={venv / 'bin' / 'python'}",
+                              f"ledger.dir={self.ledger}", "progress.mode=none")
+            assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+            self.runs[side] = self.records()[-1]
+        self.pack = root / "pack-bad"
+        packed = self.repro_("env", "pack", self.runs["bad"]["id"][:12], "--ledger", str(self.ledger), "--out", str(self.pack),
+                             env={"PIP_FIND_LINKS": str(self.house)})
+        assert packed.returncode == 0, packed.stdout[-2000:] + packed.stderr[-2000:]
+
+    def repro_(self, *args: str, env: dict | None = None, timeout: int = 2400) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.parent), "-m", "repro", *args], cwd=self.work, env={**self.env, **(env or {})},
+                              capture_output=True, text=True, timeout=timeout)
+
+    def records(self, kind: str = "run") -> list[dict]:
+        out = [json.loads(p.read_text()) for p in self.ledger.glob("*/*.json")]
+        return sorted((r for r in out if r.get("kind") == kind and r.get("status") != "started"), key=lambda r: r["created"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)  # two venvs, two runs, a pack, then the bisection's runs (about 30) on a loaded machine
+def test_bisect_names_the_package_then_its_version_offline(tmp_path):
+    o = Offline(tmp_path)
+    good, bad = o.runs["good"], o.runs["bad"]
+    assert good["config_hash"] == bad["config_hash"] and good["environment"]["env_hash"] != bad["environment"]["env_hash"]
+    out = o.repro_("bisect", good["id"][:10], bad["id"][:10], *BISECT, "--ledger", str(o.ledger),
+                   "--wheelhouse", str(o.pack), "--wheelhouse", str(o.house), env=OFFLINE)
+    text = out.stdout
+    print(text[-6000:], out.stderr[-3000:])
+    # the candidates before the first probe: three packages, the guilty one's versions between
+    for line in ("otherpkg 3.0 → 3.1", "quietpkg 1.0 → 1.1", "slowpkg 1.5 (of slowpkg 1.0 → 1.7)"):
+        assert line in text and text.index(line) < text.index("the gap reproduces here"), line
+    assert out.returncode == 0, text[-4000:] + out.stderr[-2000:]
+    (record,) = [r for r in o.records("bisect") if r["status"] != "running"]
+    b = record["bisect"]
+    assert record["status"] == "decided" and b["result"]["label"] == "slowpkg 1.5 (of slowpkg 1.0 → 1.7)", b["result"]
+    assert b["result"]["posterior"] >= 0.95
+    # every probe ran in its position's packages: the run records name that venv's lock
+    runs = {r["id"]: r for r in o.records()}
+    probed = [runs[i] for q in b["probes"] for i in q["runs"]]
+    assert probed and all(r["status"] == "ok" for r in probed)
