@@ -271,6 +271,7 @@ def test_the_runnable_blocks_print_what_their_pages_quote(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # the quickstart: ~1 min quiet, 15+ min at a load of 10 on 2 cores (reruns of busy rounds)
 def test_the_tutorial_runs_end_to_end_in_a_fresh_clone(tmp_path):
     """docs/tutorial.md's `<!-- runs: tutorial -->` blocks in order, in a `git clone` of the committed HEAD
     (its .venv a link to the shared one, its code the clone's through PYTHONPATH), as written."""
