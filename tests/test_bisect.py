@@ -89,10 +89,12 @@ class DeepMLP(Model):
 '''
 SLOWER = "x = x + 0.0 * (x @ self.layers[0].weight)  # one more matmul a step, forward and backward"
 # One extra matmul is ~10 % of the step (8 layers of the same size); on a 2-core machine shared by
-# several test workers (load 10 was measured while this was written) the spread between paired rounds
-# is ±30 % and 10 % is not resolvable in a few rounds, so the test plants EXTRA of them (about 2x);
+# several test workers (load 10-29 was measured while this was written) the spread between paired rounds
+# is ±30 % or more, and even 2x (8 of them) took 20 probes there, so the test plants EXTRA of them
+# (about 10x): every call is then right whatever the load, and the test checks the search's bookkeeping
+# (culprit, probe count, records, resume), not its power, which benchmarks/bisect_simulation.py measures.
 # `python tests/test_bisect.py OUT 1` runs the 10 % one by hand.
-EXTRA = 8
+EXTRA = 72
 YAML = "_target_: deepmlp.DeepMLP\npreset: bisect\n"
 RUN = ("framework=torch", "model=deepmlp", "run.steps=16", "run.warmup=3", "run.batch_size=32", "run.threads=1")
 
@@ -311,6 +313,7 @@ def _bisect(p: Planted) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # the module's two sweeps and a bisection of ~40 runs, on a busy 2-core machine
 def test_a_planted_regression_is_named(planted):
     p = planted
     assert p.good["workload_source"]["git"]["commit"] == p.commits[0]
@@ -368,6 +371,7 @@ def test_a_planted_regression_is_named(planted):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_an_interrupted_bisection_resumes_from_its_record(planted):
     """The bisection above, as if killed while its last probe ran: its last two records (the last probe's
     and the end's) removed. Run again, it resumes from its record: the confirmation and every probe
