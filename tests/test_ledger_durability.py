@@ -122,6 +122,18 @@ def test_new_records_carry_the_schema_version_and_old_ones_still_verify(tmp_path
         assert where in reasons
 
 
+def test_runs_is_a_list_of_ids_or_a_calibrations_count_and_nothing_else(tmp_path):
+    # a calibration record counts the runs it read (report/noise.py); a sweep step or bisection lists them
+    ledger = Ledger(tmp_path)
+    for runs in (12, ["0123456789abcdef"]):
+        rec = ledger.append({"kind": "calibration" if isinstance(runs, int) else "bisect", "status": "ok", "runs": runs})
+        assert schema.errors(rec) == []
+    assert [p.reason for p in ledger.verify()] == []
+    for runs, what in (("12", "is a JSON string, not array or integer"), (-1, "is -1, below 0"),
+                       ([3], "record.runs[0] is a JSON integer, not string")):
+        assert any(what in e for e in schema.errors({"runs": runs})), (runs, schema.errors({"runs": runs}))
+
+
 @pytest.mark.slow
 def test_the_schema_uses_only_keywords_its_checker_implements():
     def keywords(node: dict) -> set[str]:

@@ -51,26 +51,35 @@ print(json.dumps(machine.after(start, 1)), flush=True)
 """
 
 
-def _window_beside(parent_work) -> dict:
-    """A worker's window (machine.before .. after, in a child whose repro parent is this process)
-    while this process runs `parent_work`; the child's `machine` record."""
-    child = subprocess.Popen([sys.executable, "-c", WINDOW_CHILD, str(os.getpid())], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-    assert child.stdout.readline().strip() == "open"
-    parent_work()
-    out, _ = child.communicate("\n", timeout=60)
-    return json.loads(out)
+PARENT = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(__import__("os").getpid())],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+assert child.stdout.readline().strip() == "open"
+if sys.argv[2] == "busy":
+    end = time.process_time() + 0.6
+    while time.process_time() < end:
+        pass
+else:
+    time.sleep(0.6)
+print(child.communicate("\\n", timeout=60)[0], end="")
+"""
+
+
+def _window_beside(work: str) -> dict:
+    """A worker's window (machine.before .. after, in a child whose repro parent is a process of the test's
+    own, not pytest's: its threads are not the test's to count) while that parent spins 0.6 s of CPU
+    (`busy`) or sleeps (`sleep`); the child's `machine` record."""
+    out = subprocess.run([sys.executable, "-c", PARENT, WINDOW_CHILD, work], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
 
 
 @pytest.mark.slow  # starts a process
 def test_repro_cpu_counts_what_the_parent_did_in_the_window():
-    def busy() -> None:
-        end = time.process_time() + 0.6
-        while time.process_time() < end:
-            pass
-
-    loud = _window_beside(busy)
-    quiet = _window_beside(lambda: time.sleep(0.6))
+    loud = _window_beside("busy")
+    quiet = _window_beside("sleep")
     assert loud["repro_cpu_parts_s"]["command"] >= 0.4 and loud["repro_cpu_s"] >= 0.4, loud
     assert quiet["repro_cpu_parts_s"]["command"] < 0.1, quiet
 

@@ -201,9 +201,10 @@ def cli_page() -> str:
 # ---- ledger -------------------------------------------------------------------------------------
 
 def _type(prop: dict) -> str:
-    kind = prop.get("type", "any")
-    if kind == "array" and "type" in prop.get("items", {}):
-        kind = f"array of {prop['items']['type']}"
+    kinds = prop.get("type", "any")
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    item = prop.get("items", {}).get("type")
+    kind = " or ".join(f"array of {item}" if k == "array" and item else k for k in kinds)
     return kind + (f" `{prop['pattern']}`" if "pattern" in prop else "")
 
 

@@ -58,8 +58,9 @@ SCHEMA: dict = {
         "environment": {"type": "object", "properties": {"env_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}},
         # kind "bisect" (repro bisect): one step of a bisection, naming the one before (`prev`); its state
         # (endpoints, positions, the confirmation, each probe's call and runs, the posterior, the result)
-        # and every run it measured (`runs`, as kind "repeats" lists its own)
-        "runs": {"type": "array", "items": _ID},
+        # and every run it measured (`runs`, as kind "repeats" lists its own); a calibration counts the runs
+        # it read (an integer, as every calibration record has written it)
+        "runs": {"type": ["array", "integer"], "items": _ID, "minimum": 0},
         "bisect_probe": {"type": "object", "required": ["key", "probe", "position", "side"]},  # a bisection's run: its probe
         "bisect": {"type": "object", "required": ["key", "good", "bad", "n", "probes"], "properties": {
             "key": {"type": "string", "minLength": 1}, "good": _ID, "bad": _ID, "n": {"type": "integer", "minimum": 1},
@@ -96,7 +97,7 @@ FIELDS = {
     "rounds": "how many rounds a run.repeats=auto sweep took",
     "results": "what was measured: step times (step_time_s), first step, loss and its hash, parameters' hash, peak memory, throughput, MFU, ...",
     "environment": "the software it ran in: python, packages (env_hash names the whole lock), devices, variables",
-    "runs": "the run records a sweep step or bisection measured",
+    "runs": "the run records a sweep step or bisection measured (a calibration: how many runs it read)",
     "bisect_probe": "a bisection's run: which probe, position and side it measured",
     "bisect": "a bisection's state: its endpoints, commit count, every probe and its outcome",
     "config": "the run's whole config, every group and key (docs/reference/config.md)",
@@ -136,7 +137,10 @@ _JSON_NAMES = {dict: "object", list: "array", str: "string", int: "integer", flo
                type(None): "null"}
 
 
-def _is(kind: str):
+def _is(kind: str | list[str]):
+    if isinstance(kind, list):  # JSON Schema's list of types: any of them
+        each = [_is(k) for k in kind]
+        return lambda v: any(is_kind(v) for is_kind in each)
     types = _TYPES[kind]
     if kind == "boolean":
         return lambda v: isinstance(v, bool)
@@ -174,7 +178,8 @@ def compile_schema(schema: dict) -> Callable[[Any], list[tuple[str, str]]]:
 
     def check(value: Any) -> list[tuple[str, str]]:
         if ok and not ok(value):
-            return [("", f"is a JSON {_name(value)}, not {schema['type']}")]
+            wanted = schema["type"] if isinstance(schema["type"], str) else " or ".join(schema["type"])
+            return [("", f"is a JSON {_name(value)}, not {wanted}")]
         return [e for c in checks for e in c(value)] if checks else []
     return check
 
