@@ -202,6 +202,34 @@ def test_refuses_a_budget_too_small_for_the_confirmation(records, capsys, monkey
     assert "--budget-s 3 cannot hold the confirmation" in said and "runs" in said
 
 
+def test_the_budget_and_the_cap_are_config_keys_too(records, capsys, monkeypatch):
+    """bisect.budget_s and bisect.max_rounds: overrides of the recorded config (older records have them at their
+    defaults), checked as the flags are; a flag replaces its key; neither changes which bisection it is."""
+    from repro.bisect.record import key_of
+    from repro.preflight import estimate
+
+    ledger, make, commits, _ = records
+    monkeypatch.setattr(estimate, "hardware_here", lambda: ("cpu x", 2, ()))  # the records' machine
+    good, bad = make(), make(commits[1])
+    assert "bisect" not in good["config"]  # a record from before the key
+    said = _refused(ledger, capsys, good["id"], bad["id"], "bisect.budget_s=3")
+    assert said.startswith("repro bisect: bisect.budget_s 3 cannot hold the confirmation")
+    for value in ("-5", "'x'", "inf"):
+        said = _refused(ledger, capsys, good["id"], bad["id"], f"bisect.budget_s={value}")
+        assert "must be a finite number of seconds > 0" in said and said.startswith("repro bisect: bisect.budget_s="), said
+    assert "bisect.max_rounds=1 must be a whole number >= 2" in _refused(ledger, capsys, good["id"], bad["id"],
+                                                                          "bisect.max_rounds=1")
+    assert dispatch(["bisect", good["id"], bad["id"], "bisect.budget_s=7200", "bisect.max_rounds=4", "--dry-run",
+                     "--ledger", str(ledger.root)]) == 0
+    out = capsys.readouterr().out
+    assert "(3 to 4 paired rounds)" in out and "budget 2 h 00 min (bisect.budget_s)" in out
+    assert dispatch(["bisect", good["id"], bad["id"], "bisect.budget_s=7200", "--budget-s", "3600", "--dry-run",
+                     "--ledger", str(ledger.root)]) == 0
+    assert "budget 1 h 00 min (--budget-s)" in capsys.readouterr().out
+    assert key_of("g", "b", ["bisect.budget_s=60", "run.steps=9"]) == key_of("g", "b", ["run.steps=9"]) \
+        != key_of("g", "b", [])
+
+
 def test_dry_run_prints_the_candidates_and_writes_nothing(records, capsys):
     ledger, make, commits, repo = records
     good, bad = make(), make(commits[1])

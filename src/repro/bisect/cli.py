@@ -108,7 +108,7 @@ def configured(record: dict, ledger_root: Path, overrides: list[str], tracking_u
 
     from repro import paths
     from repro.config import ConfigError
-    from repro.config.schema import ProgressConfig, from_dict
+    from repro.config.schema import ProgressConfig, as_dict, from_dict
 
     data = record["config"]
     if overrides:
@@ -118,7 +118,8 @@ def configured(record: dict, ledger_root: Path, overrides: list[str], tracking_u
         except OmegaConfBaseException as e:
             raise ConfigError(f"the overrides {' '.join(overrides)} do not apply to the recorded config: "
                               f"{str(e).splitlines()[0]}") from None
-        unknown = [o.split("=", 1)[0] for o in overrides if _missing(record["config"], o.split("=", 1)[0])]
+        known = as_dict(from_dict(record["config"]))  # a record older than a key has it at its default
+        unknown = [o.split("=", 1)[0] for o in overrides if _missing(known, o.split("=", 1)[0])]
         if unknown:
             raise ConfigError(f"{unknown[0]} is not a key of the recorded config (repro ledger show "
                               f"{record['id'][:8]} lists them)")
@@ -163,7 +164,12 @@ def prepare(ledger, args, overrides: list[str]) -> dict:
     config = configured(good, ledger.root, overrides, args.tracking_uri, args.progress)
     if why := refusal(config, as_recorded=True):  # the hardware profile against this machine
         raise BisectError(f"{good['id']} cannot run here: {why}")
-    cap = args.max_rounds or config.verdict.max_repeats
+    from repro.preflight.verdict import check_bisect
+
+    check_bisect(config.bisect)  # the recorded config's, with the overrides; a flag given replaces its key
+    budget = args.budget_s if args.budget_s is not None else config.bisect.budget_s
+    flag = "--budget-s" if args.budget_s is not None else "bisect.budget_s"
+    cap = args.max_rounds or config.bisect.max_rounds or config.verdict.max_repeats
     looks = tuple(decide.looks(cap))
     first = looks[0] if looks else cap
     each, past = per_run_s(ledger.root, good)
@@ -178,18 +184,18 @@ def prepare(ledger, args, overrides: list[str]) -> dict:
         cost = (f"about {duration(runs_lo * each)} to {duration(runs_hi * each)} ({duration(each)} a run, the median "
                 f"of {past} past runs of this config on this hardware)")
         need = 2 * first * each
-        if args.budget_s is not None and args.budget_s < need:
-            raise BisectError(f"--budget-s {args.budget_s:g} cannot hold the confirmation: its first look needs "
+        if budget is not None and budget < need:
+            raise BisectError(f"{flag} {budget:g} cannot hold the confirmation: its first look needs "
                               f"{2 * first} runs ({first} paired rounds of GOOD and BAD) of about {duration(each)} each, "
-                              f"{duration(need)}; give --budget-s {math.ceil(need * (1 + probes_hi)) } or more")
+                              f"{duration(need)}; give {flag} {math.ceil(need * (1 + probes_hi)) } or more")
     lines.append(f"plan: the confirmation ({first} to {cap} paired rounds), then about {probes_lo} to {probes_hi} "
                  f"probes of {first} to {cap} rounds each against GOOD: {runs_lo} to {runs_hi} runs, {cost}"
-                 + (f"; budget {duration(args.budget_s)}" if args.budget_s else ""))
+                 + (f"; budget {duration(budget)} ({flag})" if budget else ""))
     if not args.dry_run:
         from repro.bisect.probe import check_places
 
         check_places(walk, good, wheelhouse)  # every position's code made (cached worktrees) before the first run
-    return {"good": good, "bad": bad, "walk": walk, "config": config, "cap": cap, "overrides": overrides,
+    return {"good": good, "bad": bad, "walk": walk, "config": config, "cap": cap, "budget_s": budget, "overrides": overrides,
             "lines": lines, "round_s": 2 * each if each else None, "wheelhouse": wheelhouse}
 
 
@@ -213,7 +219,7 @@ def bisect(ledger, plan: dict, args) -> int:
     if head is None and (done := [r for r in ledger.heads(kind=records.KIND) if r["bisect"].get("key") == key]):
         say(f"bisection {done[-1]['id']} of these endpoints ended {done[-1]['status']!r}; this one starts afresh "
             f"(repro bisect --replay {done[-1]['id'][:12]} shows that one)")
-    state = records.Bisection(ledger, good, bad, walk, plan["overrides"], plan["cap"], args.budget_s, say, head)
+    state = records.Bisection(ledger, good, bad, walk, plan["overrides"], plan["cap"], plan["budget_s"], say, head)
     if head:
         done = len(state.probes)
         say(f"resuming bisection {head['id']} ({head['status']}): the confirmation"
@@ -222,7 +228,7 @@ def bisect(ledger, plan: dict, args) -> int:
     lifeline.interrupt_on_signals()  # SIGTERM ends it as Ctrl-C does: recorded, resumable
     session = Session(config, multirun=True)
     session.swept = []
-    policy = Probes(state, config, plan["overrides"], session, plan["cap"], args.budget_s, say, plan["round_s"],
+    policy = Probes(state, config, plan["overrides"], session, plan["cap"], plan["budget_s"], say, plan["round_s"],
                     plan["wheelhouse"])
     if policy.position is not None:
         try:

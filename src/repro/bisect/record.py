@@ -28,8 +28,10 @@ FINAL = ("decided", "undecided", "non-monotone", "not reproduced", "failed")  # 
 
 
 def key_of(good: str, bad: str, overrides: list[str]) -> str:
-    """What names one bisection across its runs: its endpoints and its overrides."""
-    return hashlib.sha256(json.dumps([good, bad, sorted(overrides)]).encode()).hexdigest()[:16]
+    """What names one bisection across its runs: its endpoints and its overrides, but for `bisect.*` (what it
+    may spend, as --budget-s and --max-rounds: run again with a larger budget, it resumes)."""
+    measured = sorted(o for o in overrides if not o.lstrip("+~").startswith("bisect."))
+    return hashlib.sha256(json.dumps([good, bad, measured]).encode()).hexdigest()[:16]
 
 
 def resumable(ledger: Ledger, key: str) -> dict | None:

@@ -190,6 +190,16 @@ class VerdictConfig:
 
 
 @dataclass
+class BisectConfig:
+    """What `repro bisect` (bisect/cli.py) may spend; its --budget-s and --max-rounds override these for one
+    command. Checked by preflight/verdict.py for a sweep and by bisect/cli.py for a bisection."""
+
+    budget_s: Optional[float] = None  # a bisection starts no round that would pass this many seconds (null: no budget)
+    # the most paired rounds one probe (or the confirmation) runs before it is called unknown (null: verdict.max_repeats)
+    max_rounds: Optional[int] = None
+
+
+@dataclass
 class TrackingConfig:
     uri: str = ""  # the MLflow tracking URI; "": sqlite mlflow.db at the repo root
     experiment: str = "repro"  # the MLflow experiment runs are logged to (an exp sets its own)
@@ -233,6 +243,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     run: RunConfig = field(default_factory=RunConfig)
     verdict: VerdictConfig = field(default_factory=VerdictConfig)
+    bisect: BisectConfig = field(default_factory=BisectConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
     progress: ProgressConfig = field(default_factory=ProgressConfig)
@@ -248,6 +259,7 @@ NON_SEMANTIC_KEYS = (
     "run.resume",  # whether to skip, not what runs
     "run.repeats",  # repeats are the same config: each one hashes as its config
     "verdict",  # how runs are judged, not what runs
+    "bisect",  # what a bisection may spend, not what runs
     "framework.python",
     "env.allow_new",  # a permission the preflight reads, not what runs
     "env.wheelhouse",  # where the packages come from: the record's env_hash names what they are

@@ -47,6 +47,19 @@ def check_values(cfg: schema.Config) -> None:
         raise ConfigError(why)
     if v.budget_s is not None and not v.budget_s > 0:
         raise ConfigError(f"verdict.budget_s={v.budget_s!r} must be > 0 seconds (or null: no budget)")
+    check_bisect(cfg.bisect)
+
+
+def check_bisect(b: schema.BisectConfig) -> None:
+    """`bisect.*`: a sweep's (its records carry them) and `repro bisect`'s, where the flags do not override them."""
+    if b.budget_s is not None and (isinstance(b.budget_s, bool) or not isinstance(b.budget_s, (int, float))
+                                   or not 0 < b.budget_s < math.inf):
+        raise ConfigError(f"bisect.budget_s={b.budget_s!r} must be a finite number of seconds > 0 (or null: no budget), "
+                          "e.g. bisect.budget_s=3600")
+    if b.max_rounds is not None and (isinstance(b.max_rounds, bool) or not isinstance(b.max_rounds, int)
+                                     or b.max_rounds < 2):
+        raise ConfigError(f"bisect.max_rounds={b.max_rounds!r} must be a whole number >= 2 (a verdict needs two "
+                          "rounds; null: verdict.max_repeats), e.g. bisect.max_rounds=8")
 
 
 def check_plan(jobs: Sequence[schema.Config], multirun: bool, launcher: Launcher) -> int:
