@@ -308,7 +308,11 @@ SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "rep
 # (tracking_server, handoff_faults, launchers) and the Stack Wars sweep near the end; a worker also
 # takes its next scope while its last two tests still run, so a late long scope held a short one
 # back. Scopes not named here follow, most tests first (xdist's order).
-SLOWEST_SCOPES = ("slurm", "test_sharding.py", "report_sweep", "test_sweep_loop.py", "test_own_model.py",
+# Then CI's run of 2026-11-28 (4 workers on its 2 cores, 3,381 s): the single tests of the new scopes ran longest
+# (test_bisect_packages 933 s, test_docs's tutorial 793 s, test_device_pass 408 s, test_bisect 388 s) and, listed
+# nowhere here, were handed out last: they go first.
+SLOWEST_SCOPES = ("test_bisect_packages.py", "test_docs.py", "slurm", "test_device_pass.py", "test_bisect.py",
+                  "test_sharding.py", "report_sweep", "test_sweep_loop.py", "test_own_model.py",
                   "test_faults.py", "test_profile.py", "test_tracking_handoff.py", "test_scaleout.py",
                   "test_env_replay.py", "test_env_pack.py", "test_verdicts.py", "test_jax_init_build.py",
                   "test_zoo_runs.py", "test_launchers.py", "test_handoff_faults.py", "test_report_views.py",

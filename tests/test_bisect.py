@@ -283,7 +283,7 @@ class Planted:
     package in its own git repository with COMMITS commits (the CULPRIT-th adds a matmul), a ledger
     and an MLflow store in a work folder; sweeps at commit 1 and at commit COMMITS."""
 
-    def __init__(self, root: Path, extra: int = EXTRA):
+    def __init__(self, root: Path, extra: int = EXTRA, commits: int = COMMITS, culprit: int = CULPRIT):
         self.root = root
         self.repro = root / "repro"
         for part in ("src", "conf"):
@@ -294,13 +294,13 @@ class Planted:
         (self.pkg / "conf" / "model" / "deepmlp.yaml").write_text(YAML)
         _git(self.pkg, "init", "-q")
         self.commits = []
-        for i in range(1, COMMITS + 1):
+        for i in range(1, commits + 1):
             slower = "\n                ".join([SLOWER] * extra)
-            source = MODEL.replace("# PLANTED", slower if i >= CULPRIT else "# PLANTED")
+            source = MODEL.replace("# PLANTED", slower if i >= culprit else "# PLANTED")
             (self.pkg / "deepmlp.py").write_text(source)
             (self.pkg / "NOTES.md").write_text("".join(f"note {j}\n" for j in range(i)))  # changes nothing that runs
             _git(self.pkg, "add", "-A")
-            _git(self.pkg, "commit", "-qm", f"{extra} more matmul(s) in the step" if i == CULPRIT else f"notes {i}")
+            _git(self.pkg, "commit", "-qm", f"{extra} more matmul(s) in the step" if i == culprit else f"notes {i}")
             self.commits.append(_git(self.pkg, "rev-parse", "HEAD"))
         self.work = root / "work"
         self.work.mkdir()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -337,3 +338,45 @@ def test_auto_repeats_on_slurm_run_each_round_on_one_node_and_rerun_a_flagged_on
     # the stop record keeps run and queue time apart (bookkeeping: both recorded, as numbers; what
     # they read is the machine's, not a test's claim)
     assert all(isinstance(stop[k], (int, float)) for k in ("run_s", "queue_s")), stop
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # two sweeps here, then about 9 rounds as SLURM jobs and one probe again here
+def test_a_bisection_runs_its_rounds_as_slurm_jobs_and_resumes_in_this_process(slurm, tmp_path):
+    """repro bisect with hydra/launcher=submitit_slurm, as a sweep takes it: the confirmation's and every
+    probe's rounds are SLURM jobs, each run in its position's commit (a worktree that travels with the job).
+    The launcher is not part of which bisection it is: cut short, the same command without it resumes here."""
+    from test_bisect import Planted
+
+    p = Planted(tmp_path, commits=4, culprit=3)  # positions 0..3; commit 3 (position 2) is ~10x slower
+    p.good, p.bad = p.sweep_at(1), p.sweep_at(4)
+    args = ("bisect", p.good["id"][:10], p.bad["id"][:10], "verdict.max_reruns=0", "bisect.max_rounds=3",
+            "--progress", "none", "--ledger", str(p.ledger))
+    on_slurm = ("hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=10", "hydra.launcher.partition=both",
+                f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    out = p.repro_(*args, *on_slurm, timeout=1500)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-3000:]
+    (done,) = [r for r in p.records("bisect") if r["status"] != "running"]
+    b = done["bisect"]
+    assert done["status"] == "decided" and b["result"]["position"] == 2 and b["result"]["commits"]["model"] == p.commits[2]
+    runs = {r["id"]: r for r in p.records()}
+    measured = [runs[i] for i in done["runs"]]
+    assert len(measured) == 2 * (b["confirmation"]["rounds"] + sum(q["rounds"] for q in b["probes"]))
+    assert all(r["status"] == "ok" and r["scheduler"]["name"] == "slurm" and r["scheduler"]["job_id"] for r in measured)
+    assert len({r["scheduler"]["job_id"] for r in measured}) == len(measured) // 2  # a round a job, GOOD and candidate in it
+    for r in measured:
+        at = b["positions"][r["bisect_probe"]["position"]]["commits"]["model"]
+        assert r["workload_source"]["git"]["commit"] == at
+    # cut back to before the last probe ended; the same command without the launcher resumes it here
+    chain = p.records("bisect")
+    for record in chain[-2:]:
+        next(p.ledger.glob(f"*/{record['id']}.json")).unlink()
+    shutil.rmtree(p.ledger / ".index", ignore_errors=True)
+    before = set(runs)
+    again = p.repro_(*args, timeout=900)
+    assert again.returncode == 0 and f"resuming bisection {chain[-3]['id']}" in again.stdout, \
+        again.stdout[-3000:] + again.stderr[-2000:]
+    new = [r for r in p.records() if r["id"] not in before]
+    assert new and all(r["scheduler"]["name"] == "local" for r in new)
+    assert all(r["bisect_probe"]["probe"] == len(b["probes"]) - 1 for r in new)  # the last probe's rounds only
+    assert p.records("bisect")[-1]["bisect"]["result"]["position"] == 2

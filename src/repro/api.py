@@ -71,26 +71,51 @@ def launcher_for(plan, session, args: list[str] = ()):
 
 
 def _adapter(plan, session, args: list[str]):
-    import functools
-    from pathlib import Path
-
     from repro.config.launcher import Launcher
     from repro.loop import rounds
-    from repro.session import attached
 
     kind = plan.launcher
     if kind is Launcher.BASIC:
         return rounds.InProcess()
-    from repro.job import hydra_dirs
+    node, sweep_dir, _ = launcher_node(list(args))
+    return adapter_of(kind, node, sweep_dir, session, args, plan)
 
-    node, sweep_dir = launcher_node(list(args))
+
+def launcher_from(session, args: list[str], composed: tuple | None = None):
+    """The adapter named by a command line's `hydra/launcher=...` and `hydra.*` overrides alone (none: in this
+    process), for a command that has no plan of its own (`repro bisect`, whose rounds each decide the next):
+    ConfigError for an unknown launcher or one that cannot hand a round's records back before the next.
+    `composed`: what `launcher_node(args)` returned, where the caller checked the command line before."""
+    from repro.loop import rounds
+
+    if not args:
+        return rounds.InProcess()
+    node, sweep_dir, kind = composed or launcher_node(list(args))
+    if kind.in_process:
+        return rounds.InProcess()
+    adapter = adapter_of(kind, node, sweep_dir, session, args)
+    if why := rounds.refusal(adapter, True):
+        raise ConfigError(why)
+    return adapter
+
+
+def adapter_of(kind, node: dict, sweep_dir: str, session, args: list[str], plan=None):
+    """The adapter of launcher `kind` with its composed `hydra.launcher` node; a SLURM one is checked against
+    the time limit where there is a `plan` to estimate."""
+    import functools
+    from pathlib import Path
+
+    from repro.config.launcher import Launcher
+    from repro.job import hydra_dirs
+    from repro.session import attached
+
     hydra_dirs.prune(sweep_dir)  # older sweeps' folders under repro's cache
     attach = functools.partial(attached, session.shared())
     if kind is Launcher.JOBLIB:
         from repro.loop.joblib_rounds import Joblib
 
         return Joblib(node, attach)
-    if kind.slurm:
+    if kind.slurm and plan is not None:
         _fits_time_limit(plan, node)
     from repro.loop.submitit_rounds import Submitit
 
@@ -99,9 +124,9 @@ def _adapter(plan, session, args: list[str]):
     return Submitit("slurm" if kind.slurm else "local", node, attach, Path(sweep_dir), at_once)
 
 
-def launcher_node(args: list[str]) -> tuple[dict, str]:
-    """The composed `hydra.launcher` node of a command line (resolved, without `_target_`) and its
-    `hydra.sweep.dir`: the parameters an adapter hands its executor."""
+def launcher_node(args: list[str]) -> tuple[dict, str, Any]:
+    """The composed `hydra.launcher` node of a command line (resolved, without `_target_`), its
+    `hydra.sweep.dir` (the parameters an adapter hands its executor) and the launcher's kind."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
@@ -125,8 +150,9 @@ def launcher_node(args: list[str]) -> tuple[dict, str]:
             sweep_dir = str(top.hydra.sweep.dir)
     finally:
         GlobalHydra.instance().clear()
-    node.pop("_target_", None)
-    return node, sweep_dir
+    from repro.config.launcher import Launcher
+
+    return node, sweep_dir, Launcher.parse(node.pop("_target_", None))
 
 
 def _fits_time_limit(plan, node: dict) -> None:

@@ -9,7 +9,8 @@ repository, a budget too small for the confirmation. Then:
 2. the confirmation: GOOD and BAD re-measured here in paired interleaved rounds until the verdict
    decides at a planned look (decide.confirm); a gap that does not reproduce ends it (exit 1);
 3. the probes, each a verdict against GOOD in paired rounds (decide.classify), through the one sweep
-   loop (probe.Probes), the next position chosen by the posterior (search.Search) until one position
+   loop (probe.Probes; under `hydra/launcher=...` each round handed to that launcher's adapter, as a
+   sweep's), the next position chosen by the posterior (search.Search) until one position
    holds 0.95, the history is non-monotone, or the budget is spent;
 4. the result: the table of probes, the culprit line, a `bisect` ledger record (written as probes
    end: run the same command again to resume an interrupted one), a report folder (bisect.md,
@@ -34,6 +35,8 @@ EXAMPLES = """examples:
   repro bisect 5581cc5c abea4f61                     name the commit between two runs that made it slower
   repro bisect 5581cc5c abea4f61 --dry-run           what differs and what the bisection would cost, nothing run
   repro bisect 5581cc5c abea4f61 --budget-s 1800 --max-rounds 8
+  repro bisect 5581cc5c abea4f61 hydra/launcher=submitit_slurm hydra.launcher.partition=gpu
+                                                     each paired round a SLURM job, as a sweep's
   repro bisect 5581cc5c abea4f61 run.steps=20        the recorded config with an override
   repro bisect --replay 9c1e0d2a                     a recorded bisection rebuilt from its record"""
 
@@ -83,7 +86,9 @@ def run(args) -> int:
     if not (args.good and args.bad):
         return _fail("give GOOD and BAD, two ledger ids (or prefixes) of runs of one config (repro ledger list), "
                      "or --replay ID")
-    overrides = list(args.overrides)
+    # where the probes' rounds run: `hydra/launcher=...` and `hydra.*`, as for a sweep (loop/rounds.py adapters)
+    launch = [o for o in args.overrides if o.startswith(LAUNCH)]
+    overrides = [o for o in args.overrides if not o.startswith(LAUNCH)]
     if (odd := [o for o in overrides if "=" not in o or o.startswith(("+", "~", "-"))]):
         return _fail(f"{odd[0]!r} is not an override of the recorded config (key=value, e.g. run.steps=20)")
     if args.max_rounds is not None and args.max_rounds < 2:
@@ -92,6 +97,7 @@ def run(args) -> int:
         return _fail(f"--budget-s={args.budget_s:g} must be positive (seconds)")
     try:
         plan = prepare(ledger, args, overrides)
+        plan["launch"], plan["composed"] = launch, where_it_runs(launch)
     except (BisectError, LedgerError, ConfigError, EnvError) as e:
         return _fail(str(e))
     for line in plan["lines"]:
@@ -99,6 +105,27 @@ def run(args) -> int:
     if args.dry_run:
         return 0
     return bisect(ledger, plan, args)
+
+
+LAUNCH = ("hydra/launcher=", "hydra.")
+
+
+def where_it_runs(launch: list[str]) -> tuple | None:
+    """The composed launcher of `hydra/launcher=... hydra.launcher.*=...` (None: none given, this process);
+    ConfigError naming the override where Hydra cannot compose it."""
+    if not launch:
+        return None
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from repro.api import launcher_node
+    from repro.config import ConfigError
+
+    try:
+        return launcher_node(launch)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(f"{' '.join(launch)}: {str(e).splitlines()[0]} (hydra/launcher= takes "
+                          "basic, joblib, submitit_local or submitit_slurm, as a sweep does)") from None
 
 
 def configured(record: dict, ledger_root: Path, overrides: list[str], tracking_uri: str | None, progress: str):
@@ -231,8 +258,11 @@ def bisect(ledger, plan: dict, args) -> int:
     policy = Probes(state, config, plan["overrides"], session, plan["cap"], plan["budget_s"], say, plan["round_s"],
                     plan["wheelhouse"])
     if policy.position is not None:
+        from repro.api import launcher_from
+
+        launcher = launcher_from(session, plan["launch"], plan["composed"])  # the rounds' place: a sweep's adapters
         try:
-            sweep.run(session, policy, sweep.order_seed(session.sweep_id), config.verdict.max_reruns)
+            sweep.run(session, policy, sweep.order_seed(session.sweep_id), config.verdict.max_reruns, launcher)
         except KeyboardInterrupt:
             print(f"repro bisect: interrupted; recorded in {state.head['id'] if state.head else 'no record'}: "
                   f"run the same command again to resume", file=sys.stderr)
