@@ -178,15 +178,17 @@ def test_a_sweeps_label_names_its_config_over_the_whole_ledger(stepped):
     assert s.label == "jax" and [p.id for p in s.points] == [r["id"] for r in oks]
 
 
-def test_reruns_and_replays_are_left_out(tmp_path):
+def test_reruns_replays_and_bisection_probes_are_left_out(tmp_path):
     ledger = Ledger(tmp_path / "ledger")
     oks = write_runs(ledger, medians(step=1.0, n=12))
     ledger.append({**{k: v for k, v in oks[3].items() if k not in ("id", "prev")},
                    "replay_of": oks[0]["id"], "created": _iso(START + timedelta(days=30))})
     ledger.append({**{k: v for k, v in oks[4].items() if k not in ("id", "prev")},
                    "repeat": {"index": 0, "count": 1, "group": "g", "rerun": 1, "replaces": [oks[5]["id"]]}})
+    ledger.append({**{k: v for k, v in oks[6].items() if k not in ("id", "prev")},  # a bisection's probe run, as
+                   "bisect_probe": {"key": "k", "probe": 0, "position": 3, "side": "candidate"}})  # bisect/probe.py marks it
     chosen = series.select(ledger, config_hash=oks[0]["config_hash"])
-    assert chosen.left_out == {"replaced by a rerun": 1, "replays": 1}
+    assert chosen.left_out == {"replaced by a rerun": 1, "replays": 1, "bisection probes": 1}
     [s] = series.split(chosen)
     assert oks[5]["id"] not in [p.id for p in s.points] and len(s.points) == 12
 

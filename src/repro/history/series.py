@@ -7,7 +7,7 @@ What is read (the index picks the records, only theirs are parsed, as `repro com
   with every ok run of its config hash in the ledger); `--label` keeps the workloads of that name.
 - Runs a rerun replaced are left out (report/reruns.py), and so are replays (`replay_of`: a
   recorded run measured again later, in its old code or packages) and a bisection's probes
-  (`bisect`): neither is the workload as it was at its time. What was left out is counted.
+  (`bisect_probe`): neither is the workload as it was at its time. What was left out is counted.
 - `split(...)`: one series per workload, hardware class (report's `hardware_of`: CPU model, usable
   cores, GPUs) and determinism mode (`run.deterministic`): points measured on other machines
   or in the other mode are never mixed into one series; the caller says how many series there are.
@@ -149,7 +149,7 @@ def _kept(records: list[dict], names: dict[str, str]) -> Selection:
     if len(records) < before:
         left_out["replaced by a rerun"] = before - len(records)
     records = drop("replays", lambda r: not r.get("replay_of"))
-    records = drop("bisection probes", lambda r: not r.get("bisect"))
+    records = drop("bisection probes", lambda r: not r.get("bisect_probe"))  # bisect/probe.py marks its runs so
     records = drop("without a steady median", lambda r: _median(r) is not None)
     out: dict[str, tuple[str, list[dict]]] = {}
     for r in records:
