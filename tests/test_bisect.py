@@ -219,13 +219,16 @@ def test_the_budget_and_the_cap_are_config_keys_too(records, capsys, monkeypatch
         assert "must be a finite number of seconds > 0" in said and said.startswith("repro bisect: bisect.budget_s="), said
     assert "bisect.max_rounds=1 must be a whole number >= 2" in _refused(ledger, capsys, good["id"], bad["id"],
                                                                           "bisect.max_rounds=1")
-    assert dispatch(["bisect", good["id"], bad["id"], "bisect.budget_s=7200", "bisect.max_rounds=4", "--dry-run",
-                     "--ledger", str(ledger.root)]) == 0
+    assert dispatch(["bisect", good["id"], bad["id"], "bisect.budget_s=7200", "--dry-run",  # an override after an option
+                     "--ledger", str(ledger.root), "bisect.max_rounds=4"]) == 0
     out = capsys.readouterr().out
     assert "(3 to 4 paired rounds)" in out and "budget 2 h 00 min (bisect.budget_s)" in out
     assert dispatch(["bisect", good["id"], bad["id"], "bisect.budget_s=7200", "--budget-s", "3600", "--dry-run",
                      "--ledger", str(ledger.root)]) == 0
     assert "budget 1 h 00 min (--budget-s)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stopped:  # what is neither an option nor key=value is still refused
+        dispatch(["bisect", good["id"], bad["id"], "--dry-run", "--ledger", str(ledger.root), "stray"])
+    assert stopped.value.code == 2 and "unrecognized arguments: stray" in capsys.readouterr().err
     assert key_of("g", "b", ["bisect.budget_s=60", "run.steps=9"]) == key_of("g", "b", ["run.steps=9"]) \
         != key_of("g", "b", [])
 

@@ -138,7 +138,13 @@ def _descriptions(sub: argparse._SubParsersAction) -> dict[str, str]:
 
 
 def run_subcommand(argv: list[str], parser: argparse.ArgumentParser | None = None) -> int:
-    args = (parser or build_parser()[0]).parse_args(argv)
+    parser = parser or build_parser()[0]
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # argparse takes a command's key=value overrides only before its first option; after one, too
+        if isinstance(getattr(args, "overrides", None), list) and all("=" in e and not e.startswith("-") for e in extra):
+            args.overrides = [*args.overrides, *extra]
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     ledger, default = getattr(args, "ledger", None), str(paths.default_ledger_dir())
     if ledger is None or not getattr(args, "reads_ledger", True):  # `repro ledger schema` reads none
         return args.func(args)
