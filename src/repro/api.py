@@ -81,16 +81,16 @@ def _adapter(plan, session, args: list[str]):
     return adapter_of(kind, node, sweep_dir, session, args, plan)
 
 
-def launcher_from(session, args: list[str], composed: tuple | None = None):
-    """The adapter named by a command line's `hydra/launcher=...` and `hydra.*` overrides alone (none: in this
-    process), for a command that has no plan of its own (`repro bisect`, whose rounds each decide the next):
-    ConfigError for an unknown launcher or one that cannot hand a round's records back before the next.
-    `composed`: what `launcher_node(args)` returned, where the caller checked the command line before."""
+def launcher_from(session, args: list[str], composed: tuple | None):
+    """The adapter of a command line's `hydra/launcher=...` and `hydra.*` overrides alone, `composed` by
+    `launcher_node(args)` (None: none given, this process), for a command that has no plan of its own
+    (`repro bisect`, whose rounds each decide the next): ConfigError for one that cannot hand a round's
+    records back before the next."""
     from repro.loop import rounds
 
-    if not args:
+    if composed is None:
         return rounds.InProcess()
-    node, sweep_dir, kind = composed or launcher_node(list(args))
+    node, sweep_dir, kind = composed
     if kind.in_process:
         return rounds.InProcess()
     adapter = adapter_of(kind, node, sweep_dir, session, args)

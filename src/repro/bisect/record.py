@@ -28,10 +28,10 @@ FINAL = ("decided", "undecided", "non-monotone", "not reproduced", "failed")  # 
 
 
 def key_of(good: str, bad: str, overrides: list[str]) -> str:
-    """What names one bisection across its runs: its endpoints and its overrides, but for `bisect.*` (what it
-    may spend, as --budget-s and --max-rounds: run again with a larger budget, it resumes) and `hydra*` (where
-    its rounds run: a bisection begun on SLURM resumes in this process)."""
-    measured = sorted(o for o in overrides if not o.lstrip("+~").startswith(("bisect.", "hydra/", "hydra.")))
+    """What names one bisection across its runs: its endpoints and its config overrides, but for `bisect.*`
+    (what it may spend, as --budget-s and --max-rounds: run again with a larger budget, it resumes). Where
+    its rounds run (`hydra/launcher=...`) is no config override (cli.run keeps it apart), so no part of it."""
+    measured = sorted(o for o in overrides if not o.lstrip("+~").startswith("bisect."))
     return hashlib.sha256(json.dumps([good, bad, measured]).encode()).hexdigest()[:16]
 
 
