@@ -38,6 +38,10 @@ exec > >(tee -a "$LOG") 2>&1
 say() { echo "$*" | tee -a "$SUMMARY"; }
 left() { echo $(( LIMIT - (SECONDS - START) - RESERVE )); }
 scale() { echo $(( $1 * ${DEVICE_PASS_BUDGET_X:-100} / 100 )); }
+clip() {  # the first $1 characters of each line; cut -c counts bytes, and a cut through a multibyte one is not UTF-8
+  python3 -c 'import sys; n = int(sys.argv[1]); sys.stdout.buffer.writelines(
+    line.decode("utf-8", "replace").rstrip("\n")[:n].encode() + b"\n" for line in sys.stdin.buffer)' "$1"
+}
 
 finish() {  # always: the summary's results, and what the call made, into OUT; rc 1 where a part failed
   local rc=$?; (( rc == 124 || rc == 137 )) && rc=0  # the last part cut at its budget: counted below, not here
@@ -48,7 +52,7 @@ finish() {  # always: the summary's results, and what the call made, into OUT; r
       "$W"/c"$CALL"-*.log
     grep -hE "^- .*(faster than|equivalent within|cannot tell yet|no price to measure|deterministic mode costs)" \
       "${REPORTS[@]}"
-  } 2>/dev/null | cut -c1-300 | head -30 >> "$SUMMARY"
+  } 2>/dev/null | clip 300 | head -30 >> "$SUMMARY"
   mkdir -p "$W"; tar -czf "$OUT/call$CALL.tar.gz" -C "$W" . 2>/dev/null
   ls -la "$OUT"
   exit "$rc"
@@ -82,7 +86,7 @@ if [ ! -d .git ] && [ -f "$PACK/code.bundle" ]; then  # the tree travelled witho
   git init -q && git fetch -q "$PACK/code.bundle" HEAD && git reset -q FETCH_HEAD
   printf '/%s/\n' "$PACK" >> .git/info/exclude
 fi
-say "code: $(git log --oneline -1 2>&1 | cut -c1-100); $(git status --short | wc -l) paths differ from it"
+say "code: $(git log --oneline -1 2>&1 | clip 100); $(git status --short | wc -l) paths differ from it"
 if [ -n "${DEVICE_PASS_HW:-}" ]; then
   HW=$DEVICE_PASS_HW GPU="none (a rehearsal: hardware=$HW)"
 else
