@@ -196,6 +196,29 @@ def shipped_ledger() -> Path:
     return copy
 
 
+def at_work_on(ledger: Path, machine: Path | None = None, timeout: float = 30):
+    """The process at work on `ledger`'s MLflow hand-over as it registered itself in the machine
+    folder (worker/machine_locks.py): a projector of its own or the machine's writer
+    (tracking/writer.py); `machine`: the folder the command ran with (default: this process's)."""
+    import psutil
+
+    from repro import paths
+
+    registry = (machine or paths.machine_dir()) / "projectors"
+    want = str(Path(ledger).resolve())
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for path in registry.glob("*.json") if registry.is_dir() else []:
+            try:
+                info = json.loads(path.read_text())
+                if info["ledger"] == want:
+                    return psutil.Process(info["pid"])
+            except (OSError, ValueError, KeyError, psutil.Error):
+                continue
+        time.sleep(0.02)
+    raise AssertionError(f"no projector or writer registered at work on {ledger} within {timeout} s")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

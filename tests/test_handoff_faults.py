@@ -18,6 +18,7 @@ import time
 import psutil
 import pytest
 
+from conftest import at_work_on
 from repro.tracking import handoff
 
 pytestmark = pytest.mark.slow  # every test here starts a process
@@ -34,15 +35,16 @@ def _run(sandbox, tmp_path, *args):
                           capture_output=True, text=True, timeout=600)
 
 
-def _projector(sandbox, timeout: float = 30) -> psutil.Process:
+def _projector(sandbox, tmp_path) -> psutil.Process:
+    """What took the command's hand-over: the machine's MLflow writer, or a projector of its own."""
+    return at_work_on(sandbox.ledger, tmp_path / "machine")
+
+
+def _drained(sandbox, timeout: float) -> None:
     deadline = time.time() + timeout
-    while time.time() < deadline:
-        for p in psutil.process_iter(["cmdline"]):
-            cmd = p.info["cmdline"] or []
-            if "repro.tracking.projector" in " ".join(cmd) and str(sandbox.ledger) in cmd:
-                return p
-        time.sleep(0.05)
-    raise AssertionError("the command started no projector")
+    while handoff.busy(sandbox.ledger):
+        assert time.time() < deadline, f"the hand-over of {sandbox.ledger} was not drained within {timeout} s"
+        time.sleep(0.1)
 
 
 def _sync(sandbox, tmp_path):
@@ -56,7 +58,7 @@ def test_a_stopped_projector_holds_the_next_run_at_most_its_bound_and_is_named(s
     record says so. On the old code the next command waited for ever."""
     first = _run(sandbox, tmp_path, "tracking.experiment=stopped")
     assert first.returncode == 0, first.stderr[-2000:]
-    stuck = _projector(sandbox)
+    stuck = _projector(sandbox, tmp_path)
     stuck.send_signal(signal.SIGSTOP)
     try:
         start = time.time()
@@ -104,7 +106,7 @@ def test_malformed_entries_are_set_aside_named_once_and_the_rest_reach_mlflow(sa
 def test_a_killed_projectors_leftovers_are_announced_and_written_by_the_next_command(sandbox, tmp_path):
     first = _run(sandbox, tmp_path, "tracking.experiment=leftovers")
     assert first.returncode == 0, first.stderr[-2000:]
-    killed = _projector(sandbox)
+    killed = _projector(sandbox, tmp_path)
     killed.kill()
     killed.wait(timeout=30)
     assert len(handoff.entries(sandbox.ledger)) == 1
@@ -139,7 +141,7 @@ def test_a_hung_store_is_bounded_and_named_in_one_line(sandbox, tmp_path):
     start = time.time()
     first = repro(*TINY, f"tracking.uri={uri}", "tracking.experiment=hung")
     assert first.returncode == 0 and time.time() - start < 60, first.stderr[-2000:]
-    _projector(sandbox).wait(timeout=90)  # bounded: the store's first request times out, once retried
+    _drained(sandbox, 90)  # bounded: the store's first request times out, once retried
     log = (handoff.folder(sandbox.ledger) / "projector.log").read_text()
     assert f"MLflow at {uri} (experiment 'hung') failed: " in log and "1 entries left for `repro sync`" in log, log
     second = repro(*TINY, f"tracking.uri={uri}", "tracking.experiment=hung")

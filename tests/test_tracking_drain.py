@@ -2,7 +2,7 @@
 tracking/drain.py, the only code that opens a tracker. A sweep through a real SLURM (its jobs drain
 inline, bounded) and a local sweep (a detached projector) are both cut off from MLflow (the test
 holds the ledger's projection lock, so every drain waits, the inline ones are stopped at their bound
-and the projectors are killed); `repro sync` then completes both, and their MLflow runs carry the
+and what took the local sweep's hand-over, the machine's MLflow writer, is killed); `repro sync` then completes both, and their MLflow runs carry the
 same parameters and tags."""
 
 from __future__ import annotations
@@ -10,13 +10,12 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 import repro
+from conftest import at_work_on
 from repro.tracking import handoff
 
 SRC = Path(repro.__file__).parent
@@ -41,23 +40,14 @@ def test_only_the_drain_opens_a_tracker_and_imports_mlflow():
     assert set(imports) == {"tracking/mlflow_tracker.py"}
 
 
-def _kill_projectors(ledger: Path) -> int:
-    killed = 0
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if "repro.tracking.projector" in " ".join(cmd) and str(ledger) in cmd:
-            p.kill()
-            killed += 1
-    return killed
-
-
 def _cut_off(sandbox, *args: str) -> subprocess.CompletedProcess:
-    """A sweep run while this test holds the ledger's projection lock; its projectors killed after."""
+    """A sweep run while this test holds the ledger's projection lock; what took its hand-over (the
+    machine's MLflow writer, waiting for the lock) killed after."""
     with handoff.lock(sandbox.ledger):
         proc = sandbox.run("-m", "framework=jax,torch", *FAST, *args)
-        deadline = time.time() + 10
-        while not _kill_projectors(sandbox.ledger) and time.time() < deadline:
-            time.sleep(0.1)
+        taken = at_work_on(sandbox.ledger, timeout=10)
+        taken.kill()
+        taken.wait(timeout=30)
     return proc
 
 

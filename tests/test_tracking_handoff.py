@@ -86,19 +86,19 @@ def test_mlflow_holds_the_run_when_the_command_returns(sandbox):
 
 
 def test_projector_killed_loses_nothing(sandbox):
-    """SIGKILL to the background projector before it has written anything: its entry stays in
-    the ledger, and `repro sync` puts the run into MLflow complete, worker log included, once."""
-    import psutil
-
+    """SIGKILL to what took the hand-over (the machine's MLflow writer) before it has written anything
+    (the test holds the ledger's projection lock meanwhile): its entry stays in the ledger, and
+    `repro sync` puts the run into MLflow complete, worker log included, once."""
+    from conftest import at_work_on
     from repro.tracking import handoff
 
-    proc = sandbox.run(*TINY, "tracking.experiment=killed_projector")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    projectors = [p for p in psutil.process_iter(["cmdline"])
-                  if "repro.tracking.projector" in " ".join(p.info["cmdline"] or []) and str(sandbox.ledger) in p.info["cmdline"]]
-    assert len(projectors) == 1, "the command started no projector (or it ended within a second of the command)"
-    projectors[0].kill()
-    projectors[0].wait(timeout=30)
+    with handoff.lock(sandbox.ledger):
+        proc = sandbox.run(*TINY, "tracking.experiment=killed_projector")
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        taken = at_work_on(sandbox.ledger)
+        assert "repro.tracking.writer" in " ".join(taken.cmdline())  # the default: the machine's writer
+        taken.kill()
+        taken.wait(timeout=30)
     (record,) = sandbox.heads()
     assert [data["id"] for _, data in handoff.entries(sandbox.ledger)] == [record["id"]]
     assert not handoff.busy(sandbox.ledger)  # the kernel dropped the dead projector's lock

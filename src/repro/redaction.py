@@ -118,6 +118,11 @@ def known_real() -> list[str]:
     return sorted(set(_seen.values()))
 
 
+def forget() -> None:
+    """Forget the real URIs this process redacted (the MLflow writer, between two commands' drains)."""
+    _seen.clear()
+
+
 def restore(uri: str) -> str:
     """The real URI behind a redacted one, where this process knows it (it redacted it; it is
     MLFLOW_TRACKING_URI; a parent handed it in REAL_URIS_VAR); else the URI without its masked

@@ -45,6 +45,7 @@ class Session:
         """`plan`: the checked sweep (its jobs and swept keys); `shared`: a session opened elsewhere (`attached`)."""
         self.multirun, self.ledger_dir, self.experiment = multirun, primary.ledger.dir, primary.tracking.experiment
         self.drain_s = primary.tracking.inline_drain_s
+        self.writer_idle_s = primary.tracking.writer_idle_s  # handoff.start_projector
         self.records: list[dict] = []
         self.failures: list[str] = []  # what went wrong outside the runs (the exit code says so)
         self.handed: list[str] = []  # ledger ids handed to MLflow's projector

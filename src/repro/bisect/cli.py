@@ -269,11 +269,12 @@ def bisect(ledger, plan: dict, args) -> int:
             return 130
     else:
         state.ended(session, None, state.spent_before)
-    return show(ledger, state.head, console)
+    return show(ledger, state.head, console, config.tracking.writer_idle_s)
 
 
-def show(ledger, head: dict, console) -> int:
-    """The table, the result line, the report folder and the MLflow hand-over of a bisection's record."""
+def show(ledger, head: dict, console, writer_idle_s: float) -> int:
+    """The table, the result line, the report folder and the MLflow hand-over of a bisection's record
+    (`writer_idle_s`: tracking.writer_idle_s, handoff.start_projector)."""
     from repro.bisect import report
     from repro.tracking import handoff
 
@@ -286,7 +287,7 @@ def show(ledger, head: dict, console) -> int:
                   "rebuilds it", markup=False, highlight=False)
     try:
         handoff.add_bisect(ledger.root, head["id"], {"report_dir": str(folder)})
-        handoff.start_projector(ledger.root)
+        handoff.start_projector(ledger.root, writer_idle_s=writer_idle_s)
     except OSError as e:
         console.print(f"MLflow: the bisection could not be handed over ({e}); `repro sync` puts it into MLflow",
                       markup=False, highlight=False)
@@ -312,5 +313,7 @@ def replay(ledger, record_id: str) -> int:
     same = "the same" if recorded == now else f"NOT the recorded {recorded}"
     console.print(f"replayed bisection {head['id']} from its record: {len(probes)} probes; the posterior from them "
                   f"names position {now} ({same})", markup=False, highlight=False)
-    code = show(ledger, head, console)
+    from repro.config.schema import TrackingConfig
+
+    code = show(ledger, head, console, TrackingConfig.writer_idle_s)  # no config composed here: the schema's default
     return code if recorded == now else 1

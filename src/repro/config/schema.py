@@ -208,6 +208,9 @@ class TrackingConfig:
     projector_wait_s: float = positive(30.0)
     # a job run in a launcher's own process (submitit, SLURM) projects its run for at most this long
     inline_drain_s: float = positive(120.0)
+    # how long this machine's MLflow writer (tracking/writer.py) stays up with nothing to write, keeping
+    # MLflow imported for the next command; 0: a projector process per command (each imports MLflow)
+    writer_idle_s: float = non_negative(60.0)
 
 
 @dataclass

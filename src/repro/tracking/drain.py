@@ -215,6 +215,9 @@ def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = Non
                       f"{left} entries left for `repro sync`", file=sys.stderr)
     if not failed:
         handoff.clear_failure(ledger_root)
+    for tracker in trackers.values():
+        if not isinstance(tracker, Exception):
+            tracker.close()
     return counts
 
 

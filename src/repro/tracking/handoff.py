@@ -355,17 +355,26 @@ def _projector_env() -> dict:
             **({redaction.REAL_URIS_VAR: json.dumps(real)} if real else {})}
 
 
-def start_projector(ledger_root: str | Path, wait_for_stores: bool = False, timeout_s: float = 120) -> int:
-    """The projector, detached (its own session: a Ctrl-C or the terminal closing does not reach
-    it), its output appended to the pending folder's log; its pid. It is handed the ledger's lock
-    already taken where it is free (the open lock file is inherited), so that from the moment
-    this returns a next command sees it busy; else it waits for the projector at work.
-    `wait_for_stores`: return only once it has opened its stores (a new sqlite store is created
-    then: a client another process opens meanwhile would race its creation), or timed out."""
+def start_projector(ledger_root: str | Path, *, writer_idle_s: float, wait_for_stores: bool = False,
+                    timeout_s: float = 120) -> int:
+    """The ledger's pending entries handed to this machine's MLflow writer (tracking/writer.py,
+    started where none is up; `writer_idle_s`: tracking.writer_idle_s, 0 for none), else to a
+    projector of its own, detached (its own session: a Ctrl-C or the terminal closing does not
+    reach it), its output appended to the pending folder's log; the pid of the one that took them.
+    Either holds the ledger's lock from the moment this returns where it is free (a next command
+    sees it busy), else waits for the one at work. `wait_for_stores`: return only once the stores
+    are open (a new sqlite store is created then: a client another process opens meanwhile would
+    race its creation), or timed out."""
     import select
 
     base = folder(ledger_root)
     base.mkdir(parents=True, exist_ok=True)
+    if writer_idle_s > 0:
+        from repro.tracking import writer_socket
+
+        pid = writer_socket.hand_over(ledger_root, writer_idle_s, _projector_env(), wait_for_stores, timeout_s, base / LOG)
+        if pid is not None:
+            return pid
     ready_read, ready_write = os.pipe() if wait_for_stores else (None, None)
     with open(base / LOCK, "a") as held, open(machine_lock(), "a") as shared, open(base / LOG, "ab") as log:
         try:

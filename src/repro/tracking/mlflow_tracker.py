@@ -27,10 +27,18 @@ from typing import Any, Iterable
 
 # repro runs offline on clusters; MLflow's usage telemetry would start threads that try the
 # network while runs are measured. A user who wants it sets MLFLOW_DISABLE_TELEMETRY=false.
-os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
-for _name, _value in HTTP_DEFAULTS.items():
-    os.environ.setdefault(_name, _value)
+HTTP_DEFAULTS = {"MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+
+
+def apply_defaults() -> None:
+    """repro's MLflow settings where the environment sets none: at import, and by the MLflow writer
+    in each command's environment it drains in (tracking/writer.py)."""
+    for name, value in HTTP_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
+apply_defaults()
 
 from filelock import FileLock  # noqa: E402
 from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag  # noqa: E402
@@ -93,6 +101,33 @@ def retry_locked(call, *args, **kwargs):
             time.sleep(LOCKED_WAIT_S * (attempt + 1))
 
 
+# sqlite files this process opened a store on, with their device and inode; None for a relative
+# path (MLflow caches its store by the URI as written, which names another file from another folder)
+_opened: dict[Path, tuple[int, int] | None] = {}
+
+
+def _identity(db: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(db)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def forget_changed_stores() -> None:
+    """MLflow keeps each store it opened (one per URI, its sqlite engine with it). Where a sqlite file a
+    store was opened on is gone or another file now (a user rebuilt mlflow.db), or was named by a
+    relative path, every store is opened again on next use, so that the current file is written, not
+    the unlinked one (the MLflow writer, tracking/writer.py, before each drain). Why private MLflow
+    API: its store cache has no public clear."""
+    if not any(seen is None or _identity(db) != seen for db, seen in _opened.items()):
+        return
+    from mlflow.tracking._tracking_service.registry import TrackingStoreRegistry
+
+    TrackingStoreRegistry._get_store_with_resolved_uri.cache_clear()
+    _opened.clear()
+
+
 class Tracker:
     def __init__(self, uri: str, experiment: str):
         self.uri = uri
@@ -105,6 +140,7 @@ class Tracker:
         db.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(f"{db}.lock", timeout=CREATE_LOCK_TIMEOUT_S):  # creation and migration, one process at a time
             self._open()
+        _opened[db.resolve()] = _identity(db) if db.is_absolute() else None
 
     def _open(self) -> None:
         self.client = MlflowClient(tracking_uri=self.uri)
@@ -115,6 +151,14 @@ class Tracker:
                                               artifact_location=f"{root}/{self.experiment}" if root else None)
         else:
             self.experiment_id = found.experiment_id
+
+    def close(self) -> None:
+        """Close the store's database connections (a sqlite file: none kept open once a drain is done, so a
+        long-lived writer holds no file of a disk someone unmounts); the store reconnects when used again.
+        Why private MLflow API: its client has no close."""
+        engine = getattr(getattr(getattr(self.client, "_tracking_client", None), "store", None), "engine", None)
+        if engine is not None:
+            engine.dispose()
 
     def find_runs(self, tag: str, value: str | None = None) -> list:
         """Runs of this experiment that carry `tag` (with `value`, when given), deleted ones left out."""
