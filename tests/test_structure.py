@@ -136,6 +136,29 @@ def test_no_import_circle_between_modules_or_rooms():
     assert circles(rooms(edges)) == []
 
 
+# The run path's rooms, from the top: the sweep loop hands a job to a job's parent side, which starts
+# the worker process; each imports only those after it (issue 57: one way, as the floors are).
+RUN_ROOMS = ("repro.loop", "repro.job", "repro.worker")
+
+
+def run_room_backs(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Every import of a run room from a run room after it in RUN_ROOMS: (importer's room, imported room)."""
+    order = {room: i for i, room in enumerate(RUN_ROOMS)}
+    return sorted({(room_of(me)[1], room_of(t)[1]) for me, ts in edges.items() for t in ts
+                   if room_of(me)[1] in order and room_of(t)[1] in order
+                   and order[room_of(t)[1]] < order[room_of(me)[1]]})
+
+
+def test_the_run_rooms_import_one_way_loop_then_job_then_worker():
+    edges = source_graph()
+    assert run_room_backs(edges) == []
+    between = {(room_of(me)[1], room_of(t)[1]) for me, ts in edges.items() for t in ts
+               if {room_of(me)[1], room_of(t)[1]} <= set(RUN_ROOMS) and room_of(me)[1] != room_of(t)[1]}
+    assert ("repro.loop", "repro.job") in between and ("repro.job", "repro.worker") in between  # the rooms do meet
+    planted = {**edges, "repro.worker.planted": {"repro.job.job"}, "repro.job.planted": {"repro.loop.sweep"}}
+    assert run_room_backs(planted) == [("repro.job", "repro.loop"), ("repro.worker", "repro.job")]
+
+
 def test_every_module_has_a_floor():
     assert all(room_of(m) for m in source_graph())
 

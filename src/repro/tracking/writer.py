@@ -44,7 +44,6 @@ from repro.tracking.writer_socket import address
 READ_S = 5.0  # the most a writer waits for a connected command's one line
 
 
-
 @dataclass
 class Job:
     """One ledger to drain, as a command handed it over."""
@@ -61,7 +60,7 @@ class Writer:
         self.path, self.idle_s = path, idle_s
         self.jobs: queue.Queue[Job] = queue.Queue()
         self.queued: dict[str, Job] = {}  # handed over, not begun: a second hand-over joins it
-        self.guard = threading.RLock()  # _take releases a joined hold while it holds the guard
+        self.guard = threading.RLock()  # queued, busy and closing, between the accepting thread and the drains
         self.busy = 0  # imports and jobs under way or queued: the machine's lock is held shared while > 0
         self.machine = None
         self.closing = False  # idle past its time: a hand-over from now on is refused (the command starts another)
