@@ -40,10 +40,12 @@ def _projector(sandbox, tmp_path) -> psutil.Process:
     return at_work_on(sandbox.ledger, tmp_path / "machine")
 
 
-def _drained(sandbox, timeout: float) -> None:
-    deadline = time.time() + timeout
+def _drained(sandbox, hang_s: float = 600) -> None:
+    """Until what took the hand-over lets go of the ledger; `hang_s` only catches a hang (a claim on how
+    fast the drain ends belongs in benchmarks/)."""
+    deadline = time.time() + hang_s
     while handoff.busy(sandbox.ledger):
-        assert time.time() < deadline, f"the hand-over of {sandbox.ledger} was not drained within {timeout} s"
+        assert time.time() < deadline, f"the hand-over of {sandbox.ledger} still held after {hang_s} s: hung"
         time.sleep(0.1)
 
 
@@ -141,7 +143,7 @@ def test_a_hung_store_is_bounded_and_named_in_one_line(sandbox, tmp_path):
     start = time.time()
     first = repro(*TINY, f"tracking.uri={uri}", "tracking.experiment=hung")
     assert first.returncode == 0 and time.time() - start < 60, first.stderr[-2000:]
-    _drained(sandbox, 90)  # bounded: the store's first request times out, once retried
+    _drained(sandbox)  # the store's first request times out, once retried: the log says so
     log = (handoff.folder(sandbox.ledger) / "projector.log").read_text()
     assert f"MLflow at {uri} (experiment 'hung') failed: " in log and "1 entries left for `repro sync`" in log, log
     second = repro(*TINY, f"tracking.uri={uri}", "tracking.experiment=hung")

@@ -45,7 +45,7 @@ def _cut_off(sandbox, *args: str) -> subprocess.CompletedProcess:
     machine's MLflow writer, waiting for the lock) killed after."""
     with handoff.lock(sandbox.ledger):
         proc = sandbox.run("-m", "framework=jax,torch", *FAST, *args)
-        taken = at_work_on(sandbox.ledger, timeout=10)
+        taken = at_work_on(sandbox.ledger)
         taken.kill()
         taken.wait(timeout=30)
     return proc

@@ -57,7 +57,7 @@ def hand_over(ledger_root: str | Path, idle_s: float, env: dict, wait_for_stores
         cwd = "/"
     request = {"ledger": str(Path(ledger_root).resolve()), "env": env, "cwd": cwd, "idle_s": idle_s,
                "wait": wait_for_stores}
-    for attempt in range(2):  # a writer that was ending as we connected: start another, once
+    for _ in range(2):  # a writer that was ending as we connected: start another, once
         conn = _connect(path)
         if conn is None:
             _start(path, idle_s, env, log)
