@@ -84,7 +84,7 @@ def test_every_member_is_yuen_or_welch_unpaired():
 
 
 def test_the_registry_refuses_unknown_nameless_and_duplicate_names():
-    assert S.names()[:3] == ("paired-t", "trimmed", "adaptive") and V.STATISTIC == "adaptive"
+    assert S.names()[:3] == ("paired-t", "trimmed", "adaptive") and V.STATISTIC == "adaptive" in S.REGISTRY
     with pytest.raises(ValueError, match=r"verdict.statistic='huber' is not a registered statistic: choose one of "
                                          r"paired-t, trimmed, adaptive \(default verdict.statistic=adaptive\)"):
         S.get("huber")
@@ -170,3 +170,18 @@ def test_aa_counts_and_power_of_the_default_on_seeded_sweeps():
     assert counts["clean", 5, 0.0, "adaptive"] <= 0.065 * n and counts["clean", 10, 0.0, "adaptive"] <= 0.058 * n
     normal = np.random.default_rng(7).normal(0, 0.03, (n, 10))
     assert _called(normal, "adaptive", 0.0) <= 0.05 * n + 2 * math.sqrt(0.05 * 0.95 * n)  # its fitted null holds
+
+
+@pytest.mark.slow
+def test_the_default_statistic_is_checked_without_importing_numpy():
+    """The preflight is on the path before a worker starts: the default statistic is known registered
+    (test above), so checking it imports no NumPy (0.2-0.3 s); any other name is looked up."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from repro import preflight; preflight.plan(sys.argv[1:]); "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy', 'pandas'}))")
+    ran = [subprocess.run([sys.executable, "-c", probe, "framework=jax", "model=mlp", *extra],
+                          capture_output=True, text=True, check=True).stdout.strip()
+           for extra in ([], ["verdict.statistic=paired-t"])]
+    assert ran == ["[]", "['numpy']"]
