@@ -173,6 +173,31 @@ def test_a_worker_started_ahead_runs_its_job_and_one_not_needed_ends(tmp_path):
     assert orphan.proc.wait(timeout=60) == 0 and not orphan_dir.exists()
 
 
+@pytest.mark.slow  # starts a worker
+def test_a_single_runs_worker_starts_before_its_session_and_a_sweeps_from_its_loop():
+    """cli: once a single run's plan is checked, its worker starts (job/warm.py `ahead_of_session`),
+    before the session is made; that worker is the one the job takes. A sweep's, or a run handed to
+    another launcher, starts from the loop, where the order of its jobs is known."""
+    from repro.job.warm import WarmStart
+
+    single = plan([*TINY])
+    warm = WarmStart()
+    warm.ahead_of_session(single)
+    try:
+        started = warm._warm
+        assert started is not None and started.proc.poll() is None and warm.upcoming is None
+        config = single.jobs[0]
+        env = seeding.worker_env(config)
+        assert warm.take(config.framework.python, env, None, config.framework.backend) is started
+    finally:
+        started.discard()
+    assert started.proc.returncode is not None
+    for others in (["-m", *TINY, "run.seed=0,1"], [*TINY, "run.repeats=2"], [*TINY, "hydra/launcher=joblib"]):
+        later = WarmStart()
+        later.ahead_of_session(plan(others))
+        assert later._warm is None, others
+
+
 def test_the_next_jobs_worker_is_ready_before_the_running_jobs_steps_and_idle_beside_them(sandbox):
     """In a sweep, each job's worker is started while the job before it starts (the first: as the
     sweep starts), and that job's measured steps wait until it has imported its framework: the

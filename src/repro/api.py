@@ -48,11 +48,12 @@ def admit(plan) -> None:
         print(shown(f"sweep: {est.summary()}"), flush=True)
 
 
-def plan_session(plan):
-    """The session of a checked plan whose jobs run in this process."""
+def plan_session(plan, warm=None):
+    """The session of a checked plan whose jobs run in this process; `warm`: its first job's worker,
+    started already (job/warm.py `ahead_of_session`)."""
     from repro.session import Session
 
-    return Session(plan.jobs[0], plan.multirun or plan.runs > 1, plan)
+    return Session(plan.jobs[0], plan.multirun or plan.runs > 1, plan, warm=warm)
 
 
 def launcher_for(plan, session, args: list[str] = ()):

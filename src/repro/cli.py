@@ -408,15 +408,20 @@ def _run_experiment(argv: list[str], info_only: bool) -> int:
     plan = _checked_plan(argv)
     if plan is None:
         return EXIT_CONFIG_ERROR
+    from repro.job.warm import WarmStart
+
+    warm = WarmStart()
+    warm.ahead_of_session(plan)  # a single run's worker starts now, while the session is made
     from repro.api import admit, launcher_for, plan_session, run_jobs
     from repro.config import ConfigError
     from repro.ledger import LedgerError
 
     try:  # verdict.budget_s against the ledger's estimate; a sweep's first line says its cost
         admit(plan)
-        session = plan_session(plan)
+        session = plan_session(plan, warm)
         launcher = launcher_for(plan, session, argv)  # a SLURM round past its time limit is refused here
     except ConfigError as e:
+        warm.discard()
         return _die(f"nothing was run: {e}")
     from repro.worker import lifeline
 

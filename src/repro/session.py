@@ -41,8 +41,10 @@ SHARED = ("sweep_id", "jobs", "git", "code", "swept", "owner")  # what a job in 
 class Session:
     """A sweep in its parent process: the host its jobs run in (job/host.py `JobHost`)."""
 
-    def __init__(self, primary: Config, multirun: bool, plan=None, shared: dict | None = None):
-        """`plan`: the checked sweep (its jobs and swept keys); `shared`: a session opened elsewhere (`attached`)."""
+    def __init__(self, primary: Config, multirun: bool, plan=None, shared: dict | None = None,
+                 warm: WarmStart | None = None):
+        """`plan`: the checked sweep (its jobs and swept keys); `shared`: a session opened elsewhere (`attached`);
+        `warm`: the first job's worker, started before the session (job/warm.py `ahead_of_session`)."""
         self.multirun, self.ledger_dir, self.experiment = multirun, primary.ledger.dir, primary.tracking.experiment
         self.drain_s = primary.tracking.inline_drain_s
         self.writer_idle_s = primary.tracking.writer_idle_s  # handoff.start_projector
@@ -52,7 +54,7 @@ class Session:
         self.closed, self.pending, self.beside = False, 0, None  # beside: a projector the measured steps ran beside
         self.undrained = 0  # runs of a launcher's round handed to MLflow's queue, drained when it ends
         self.queue_s = 0.0  # rounds' time in a scheduler's queue (loop/rounds.py), apart from their run time
-        self.warm = WarmStart()
+        self.warm = warm or WarmStart()
         self.attached = shared is not None
         self.snapshot = snapshot.active()
         if shared:

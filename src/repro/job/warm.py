@@ -41,6 +41,18 @@ class WarmStart:
         except Exception:  # noqa: BLE001 - an early start is an optimisation: the job starts its own
             self._warm = None
 
+    def ahead_of_session(self, plan) -> None:
+        """A single run in this process (the command a person types most): its worker starts as soon
+        as the plan is checked, so its Python start and imports run while this process makes the
+        session (the ledger's estimate, the sweep's id, the source hash), instead of after it. A
+        sweep starts its first worker from the loop (loop/sweep.py), where its order is known; a job
+        that turns out to differ (`take` compares the key) or never runs is ended as any other."""
+        from repro.config.launcher import Launcher
+
+        if plan.runs == 1 and not plan.multirun and plan.launcher is Launcher.BASIC:
+            self.upcoming = plan.jobs[0]
+            self.start_next()
+
     def settle(self) -> None:
         """Before the running job's measured steps: wait until the worker started ahead is ready
         (its imports done), or end it."""
