@@ -492,7 +492,7 @@ def pytest_collection_modifyitems(config, items):
     _check_scopes(items)
     if hasattr(config, "workerinput"):  # an xdist worker: `-n 0` runs keep the files' order
         _longest_scopes_first(items)
-    has_gpu = bool(hardware.nvidia_gpus())
+    has_gpu = bool(hardware.VENDORS["nvidia"].devices())  # the GPU tests run CUDA
     has_tpu = bool(hardware.tpu_type())
     for item in items:  # the marks, not `item.keywords`: those hold every folder's name too (a checkout in .../gpu/)
         if item.get_closest_marker("gpu") and not has_gpu:

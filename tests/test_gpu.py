@@ -12,7 +12,7 @@ PROFILES = ("h200", "h100", "a100", "l4")
 
 
 def _profile() -> list[str]:
-    name = hardware.nvidia_gpus()[0]["name"].upper()
+    name = hardware.VENDORS["nvidia"].devices()[0]["name"].upper()
     match = next((p for p in PROFILES if p.upper() in name), None)
     return [f"hardware={match}"] if match else ["hardware=h100", "hardware.check=false"]
 

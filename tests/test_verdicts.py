@@ -128,8 +128,8 @@ def test_machine_state_in_every_record(repeats):
         m = r["machine"]
         assert m["host"] and len(m["load_before"]) == len(m["load_after"]) == 3
         assert m["window_s"] >= machine.MIN_WINDOW_S and m["other_cpu_share"] >= 0 and m["own_cpu_share"] > 0
-        if hardware.nvidia_gpus():
-            assert len(m["gpus_before"]) == len(m["gpus_after"]) == len(hardware.nvidia_gpus())
+        if hardware.accelerators():
+            assert len(m["gpus_before"]) == len(m["gpus_after"]) == len(hardware.accelerators())
         else:
             assert m["gpus_before"] == m["gpus_after"] == []  # no nvidia-smi: skipped cleanly
 

@@ -52,11 +52,83 @@ def nvidia_smi(*args: str) -> list[list[str]]:
     return [[c.strip() for c in line.split(",")] for line in out.strip().splitlines() if line.strip()]
 
 
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:  # "[N/A]", "[Not Supported]"
+        return None
+
+
+class Vendor:
+    """One maker's accelerators, queried without importing a framework: the seam a new GPU vendor
+    is added at (docs/architecture.md, "a GPU vendor"). A member names itself, the
+    `hardware.platform` its devices serve, and answers two queries; `register` adds it once.
+
+    - `devices()`: each device as records keep it in `environment.gpus`, {"name", "memory_mib",
+      "driver"}, empty where the machine has none (its tool missing or failing);
+    - `telemetry(own)`: each device's state around a timed loop (worker/machine.py): utilisation %,
+      clocks (MHz), temperature, and `other_processes` ({"pid", "memory_mib"}) not in `own`.
+    Peak FLOPs are a profile's (`hardware.peak_tflops`), not a query: a vendor's tool does not report them."""
+
+    name = ""
+    platform = ""
+
+    def devices(self) -> tuple[dict, ...]:
+        return ()
+
+    def telemetry(self, own: set[int]) -> list[dict]:
+        return []
+
+
+VENDORS: dict[str, Vendor] = {}
+
+
+def register(member: type[Vendor]) -> type[Vendor]:
+    """Register a vendor under its `name`, once: a name taken, or none, is refused."""
+    if not member.name or not member.platform:
+        raise ValueError(f"{member.__name__} needs a `name` and the `platform` its devices serve (e.g. gpu)")
+    if member.name in VENDORS:
+        raise ValueError(f"hardware vendor {member.name!r} is registered already; give {member.__name__} a name of its own")
+    VENDORS[member.name] = member()
+    accelerators.cache_clear()
+    return member
+
+
 @functools.lru_cache(maxsize=1)
-def nvidia_gpus() -> tuple[dict, ...]:
-    """Name, memory and driver of each NVIDIA GPU, from nvidia-smi (empty if none)."""
-    return tuple({"name": name, "memory_mib": int(float(mem)), "driver": driver}
-                 for name, mem, driver in nvidia_smi("--query-gpu=name,memory.total,driver_version"))
+def accelerators() -> tuple[dict, ...]:
+    """Every registered vendor's devices, in registration order (the record's `environment.gpus`)."""
+    return tuple(d for vendor in VENDORS.values() for d in vendor.devices())
+
+
+def telemetry(own: set[int]) -> list[dict]:
+    """Every registered vendor's device state (worker/machine.py, before and after a timed loop)."""
+    return [d for vendor in VENDORS.values() for d in vendor.telemetry(own)]
+
+
+@register
+class Nvidia(Vendor):
+    """NVIDIA GPUs, through nvidia-smi."""
+
+    name, platform = "nvidia", "gpu"
+    STATE = "index,utilization.gpu,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu"
+
+    def devices(self) -> tuple[dict, ...]:
+        return tuple({"name": name, "memory_mib": int(float(mem)), "driver": driver}
+                     for name, mem, driver in nvidia_smi("--query-gpu=name,memory.total,driver_version"))
+
+    def telemetry(self, own: set[int]) -> list[dict]:
+        if not shutil.which("nvidia-smi"):
+            return []
+        keys = self.STATE.split(",")
+        devices = [{k.replace(".", "_"): _number(v) for k, v in zip(keys, row)}
+                   for row in nvidia_smi(f"--query-gpu={self.STATE}")]
+        uuids = {row[0]: i for i, row in enumerate(nvidia_smi("--query-gpu=uuid"))}
+        for d in devices:
+            d["other_processes"] = []
+        for pid, uuid, mib in nvidia_smi("--query-compute-apps=pid,gpu_uuid,used_memory"):
+            if pid.isdigit() and int(pid) not in own and uuid in uuids and uuids[uuid] < len(devices):
+                devices[uuids[uuid]]["other_processes"].append({"pid": int(pid), "memory_mib": _number(mib)})
+        return devices
 
 
 def tpu_type() -> str | None:
@@ -70,7 +142,7 @@ def detect() -> dict:
     return {
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
-        "gpus": [g["name"] for g in nvidia_gpus()],
+        "gpus": [g["name"] for g in accelerators()],
         "tpu": tpu_type(),
     }
 
@@ -92,7 +164,7 @@ def mismatch(profile, found: dict) -> str | None:
         matching = [g for g in found["gpus"] if profile.device_match.lower() in g.lower()]
         if len(matching) >= profile.device_count:
             return None
-        want = f"{profile.device_count}× NVIDIA {profile.device_match}"
+        want = f"{profile.device_count}× GPU {profile.device_match}"
     else:
         kind = (found["tpu"] or "").lower().replace("-", "_")
         if found["tpu"] and (not profile.device_match or profile.device_match.lower() in kind):

@@ -49,7 +49,7 @@ def environment_now(config: Config, lock_text: str | None = None) -> dict:
         "packages": lock.versions(lock_text) if lock_text else envcapture.package_versions(),
         "cpu": {"model": hardware.cpu_model(), "affinity": len(os.sched_getaffinity(0)),
                 "isa": list(hardware.cpu_isa())},
-        "gpus": [g["name"] for g in hardware.nvidia_gpus()],
+        "gpus": [g["name"] for g in hardware.accelerators()],
         "threads": seeding.resolve_threads(config.run.threads),
     }
 

@@ -212,7 +212,7 @@ def hardware_here() -> tuple:
     """This machine as a record's `environment` describes one: CPU model, usable cores, GPUs."""
     from repro import hardware
 
-    return hardware.cpu_model(), len(os.sched_getaffinity(0)), tuple(sorted(g["name"] for g in hardware.nvidia_gpus()))
+    return hardware.cpu_model(), len(os.sched_getaffinity(0)), tuple(sorted(g["name"] for g in hardware.accelerators()))
 
 
 def hardware_of(record: dict) -> tuple | None:

@@ -53,7 +53,7 @@ def capture(framework: dict) -> dict:
         "os": {"system": platform.system(), "release": platform.release(), "machine": platform.machine()},
         "cpu": {"model": hardware.cpu_model(), "cores": os.cpu_count(),
                 "affinity": len(os.sched_getaffinity(0)), "isa": list(hardware.cpu_isa())},
-        "gpus": list(hardware.nvidia_gpus()),
+        "gpus": list(hardware.accelerators()),
         "packages": package_versions(),
         "variables": result_variables(),
         "framework": framework,

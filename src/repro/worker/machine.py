@@ -5,8 +5,9 @@ the last, never inside the timed region. Recorded (the record's top-level `machi
 load average (1/5/15 min) before and after, the share of CPU time other processes took
 during the loop (all CPU time the kernel counted minus this command's own processes, in
 cores: 1.0 = one whole core), host name, CPU frequency and governor where /sys shows them, and
-per NVIDIA GPU its utilisation, clocks and the compute processes that are not this run's
-(nvidia-smi; nothing on a machine without one).
+per accelerator its utilisation, clocks and the compute processes that are not this run's
+(each registered vendor's query, hardware.py `Vendor`: NVIDIA's through nvidia-smi; nothing on a
+machine without one).
 
 CPU time is counted in kernel ticks (10 ms): over a loop of a few milliseconds that is
 noise, so the share is read over a window of MIN_WINDOW_S at least. A loop that long (every
@@ -51,7 +52,6 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import socket
 import time
 from pathlib import Path
@@ -62,7 +62,6 @@ from repro.worker import pinning
 
 MIN_WINDOW_S = 0.5
 CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
-NVIDIA_QUERY = "index,utilization.gpu,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu"
 TASKS = Path("/proc/self/task")
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 SCHED_KEYS = {"se.sum_exec_runtime": "run_ms", "se.nr_migrations": "migrations", "nr_involuntary_switches": "involuntary"}
@@ -115,28 +114,11 @@ def _own_pids() -> set[int]:
 
 
 def gpus() -> list[dict]:
-    """Per NVIDIA GPU: utilisation %, clocks (MHz), temperature and other processes on it."""
-    from repro.hardware import nvidia_smi as query
+    """Per accelerator (every registered vendor's: hardware.py `Vendor`): utilisation %, clocks (MHz),
+    temperature and the processes on it that are not this run's."""
+    from repro import hardware
 
-    if not shutil.which("nvidia-smi"):
-        return []
-
-    def number(text: str) -> float | None:
-        try:
-            return float(text)
-        except ValueError:  # "[N/A]", "[Not Supported]"
-            return None
-
-    keys = NVIDIA_QUERY.split(",")
-    devices = [{k.replace(".", "_"): number(v) for k, v in zip(keys, row)} for row in query(f"--query-gpu={NVIDIA_QUERY}")]
-    own = _own_pids()
-    uuids = {row[0]: i for i, row in enumerate(query("--query-gpu=uuid"))}
-    for d in devices:
-        d["other_processes"] = []
-    for pid, uuid, mib in query("--query-compute-apps=pid,gpu_uuid,used_memory"):
-        if pid.isdigit() and int(pid) not in own and uuid in uuids and uuids[uuid] < len(devices):
-            devices[uuids[uuid]]["other_processes"].append({"pid": int(pid), "memory_mib": number(mib)})
-    return devices
+    return hardware.telemetry(_own_pids())
 
 
 def _root(pid: int | None) -> psutil.Process:
