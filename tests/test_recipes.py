@@ -1,0 +1,121 @@
+"""docs/architecture.md's "Where to add" recipes, done (issue 57 item 3): each recipe's steps are
+carried out in a scratch copy of the tree (src/ and conf/), exactly the steps the doc names and
+nothing else, and what the doc says the addition gives is then asked of that copy through the real
+CLI. The doc's bullet must name every step's file and its hook, so a recipe whose steps change in
+the doc fails here until its test changes with it; and each recipe is done once more with a step
+left out, which must fail: the steps are not only sufficient, each is needed."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "architecture.md"
+
+pytestmark = pytest.mark.slow  # each recipe's check is a `python -m repro` of the scratch tree
+
+
+@dataclass(frozen=True)
+class Step:
+    path: str  # relative to the tree: the file the doc names
+    hook: str  # the word of the doc's recipe this step carries out
+    text: str  # appended to the file (a new file where it does not exist)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    title: str  # the doc's bullet, by its bold title
+    steps: tuple[Step, ...]
+    check: tuple[str, ...]  # `python -m repro ...` in the scratch tree: exit 0 once the steps are done
+    refused: str  # what its refusal names (exit 2) before the recipe, or with a step left out
+
+
+STATISTIC = Recipe("A verdict statistic", (
+    Step("src/repro/report/statistic.py", "@register", '''
+
+@register
+class Sign(PairedT):
+    """A recipe's statistic: the paired t under another name."""
+
+    name = "recipe-sign"
+'''),), ("--dry-run", "-m", "framework=jax,torch", "model=mlp", "run.repeats=auto", "verdict.statistic=recipe-sign"),
+    "verdict.statistic='recipe-sign' is not a registered statistic")
+
+VENDOR = Recipe("A GPU vendor", (
+    Step("src/repro/hardware.py", "@register", '''
+
+@register
+class Acme(Vendor):
+    name, platform = "acme", "gpu"
+
+    def devices(self):
+        return ({"name": "Acme X1", "memory_mib": 196608, "driver": "6.2.1"},)
+'''),
+    Step("conf/hardware/acme_x1.yaml", "conf/hardware/", '''name: acme_x1
+platform: gpu
+device_match: X1
+device_count: 1
+memory_gb: 192
+peak_tflops: {fp32: 80.0}
+check: true
+'''),
+), ("--dry-run", "framework=jax", "model=mlp", "hardware=acme_x1"), "acme_x1")
+
+
+def bullet(title: str) -> str:
+    """The doc's recipe: its bullet under "Where to add", up to the next one."""
+    text = DOC.read_text().split("## Where to add", 1)[1].split("\n## ", 1)[0]
+    m = re.search(rf"^- \*\*{re.escape(title)}\*\*.*?(?=^- \*\*|\Z)", text, re.S | re.M)
+    assert m, f"docs/architecture.md has no recipe '{title}' under 'Where to add'"
+    return " ".join(m[0].split())
+
+
+def scratch(tmp: Path) -> Path:
+    tree = tmp / "tree"
+    for part in ("src", "conf"):
+        shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return tree
+
+
+def follow(tree: Path, steps) -> None:
+    for step in steps:
+        target = tree / step.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("a") as f:
+            f.write(step.text)
+
+
+def check(tree: Path, recipe: Recipe, tmp: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "REPRO_ROOT": str(tree),
+           "XDG_CACHE_HOME": str(tmp / "cache"), "REPRO_MACHINE_DIR": str(tmp / "machine")}
+    return subprocess.run([sys.executable, "-m", "repro", *recipe.check, f"ledger.dir={tmp / 'ledger'}"],
+                          cwd=tree, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("recipe", [STATISTIC, VENDOR], ids=lambda r: r.title)
+def test_a_recipe_done_as_the_doc_says_works_and_each_step_is_needed(recipe, tmp_path):
+    said = bullet(recipe.title)
+    for step in recipe.steps:  # the doc names each step the test takes: where, and its hook
+        where = step.path.removeprefix("src/repro/") if step.path.startswith("src/") else str(Path(step.path).parent) + "/"
+        assert where in said and step.hook in said, (recipe.title, where, step.hook, said)
+    untouched = check(scratch(tmp_path / "before"), recipe, tmp_path / "before")
+    assert untouched.returncode == 2 and recipe.refused in untouched.stderr, untouched.stderr  # the recipe adds something
+    tree = scratch(tmp_path / "done")
+    follow(tree, recipe.steps)
+    done = check(tree, recipe, tmp_path / "done")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "checked; nothing run or written" in done.stdout
+    for i, left_out in enumerate(recipe.steps):  # the planted break: a recipe missing a step
+        broken = scratch(tmp_path / f"without{i}")
+        follow(broken, [s for s in recipe.steps if s is not left_out] + [
+            Step(left_out.path, left_out.hook, left_out.text.replace("@register\n", ""))] * (left_out.hook == "@register"))
+        failed = check(broken, recipe, tmp_path / f"without{i}")
+        assert failed.returncode == 2 and recipe.refused in failed.stderr, (left_out.path, failed.stderr[-1000:])
