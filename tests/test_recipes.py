@@ -12,7 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -25,9 +25,19 @@ pytestmark = pytest.mark.slow  # each recipe's check is a `python -m repro` of t
 
 @dataclass(frozen=True)
 class Step:
-    path: str  # relative to the tree: the file the doc names
-    hook: str  # the word of the doc's recipe this step carries out
-    text: str  # appended to the file (a new file where it does not exist)
+    path: str  # relative to the tree
+    doc: tuple[str, ...]  # the words of the doc's bullet that name this step: its place, its hook
+    text: str = ""  # appended to the file (a new file where it does not exist)
+    copy_from: str | None = None  # a file or folder of the tree copied to `path` first
+    renames: tuple[tuple[str, str], ...] = ()  # then replaced in every file copied
+
+    @property
+    def registers(self) -> bool:
+        return "@register" in self.doc
+
+    def without_its_hook(self) -> "Step":
+        """The step with its registration left out (the class written, not registered)."""
+        return replace(self, text=self.text.replace("@register\n", ""))
 
 
 @dataclass(frozen=True)
@@ -39,7 +49,7 @@ class Recipe:
 
 
 STATISTIC = Recipe("A verdict statistic", (
-    Step("src/repro/report/statistic.py", "@register", '''
+    Step("src/repro/report/statistic.py", ("report/statistic.py", "@register"), '''
 
 @register
 class Sign(PairedT):
@@ -50,7 +60,7 @@ class Sign(PairedT):
     "verdict.statistic='recipe-sign' is not a registered statistic")
 
 VENDOR = Recipe("A GPU vendor", (
-    Step("src/repro/hardware.py", "@register", '''
+    Step("src/repro/hardware.py", ("hardware.py", "@register"), '''
 
 @register
 class Acme(Vendor):
@@ -59,7 +69,7 @@ class Acme(Vendor):
     def devices(self):
         return ({"name": "Acme X1", "memory_mib": 196608, "driver": "6.2.1"},)
 '''),
-    Step("conf/hardware/acme_x1.yaml", "conf/hardware/", '''name: acme_x1
+    Step("conf/hardware/acme_x1.yaml", ("conf/hardware/",), '''name: acme_x1
 platform: gpu
 device_match: X1
 device_count: 1
@@ -68,6 +78,13 @@ peak_tflops: {fp32: 80.0}
 check: true
 '''),
 ), ("--dry-run", "framework=jax", "model=mlp", "hardware=acme_x1"), "acme_x1")
+
+ZOO = Recipe("A model in the zoo", (
+    Step("src/repro/models/recipe_mlp", ("src/repro/models/<name>/", "ZooModel"), copy_from="src/repro/models/mlp",
+         renames=(('name = "mlp"', 'name = "recipe_mlp"'), ("class MLP(", "class RecipeMLP("))),
+    Step("conf/model/recipe_mlp.yaml", ("conf/model/<name>.yaml",), copy_from="conf/model/mlp.yaml",
+         renames=(("name: mlp", "name: recipe_mlp"),)),
+), ("--dry-run", "framework=jax", "model=recipe_mlp"), "recipe_mlp")
 
 
 def bullet(title: str) -> str:
@@ -89,8 +106,17 @@ def follow(tree: Path, steps) -> None:
     for step in steps:
         target = tree / step.path
         target.parent.mkdir(parents=True, exist_ok=True)
-        with target.open("a") as f:
-            f.write(step.text)
+        if step.copy_from:
+            source = tree / step.copy_from
+            shutil.copytree(source, target) if source.is_dir() else shutil.copy(source, target)
+            for f in [target] if target.is_file() else [f for f in target.rglob("*") if f.is_file()]:
+                text = f.read_text()
+                for old, new in step.renames:
+                    text = text.replace(old, new)
+                f.write_text(text)
+        if step.text:
+            with target.open("a") as f:
+                f.write(step.text)
 
 
 def check(tree: Path, recipe: Recipe, tmp: Path) -> subprocess.CompletedProcess:
@@ -100,12 +126,11 @@ def check(tree: Path, recipe: Recipe, tmp: Path) -> subprocess.CompletedProcess:
                           cwd=tree, env=env, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.parametrize("recipe", [STATISTIC, VENDOR], ids=lambda r: r.title)
+@pytest.mark.parametrize("recipe", [STATISTIC, VENDOR, ZOO], ids=lambda r: r.title)
 def test_a_recipe_done_as_the_doc_says_works_and_each_step_is_needed(recipe, tmp_path):
     said = bullet(recipe.title)
     for step in recipe.steps:  # the doc names each step the test takes: where, and its hook
-        where = step.path.removeprefix("src/repro/") if step.path.startswith("src/") else str(Path(step.path).parent) + "/"
-        assert where in said and step.hook in said, (recipe.title, where, step.hook, said)
+        assert all(words in said for words in step.doc), (recipe.title, step.doc, said)
     untouched = check(scratch(tmp_path / "before"), recipe, tmp_path / "before")
     assert untouched.returncode == 2 and recipe.refused in untouched.stderr, untouched.stderr  # the recipe adds something
     tree = scratch(tmp_path / "done")
@@ -115,7 +140,7 @@ def test_a_recipe_done_as_the_doc_says_works_and_each_step_is_needed(recipe, tmp
     assert "checked; nothing run or written" in done.stdout
     for i, left_out in enumerate(recipe.steps):  # the planted break: a recipe missing a step
         broken = scratch(tmp_path / f"without{i}")
-        follow(broken, [s for s in recipe.steps if s is not left_out] + [
-            Step(left_out.path, left_out.hook, left_out.text.replace("@register\n", ""))] * (left_out.hook == "@register"))
+        follow(broken, [s if s is not left_out else s.without_its_hook() for s in recipe.steps if s is not left_out
+                        or s.registers])
         failed = check(broken, recipe, tmp_path / f"without{i}")
         assert failed.returncode == 2 and recipe.refused in failed.stderr, (left_out.path, failed.stderr[-1000:])
