@@ -1,9 +1,11 @@
 """The typed read side (ledger/record.py): a stored record read back as a `Config` and typed blocks,
-old records at the schema's defaults, unknown keys kept and named, a bad field named with its record."""
+old records at the schema's defaults, unknown keys kept and named, a bad field named with its
+record; one verdict plan (report/verdict.py `Plan.of`) and one "is this sweep auto" (preflight/verdict.py)."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -12,6 +14,9 @@ from repro.config import schema
 from repro.config.spec import ADDED_AT_DEFAULT, config_hash
 from repro.ledger import Ledger
 from repro.ledger.record import Record, RecordError, read_config, view
+from repro.preflight.verdict import auto_rounds
+from repro.report import compare
+from repro.report import verdict as V
 
 SHIPPED = shipped_ledger()
 
@@ -99,6 +104,17 @@ def test_the_view_is_made_once_per_record_dict():
     assert view(copy.deepcopy(r)) is not first
 
 
+def test_a_record_changed_after_its_view_reads_as_it_is_now():
+    """A reader that edits a record it holds (a test's A/A trial made auto, a report's copy) reads the
+    edit: the blocks are read on each access, the config again when it no longer equals what was read."""
+    r = copy.deepcopy(_runs()[0])
+    rec = view(r)
+    assert rec.repeat.auto is None and rec.config.run.deterministic is True
+    r["repeat"] = {"index": 0, "count": 2, "group": "s/0", "auto": {"max": 4}}
+    r["config"]["run"]["deterministic"] = False
+    assert view(r) is rec and rec.repeat.auto == {"max": 4} and rec.config.run.deterministic is False
+
+
 def test_typed_blocks():
     r = {"id": "x", "repeat": {"index": 2, "count": 3, "group": "S/1", "auto": {"max": 6}, "discarded": True},
          "results": {"steady_median_s": 0.5}, "sweep": {"id": "S", "job": 4}}
@@ -109,3 +125,64 @@ def test_typed_blocks():
     assert (empty.repeat.index, empty.repeat.auto, empty.results.steady_median_s, empty.sweep.job) == (None, None, None, 0)
     with pytest.raises(RecordError, match="record y: repeat"):
         Record({"id": "y", "repeat": 3}).repeat
+
+
+# The two plans Plan.of replaced, as they were (report/comparison.py verdict_plan, report/noise.py _plan).
+def _comparison_plan(records):
+    node = next((r["config"].get("verdict") for r in records if r["config"].get("verdict")), None) or {}
+    auto = [r["repeat"]["auto"] for r in records if (r.get("repeat") or {}).get("auto")]
+    return V.Plan(band=node.get("band", V.BAND), sequential=bool(auto), trim=node.get("trim", V.TRIM),
+                  statistic=node.get("statistic", V.STATISTIC),
+                  max_repeats=auto[0]["max"] if auto else node.get("max_repeats", V.MAX_REPEATS))
+
+
+def _noise_plan(records):
+    auto = next(((r.get("repeat") or {}).get("auto") for r in records if (r.get("repeat") or {}).get("auto")), None)
+    node = next(((r.get("config") or {}).get("verdict") for r in records if (r.get("config") or {}).get("verdict")),
+                None) or {}
+    band, trim, statistic = node.get("band", V.BAND), node.get("trim", V.TRIM), node.get("statistic", V.STATISTIC)
+    if auto:
+        return V.Plan(band=band, sequential=True, max_repeats=int(auto.get("max") or V.MAX_REPEATS), trim=trim,
+                      statistic=statistic)
+    return V.Plan(band=band, trim=trim, statistic=statistic)
+
+
+def _judged(plan: V.Plan) -> tuple:
+    """What a plan decides by: max_repeats is read only for sequential looks."""
+    return dataclasses.replace(plan, max_repeats=0) if not plan.sequential else plan
+
+
+def test_plan_of_is_what_both_old_paths_built_on_a_shipped_sweep():
+    ledger = Ledger(SHIPPED)
+    sweeps = sorted({r["sweep"]["id"] for r in _runs() if r.get("sweep")})
+    assert sweeps
+    for sweep_id in sweeps:
+        records = compare.sweep_runs(ledger, sweep_id)
+        variants = [records]
+        tuned = copy.deepcopy(records)  # the same sweep as auto with its own verdict config
+        for i, r in enumerate(tuned):
+            r["config"]["verdict"] = {"band": 0.05, "trim": 0.1, "statistic": "trimmed", "max_repeats": 8}
+            r["repeat"] = {"index": i, "count": 1, "group": f"{sweep_id}/{i}", "auto": {"max": 6}}
+        mixed = copy.deepcopy(records)  # an old record first (no verdict), then one with it
+        mixed[-1]["config"]["verdict"] = {"band": 0.03}
+        variants += [tuned, mixed]
+        for rs in variants:
+            plan = V.Plan.of(rs)
+            assert plan == _comparison_plan(rs), sweep_id
+            assert _judged(plan) == _judged(_noise_plan(rs)), sweep_id
+        assert V.Plan.of(tuned) == V.Plan(band=0.05, sequential=True, max_repeats=6, trim=0.1, statistic="trimmed")
+        assert V.Plan.of(mixed).band == 0.03
+
+
+def test_the_verdict_defaults_are_the_schemas():
+    d = schema.VerdictConfig()
+    assert (V.BAND, V.MAX_REPEATS, V.TRIM, V.STATISTIC) == (d.band, d.max_repeats, d.trim, d.statistic)
+    assert V.Plan.of([{"id": "old", "config": {}}]) == V.Plan()
+
+
+def test_is_this_sweep_auto_one_answer():
+    def jobs(n, repeats):
+        return tuple(dataclasses.replace(schema.Config(), run=schema.RunConfig(repeats=repeats)) for _ in range(n))
+
+    assert auto_rounds(jobs(2, "auto")) and not auto_rounds(jobs(1, "auto"))
+    assert not auto_rounds(jobs(2, 3)) and not auto_rounds(())

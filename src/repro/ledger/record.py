@@ -10,7 +10,8 @@ dict, for what is not typed yet.
 
 A record whose typed read fails (a group that is not an object, a value of the wrong type) raises
 `RecordError` naming the record's id and the field. The view is memoized per record dict
-(`view`): a report reads thousands of records, each typed once.
+(`view`): a report reads thousands of records, each config typed once (read again only where a
+reader changed the dict's config since).
 """
 
 from __future__ import annotations
@@ -38,27 +39,32 @@ class RecordError(ValueError):
 _GROUPS = {f.name: f.default_factory for f in dataclasses.fields(Config) if f.name != "model"}
 
 
-@functools.lru_cache(maxsize=None)
-def _hints(group_type: type) -> dict[str, Any]:
-    return typing.get_type_hints(group_type, vars(schema))
-
-
-def _accepts(hint: Any, value: Any) -> bool:
-    """Whether a stored value fits a schema field's type (bool is no number; an int is a float)."""
+def _rule(hint: Any) -> tuple[tuple[type, ...] | None, bool, bool]:
+    """A schema field's type as (types a value may be, None: any; None allowed; bool refused): bool is
+    no number, an int is a float."""
     if hint is Any:
-        return True
-    origin = typing.get_origin(hint)
-    if origin is typing.Union:
-        return any(_accepts(h, value) for h in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if origin is not None:
-        return isinstance(value, origin)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, hint)
+        return None, True, False
+    args = typing.get_args(hint) if typing.get_origin(hint) is typing.Union else (hint,)
+    none_ok, types = type(None) in args, []
+    for h in (a for a in args if a is not type(None)):
+        if h is Any:
+            return None, True, False
+        origin = typing.get_origin(h) or h
+        types += [int, float] if origin is float else [origin]
+    return tuple(types), none_ok, bool(set(types) & {int, float}) and bool not in types
+
+
+@functools.lru_cache(maxsize=None)
+def _rules(group_type: type) -> dict[str, tuple]:
+    """{field: its rule} of one config group (the schema's type hints, read once)."""
+    return {k: (h, *_rule(h)) for k, h in typing.get_type_hints(group_type, vars(schema)).items()}
+
+
+def _fits(rule: tuple, value: Any) -> bool:
+    _, types, none_ok, no_bool = rule
+    if value is None:
+        return none_ok
+    return types is None or (isinstance(value, types) and not (no_bool and isinstance(value, bool)))
 
 
 def read_config(d: Any, record_id: str = "?") -> tuple[Config, tuple[str, ...]]:
@@ -80,12 +86,13 @@ def read_config(d: Any, record_id: str = "?") -> tuple[Config, tuple[str, ...]]:
             continue
         if not isinstance(node, dict):
             raise RecordError(record_id, f"config.{name}", f"is {node!r}, not an object")
-        hints, known = _hints(group_type), {}
+        rules, known = _rules(group_type), {}
         for key, value in node.items():
-            if key not in hints:
+            rule = rules.get(key)
+            if rule is None:
                 unknown.append(f"{name}.{key}")
-            elif not _accepts(hints[key], value):
-                raise RecordError(record_id, f"config.{name}.{key}", f"is {value!r}, not {hints[key]}")
+            elif not _fits(rule, value):
+                raise RecordError(record_id, f"config.{name}.{key}", f"is {value!r}, not {rule[0]}")
             else:
                 known[key] = value
         groups[name] = group_type(**known)
@@ -134,45 +141,55 @@ def _block(record: dict, key: str) -> dict:
     return node
 
 
+def _snapshot(config: Any) -> Any:
+    """A copy of a config dict two levels deep (groups and their keys): equal to it until a key changes."""
+    return {g: dict(n) if isinstance(n, dict) else n for g, n in config.items()} if isinstance(config, dict) else config
+
+
 class Record:
-    """A typed view over one stored record (`raw`, the dict, is never changed)."""
+    """A typed view over one stored record (`raw`, the dict, is never changed). The typed config is
+    read once, and again only if the dict's config changed since (a reader that edits a record it
+    holds: the snapshot it was read from no longer equals it); the blocks are read on each access."""
 
     def __init__(self, raw: dict):
         self.raw = raw
+        self._read: tuple | None = None  # (snapshot of raw["config"], Config, unknown keys)
 
     @property
     def id(self) -> str:
         return self.raw.get("id", "?")
 
-    @functools.cached_property
-    def _config(self) -> tuple[Config, tuple[str, ...]]:
-        return read_config(self.raw.get("config"), self.id)
+    def _typed(self) -> tuple:
+        config = self.raw.get("config")
+        if self._read is None or self._read[0] != config:
+            self._read = (_snapshot(config), *read_config(config, self.id))
+        return self._read
 
     @property
     def config(self) -> Config:
         """The record's config, typed; keys it lacks at the schema's defaults."""
-        return self._config[0]
+        return self._typed()[1]
 
     @property
     def unknown_keys(self) -> tuple[str, ...]:
         """The config's dotted keys the schema does not know: kept in `raw`, named here."""
-        return self._config[1]
+        return self._typed()[2]
 
     def recorded(self, group: str) -> bool:
         """Whether the record's config holds `group` itself (else its values are the schema's defaults)."""
         return group in (self.raw.get("config") or {})
 
-    @functools.cached_property
+    @property
     def repeat(self) -> Repeat:
         rep = _block(self.raw, "repeat")
         return Repeat(index=rep.get("index"), group=rep.get("group") or "", auto=rep.get("auto") or None,
                       discarded=bool(rep.get("discarded")))
 
-    @functools.cached_property
+    @property
     def results(self) -> Results:
         return Results(steady_median_s=_block(self.raw, "results").get("steady_median_s"))
 
-    @functools.cached_property
+    @property
     def sweep(self) -> Sweep:
         sw = _block(self.raw, "sweep")
         return Sweep(id=sw.get("id"), job=sw.get("job", 0))

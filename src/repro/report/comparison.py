@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 
+from repro.ledger.record import view
 from repro.report import determinism_price, floor, reruns, stats, trajectory, varied, verdict
 from repro.report.audit import Audit, audit, busy
 
@@ -302,12 +303,12 @@ def round_of(record: dict) -> tuple | None:
     """The round a run belongs to, as the verdict engine pairs them: (its sweep's group family,
     its calibration trial, `repeat.index`); None for a run not in a round. Two configs' runs
     with the same key ran in the same round of the same sweep."""
-    rep = record.get("repeat") or {}
-    if "index" not in rep:
+    r = view(record)
+    if r.repeat.index is None:
         return None
-    group = rep.get("group") or ""
-    family = group.rsplit("/", 1)[0] if "/" in group else (record.get("sweep") or {}).get("id")
-    return family, (record.get("calibration") or {}).get("trial"), rep["index"]
+    group = r.repeat.group
+    family = group.rsplit("/", 1)[0] if "/" in group else r.sweep.id
+    return family, (record.get("calibration") or {}).get("trial"), r.repeat.index
 
 
 def _side(name: str, row: Row) -> verdict.Side:
@@ -316,31 +317,19 @@ def _side(name: str, row: Row) -> verdict.Side:
     engine pairs complete rounds, whether it ran on a busy machine (a look counts the busy
     runs it used) and its node (rounds on several nodes: a level of the verdict's interval). A
     round's attempt set aside for a rerun (`repeat.discarded`) is not among them."""
-    ok = [r for r in row.ok if not (r.get("repeat") or {}).get("discarded")
-          and "steady_median_s" in (r.get("results") or {})]
-    ok.sort(key=lambda r: ((r.get("repeat") or {}).get("index", 0), (r.get("sweep") or {}).get("job", 0)))
+    ok = [r for r in row.ok if not view(r).repeat.discarded and view(r).results.steady_median_s is not None]
+    ok.sort(key=lambda r: (view(r).repeat.index or 0, view(r).sweep.job))
     flags = tuple(busy(r) is not None for r in ok)
     return verdict.Side(name, tuple(stats.steady_medians(ok)), sum(flags), rounds=tuple(round_of(r) for r in ok),
                         busy_at=flags, nodes=tuple(_node(r) for r in ok))
 
 
-def verdict_plan(records: list[dict]) -> verdict.Plan:
-    """How these records' pairs are decided: their own `verdict` config (band, max_repeats) and
-    whether they ran with run.repeats=auto (looks after every round); records from before the
-    `verdict` config take its defaults."""
-    node = next((r["config"].get("verdict") for r in records if r["config"].get("verdict")), None) or {}
-    auto = [r["repeat"]["auto"] for r in records if (r.get("repeat") or {}).get("auto")]
-    return verdict.Plan(band=node.get("band", verdict.BAND), sequential=bool(auto), trim=node.get("trim", verdict.TRIM),
-                        statistic=node.get("statistic", verdict.STATISTIC),
-                        max_repeats=auto[0]["max"] if auto else node.get("max_repeats", verdict.MAX_REPEATS))
-
-
 def mode_of(record: dict) -> str:
     """The determinism mode a run was asked for, in words: the condition its verdicts were measured in."""
-    run = record["config"]["run"]
-    if not run.get("deterministic", True):
+    run = view(record).config.run
+    if not run.deterministic:
         return "with each library's default kernels (run.deterministic=false)"
-    fill = " without torch's NaN fill" if run.get("fill_uninitialized_memory") is False else ""
+    fill = " without torch's NaN fill" if run.fill_uninitialized_memory is False else ""
     return f"in deterministic mode{fill} (run.deterministic=true)"
 
 
@@ -394,7 +383,7 @@ def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swe
                            "nodes": len({_node(r) for r in a.ok + b.ok}), "apart": len(overlaps(a, b, apart=True))}))
     if not pairs:
         return refused
-    decided = verdict.decide_family([p for p, _, _ in pairs], verdict_plan([r for _, runs, _ in pairs for r in runs]))
+    decided = verdict.decide_family([p for p, _, _ in pairs], verdict.Plan.of([r for _, runs, _ in pairs for r in runs]))
     return [replace(v, floor=floor.below(v, runs, ledger_dir), recomputed=not any("verdict" in r["config"] for r in runs),
                     **fields) for v, (_, runs, fields) in zip(decided, pairs)] + refused
 

@@ -65,6 +65,7 @@ import math
 import statistics
 from typing import Iterable
 
+from repro.ledger.record import view
 from repro.report import verdict as V
 
 FLOOR_ROUNDS = (3, 5, 10)
@@ -346,19 +347,6 @@ def aa_log_ratios(records: list[dict]) -> list[float]:
     return [_log_ratio(rnd) for labels in trials.values() if _gap_of(labels) is None for rnd in _rounds(labels)]
 
 
-def _plan(records: list[dict]) -> V.Plan:
-    """How a trial's records are judged: the planned looks of `run.repeats=auto` where they ran
-    so, else one look; band from the records' `verdict` config."""
-    auto = next(((r.get("repeat") or {}).get("auto") for r in records if (r.get("repeat") or {}).get("auto")), None)
-    node = next(((r.get("config") or {}).get("verdict") for r in records if (r.get("config") or {}).get("verdict")),
-                None) or {}
-    band, trim, statistic = node.get("band", V.BAND), node.get("trim", V.TRIM), node.get("statistic", V.STATISTIC)
-    if auto:
-        return V.Plan(band=band, sequential=True, max_repeats=int(auto.get("max") or V.MAX_REPEATS), trim=trim,
-                      statistic=statistic)
-    return V.Plan(band=band, trim=trim, statistic=statistic)
-
-
 def trial_verdict(labels: dict[str, list[dict]], names: tuple[str, str]) -> V.Verdict | None:
     """A trial's verdict between two labels, from its ok runs paired by round, at the planned looks
     where its runs were auto repeats (calibrate's stopping rule reads the same)."""
@@ -372,7 +360,7 @@ def trial_verdict(labels: dict[str, list[dict]], names: tuple[str, str]) -> V.Ve
         if not rs:
             return None
         sides.append(V.Side(name, tuple(_median_s(r) for r in rs), rounds=tuple(round_of(r) for r in rs)))
-    (v,) = V.decide_family([(sides[0], sides[1], "")], _plan([r for x in labels.values() for r in x]))
+    (v,) = V.decide_family([(sides[0], sides[1], "")], V.Plan.of([r for x in labels.values() for r in x]))
     return v
 
 
@@ -414,7 +402,7 @@ def summarise(records: list[dict]) -> dict:
     floor_normal = {str(n): V.resolvable_gap(unit_noise, n, paired=unit == "paired") for n in FLOOR_ROUNDS} \
         if unit_noise else {}
     ratios = aa_log_ratios(records)
-    plan = _plan(records)
+    plan = V.Plan.of(records)
     trim, statistic = plan.trim, plan.statistic
     resampled = {str(n): V.resampled_gap(ratios, n, trim, statistic=statistic) for n in FLOOR_ROUNDS} \
         if unit == "paired" else {}
@@ -477,7 +465,7 @@ def _identity(records: list[dict]) -> dict | None:
     found = identity.of(records)
     if found.identical is None and not found.text:
         return None
-    promised = bool((records[0].get("config") or {}).get("run", {}).get("deterministic", True))
+    promised = view(records[0]).config.run.deterministic
     return {"processes": found.processes, "identical": found.identical, "text": found.text, "deterministic": promised}
 
 
