@@ -5,7 +5,7 @@ back as a `Record`: its `config` a `Config` again, read tolerantly by the rule t
 (config/spec.py `ADDED_AT_DEFAULT`): a key the record lacks (written before the key existed) takes
 the schema's default, so no reader restates a default; a key the schema does not know (written by a
 newer repro, or by hand) is kept aside in `unknown_keys` and named, never dropped silently. The
-blocks readers use most (`repeat`, `results`, `sweep`) are small frozen dataclasses; `raw` is the
+blocks readers use most (`repeat`, `results`, `sweep`, `scheduler`) are small frozen dataclasses; `raw` is the
 dict, for what is not typed yet.
 
 A record whose typed read fails (a group that is not an object, a value of the wrong type) raises
@@ -112,6 +112,7 @@ class Repeat:
     plan (`{"max": ...}`; None for a fixed count) and whether a rerun set it aside."""
 
     index: int | None = None  # None: not a run of a round
+    count: int = 1  # the rounds planned
     group: str = ""
     auto: Mapping | None = None
     discarded: bool = False
@@ -130,6 +131,14 @@ class Sweep:
 
     id: str | None = None
     job: int = 0
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """Where the scheduler placed a run (job/scheduler.py): its name (local, slurm) and node, where recorded."""
+
+    name: str = ""
+    node: str = ""
 
 
 def _block(record: dict, key: str) -> dict:
@@ -182,12 +191,18 @@ class Record:
     @property
     def repeat(self) -> Repeat:
         rep = _block(self.raw, "repeat")
-        return Repeat(index=rep.get("index"), group=rep.get("group") or "", auto=rep.get("auto") or None,
+        return Repeat(index=rep.get("index"), count=rep.get("count", 1), group=rep.get("group") or "",
+                      auto=rep.get("auto") or None,
                       discarded=bool(rep.get("discarded")))
 
     @property
     def results(self) -> Results:
         return Results(steady_median_s=_block(self.raw, "results").get("steady_median_s"))
+
+    @property
+    def scheduler(self) -> Scheduler:
+        sch = _block(self.raw, "scheduler")
+        return Scheduler(name=sch.get("name") or "", node=sch.get("node") or "")
 
     @property
     def sweep(self) -> Sweep:

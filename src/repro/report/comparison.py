@@ -167,7 +167,7 @@ class Comparison:
 
 def group_of(record: dict) -> str:
     """The id shared by one config's runs: its repeat group, else its config hash."""
-    return (record.get("repeat") or {}).get("group") or record.get("config_hash") or record["id"]
+    return view(record).repeat.group or record.get("config_hash") or record["id"]
 
 
 def by_config(records: list[dict]) -> dict[str, list[dict]]:
@@ -200,10 +200,11 @@ def row(records: list[dict], name: str, drift: dict[str, str]) -> Row:
     steady = stats.steady_medians(ok)
     median = stats.median_of(steady)
     res = ok[0]["results"] if ok else {}
-    batch = records[0]["config"]["run"]["batch_size"]
+    config = view(records[0]).config
+    batch = config.run.batch_size
     sharded = any((r.get("results") or {}).get("sharding") for r in ok)
     return Row(
-        name=name, model=model_of(records[0]), framework=records[0]["config"]["framework"]["name"],
+        name=name, model=model_of(records[0]), framework=config.framework.name,
         records=tuple(records), n=len(ok),
         first_s=_median(cold, lambda x: x.get("first_step_s")), second_s=_median(cold, lambda x: x.get("second_step_s")),
         median_s=median, ci_s=stats.bootstrap_ci(steady),
@@ -222,15 +223,15 @@ def row(records: list[dict], name: str, drift: dict[str, str]) -> Row:
 
 def _title(model: str, records: list[dict]) -> str:
     differs = set(varied.differing_keys(records))
-    first = records[0]["config"]
+    first = view(records[0]).config
     parts = [model]
     if "run.batch_size" not in differs:
-        parts.append(f"batch {first['run']['batch_size']}")
+        parts.append(f"batch {first.run.batch_size}")
     for group in ("precision", "sharding", "hardware"):
-        if group not in differs and not (group == "sharding" and first[group]["name"] == "none"):
-            parts.append(first[group]["name"])
+        if group not in differs and not (group == "sharding" and first.sharding.name == "none"):
+            parts.append(getattr(first, group).name)
     if "run.task" not in differs:
-        parts.append(f"{first['run']['task']} step")
+        parts.append(f"{first.run.task} step")
     return " · ".join(parts)
 
 
@@ -247,13 +248,13 @@ def _interleaved(a: Row, b: Row) -> bool:
     their measured windows overlapped (`overlaps`). Runs launched side by side (`repeat.side_by_side`)
     never reach here: `_verdicts` refuses their pair first."""
     both = a.records + b.records
-    return len({(r.get("sweep") or {}).get("id") for r in both}) == 1 and \
-        all((r.get("repeat") or {}).get("count", 1) > 1 for r in both) and not overlaps(a, b, apart=None)
+    return len({view(r).sweep.id for r in both}) == 1 and \
+        all(view(r).repeat.count > 1 for r in both) and not overlaps(a, b, apart=None)
 
 
 def _node(record: dict) -> str:
     """The node a run was measured on: its SLURM node, else its host."""
-    return (record.get("scheduler") or {}).get("node") or (record.get("machine") or {}).get("host") or ""
+    return view(record).scheduler.node or (record.get("machine") or {}).get("host") or ""
 
 
 def _window(record: dict) -> tuple[str, float, float] | None:
@@ -384,7 +385,7 @@ def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swe
     if not pairs:
         return refused
     decided = verdict.decide_family([p for p, _, _ in pairs], verdict.Plan.of([r for _, runs, _ in pairs for r in runs]))
-    return [replace(v, floor=floor.below(v, runs, ledger_dir), recomputed=not any("verdict" in r["config"] for r in runs),
+    return [replace(v, floor=floor.below(v, runs, ledger_dir), recomputed=not any(view(r).recorded("verdict") for r in runs),
                     **fields) for v, (_, runs, fields) in zip(decided, pairs)] + refused
 
 
@@ -406,7 +407,7 @@ def build(records: list[dict], ledger_dir=None) -> Comparison:
     tables = []
     for model, of_model in by_model.items():
         rows = [row(rs, varied.run_name(rs[0], keys), drift) for rs in by_config(of_model).values()]
-        by = BY_THROUGHPUT if len({r["config"]["run"]["batch_size"] for r in of_model}) > 1 else BY_MEDIAN
+        by = BY_THROUGHPUT if len({view(r).config.run.batch_size for r in of_model}) > 1 else BY_MEDIAN
         verdicts = _verdicts(model, rows, keys, ledger_dir, swept=varied.swept_keys(of_model))
         tables.append(Table(model, _title(model, of_model), by, _ranked(rows, by), verdicts,
                             audit(of_model, lambda r: audit_name(r, keys))))

@@ -90,7 +90,7 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
 def _median_s(r: dict) -> float | None:
     if r.get("status") != "ok":
         return None
-    m = (r.get("results") or {}).get("steady_median_s")
+    m = view(r).results.steady_median_s
     return float(m) if isinstance(m, (int, float)) and math.isfinite(m) and m > 0 else None
 
 
@@ -101,7 +101,7 @@ def _trials(records: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
         c = r.get("calibration") or {}
         if "trial" not in c or "label" not in c:
             continue
-        key = ((r.get("sweep") or {}).get("id"), c["trial"])
+        key = (view(r).sweep.id, c["trial"])
         out.setdefault(key, {}).setdefault(str(c["label"]), []).append(r)
     return out
 
@@ -117,7 +117,7 @@ def _gap_of(labels: dict[str, list[dict]]) -> tuple[str, float] | None:
 
 
 def _index(r: dict):
-    return (r.get("repeat") or {}).get("index")
+    return view(r).repeat.index
 
 
 def _rounds(labels: dict[str, list[dict]]) -> list[dict[str, dict]]:
@@ -126,7 +126,7 @@ def _rounds(labels: dict[str, list[dict]]) -> list[dict[str, dict]]:
     by: dict = {}
     for label, rs in labels.items():
         for r in rs:
-            if _median_s(r) is None or (r.get("repeat") or {}).get("discarded") or _index(r) is None:
+            if _median_s(r) is None or view(r).repeat.discarded or _index(r) is None:
                 continue
             by.setdefault(_index(r), {}).setdefault(label, []).append(r)
     out = []
@@ -238,7 +238,7 @@ def _residuals(aa_trials: Iterable[dict[str, list[dict]]]) -> list[tuple[dict, f
     for labels in aa_trials:
         for rs in labels.values():
             ok = [(r, math.log(m)) for r in rs if (m := _median_s(r)) is not None
-                  and not (r.get("repeat") or {}).get("discarded")]
+                  and not view(r).repeat.discarded]
             if len(ok) < 2:
                 continue
             mean = statistics.fmean(v for _, v in ok)
@@ -263,7 +263,7 @@ def _positions(aa: list[list[dict[str, dict]]]) -> tuple[list[dict], str]:
             if recorded:
                 placed = sorted(runs, key=lambda r: r["repeat"]["position"])
             else:
-                placed = sorted(runs, key=lambda r: ((r.get("sweep") or {}).get("job", 0), r.get("created", "")))
+                placed = sorted(runs, key=lambda r: (view(r).sweep.job, r.get("created", "")))
             first = math.log(_median_s(placed[0]))
             for p, r in enumerate(placed[1:], 1):
                 by_p.setdefault(p, []).append(math.log(_median_s(r)) - first)
@@ -315,7 +315,7 @@ def slow_processes(records: list[dict]) -> dict | None:
     injected gap, or none), their share and size, what caught each, and what flagged the others."""
     configs: dict = {}
     for r in records:
-        if (m := _median_s(r)) is not None and not (r.get("repeat") or {}).get("discarded"):
+        if (m := _median_s(r)) is not None and not view(r).repeat.discarded:
             configs.setdefault((r.get("calibration") or {}).get("gap"), []).append((r, m))
     slow, fast = [], []
     for runs in configs.values():
@@ -355,8 +355,8 @@ def trial_verdict(labels: dict[str, list[dict]], names: tuple[str, str]) -> V.Ve
     sides = []
     for name in names:
         rs = sorted((r for r in labels.get(name, []) if _median_s(r) is not None
-                     and not (r.get("repeat") or {}).get("discarded")),
-                    key=lambda r: (_index(r) if isinstance(_index(r), int) else 0, (r.get("sweep") or {}).get("job", 0)))
+                     and not view(r).repeat.discarded),
+                    key=lambda r: (_index(r) if isinstance(_index(r), int) else 0, view(r).sweep.job))
         if not rs:
             return None
         sides.append(V.Side(name, tuple(_median_s(r) for r in rs), rounds=tuple(round_of(r) for r in rs)))
