@@ -13,12 +13,31 @@ import pytest
 
 from conftest import shipped_ledger
 from repro.cli import run_subcommand
+from repro.config.spec import ADDED_AT_DEFAULT
 from repro.ledger import Ledger, recordfile, schema
+from repro.ledger.record import view
 from repro.ledger.store import record_id
 from repro.report import comparison, compare, sweep_report
 
 SHIPPED = shipped_ledger()  # the git-tracked records (conftest): not what a user ran since
 STATUSES = ("ok", "failed", "oom", "killed", "timeout", "interrupted", "started")  # started: a lost run
+
+
+NEWER_KEY = "from_a_newer_repro"
+
+
+def _without_keys_added_since(config: dict) -> None:
+    """A record's config as a record written before every key config/spec.py ADDED_AT_DEFAULT names
+    (and the `verdict` group) existed, where it holds the value those records had: each reads at the
+    schema's default."""
+    config.pop("verdict", None)
+    for dotted, default in ADDED_AT_DEFAULT.items():
+        group, _, key = dotted.partition(".")
+        node = config.get(group, {})
+        if key and node.get(key, default) == default:
+            node.pop(key, None)
+        elif not key and all(node.get(k, v) == v for k, v in default.items()):
+            config.pop(group, None)
 
 
 def _write(root: Path, body: dict) -> dict:
@@ -62,12 +81,15 @@ def _every_kind(ledger: Path) -> str:
             r.pop("scheduler", None)
         if version < 2:
             (r.get("environment") or {}).pop("env_hash", None)
-        if version == 0:  # before the machine's capture, the ISA, the GPU list
+        if version == 0:  # before the machine's capture, the ISA, the GPU list, and the config keys added since
             r.pop("machine", None)
             r["environment"].pop("gpus", None)
             r["environment"].get("cpu", {}).pop("isa", None)
+            _without_keys_added_since(r["config"])
         else:
             r["machine"]["cpu_frequency"] = {"current_mhz": None, "governor": None}
+        if version == schema.SCHEMA_VERSION:  # a key a newer repro writes: read, kept, named (ledger/record.py)
+            r["config"]["tracking"][NEWER_KEY] = 1  # (in a group the hash leaves out: the row is the same config)
         out.append(r)
     for r in out:
         _write(ledger, r)
@@ -104,6 +126,11 @@ def test_every_status_and_schema_version_renders(everything, capsys):
         assert f"| {status} |" in page or f"| {status} ⚠" in page, status
     assert "| fw3 | killed | 0 | — | — | — |" in page  # what a killed run lacks reads "—"
     assert all(f"| v{v} |" in page for v in range(schema.SCHEMA_VERSION + 1))
+    records = {r["config"]["framework"]["name"]: view(r) for r in compare.sweep_runs(Ledger(ledger), sweep_id)}
+    assert not records["v0"].recorded("verdict") and not records["v0"].recorded("cluster")
+    old, new = records["v0"].config, records["v1"].config  # what v0 lacks reads as v1 holds it
+    assert (old.cluster, old.run, old.env, vars(old.model)) == (new.cluster, new.run, new.env, vars(new.model))
+    assert records[f"v{schema.SCHEMA_VERSION}"].unknown_keys == (f"tracking.{NEWER_KEY}",)
     csv_rows = (folder / "results.csv").read_text().splitlines()
     assert len(csv_rows) == 1 + len(STATUSES) + schema.SCHEMA_VERSION + 1 and "—" not in "".join(csv_rows)
 

@@ -138,8 +138,7 @@ def test_a_trim_outside_its_range_exits_2_naming_the_key(tmp_path, capsys, value
 
 def test_records_carry_their_trim_into_the_verdict():
     from repro import preflight
-    from repro.report import comparison
 
     assert preflight.plan(["verdict.trim=0"]).jobs[0].verdict.trim == 0
-    assert comparison.verdict_plan([{"config": {"verdict": {"trim": 0.1}}}]).trim == 0.1
-    assert comparison.verdict_plan([{"config": {"verdict": {"band": 0.02}}}]).trim == V.TRIM  # before the key
+    assert V.Plan.of([{"config": {"verdict": {"trim": 0.1}}}]).trim == 0.1
+    assert V.Plan.of([{"config": {"verdict": {"band": 0.02}}}]).trim == V.TRIM  # before the key

@@ -118,12 +118,11 @@ def test_an_unknown_statistic_exits_2_naming_the_registered_ones(tmp_path, capsy
 
 def test_records_carry_their_statistic_into_the_verdict():
     from repro import preflight
-    from repro.report import comparison, noise
 
     assert preflight.plan(["verdict.statistic=trimmed"]).jobs[0].verdict.statistic == "trimmed"
-    assert comparison.verdict_plan([{"config": {"verdict": {"statistic": "paired-t"}}}]).statistic == "paired-t"
-    assert comparison.verdict_plan([{"config": {"verdict": {"trim": 0.2}}}]).statistic == V.STATISTIC  # before the key
-    assert noise._plan([{"config": {"verdict": {"statistic": "trimmed"}}}]).statistic == "trimmed"
+    assert V.Plan.of([{"config": {"verdict": {"statistic": "paired-t"}}}]).statistic == "paired-t"
+    assert V.Plan.of([{"config": {"verdict": {"trim": 0.2}}}]).statistic == V.STATISTIC  # before the key
+    assert V.Plan.of([{"config": {"verdict": {"statistic": "trimmed"}}}]).statistic == "trimmed"
 
 
 def _ratios(rng, model: str, sweeps: int, rounds: int, gap: float = 0.0) -> np.ndarray:

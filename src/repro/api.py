@@ -64,9 +64,10 @@ def launcher_for(plan, session, args: list[str] = ()):
     (preflight/estimate.py) passes the launcher's time limit is refused (ConfigError), and so is
     run.repeats=auto with an adapter that cannot report back between rounds (`rounds.refusal`)."""
     from repro.loop import rounds
+    from repro.preflight.verdict import auto_rounds
 
     adapter = _adapter(plan, session, args)
-    if why := rounds.refusal(adapter, plan.jobs[0].run.repeats == "auto" and len(plan.configs) > 1):
+    if why := rounds.refusal(adapter, auto_rounds(plan.jobs)):
         raise ConfigError(why)
     return adapter
 
@@ -187,14 +188,14 @@ def run_jobs(plan, session, launcher=None) -> list[dict]:
     loop (loop/sweep.py), each round handed to `launcher` (`launcher_for`; None: in this process),
     then close it; its records. Interrupted or failed: closed (what was recorded stays), then re-raised."""
     from repro.loop import sweep
+    from repro.preflight.verdict import AUTO, auto_rounds
 
-    repeats = plan.jobs[0].run.repeats
-    if repeats == "auto" and len(plan.jobs) > 1:  # rounds until every pair is decided (repro/repeats.py)
+    if auto_rounds(plan.jobs):  # rounds until every pair is decided (repro/repeats.py)
         from repro.repeats import Auto
 
         policy = Auto(plan, session)
     else:
-        if repeats == "auto":
+        if plan.jobs[0].run.repeats == AUTO:
             from repro.console import console
 
             console().print(SINGLE_AUTO, markup=False, highlight=False)

@@ -2,8 +2,9 @@
 
 `preflight.check()` returns a `Config`; read the live config of a run by attribute: `config.run.steps`, `config.model.name`, `config.tracking.uri`.
 The dict for hashing, the ledger's `config` and `spec.json` is `as_dict(config)`, and a dict
-from spec.json or a record becomes a `Config` again with `from_dict(d)`. Ledger records and
-`record["config"]` stay dicts. Defaults live here and nowhere else; a field's allowed values
+from spec.json or a record becomes a `Config` again with `from_dict(d)`. Ledger records are stored
+as dicts; a reader reads one typed through `repro.ledger.record.view(record)` (its config tolerantly:
+keys a record lacks at these defaults, keys the schema does not know kept aside and named). Defaults live here and nowhere else; a field's allowed values
 are its metadata (`choice(...)`, `positive(...)`, `non_negative(...)`), read by the checker.
 A field's meaning is the comment on its line or right above it (or `metadata["doc"]`): the generated
 config reference (docs/reference/config.md, `make docs`) prints it, and a field without one fails that build.

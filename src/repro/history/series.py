@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from repro.ledger import Ledger, LedgerError
+from repro.ledger.record import view
 from repro.preflight.estimate import hardware_of
 from repro.report import compare, comparison, reruns, varied
 
@@ -77,7 +78,7 @@ def hardware_words(record: dict) -> str:
 
 
 def mode_words(record: dict) -> str:
-    return "deterministic" if record["config"].get("run", {}).get("deterministic", True) else "default kernels"
+    return "deterministic" if view(record).config.run.deterministic else "default kernels"
 
 
 def _ok_entries(ledger: Ledger) -> list:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from repro.config import ConfigError, config_hash
 from repro.config.schema import as_dict
+from repro.preflight.verdict import auto_rounds
 
 # The parts in the order a run goes through them (job/wall_split.py's, then what is not the worker's).
 ORDER = ("worker", "start", "data", "build", "setup", "first_step", "steady", "results", "profile", "handover",
@@ -304,7 +305,7 @@ def of(plan, here: tuple | None = None) -> Estimate:
     """The estimate of a checked plan (preflight.plan) from its ledger(s); `here`: this machine
     (hardware_here(), read where a ledger exists)."""
     first = plan.jobs[0]
-    auto = first.run.repeats == "auto" and len(plan.configs) > 1
+    auto = auto_rounds(plan.jobs)
     rounds = first.verdict.max_repeats if auto else plan.repeats
     hashes = [config_hash(as_dict(c)) for c, _ in plan.configs]
     by_dir: dict[str, set[str]] = {}

@@ -17,6 +17,14 @@ from repro.config.schema import ConfigError
 AUTO = "auto"
 
 
+def auto_rounds(jobs: Sequence[schema.Config]) -> bool:
+    """Whether a sweep of these configs (each once: a plan's `jobs`) runs auto's rounds: run.repeats=auto
+    and at least two configs to compare (one config asked for auto runs once, and says so: api.run_jobs).
+    The one answer the launcher's refusal (api.launcher_for), the sweep loop's policy (api.run_jobs) and the
+    estimate (preflight/estimate.py) read."""
+    return len(jobs) > 1 and jobs[0].run.repeats == AUTO
+
+
 def check_values(cfg: schema.Config) -> None:
     """One job's `run.repeats` and `verdict.*`."""
     repeats, v = cfg.run.repeats, cfg.verdict
@@ -72,11 +80,8 @@ def check_plan(jobs: Sequence[schema.Config], multirun: bool, launcher: Launcher
     if not jobs:
         return 1
     repeats = jobs[0].run.repeats
-    if repeats != AUTO:
-        return repeats
-    if len(jobs) < 2:
-        return 1  # nothing to compare: it runs once, and says so (api.run_jobs)
-    return 1
+    # auto: once here, whether its rounds run (`auto_rounds`: repro/repeats.py's) or a single config runs once
+    return 1 if repeats == AUTO else repeats
 
 
 def check_calibrate(multirun: bool, overrides: Sequence[str], jobs: Sequence[schema.Config] | None = None) -> None:

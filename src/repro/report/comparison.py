@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 
+from repro.ledger.record import view
 from repro.report import determinism_price, floor, reruns, stats, trajectory, varied, verdict
 from repro.report.audit import Audit, audit, busy
 
@@ -166,7 +167,7 @@ class Comparison:
 
 def group_of(record: dict) -> str:
     """The id shared by one config's runs: its repeat group, else its config hash."""
-    return (record.get("repeat") or {}).get("group") or record.get("config_hash") or record["id"]
+    return view(record).repeat.group or record.get("config_hash") or record["id"]
 
 
 def by_config(records: list[dict]) -> dict[str, list[dict]]:
@@ -199,10 +200,11 @@ def row(records: list[dict], name: str, drift: dict[str, str]) -> Row:
     steady = stats.steady_medians(ok)
     median = stats.median_of(steady)
     res = ok[0]["results"] if ok else {}
-    batch = records[0]["config"]["run"]["batch_size"]
+    config = view(records[0]).config
+    batch = config.run.batch_size
     sharded = any((r.get("results") or {}).get("sharding") for r in ok)
     return Row(
-        name=name, model=model_of(records[0]), framework=records[0]["config"]["framework"]["name"],
+        name=name, model=model_of(records[0]), framework=config.framework.name,
         records=tuple(records), n=len(ok),
         first_s=_median(cold, lambda x: x.get("first_step_s")), second_s=_median(cold, lambda x: x.get("second_step_s")),
         median_s=median, ci_s=stats.bootstrap_ci(steady),
@@ -221,15 +223,15 @@ def row(records: list[dict], name: str, drift: dict[str, str]) -> Row:
 
 def _title(model: str, records: list[dict]) -> str:
     differs = set(varied.differing_keys(records))
-    first = records[0]["config"]
+    first = view(records[0]).config
     parts = [model]
     if "run.batch_size" not in differs:
-        parts.append(f"batch {first['run']['batch_size']}")
+        parts.append(f"batch {first.run.batch_size}")
     for group in ("precision", "sharding", "hardware"):
-        if group not in differs and not (group == "sharding" and first[group]["name"] == "none"):
-            parts.append(first[group]["name"])
+        if group not in differs and not (group == "sharding" and first.sharding.name == "none"):
+            parts.append(getattr(first, group).name)
     if "run.task" not in differs:
-        parts.append(f"{first['run']['task']} step")
+        parts.append(f"{first.run.task} step")
     return " · ".join(parts)
 
 
@@ -246,13 +248,13 @@ def _interleaved(a: Row, b: Row) -> bool:
     their measured windows overlapped (`overlaps`). Runs launched side by side (`repeat.side_by_side`)
     never reach here: `_verdicts` refuses their pair first."""
     both = a.records + b.records
-    return len({(r.get("sweep") or {}).get("id") for r in both}) == 1 and \
-        all((r.get("repeat") or {}).get("count", 1) > 1 for r in both) and not overlaps(a, b, apart=None)
+    return len({view(r).sweep.id for r in both}) == 1 and \
+        all(view(r).repeat.count > 1 for r in both) and not overlaps(a, b, apart=None)
 
 
 def _node(record: dict) -> str:
     """The node a run was measured on: its SLURM node, else its host."""
-    return (record.get("scheduler") or {}).get("node") or (record.get("machine") or {}).get("host") or ""
+    return view(record).scheduler.node or (record.get("machine") or {}).get("host") or ""
 
 
 def _window(record: dict) -> tuple[str, float, float] | None:
@@ -302,12 +304,12 @@ def round_of(record: dict) -> tuple | None:
     """The round a run belongs to, as the verdict engine pairs them: (its sweep's group family,
     its calibration trial, `repeat.index`); None for a run not in a round. Two configs' runs
     with the same key ran in the same round of the same sweep."""
-    rep = record.get("repeat") or {}
-    if "index" not in rep:
+    r = view(record)
+    if r.repeat.index is None:
         return None
-    group = rep.get("group") or ""
-    family = group.rsplit("/", 1)[0] if "/" in group else (record.get("sweep") or {}).get("id")
-    return family, (record.get("calibration") or {}).get("trial"), rep["index"]
+    group = r.repeat.group
+    family = group.rsplit("/", 1)[0] if "/" in group else r.sweep.id
+    return family, (record.get("calibration") or {}).get("trial"), r.repeat.index
 
 
 def _side(name: str, row: Row) -> verdict.Side:
@@ -316,31 +318,19 @@ def _side(name: str, row: Row) -> verdict.Side:
     engine pairs complete rounds, whether it ran on a busy machine (a look counts the busy
     runs it used) and its node (rounds on several nodes: a level of the verdict's interval). A
     round's attempt set aside for a rerun (`repeat.discarded`) is not among them."""
-    ok = [r for r in row.ok if not (r.get("repeat") or {}).get("discarded")
-          and "steady_median_s" in (r.get("results") or {})]
-    ok.sort(key=lambda r: ((r.get("repeat") or {}).get("index", 0), (r.get("sweep") or {}).get("job", 0)))
+    ok = [r for r in row.ok if not view(r).repeat.discarded and view(r).results.steady_median_s is not None]
+    ok.sort(key=lambda r: (view(r).repeat.index or 0, view(r).sweep.job))
     flags = tuple(busy(r) is not None for r in ok)
     return verdict.Side(name, tuple(stats.steady_medians(ok)), sum(flags), rounds=tuple(round_of(r) for r in ok),
                         busy_at=flags, nodes=tuple(_node(r) for r in ok))
 
 
-def verdict_plan(records: list[dict]) -> verdict.Plan:
-    """How these records' pairs are decided: their own `verdict` config (band, max_repeats) and
-    whether they ran with run.repeats=auto (looks after every round); records from before the
-    `verdict` config take its defaults."""
-    node = next((r["config"].get("verdict") for r in records if r["config"].get("verdict")), None) or {}
-    auto = [r["repeat"]["auto"] for r in records if (r.get("repeat") or {}).get("auto")]
-    return verdict.Plan(band=node.get("band", verdict.BAND), sequential=bool(auto), trim=node.get("trim", verdict.TRIM),
-                        statistic=node.get("statistic", verdict.STATISTIC),
-                        max_repeats=auto[0]["max"] if auto else node.get("max_repeats", verdict.MAX_REPEATS))
-
-
 def mode_of(record: dict) -> str:
     """The determinism mode a run was asked for, in words: the condition its verdicts were measured in."""
-    run = record["config"]["run"]
-    if not run.get("deterministic", True):
+    run = view(record).config.run
+    if not run.deterministic:
         return "with each library's default kernels (run.deterministic=false)"
-    fill = " without torch's NaN fill" if run.get("fill_uninitialized_memory") is False else ""
+    fill = " without torch's NaN fill" if run.fill_uninitialized_memory is False else ""
     return f"in deterministic mode{fill} (run.deterministic=true)"
 
 
@@ -394,8 +384,8 @@ def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swe
                            "nodes": len({_node(r) for r in a.ok + b.ok}), "apart": len(overlaps(a, b, apart=True))}))
     if not pairs:
         return refused
-    decided = verdict.decide_family([p for p, _, _ in pairs], verdict_plan([r for _, runs, _ in pairs for r in runs]))
-    return [replace(v, floor=floor.below(v, runs, ledger_dir), recomputed=not any("verdict" in r["config"] for r in runs),
+    decided = verdict.decide_family([p for p, _, _ in pairs], verdict.Plan.of([r for _, runs, _ in pairs for r in runs]))
+    return [replace(v, floor=floor.below(v, runs, ledger_dir), recomputed=not any(view(r).recorded("verdict") for r in runs),
                     **fields) for v, (_, runs, fields) in zip(decided, pairs)] + refused
 
 
@@ -417,7 +407,7 @@ def build(records: list[dict], ledger_dir=None) -> Comparison:
     tables = []
     for model, of_model in by_model.items():
         rows = [row(rs, varied.run_name(rs[0], keys), drift) for rs in by_config(of_model).values()]
-        by = BY_THROUGHPUT if len({r["config"]["run"]["batch_size"] for r in of_model}) > 1 else BY_MEDIAN
+        by = BY_THROUGHPUT if len({view(r).config.run.batch_size for r in of_model}) > 1 else BY_MEDIAN
         verdicts = _verdicts(model, rows, keys, ledger_dir, swept=varied.swept_keys(of_model))
         tables.append(Table(model, _title(model, of_model), by, _ranked(rows, by), verdicts,
                             audit(of_model, lambda r: audit_name(r, keys))))

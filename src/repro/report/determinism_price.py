@@ -24,6 +24,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from repro.ledger.record import view
 from repro.report import identity, verdict
 from repro.report.verdict import FASTER, UNFAIR
 
@@ -79,7 +80,7 @@ def _over_free(v, det_row) -> tuple[float, tuple[float, float] | None]:
 
 
 def _deterministic_row(v):
-    return next(r for r in v.rows if r.records[0]["config"]["run"].get("deterministic", True))
+    return next(r for r in v.rows if view(r.records[0]).config.run.deterministic)
 
 
 def same_program(records: list[dict]) -> str | None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from repro.ledger.record import view
+
 
 @dataclass(frozen=True)
 class Identity:
@@ -81,7 +83,7 @@ def table_line(rows) -> tuple[str, bool]:
         found = of(list(row.records))
         if found.identical is None:
             continue
-        promised = row.records[0]["config"]["run"].get("deterministic", True)
+        promised = view(row.records[0]).config.run.deterministic
         parts.append(f"{row.name}: {found.text}" + ("" if found.identical or promised else " (expected: "
                                                     "run.deterministic=false)"))
         broken |= promised and not found.identical
@@ -97,11 +99,11 @@ def by_config(records: list[dict]) -> dict[str, dict]:
     groups: dict[str, list[dict]] = {}
     for r in records:
         if r.get("kind", "run") == "run":
-            groups.setdefault((r.get("repeat") or {}).get("group") or r.get("config_hash") or r["id"], []).append(r)
+            groups.setdefault(view(r).repeat.group or r.get("config_hash") or r["id"], []).append(r)
     out = {}
     for group, runs in groups.items():
         found = of(runs)
         if found.identical is not None or found.text:
             out[group] = {"processes": found.processes, "identical": found.identical, "text": found.text,
-                          "deterministic": bool(runs[0]["config"]["run"].get("deterministic", True))}
+                          "deterministic": view(runs[0]).config.run.deterministic}
     return out

@@ -65,6 +65,7 @@ import math
 import statistics
 from typing import Iterable
 
+from repro.ledger.record import view
 from repro.report import verdict as V
 
 FLOOR_ROUNDS = (3, 5, 10)
@@ -89,7 +90,7 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
 def _median_s(r: dict) -> float | None:
     if r.get("status") != "ok":
         return None
-    m = (r.get("results") or {}).get("steady_median_s")
+    m = view(r).results.steady_median_s
     return float(m) if isinstance(m, (int, float)) and math.isfinite(m) and m > 0 else None
 
 
@@ -100,7 +101,7 @@ def _trials(records: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
         c = r.get("calibration") or {}
         if "trial" not in c or "label" not in c:
             continue
-        key = ((r.get("sweep") or {}).get("id"), c["trial"])
+        key = (view(r).sweep.id, c["trial"])
         out.setdefault(key, {}).setdefault(str(c["label"]), []).append(r)
     return out
 
@@ -116,7 +117,7 @@ def _gap_of(labels: dict[str, list[dict]]) -> tuple[str, float] | None:
 
 
 def _index(r: dict):
-    return (r.get("repeat") or {}).get("index")
+    return view(r).repeat.index
 
 
 def _rounds(labels: dict[str, list[dict]]) -> list[dict[str, dict]]:
@@ -125,7 +126,7 @@ def _rounds(labels: dict[str, list[dict]]) -> list[dict[str, dict]]:
     by: dict = {}
     for label, rs in labels.items():
         for r in rs:
-            if _median_s(r) is None or (r.get("repeat") or {}).get("discarded") or _index(r) is None:
+            if _median_s(r) is None or view(r).repeat.discarded or _index(r) is None:
                 continue
             by.setdefault(_index(r), {}).setdefault(label, []).append(r)
     out = []
@@ -237,7 +238,7 @@ def _residuals(aa_trials: Iterable[dict[str, list[dict]]]) -> list[tuple[dict, f
     for labels in aa_trials:
         for rs in labels.values():
             ok = [(r, math.log(m)) for r in rs if (m := _median_s(r)) is not None
-                  and not (r.get("repeat") or {}).get("discarded")]
+                  and not view(r).repeat.discarded]
             if len(ok) < 2:
                 continue
             mean = statistics.fmean(v for _, v in ok)
@@ -262,7 +263,7 @@ def _positions(aa: list[list[dict[str, dict]]]) -> tuple[list[dict], str]:
             if recorded:
                 placed = sorted(runs, key=lambda r: r["repeat"]["position"])
             else:
-                placed = sorted(runs, key=lambda r: ((r.get("sweep") or {}).get("job", 0), r.get("created", "")))
+                placed = sorted(runs, key=lambda r: (view(r).sweep.job, r.get("created", "")))
             first = math.log(_median_s(placed[0]))
             for p, r in enumerate(placed[1:], 1):
                 by_p.setdefault(p, []).append(math.log(_median_s(r)) - first)
@@ -314,7 +315,7 @@ def slow_processes(records: list[dict]) -> dict | None:
     injected gap, or none), their share and size, what caught each, and what flagged the others."""
     configs: dict = {}
     for r in records:
-        if (m := _median_s(r)) is not None and not (r.get("repeat") or {}).get("discarded"):
+        if (m := _median_s(r)) is not None and not view(r).repeat.discarded:
             configs.setdefault((r.get("calibration") or {}).get("gap"), []).append((r, m))
     slow, fast = [], []
     for runs in configs.values():
@@ -346,19 +347,6 @@ def aa_log_ratios(records: list[dict]) -> list[float]:
     return [_log_ratio(rnd) for labels in trials.values() if _gap_of(labels) is None for rnd in _rounds(labels)]
 
 
-def _plan(records: list[dict]) -> V.Plan:
-    """How a trial's records are judged: the planned looks of `run.repeats=auto` where they ran
-    so, else one look; band from the records' `verdict` config."""
-    auto = next(((r.get("repeat") or {}).get("auto") for r in records if (r.get("repeat") or {}).get("auto")), None)
-    node = next(((r.get("config") or {}).get("verdict") for r in records if (r.get("config") or {}).get("verdict")),
-                None) or {}
-    band, trim, statistic = node.get("band", V.BAND), node.get("trim", V.TRIM), node.get("statistic", V.STATISTIC)
-    if auto:
-        return V.Plan(band=band, sequential=True, max_repeats=int(auto.get("max") or V.MAX_REPEATS), trim=trim,
-                      statistic=statistic)
-    return V.Plan(band=band, trim=trim, statistic=statistic)
-
-
 def trial_verdict(labels: dict[str, list[dict]], names: tuple[str, str]) -> V.Verdict | None:
     """A trial's verdict between two labels, from its ok runs paired by round, at the planned looks
     where its runs were auto repeats (calibrate's stopping rule reads the same)."""
@@ -367,12 +355,12 @@ def trial_verdict(labels: dict[str, list[dict]], names: tuple[str, str]) -> V.Ve
     sides = []
     for name in names:
         rs = sorted((r for r in labels.get(name, []) if _median_s(r) is not None
-                     and not (r.get("repeat") or {}).get("discarded")),
-                    key=lambda r: (_index(r) if isinstance(_index(r), int) else 0, (r.get("sweep") or {}).get("job", 0)))
+                     and not view(r).repeat.discarded),
+                    key=lambda r: (_index(r) if isinstance(_index(r), int) else 0, view(r).sweep.job))
         if not rs:
             return None
         sides.append(V.Side(name, tuple(_median_s(r) for r in rs), rounds=tuple(round_of(r) for r in rs)))
-    (v,) = V.decide_family([(sides[0], sides[1], "")], _plan([r for x in labels.values() for r in x]))
+    (v,) = V.decide_family([(sides[0], sides[1], "")], V.Plan.of([r for x in labels.values() for r in x]))
     return v
 
 
@@ -414,7 +402,7 @@ def summarise(records: list[dict]) -> dict:
     floor_normal = {str(n): V.resolvable_gap(unit_noise, n, paired=unit == "paired") for n in FLOOR_ROUNDS} \
         if unit_noise else {}
     ratios = aa_log_ratios(records)
-    plan = _plan(records)
+    plan = V.Plan.of(records)
     trim, statistic = plan.trim, plan.statistic
     resampled = {str(n): V.resampled_gap(ratios, n, trim, statistic=statistic) for n in FLOOR_ROUNDS} \
         if unit == "paired" else {}
@@ -477,7 +465,7 @@ def _identity(records: list[dict]) -> dict | None:
     found = identity.of(records)
     if found.identical is None and not found.text:
         return None
-    promised = bool((records[0].get("config") or {}).get("run", {}).get("deterministic", True))
+    promised = view(records[0]).config.run.deterministic
     return {"processes": found.processes, "identical": found.identical, "text": found.text, "deterministic": promised}
 
 

@@ -115,14 +115,16 @@ import numbers
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
+from repro.config.schema import VerdictConfig
+from repro.ledger.record import view
 from repro.report import statistic as S
 # the statistics live in report/statistic.py; these names are the engine's public ones too
 from repro.report.statistic import (ALPHA, FLAT, RESAMPLE_MIN, STATISTIC, TRIM, TRIM_MAX,  # noqa: F401
                                     _exp, _flat, _inv, _logs, _mean_var, _null_fit, _ok, _trimmed_rows, f_sf,
                                     paired_t, resampled_gap, t_ppf, t_sf, trim_count, trimmed_paired, welch, yuen)
 
-BAND = 0.02
-MAX_REPEATS = 10
+BAND = VerdictConfig.band  # verdict.band: the defaults are config/schema.py's, written there alone
+MAX_REPEATS = VerdictConfig.max_repeats
 FASTER, EQUIVALENT, UNDECIDED, SINGLE = "faster", "equivalent", "cannot tell", "single sample"
 UNFAIR = "refused"  # not judged: the sides were measured under different conditions (report/comparison.py)
 DECIDED = (FASTER, EQUIVALENT)
@@ -164,6 +166,19 @@ class Plan:
     interleaved: bool = False
     trim: float = TRIM
     statistic: str = STATISTIC  # verdict.statistic: the registered statistic (report/statistic.py)
+
+    @classmethod
+    def of(cls, records) -> "Plan":
+        """How these records' pairs are decided (report/comparison.py's tables, report/noise.py's
+        trials): the `verdict` config of the first record that holds one (older records: the schema's
+        defaults), and the planned looks of run.repeats=auto where they ran so (the first auto plan's
+        `max`, else verdict.max_repeats)."""
+        views = [view(r) for r in records]
+        node = next((r.config.verdict for r in views if r.recorded("verdict")), VerdictConfig())
+        auto = next((r.repeat.auto for r in views if r.repeat.auto), None)
+        max_repeats = int(auto.get("max") or node.max_repeats) if auto else node.max_repeats
+        return cls(band=node.band, sequential=auto is not None, max_repeats=max_repeats, trim=node.trim,
+                   statistic=node.statistic)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,191 @@
+"""The typed read side (ledger/record.py): a stored record read back as a `Config` and typed blocks,
+old records at the schema's defaults, unknown keys kept and named, a bad field named with its
+record; one verdict plan (report/verdict.py `Plan.of`) and one "is this sweep auto" (preflight/verdict.py)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+
+from conftest import shipped_ledger
+from repro.config import schema
+from repro.config.spec import ADDED_AT_DEFAULT, config_hash
+from repro.ledger import Ledger
+from repro.ledger.record import Record, RecordError, read_config, view
+from repro.preflight.verdict import auto_rounds
+from repro.report import compare
+from repro.report import verdict as V
+
+SHIPPED = shipped_ledger()
+
+
+def _runs() -> list[dict]:
+    return [r for r in Ledger(SHIPPED).heads(kind="run") if "config" in r]
+
+
+def _drop(config: dict, dotted: str) -> None:
+    *parents, leaf = dotted.split(".")
+    for p in parents:
+        config = config[p]
+    config.pop(leaf)
+
+
+def test_every_shipped_record_reads_typed_with_no_unknown_key():
+    runs = _runs()
+    assert runs
+    for r in runs:
+        rec = view(r)
+        assert isinstance(rec.config, schema.Config) and rec.unknown_keys == (), r["id"]
+        assert rec.config.run.deterministic is r["config"]["run"]["deterministic"]
+
+
+def test_an_old_record_gets_the_defaults_of_the_keys_added_since():
+    """Every key ADDED_AT_DEFAULT names (and the whole `verdict` group, younger than the first records)
+    dropped: the typed read gives each its schema default, which is the value the hash rule assumes."""
+    new = copy.deepcopy(next(r for r in _runs() if "cluster" in r["config"]))
+    old = copy.deepcopy(new)
+    for dotted in ADDED_AT_DEFAULT:
+        group, _, key = dotted.partition(".")
+        if key and group in old["config"] and key in old["config"][group]:
+            _drop(old["config"], dotted)
+        elif not key:
+            old["config"].pop(group, None)
+    old["config"].pop("verdict", None)
+    rec = Record(old)
+    assert rec.unknown_keys == () and not rec.recorded("verdict") and not rec.recorded("cluster")
+    assert rec.config.verdict == schema.VerdictConfig() and rec.config.cluster == schema.ClusterConfig()
+    assert (rec.config.run.init, rec.config.run.profile, rec.config.model.impl) == ("native", False, "native")
+    for dotted, default in ADDED_AT_DEFAULT.items():  # the hash's rule and the schema agree
+        group, _, key = dotted.partition(".")
+        node = getattr(rec.config, group)
+        assert (getattr(node, key) if key else {k: getattr(node, k) for k in default}) == default, dotted
+    assert config_hash(old["config"]) == config_hash(new["config"]) == new["config_hash"]
+
+
+def test_an_unknown_key_is_kept_and_named():
+    r = copy.deepcopy(_runs()[0])
+    r["config"]["run"]["from_a_newer_repro"] = 3
+    r["config"]["brand_new_group"] = {"x": 1}
+    rec = Record(r)
+    assert rec.unknown_keys == ("run.from_a_newer_repro", "brand_new_group")
+    assert rec.raw["config"]["run"]["from_a_newer_repro"] == 3  # kept in the record, never dropped
+    assert rec.config.run.seed == r["config"]["run"]["seed"]
+
+
+@pytest.mark.parametrize("where, value, field", [
+    ("run.deterministic", "yes", "config.run.deterministic"),
+    ("run.seed", 1.5, "config.run.seed"),
+    ("verdict.band", True, "config.verdict.band"),
+    ("run", 3, "config.run"),
+])
+def test_a_bad_field_names_the_record_and_the_field(where, value, field):
+    runs = copy.deepcopy(_runs()[:2])
+    bad = runs[0]
+    group, _, key = where.partition(".")
+    if key:
+        bad["config"].setdefault(group, {})[key] = value
+    else:
+        bad["config"][group] = value
+    with pytest.raises(RecordError) as e:
+        Record(bad).config
+    assert e.value.record_id == bad["id"] and e.value.field == field
+    assert bad["id"] in str(e.value) and field in str(e.value) and "\n" not in str(e.value)
+    assert Record(runs[1]).config.run.deterministic in (True, False)  # every other record still reads
+    with pytest.raises(RecordError, match="config is list"):
+        read_config([], "abc")
+
+
+def test_the_view_is_made_once_per_record_dict():
+    r = _runs()[0]
+    first = view(r)
+    assert view(r) is first and view(first) is first and first.config is view(r).config
+    assert view(copy.deepcopy(r)) is not first
+
+
+def test_a_record_changed_after_its_view_reads_as_it_is_now():
+    """A reader that edits a record it holds (a test's A/A trial made auto, a report's copy) reads the
+    edit: the blocks are read on each access, the config again when it no longer equals what was read."""
+    r = copy.deepcopy(_runs()[0])
+    rec = view(r)
+    assert rec.repeat.auto is None and rec.config.run.deterministic is True
+    r["repeat"] = {"index": 0, "count": 2, "group": "s/0", "auto": {"max": 4}}
+    r["config"]["run"]["deterministic"] = False
+    assert view(r) is rec and rec.repeat.auto == {"max": 4} and rec.config.run.deterministic is False
+
+
+def test_typed_blocks():
+    r = {"id": "x", "repeat": {"index": 2, "count": 3, "group": "S/1", "auto": {"max": 6}, "discarded": True},
+         "results": {"steady_median_s": 0.5}, "sweep": {"id": "S", "job": 4},
+         "scheduler": {"name": "slurm", "job_id": "7", "node": "n3"}}
+    rec = Record(r)
+    assert (rec.repeat.index, rec.repeat.group, rec.repeat.auto, rec.repeat.discarded) == (2, "S/1", {"max": 6}, True)
+    assert rec.repeat.count == 3 and rec.results.steady_median_s == 0.5 and (rec.sweep.id, rec.sweep.job) == ("S", 4)
+    assert (rec.scheduler.name, rec.scheduler.node) == ("slurm", "n3")
+    empty = Record({"id": "y"})
+    assert (empty.repeat.index, empty.repeat.count, empty.repeat.auto, empty.results.steady_median_s, empty.sweep.job,
+            empty.scheduler.node) == (None, 1, None, None, 0, "")
+    with pytest.raises(RecordError, match="record y: repeat"):
+        Record({"id": "y", "repeat": 3}).repeat
+
+
+# The two plans Plan.of replaced, as they were (report/comparison.py verdict_plan, report/noise.py _plan).
+def _comparison_plan(records):
+    node = next((r["config"].get("verdict") for r in records if r["config"].get("verdict")), None) or {}
+    auto = [r["repeat"]["auto"] for r in records if (r.get("repeat") or {}).get("auto")]
+    return V.Plan(band=node.get("band", V.BAND), sequential=bool(auto), trim=node.get("trim", V.TRIM),
+                  statistic=node.get("statistic", V.STATISTIC),
+                  max_repeats=auto[0]["max"] if auto else node.get("max_repeats", V.MAX_REPEATS))
+
+
+def _noise_plan(records):
+    auto = next(((r.get("repeat") or {}).get("auto") for r in records if (r.get("repeat") or {}).get("auto")), None)
+    node = next(((r.get("config") or {}).get("verdict") for r in records if (r.get("config") or {}).get("verdict")),
+                None) or {}
+    band, trim, statistic = node.get("band", V.BAND), node.get("trim", V.TRIM), node.get("statistic", V.STATISTIC)
+    if auto:
+        return V.Plan(band=band, sequential=True, max_repeats=int(auto.get("max") or V.MAX_REPEATS), trim=trim,
+                      statistic=statistic)
+    return V.Plan(band=band, trim=trim, statistic=statistic)
+
+
+def _judged(plan: V.Plan) -> tuple:
+    """What a plan decides by: max_repeats is read only for sequential looks."""
+    return dataclasses.replace(plan, max_repeats=0) if not plan.sequential else plan
+
+
+def test_plan_of_is_what_both_old_paths_built_on_a_shipped_sweep():
+    ledger = Ledger(SHIPPED)
+    sweeps = sorted({r["sweep"]["id"] for r in _runs() if r.get("sweep")})
+    assert sweeps
+    for sweep_id in sweeps:
+        records = compare.sweep_runs(ledger, sweep_id)
+        variants = [records]
+        tuned = copy.deepcopy(records)  # the same sweep as auto with its own verdict config
+        for i, r in enumerate(tuned):
+            r["config"]["verdict"] = {"band": 0.05, "trim": 0.1, "statistic": "trimmed", "max_repeats": 8}
+            r["repeat"] = {"index": i, "count": 1, "group": f"{sweep_id}/{i}", "auto": {"max": 6}}
+        mixed = copy.deepcopy(records)  # an old record first (no verdict), then one with it
+        mixed[-1]["config"]["verdict"] = {"band": 0.03}
+        variants += [tuned, mixed]
+        for rs in variants:
+            plan = V.Plan.of(rs)
+            assert plan == _comparison_plan(rs), sweep_id
+            assert _judged(plan) == _judged(_noise_plan(rs)), sweep_id
+        assert V.Plan.of(tuned) == V.Plan(band=0.05, sequential=True, max_repeats=6, trim=0.1, statistic="trimmed")
+        assert V.Plan.of(mixed).band == 0.03
+
+
+def test_the_verdict_defaults_are_the_schemas():
+    d = schema.VerdictConfig()
+    assert (V.BAND, V.MAX_REPEATS, V.TRIM, V.STATISTIC) == (d.band, d.max_repeats, d.trim, d.statistic)
+    assert V.Plan.of([{"id": "old", "config": {}}]) == V.Plan()
+
+
+def test_is_this_sweep_auto_one_answer():
+    def jobs(n, repeats):
+        return tuple(dataclasses.replace(schema.Config(), run=schema.RunConfig(repeats=repeats)) for _ in range(n))
+
+    assert auto_rounds(jobs(2, "auto")) and not auto_rounds(jobs(1, "auto"))
+    assert not auto_rounds(jobs(2, 3)) and not auto_rounds(())
