@@ -116,13 +116,15 @@ def test_a_record_changed_after_its_view_reads_as_it_is_now():
 
 
 def test_typed_blocks():
-    r = {"id": "x", "repeat": {"index": 2, "count": 3, "group": "S/1", "auto": {"max": 6}, "discarded": True},
+    r = {"id": "x", "repeat": {"index": 2, "count": 3, "group": "S/1", "auto": {"max": 6}, "discarded": True,
+                    "rerun": 1, "replaces": ["a", "b"]},
          "results": {"steady_median_s": 0.5}, "sweep": {"id": "S", "job": 4},
          "scheduler": {"name": "slurm", "job_id": "7", "node": "n3"}}
     rec = Record(r)
     assert (rec.repeat.index, rec.repeat.group, rec.repeat.auto, rec.repeat.discarded) == (2, "S/1", {"max": 6}, True)
     assert rec.repeat.count == 3 and rec.results.steady_median_s == 0.5 and (rec.sweep.id, rec.sweep.job) == ("S", 4)
     assert (rec.scheduler.name, rec.scheduler.node) == ("slurm", "n3")
+    assert (rec.repeat.rerun, rec.repeat.replaces) == (1, ("a", "b"))
     empty = Record({"id": "y"})
     assert (empty.repeat.index, empty.repeat.count, empty.repeat.auto, empty.results.steady_median_s, empty.sweep.job,
             empty.scheduler.node) == (None, 1, None, None, 0, "")

@@ -116,6 +116,8 @@ class Repeat:
     group: str = ""
     auto: Mapping | None = None
     discarded: bool = False
+    rerun: int = 0  # a rerun's attempt (0: the round's first)
+    replaces: tuple[str, ...] = ()  # the ids of the runs a rerun replaces
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,8 @@ class Results:
     """What a run measured, as far as readers use it typed (the rest: `raw["results"]`)."""
 
     steady_median_s: float | None = None
+    steady_median_sd_s: float | None = None
+    steady_steps: int | None = None
 
 
 @dataclass(frozen=True)
@@ -193,11 +197,14 @@ class Record:
         rep = _block(self.raw, "repeat")
         return Repeat(index=rep.get("index"), count=rep.get("count", 1), group=rep.get("group") or "",
                       auto=rep.get("auto") or None,
-                      discarded=bool(rep.get("discarded")))
+                      discarded=bool(rep.get("discarded")), rerun=rep.get("rerun") or 0,
+                      replaces=tuple(rep.get("replaces") or ()))
 
     @property
     def results(self) -> Results:
-        return Results(steady_median_s=_block(self.raw, "results").get("steady_median_s"))
+        res = _block(self.raw, "results")
+        return Results(steady_median_s=res.get("steady_median_s"), steady_median_sd_s=res.get("steady_median_sd_s"),
+                       steady_steps=res.get("steady_steps"))
 
     @property
     def scheduler(self) -> Scheduler:

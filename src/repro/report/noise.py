@@ -387,8 +387,8 @@ def summarise(records: list[dict]) -> dict:
     between = _between_trials(aa_rounds)
     residuals = _residuals(alike.values())
     positions, source = _positions(aa_rounds)
-    sd = [r["results"]["steady_median_sd_s"] / m for labels in alike.values() for rs in labels.values() for r in rs
-          if (m := _median_s(r)) is not None and isinstance((r.get("results") or {}).get("steady_median_sd_s"), (int, float))]
+    sd = [sd_s / m for labels in alike.values() for rs in labels.values() for r in rs
+          if (m := _median_s(r)) is not None and isinstance(sd_s := view(r).results.steady_median_sd_s, (int, float))]
 
     outcomes = {V.FASTER: 0, V.EQUIVALENT: 0, V.UNDECIDED: 0, V.SINGLE: 0}
     for labels in aa.values():

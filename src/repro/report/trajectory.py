@@ -21,6 +21,7 @@ import numpy as np
 
 from repro.config.spec import semantic
 from repro.hashing import sha256_json
+from repro.ledger.record import view
 
 THRESHOLD = 1e-4
 
@@ -32,7 +33,7 @@ def _peer_key(record: dict) -> str:
 
 
 def _label(record: dict) -> str:
-    return record["config"]["framework"]["name"]
+    return view(record).config.framework.name
 
 
 def agreements(records: list[dict]) -> list[dict]:
