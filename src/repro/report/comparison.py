@@ -179,8 +179,8 @@ def by_config(records: list[dict]) -> dict[str, list[dict]]:
 
 
 def model_of(record: dict) -> str:
-    m = record["config"]["model"]
-    return f"{m['name']}/{m['preset']}"
+    m = view(record).config.model
+    return f"{m.name}/{m.preset}"
 
 
 def _median(records: list[dict], read) -> float | None:

@@ -58,9 +58,9 @@ def _agreement(ref: dict, run: dict) -> dict:
     rel = np.where(np.isnan(rel), math.inf, rel)  # a NaN on either side is as far apart as can be
     over = np.flatnonzero(rel > THRESHOLD)
     init_a, init_b = ref["results"].get("init_params_sha256"), run["results"].get("init_params_sha256")
-    m = run["config"]["model"]
+    m = view(run).config.model
     return {
-        "model": f"{m['name']}/{m['preset']}",
+        "model": f"{m.name}/{m.preset}",
         "run": run["id"], "framework": _label(run),
         "reference": ref["id"], "reference_framework": _label(ref),
         "steps": n, "threshold": THRESHOLD,
