@@ -127,9 +127,11 @@ def test_typed_blocks():
     assert rec.repeat.count == 3 and rec.results.steady_median_s == 0.5 and (rec.sweep.id, rec.sweep.job) == ("S", 4)
     assert (rec.scheduler.name, rec.scheduler.node) == ("slurm", "n3")
     assert (rec.repeat.rerun, rec.repeat.replaces) == (1, ("a", "b"))
+    cal = Record({"id": "z", "calibration": {"trial": 3, "label": 0, "gap": 0.05}}).calibration
+    assert (cal.trial, cal.label, cal.gap) == (3, "0", 0.05)
     empty = Record({"id": "y"})
     assert (empty.repeat.index, empty.repeat.count, empty.repeat.auto, empty.results.steady_median_s, empty.sweep.job,
-            empty.scheduler.node) == (None, 1, None, None, 0, "")
+            empty.scheduler.node, empty.calibration.trial) == (None, 1, None, None, 0, "", None)
     with pytest.raises(RecordError, match="record y: repeat"):
         Record({"id": "y", "repeat": 3}).repeat
 

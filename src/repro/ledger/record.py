@@ -5,7 +5,7 @@ back as a `Record`: its `config` a `Config` again, read tolerantly by the rule t
 (config/spec.py `ADDED_AT_DEFAULT`): a key the record lacks (written before the key existed) takes
 the schema's default, so no reader restates a default; a key the schema does not know (written by a
 newer repro, or by hand) is kept aside in `unknown_keys` and named, never dropped silently. The
-blocks readers use most (`repeat`, `results`, `sweep`, `scheduler`) are small frozen dataclasses; `raw` is the
+blocks readers use most (`repeat`, `results`, `sweep`, `scheduler`, `calibration`) are small frozen dataclasses; `raw` is the
 dict, for what is not typed yet.
 
 A record whose typed read fails (a group that is not an object, a value of the wrong type) raises
@@ -138,6 +138,15 @@ class Sweep:
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """A `repro calibrate` run's place (calibrate.py): its trial, its label and the gap injected into it (None: none)."""
+
+    trial: int | None = None
+    label: str | None = None
+    gap: float | None = None
+
+
+@dataclass(frozen=True)
 class Scheduler:
     """Where the scheduler placed a run (job/scheduler.py): its name (local, slurm) and node, where recorded."""
 
@@ -205,6 +214,12 @@ class Record:
         res = _block(self.raw, "results")
         return Results(steady_median_s=res.get("steady_median_s"), steady_median_sd_s=res.get("steady_median_sd_s"),
                        steady_steps=res.get("steady_steps"))
+
+    @property
+    def calibration(self) -> Calibration:
+        cal = _block(self.raw, "calibration")
+        label = cal.get("label")
+        return Calibration(trial=cal.get("trial"), label=None if label is None else str(label), gap=cal.get("gap"))
 
     @property
     def scheduler(self) -> Scheduler:
