@@ -12,8 +12,10 @@ import pytest
 from conftest import shipped_ledger
 from repro.config import schema
 from repro.config.spec import ADDED_AT_DEFAULT, config_hash
-from repro.ledger import Ledger
+from repro.cli import run_subcommand
+from repro.ledger import Ledger, recordfile
 from repro.ledger.record import Record, RecordError, read_config, view
+from repro.ledger.store import record_id
 from repro.preflight.verdict import auto_rounds
 from repro.report import compare
 from repro.report import verdict as V
@@ -116,16 +118,20 @@ def test_a_record_changed_after_its_view_reads_as_it_is_now():
 
 
 def test_typed_blocks():
-    r = {"id": "x", "repeat": {"index": 2, "count": 3, "group": "S/1", "auto": {"max": 6}, "discarded": True},
+    r = {"id": "x", "repeat": {"index": 2, "count": 3, "group": "S/1", "auto": {"max": 6}, "discarded": True,
+                    "rerun": 1, "replaces": ["a", "b"]},
          "results": {"steady_median_s": 0.5}, "sweep": {"id": "S", "job": 4},
          "scheduler": {"name": "slurm", "job_id": "7", "node": "n3"}}
     rec = Record(r)
     assert (rec.repeat.index, rec.repeat.group, rec.repeat.auto, rec.repeat.discarded) == (2, "S/1", {"max": 6}, True)
     assert rec.repeat.count == 3 and rec.results.steady_median_s == 0.5 and (rec.sweep.id, rec.sweep.job) == ("S", 4)
     assert (rec.scheduler.name, rec.scheduler.node) == ("slurm", "n3")
+    assert (rec.repeat.rerun, rec.repeat.replaces) == (1, ("a", "b"))
+    cal = Record({"id": "z", "calibration": {"trial": 3, "label": 0, "gap": 0.05}}).calibration
+    assert (cal.trial, cal.label, cal.gap) == (3, "0", 0.05)
     empty = Record({"id": "y"})
     assert (empty.repeat.index, empty.repeat.count, empty.repeat.auto, empty.results.steady_median_s, empty.sweep.job,
-            empty.scheduler.node) == (None, 1, None, None, 0, "")
+            empty.scheduler.node, empty.calibration.trial) == (None, 1, None, None, 0, "", None)
     with pytest.raises(RecordError, match="record y: repeat"):
         Record({"id": "y", "repeat": 3}).repeat
 
@@ -189,3 +195,30 @@ def test_is_this_sweep_auto_one_answer():
 
     assert auto_rounds(jobs(2, "auto")) and not auto_rounds(jobs(1, "auto"))
     assert not auto_rounds(jobs(2, 3)) and not auto_rounds(())
+
+
+def _written(root, body: dict) -> str:
+    """A record file as the ledger writes it, body as given: its id."""
+    body = {k: v for k, v in body.items() if k != "id"}
+    body["id"] = record_id(body)
+    folder = root / body["created"][:10]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{body['id']}.json").write_bytes(recordfile.dumps(body))
+    return body["id"]
+
+
+def test_ledger_show_names_an_unknown_key_and_a_bad_field_exits_2(tmp_path, capsys):
+    base = copy.deepcopy(_runs()[0])
+    newer = copy.deepcopy(base)
+    newer["config"]["tracking"]["from_a_newer_repro"] = 1
+    bad = copy.deepcopy(base)
+    bad["config"]["run"]["deterministic"] = "yes"
+    ledger = tmp_path / "ledger"
+    ids = [_written(ledger, r) for r in (base, newer, bad)]
+    assert run_subcommand(["ledger", "show", ids[0], "--ledger", str(ledger)]) == 0
+    assert "does not know" not in capsys.readouterr().out
+    assert run_subcommand(["ledger", "show", ids[1], "--ledger", str(ledger)]) == 0
+    assert "does not know (kept as written): tracking.from_a_newer_repro" in capsys.readouterr().out
+    assert run_subcommand(["ledger", "show", ids[2], "--ledger", str(ledger)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert ids[2] in err and "config.run.deterministic" in err and "\n" not in err

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from repro.ledger import export, listing
 from repro.ledger.diff import SECTIONS, record_diff
+from repro.ledger.record import RecordError, view
 from repro.ledger.schema import SCHEMA
 from repro.ledger.state import state_of
 from repro.ledger.store import Ledger, LedgerError
@@ -69,6 +70,14 @@ def _show(ledger: Ledger, args: argparse.Namespace) -> int:
         return 0
     console = terminal()
     console.print_json(json.dumps(record, default=str))
+    if "config" in record:
+        try:
+            unknown = view(record).unknown_keys
+        except RecordError as e:
+            print(f"repro ledger show: {e}", file=sys.stderr)
+            return 2
+        if unknown:  # kept in the record as written; no reader of this repro reads them
+            console.print(shown(f"config keys this repro's schema does not know (kept as written): {', '.join(unknown)}"))
     if "scheduler" in record:
         from repro.job.scheduler import describe
 

@@ -5,7 +5,7 @@ back as a `Record`: its `config` a `Config` again, read tolerantly by the rule t
 (config/spec.py `ADDED_AT_DEFAULT`): a key the record lacks (written before the key existed) takes
 the schema's default, so no reader restates a default; a key the schema does not know (written by a
 newer repro, or by hand) is kept aside in `unknown_keys` and named, never dropped silently. The
-blocks readers use most (`repeat`, `results`, `sweep`, `scheduler`) are small frozen dataclasses; `raw` is the
+blocks readers use most (`repeat`, `results`, `sweep`, `scheduler`, `calibration`) are small frozen dataclasses; `raw` is the
 dict, for what is not typed yet.
 
 A record whose typed read fails (a group that is not an object, a value of the wrong type) raises
@@ -116,6 +116,8 @@ class Repeat:
     group: str = ""
     auto: Mapping | None = None
     discarded: bool = False
+    rerun: int = 0  # a rerun's attempt (0: the round's first)
+    replaces: tuple[str, ...] = ()  # the ids of the runs a rerun replaces
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,8 @@ class Results:
     """What a run measured, as far as readers use it typed (the rest: `raw["results"]`)."""
 
     steady_median_s: float | None = None
+    steady_median_sd_s: float | None = None
+    steady_steps: int | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,15 @@ class Sweep:
 
     id: str | None = None
     job: int = 0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A `repro calibrate` run's place (calibrate.py): its trial, its label and the gap injected into it (None: none)."""
+
+    trial: int | None = None
+    label: str | None = None
+    gap: float | None = None
 
 
 @dataclass(frozen=True)
@@ -193,11 +206,20 @@ class Record:
         rep = _block(self.raw, "repeat")
         return Repeat(index=rep.get("index"), count=rep.get("count", 1), group=rep.get("group") or "",
                       auto=rep.get("auto") or None,
-                      discarded=bool(rep.get("discarded")))
+                      discarded=bool(rep.get("discarded")), rerun=rep.get("rerun") or 0,
+                      replaces=tuple(rep.get("replaces") or ()))
 
     @property
     def results(self) -> Results:
-        return Results(steady_median_s=_block(self.raw, "results").get("steady_median_s"))
+        res = _block(self.raw, "results")
+        return Results(steady_median_s=res.get("steady_median_s"), steady_median_sd_s=res.get("steady_median_sd_s"),
+                       steady_steps=res.get("steady_steps"))
+
+    @property
+    def calibration(self) -> Calibration:
+        cal = _block(self.raw, "calibration")
+        label = cal.get("label")
+        return Calibration(trial=cal.get("trial"), label=None if label is None else str(label), gap=cal.get("gap"))
 
     @property
     def scheduler(self) -> Scheduler:

@@ -26,6 +26,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from repro.ledger.record import view
+
 
 @dataclass(frozen=True)
 class Allocation:
@@ -53,8 +55,7 @@ class Allocation:
 
 
 def _log_medians(records: list[dict]) -> list[float]:
-    return [math.log(r["results"]["steady_median_s"]) for r in records
-            if r.get("status") == "ok" and (r.get("results") or {}).get("steady_median_s")]
+    return [math.log(m) for r in records if r.get("status") == "ok" and (m := view(r).results.steady_median_s)]
 
 
 def _rounds_resampled(ratios: list[float], scale: float, gap: float, max_rounds: int, trim: float,
@@ -89,18 +90,17 @@ def recommend(groups: list[list[dict]], gap: float = 0.05, max_rounds: int = 200
     from repro.report import verdict
 
     within = [statistics.variance(g) for g in map(_log_medians, groups) if len(g) >= 2]
-    runs = [r for g in groups for r in g if r.get("status") == "ok" and (r.get("results") or {}).get("steady_median_s")]
-    sampling = [(r["results"]["steady_median_sd_s"] / r["results"]["steady_median_s"]) ** 2 for r in runs
-                if r["results"].get("steady_median_sd_s")]
+    runs = [r for g in groups for r in g if r.get("status") == "ok" and view(r).results.steady_median_s]
+    res = [view(r).results for r in runs]
+    sampling = [(x.steady_median_sd_s / x.steady_median_s) ** 2 for x in res if x.steady_median_sd_s]
     if not within or not sampling:
         return None
     total = statistics.fmean(within)  # var of a run's log median: σ_b² + s²/n at the measured n
     var_sampling = statistics.fmean(sampling)
     var_process = max(total - var_sampling, 1e-12)
-    steps = statistics.median(r["results"].get("steady_steps") or 0 for r in runs) or 1
-    step_s = statistics.median(r["results"]["steady_median_s"] for r in runs)
-    walls = [r["wall_s"] - (r["results"].get("steady_steps") or 0) * r["results"]["steady_median_s"]
-             for r in runs if r.get("wall_s")]
+    steps = statistics.median(x.steady_steps or 0 for x in res) or 1
+    step_s = statistics.median(x.steady_median_s for x in res)
+    walls = [r["wall_s"] - (x.steady_steps or 0) * x.steady_median_s for r, x in zip(runs, res) if r.get("wall_s")]
     run_s = max(statistics.median(walls), step_s) if walls else step_s
     per_step_var = var_sampling * steps  # s²: the sampling variance of a one-step median
     # where the per-process part is not resolved (its estimate at or below the sampling part), n*

@@ -13,6 +13,7 @@ import sys
 
 from repro.console import console
 from repro.ledger import Ledger, LedgerError
+from repro.ledger.record import view
 from repro.report import comparison
 from repro.report.table import print_comparison
 from repro.usertext import shown
@@ -57,7 +58,7 @@ def with_reused(ledger: Ledger, sweep_id: str, records: list[dict]) -> list[dict
             own.add(taken["id"])
             records.append({**done, "resumed_from": taken["resumed_from"], "sweep": taken["sweep"],
                             **({"repeat": taken["repeat"]} if "repeat" in taken else {})})
-    return sorted(records, key=lambda r: r["sweep"].get("job", 0))
+    return sorted(records, key=lambda r: view(r).sweep.job)
 
 
 def newest_sweep(ledger: Ledger, experiment: str) -> list[dict]:
@@ -76,7 +77,7 @@ def newest_sweep(ledger: Ledger, experiment: str) -> list[dict]:
     own = [runs for runs in sweeps.values() if not all(e.replay_of for e in runs)]
     for newest in sorted(own or sweeps.values(), key=lambda runs: max(e.created for e in runs), reverse=True):
         if records := _load(ledger, newest):  # (a file that cannot be read now is skipped, with a warning)
-            return sorted(records, key=lambda r: r["sweep"].get("job", 0))
+            return sorted(records, key=lambda r: view(r).sweep.job)
     raise LedgerError(f"no readable runs of experiment {experiment!r} in {ledger.root} (repro ledger verify)")
 
 

@@ -179,8 +179,8 @@ def by_config(records: list[dict]) -> dict[str, list[dict]]:
 
 
 def model_of(record: dict) -> str:
-    m = record["config"]["model"]
-    return f"{m['name']}/{m['preset']}"
+    m = view(record).config.model
+    return f"{m.name}/{m.preset}"
 
 
 def _median(records: list[dict], read) -> float | None:
@@ -309,7 +309,7 @@ def round_of(record: dict) -> tuple | None:
         return None
     group = r.repeat.group
     family = group.rsplit("/", 1)[0] if "/" in group else r.sweep.id
-    return family, (record.get("calibration") or {}).get("trial"), r.repeat.index
+    return family, r.calibration.trial, r.repeat.index
 
 
 def _side(name: str, row: Row) -> verdict.Side:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro.ledger import Ledger
+from repro.ledger.record import view
 
 KIND = "calibration"
 
@@ -44,7 +45,7 @@ def below(v, runs: list[dict], ledger_dir: str | Path | None = None) -> tuple[in
     if v.outcome != verdict.FASTER:
         return None
     hosts = {(r.get("machine") or {}).get("host") for r in runs} - {None}
-    dirs = {(r.get("config") or {}).get("ledger", {}).get("dir") for r in runs} - {None, ""}
+    dirs = {view(r).config.ledger.dir for r in runs} - {None, ""}
     if len(hosts) != 1:
         return None
     host = next(iter(hosts))

@@ -31,7 +31,7 @@ def _first_difference(a: list, b: list) -> int | None:
 def _cache_suspect(record: dict) -> str:
     """Where the runs shared a compile cache (run.compile_cache=repeats or warm), a divergence names it: a later run
     loads what an earlier one compiled, and a damaged or foreign cache entry gives it another program."""
-    cache = ((record.get("config") or {}).get("run") or {}).get("compile_cache", "cold")
+    cache = view(record).config.run.compile_cache
     if cache == "cold":
         return ""
     return (f"; suspect: the compile cache (run.compile_cache={cache}: later processes load what an earlier one "
@@ -48,7 +48,7 @@ def of(records: list[dict]) -> Identity:
 
 def _of(records: list[dict]) -> Identity:
     ok = [r for r in records if r.get("status") == "ok" and _results(r).get("loss_sha256")
-          and not (r.get("repeat") or {}).get("discarded")]
+          and not view(r).repeat.discarded]
     k = len(ok)
     if k < 2:
         return Identity(k, None, "")

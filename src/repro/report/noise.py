@@ -98,11 +98,10 @@ def _trials(records: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
     """Records by trial (sweep and trial number), then by label."""
     out: dict[tuple, dict[str, list[dict]]] = {}
     for r in records:
-        c = r.get("calibration") or {}
-        if "trial" not in c or "label" not in c:
+        c = view(r).calibration
+        if c.trial is None or c.label is None:
             continue
-        key = (view(r).sweep.id, c["trial"])
-        out.setdefault(key, {}).setdefault(str(c["label"]), []).append(r)
+        out.setdefault((view(r).sweep.id, c.trial), {}).setdefault(c.label, []).append(r)
     return out
 
 
@@ -110,7 +109,7 @@ def _gap_of(labels: dict[str, list[dict]]) -> tuple[str, float] | None:
     """(the label given an injected gap, the gap) of a trial; None for an A/A trial."""
     for label, rs in labels.items():
         for r in rs:
-            gap = (r.get("calibration") or {}).get("gap")
+            gap = view(r).calibration.gap
             if gap:
                 return label, float(gap)
     return None
@@ -316,7 +315,7 @@ def slow_processes(records: list[dict]) -> dict | None:
     configs: dict = {}
     for r in records:
         if (m := _median_s(r)) is not None and not view(r).repeat.discarded:
-            configs.setdefault((r.get("calibration") or {}).get("gap"), []).append((r, m))
+            configs.setdefault(view(r).calibration.gap, []).append((r, m))
     slow, fast = [], []
     for runs in configs.values():
         if len(runs) < 3:
@@ -387,8 +386,8 @@ def summarise(records: list[dict]) -> dict:
     between = _between_trials(aa_rounds)
     residuals = _residuals(alike.values())
     positions, source = _positions(aa_rounds)
-    sd = [r["results"]["steady_median_sd_s"] / m for labels in alike.values() for rs in labels.values() for r in rs
-          if (m := _median_s(r)) is not None and isinstance((r.get("results") or {}).get("steady_median_sd_s"), (int, float))]
+    sd = [sd_s / m for labels in alike.values() for rs in labels.values() for r in rs
+          if (m := _median_s(r)) is not None and isinstance(sd_s := view(r).results.steady_median_sd_s, (int, float))]
 
     outcomes = {V.FASTER: 0, V.EQUIVALENT: 0, V.UNDECIDED: 0, V.SINGLE: 0}
     for labels in aa.values():
@@ -408,7 +407,7 @@ def summarise(records: list[dict]) -> dict:
         if unit == "paired" else {}
     floor = resampled if resampled and all(g is not None for g in resampled.values()) else floor_normal
     logs = [math.log(m) for rs in (alike or trials).values() for x in rs.values() for r in x
-            if (m := _median_s(r)) is not None and not (r.get("calibration") or {}).get("gap")]
+            if (m := _median_s(r)) is not None and not view(r).calibration.gap]
 
     gap = None
     if gapped:

@@ -19,6 +19,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
+from repro.ledger.record import view
 from repro.profile.categories import CATEGORIES
 from repro.report.comparison import Comparison, Row
 
@@ -162,7 +163,7 @@ def _per_step(comparison: Comparison, title: str, key: str, ylabel: str, scale: 
                 ax.set_yscale("log")
                 _plain_log_ticks(ax)
             if skip_first:  # where the timed steady state begins (a loss curve has no such point)
-                warmup = table.rows[0].records[0]["config"]["run"]["warmup"]
+                warmup = view(table.rows[0].records[0]).config.run.warmup
                 ax.axvline(warmup - 0.5, color="#888888", linestyle=":", linewidth=1)
                 ax.annotate(f"steady state (from step {warmup})", (warmup - 0.5, 0.02),
                             xycoords=("data", "axes fraction"), xytext=(3, 0), textcoords="offset points",

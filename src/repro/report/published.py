@@ -3,6 +3,7 @@ and the side-by-side section of a report: published figure, ours, and each side'
 
 from __future__ import annotations
 
+from repro.ledger.record import view
 from repro.report.comparison import Comparison, Row
 
 NOT_COMPARABLE = ("Absolute times measured on other hardware are not comparable with ours; the ratio of "
@@ -54,7 +55,7 @@ def _ours(members: list[Row], fw: str) -> float | None:
 def _model_groups(comparison: Comparison) -> dict[str, list[Row]]:
     out: dict[str, list[Row]] = {}
     for c in comparison.rows:
-        out.setdefault(c.records[0]["config"]["model"]["name"], []).append(c)
+        out.setdefault(view(c.records[0]).config.model.name, []).append(c)
     return out
 
 

@@ -4,10 +4,12 @@ ledger keeps both (it is append-only); every view of a sweep reads the new ones 
 
 from __future__ import annotations
 
+from repro.ledger.record import view
+
 
 def replaced(records: list[dict]) -> set[str]:
     """The ids some record of `records` replaces."""
-    return {i for r in records for i in (r.get("repeat") or {}).get("replaces", ())}
+    return {i for r in records for i in view(r).repeat.replaces}
 
 
 def kept(records: list[dict]) -> list[dict]:
@@ -18,5 +20,4 @@ def kept(records: list[dict]) -> list[dict]:
 
 def rerun_rounds(records: list[dict]) -> int:
     """How many rounds were run again (one count per rerun attempt of a round)."""
-    return len({((r.get("sweep") or {}).get("id"), r["repeat"]["index"], r["repeat"]["rerun"])
-                for r in records if (r.get("repeat") or {}).get("rerun")})
+    return len({(view(r).sweep.id, view(r).repeat.index, view(r).repeat.rerun) for r in records if view(r).repeat.rerun})

@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from repro.ledger.record import view
+
 LEVEL = 0.95
 RESAMPLES = 4000
 SEED = 0
 
 
 def _ok(records: list[dict]) -> list[dict]:
-    return [r for r in records if r.get("status") == "ok" and "steady_median_s" in (r.get("results") or {})]
+    return [r for r in records if r.get("status") == "ok" and view(r).results.steady_median_s is not None]
 
 
 def steady_medians(records: list[dict]) -> list[float]:
     """Each ok run's steady-state median step time (seconds)."""
-    return [r["results"]["steady_median_s"] for r in _ok(records)]
+    return [view(r).results.steady_median_s for r in _ok(records)]
 
 
 def _interval(resampled: np.ndarray, level: float) -> tuple[float, float]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from repro import paths
 from repro.ledger import Ledger, LedgerError
+from repro.ledger.record import view
 from repro.redaction import redact
 from repro.report import compare, comparison, markdown, varied
 from repro.usertext import markup
@@ -20,7 +21,7 @@ def default_dir(records: list[dict], ledger_dir: str, sweep_id: str | None = Non
     resumed sweep's earlier runs (which name the sweep they ran in, `resumed_from`) never point its
     report at that earlier sweep's, even when the sweep ran nothing itself."""
     own = [r for r in records if not r.get("resumed_from")] or records
-    return paths.default_reports_dir(ledger_dir) / (sweep_id or own[0]["sweep"]["id"])
+    return paths.default_reports_dir(ledger_dir) / (sweep_id or view(own[0]).sweep.id)
 
 
 def write(records: list[dict], out: Path, comp: comparison.Comparison | None = None,
@@ -44,7 +45,7 @@ def publish(records: list[dict], console, comp: comparison.Comparison | None = N
     runs = [r for r in records if r.get("kind") == "run"]
     if not runs:
         return None
-    out = default_dir(runs, runs[0]["config"]["ledger"]["dir"])
+    out = default_dir(runs, view(runs[0]).config.ledger.dir)
     try:
         write(runs, out, comp)
     except Exception as e:  # noqa: BLE001
@@ -61,14 +62,14 @@ def announce(records: list[dict], console, sweep_id: str) -> Path | None:
     runs = [r for r in records if r.get("kind") == "run"]
     if not runs:
         return None
-    out = default_dir(runs, runs[0]["config"]["ledger"]["dir"], sweep_id)
+    out = default_dir(runs, view(runs[0]).config.ledger.dir, sweep_id)
     console.print(f"report: {markup(out / PAGE)} (being written in the background; ready when the projector ends)")
     return out
 
 
 def swept_params(records: list[dict]) -> dict[str, str]:
     """The parent run's params: what the sweep varied, with its values in job order."""
-    values = [varied.override_values(r) for r in sorted(records, key=lambda r: r["sweep"]["job"])]
+    values = [varied.override_values(r) for r in sorted(records, key=lambda r: view(r).sweep.job)]
     return {"jobs": str(len(records)),
             **{f"swept.{k}": ",".join(dict.fromkeys(v[k] for v in values if k in v)) for k in varied.swept_keys(records)}}
 

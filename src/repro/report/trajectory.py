@@ -21,6 +21,7 @@ import numpy as np
 
 from repro.config.spec import semantic
 from repro.hashing import sha256_json
+from repro.ledger.record import view
 
 THRESHOLD = 1e-4
 
@@ -32,7 +33,7 @@ def _peer_key(record: dict) -> str:
 
 
 def _label(record: dict) -> str:
-    return record["config"]["framework"]["name"]
+    return view(record).config.framework.name
 
 
 def agreements(records: list[dict]) -> list[dict]:
@@ -57,9 +58,9 @@ def _agreement(ref: dict, run: dict) -> dict:
     rel = np.where(np.isnan(rel), math.inf, rel)  # a NaN on either side is as far apart as can be
     over = np.flatnonzero(rel > THRESHOLD)
     init_a, init_b = ref["results"].get("init_params_sha256"), run["results"].get("init_params_sha256")
-    m = run["config"]["model"]
+    m = view(run).config.model
     return {
-        "model": f"{m['name']}/{m['preset']}",
+        "model": f"{m.name}/{m.preset}",
         "run": run["id"], "framework": _label(run),
         "reference": ref["id"], "reference_framework": _label(ref),
         "steps": n, "threshold": THRESHOLD,

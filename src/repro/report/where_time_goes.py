@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from repro.ledger.record import view
 from repro.profile.categories import CATEGORIES, HOST
 from repro.report.md import md_table
 
@@ -101,13 +102,13 @@ def first_step(record: dict) -> dict:
     second step: whether it compiled again, and why (from the backend's own counters)."""
     res = record.get("results") or {}
     info = res.get("compile") or {}
-    fw = record["config"]["framework"]
+    fw = view(record).config.framework
     first, second = res.get("first_step_s"), res.get("second_step_s")
-    out = {"framework": fw["name"], "first_s": first, "second_s": second, "steady_s": res.get("steady_median_s"),
+    out = {"framework": fw.name, "first_s": first, "second_s": second, "steady_s": res.get("steady_median_s"),
            "trace_lower_s": info.get("trace_lower_s"), "compile_s": info.get("compile_s")}
     lazy = info.get("lazy_optimizer_state") or {}
     appeared = ", ".join(f"{k} ×{v}" for k, v in sorted((lazy.get("names") or {}).items()))
-    if fw["backend"] == "torch_xla":
+    if fw.backend == "torch_xla":
         per_step = info.get("xla_compiles_per_step") or [None, None]
         out["compile_s"] = info.get("xla_compile_s")
         out["compiles"] = per_step
@@ -117,12 +118,12 @@ def first_step(record: dict) -> dict:
         else:
             out["second"] = "no recompilation (the graph of step 1 was reused)" + (
                 "" if appeared else ": the optimizer keeps no state")
-    elif fw["backend"] == "jax":
+    elif fw.backend == "jax":
         state = info.get("optimizer_state_at_compile")  # None: a record from before the counter
         out["second"] = ("no recompilation: the compiled executable is called directly, "
                          + (f"its {state} optimizer-state arrays existed before compilation (optax init)"
                             if state is not None else "its optimizer state made by optax's init before compilation"))
-    elif fw.get("compile"):
+    elif fw.compile:
         n = info.get("dynamo_compiles")
         out["second"] = ((f"dynamo compiled {n} graph(s) in the run" if n is not None else "compiled by dynamo")
                          + "; the optimizer step runs eagerly"
@@ -131,7 +132,7 @@ def first_step(record: dict) -> dict:
         out["second"] = "eager: nothing compiled" + (f"; optimizer state created in step 1 ({appeared})"
                                                      if appeared else "")
     known = [v for v in (out["trace_lower_s"], out["compile_s"]) if v is not None]
-    if first is not None and known and fw["backend"] != "torch_xla":
+    if first is not None and known and fw.backend != "torch_xla":
         out["first_execution_s"] = max(0.0, first - sum(known))
     return out
 
