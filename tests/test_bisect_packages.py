@@ -245,7 +245,7 @@ def test_environment_builds_a_venv_that_imports_the_version(house, monkeypatch, 
     assert packages.environment(text, src, log=lambda _: None) == python  # content-keyed: reused
 # ---- end to end with the driver: repro bisect names slowpkg, then 1.5, offline ----------------------------
 
-MIX = '''"""A library a model calls in its forward; from 1.5 on, mix() does a matmul more than it needs."""
+MIX = '''"""A library a model calls in its forward; from 1.5 on, mix() does EXTRA matmuls more than it needs."""
 
 __version__ = "{version}"
 EXTRA = {extra}
@@ -302,13 +302,19 @@ class SlowMLP(Model):
 '''
 
 RUN = ("framework=jax", "model=slowmlp", "run.steps=60", "run.warmup=5", "run.batch_size=32", "run.threads=1")
+# The bisection's walk: GOOD, otherpkg, quietpkg, then slowpkg's versions between in the wheelhouse (1.4 1.5 1.6 1.7),
+# the culprit at position 4 of 6: a noiseless search takes 4 probes (all eight versions: 9 positions, 5 probes).
+# EXTRA matmuls from 1.5 on: 12 made a 20x slower step (9-12 ms against 0.4-0.7 ms a step, 3 runs each at a load
+# of 3 on 2 cores), 3 made 7.8x, where GOOD's own runs spread 1.7x at that load and one probe in two then ran
+# 5-7 rounds to clear the midpoint (60 runs, 12 min alone); each extra matmul costs a BAD run ~50 ms.
+E2E_VERSIONS, E2E_EXTRA = ("1.0", "1.4", "1.5", "1.6", "1.7"), 12
 # no round run again (the test's time), up to 8 rounds a probe: at load 10-20 on 2 cores one round in five came out 20x
 BISECT = ("verdict.max_reruns=0", "--max-rounds", "8", "--progress", "none")
 
 
 class Offline:
     """repro's tree copied outside git, a user's model package in its own git repository that imports slowpkg,
-    a wheelhouse of slowpkg 1.0 … 1.7 (mix() does a matmul more from 1.5 on), quietpkg and otherpkg; a run
+    a wheelhouse of slowpkg 1.0, 1.4 … 1.7 (mix() does E2E_EXTRA matmuls more from 1.5 on), quietpkg and otherpkg; a run
     at slowpkg 1.0 and one at 1.7 (quietpkg and otherpkg moved too), each in a venv of what a JAX worker
     needs; the BAD record packed (`repro env pack`), so a bisection needs no index at all."""
 
@@ -322,8 +328,9 @@ class Offline:
         from repro.envs import venvs
 
         self.root, self.house = root, root / "house"
-        for i, v in enumerate(SLOW_VERSIONS):
-            make_wheel(self.house, "slowpkg", v, {"slowpkg/__init__.py": MIX.format(version=v, extra=3 * (i >= 5))})
+        for v in E2E_VERSIONS:
+            extra = E2E_EXTRA if packages._version(v) >= packages._version(SLOW_FROM) else 0
+            make_wheel(self.house, "slowpkg", v, {"slowpkg/__init__.py": MIX.format(version=v, extra=extra)})
         for name, versions in (("quietpkg", ("1.0", "1.1")), ("otherpkg", ("3.0", "3.1"))):
             for v in versions:
                 make_wheel(self.house, name, v, {f"{name}/__init__.py": f'__version__ = "{v}"\n'})

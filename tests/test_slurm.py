@@ -348,7 +348,9 @@ def test_a_bisection_runs_its_rounds_as_slurm_jobs_and_resumes_in_this_process(s
     The launcher is not part of which bisection it is: cut short, the same command without it resumes here."""
     from test_bisect import Planted
 
-    p = Planted(tmp_path, commits=4, culprit=3)  # positions 0..3; commit 3 (position 2) is ~10x slower
+    # positions 0..3; commit 2 (position 1) is ~6x slower: a noiseless search calls position 1 twice (2 probes;
+    # commit 3 as the culprit took 4: positions 1, 2, 1, 2), each probe 3 rounds, each round a SLURM job
+    p = Planted(tmp_path, commits=4, culprit=2)
     p.good, p.bad = p.sweep_at(1), p.sweep_at(4)
     args = ("bisect", p.good["id"][:10], p.bad["id"][:10], "verdict.max_reruns=0", "bisect.max_rounds=3",
             "--progress", "none", "--ledger", str(p.ledger))
@@ -358,7 +360,7 @@ def test_a_bisection_runs_its_rounds_as_slurm_jobs_and_resumes_in_this_process(s
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-3000:]
     (done,) = [r for r in p.records("bisect") if r["status"] != "running"]
     b = done["bisect"]
-    assert done["status"] == "decided" and b["result"]["position"] == 2 and b["result"]["commits"]["model"] == p.commits[2]
+    assert done["status"] == "decided" and b["result"]["position"] == 1 and b["result"]["commits"]["model"] == p.commits[1]
     runs = {r["id"]: r for r in p.records()}
     measured = [runs[i] for i in done["runs"]]
     assert len(measured) == 2 * (b["confirmation"]["rounds"] + sum(q["rounds"] for q in b["probes"]))
@@ -384,4 +386,4 @@ def test_a_bisection_runs_its_rounds_as_slurm_jobs_and_resumes_in_this_process(s
     ended = p.records("bisect")[-1]["bisect"]
     assert ended["confirmation"]["runs"] == b["confirmation"]["runs"]
     assert [q["runs"] for q in ended["probes"][:len(b["probes"]) - 1]] == [q["runs"] for q in b["probes"][:-1]]
-    assert ended["result"]["position"] == 2
+    assert ended["result"]["position"] == 1
