@@ -20,6 +20,16 @@ def shown(text: object) -> str:
     return _CONTROL.sub("", _ESCAPE.sub("", str(text)))
 
 
+def shown_rows(rows: list[list[str]]) -> list[list[str]]:
+    """`shown` of every cell of a table of strings. One search over all of them first: every
+    escape sequence starts with a control character, so where there is none (nearly always) each
+    cell is shown as it is, and 50,000 rows of 9 cells cost one scan of their text, not 900,000
+    substitutions (0.8 s)."""
+    if _CONTROL.search("".join(["".join(r) for r in rows])) is None:
+        return rows
+    return [[shown(c) for c in r] for r in rows]
+
+
 def markup(text: object) -> str:
     """User text to put inside a rich markup string (`f"[bold]{markup(name)}[/]"`): `shown`, its
     square brackets escaped, so that a value holding `[/]` or `[red]` prints as typed. The one way

@@ -11,11 +11,12 @@ from rich.table import Table
 
 from repro.ledger import export, listing
 from repro.ledger.diff import SECTIONS, record_diff
+from repro.ledger.index import bulk
 from repro.ledger.record import RecordError, view
 from repro.ledger.schema import SCHEMA
 from repro.ledger.state import state_of
 from repro.ledger.store import Ledger, LedgerError
-from repro.usertext import shown, plain
+from repro.usertext import shown, shown_rows, plain
 
 
 def _short(value, limit: int = 80) -> str:
@@ -48,6 +49,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def _list(ledger: Ledger, args: argparse.Namespace) -> int:
+    with ledger.one_scan(), bulk():  # its rows and the records it marks changed: one listing of the files
+        return _list_once(ledger, args)
+
+
+def _list_once(ledger: Ledger, args: argparse.Namespace) -> int:
     entries = ledger.entries() if args.all else ledger.head_entries()
     if args.json:  # the record files as they are: nothing to parse and print again
         texts = [data.rstrip() for e in entries if (data := ledger.read(e)) is not None]
@@ -55,7 +61,7 @@ def _list(ledger: Ledger, args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(b"[\n" + b",\n".join(texts) + b"\n]\n")
         return 0
     # a run's state (lost...) from its newest record; --all lists superseded ones too, as recorded
-    body = [[shown(c) for c in row] for row in listing.rows(ledger, entries, states=not args.all)]  # user text: no escapes
+    body = shown_rows(listing.rows(ledger, entries, states=not args.all))  # user text: no escapes
     listing.print_table(terminal(), shown(f"ledger {ledger.root} ({len(body)} records)"), body)
     if marked := sum(listing.CHANGED_MARK in row[2] for row in body):
         print(f"{marked} record(s) marked '{listing.CHANGED_MARK}' were edited after they were written: their "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import logging
 import os
 import secrets
@@ -39,6 +40,25 @@ SUMMARY = ("id", "prev", "created", "kind", "status", "sweep", "experiment", "jo
 # keeping its size and times: its summary is not kept for the next process, which parses it again.
 RACY_NS = 2_000_000_000
 log = logging.getLogger("repro.ledger")
+
+
+@contextlib.contextmanager
+def bulk():
+    """Python's cyclic garbage collector off while a reader builds or walks its per-file objects.
+
+    A check or a list of 100,000 records makes millions of small lists, dicts and tuples (parsed
+    JSON, stats, entries), none in a reference cycle: reference counting frees every one. Yet each
+    25 % the heap grows triggers a full collection that walks all of them: a quarter of a warm
+    `ledger list`'s CPU time at 100,000 records (6.5 s against 4.9 s without). Nested uses are free;
+    the collector is on again as it was once the outermost ends."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def save_derived(path: Path, payload: dict) -> bool:
@@ -169,13 +189,19 @@ class Index:
         self.path = root / FOLDER / FILE
         self._files: dict[str, list] | None = None  # name -> [size, mtime_ns, ino, summary list | problem]
 
-    def entries(self, resolve: Callable[[dict[str, os.stat_result]], dict[str, list]] | None = None) -> list[Entry]:
+    def entries(self, resolve: Callable[[dict[str, os.stat_result]], dict[str, list]] | None = None,
+                files: list[tuple[str, os.stat_result | str]] | None = None) -> list[Entry]:
         """Every record file in name order, its summary reused while the file is unchanged (size,
         mtime and inode): every file is stat'ed on every call, so a record another process or a
         git merge added is seen, and one that changed is parsed again. `resolve`: given the files
         the index does not know (name -> stat), the summaries of those it can tell without this
         parse (Ledger: from a check of every file, over every core and the travelling index);
-        a file's summary is taken only while its stat is the one `resolve` was given."""
+        a file's summary is taken only while its stat is the one `resolve` was given. `files`:
+        record_files' answer where the caller has just listed them (one scan for a whole command)."""
+        with bulk():
+            return self._entries(resolve, record_files(self.root) if files is None else files)
+
+    def _entries(self, resolve, scan) -> list[Entry]:
         known = self._load() if self._files is None else self._files
         files = {}
         skipped = []
@@ -183,12 +209,13 @@ class Index:
         now = time.time_ns()
         racy = set()
         unknown = {}
-        for name, st in record_files(root):
-            if isinstance(st, str):
+        get = known.get
+        for name, st in scan:
+            if type(st) is str:
                 skipped.append(Entry(root, name, problem=st))
                 continue
-            old = known.get(name)
-            if old and old[0] == st.st_size and old[1] == st.st_mtime_ns and old[2] == st.st_ino:
+            old = get(name)
+            if old is not None and old[0] == st.st_size and old[1] == st.st_mtime_ns and old[2] == st.st_ino:
                 files[name] = old
             else:
                 files[name] = None
@@ -199,14 +226,17 @@ class Index:
             files[name] = [st.st_size, st.st_mtime_ns, st.st_ino, summary if summary is not None else summarize(root / name)]
             if now - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS:
                 racy.add(name)
-        changed = files.keys() != known.keys() or any(files[n] is not known[n] for n in files)
         self._files = files
-        if changed:
+        if unknown or len(files) != len(known):  # else every file is one the index knew, as it knew it
             self._save(racy)
-        out = [Entry(root, name, *summary) if isinstance(summary, list) else Entry(root, name, problem=summary)
-               for name, (_, _, _, summary) in files.items()]
-        out += skipped
-        out.sort(key=lambda e: e.name)
+        # tuple.__new__: the namedtuple's own __new__ is a Python function (0.1 s per 100,000 entries)
+        make = tuple.__new__
+        problem = Entry._field_defaults["problem"]
+        out = [make(Entry, (root, name, *summary, problem)) if type(summary) is list else Entry(root, name, problem=summary)
+               for name, (_, _, _, summary) in sorted(files.items())]
+        if skipped:
+            out += skipped
+            out.sort(key=lambda e: e.name)
         return out
 
     def saved_entries(self) -> list[Entry] | None:

@@ -56,10 +56,10 @@ def _fit(text: str, width: int) -> str:
 def widths(columns, body: list[list[str]], limit: int | None) -> list[int]:
     """Each column's natural width; within `limit` cells in all (box included), the widest cut first."""
     out = [_width(c) for c in columns]
-    for r in body:
-        for i, cell in enumerate(r):
-            if len(cell) > out[i] or not cell.isascii():
-                out[i] = max(out[i], _width(cell))
+    for i in range(len(out)):  # column by column: max() over a column is C, not a Python loop per cell
+        cells = [r[i] for r in body]
+        if cells:
+            out[i] = max(out[i], max(map(len if all(map(str.isascii, cells)) else _width, cells)))
     if limit is not None:
         while sum(out) + 3 * len(out) + 1 > limit and max(out) > MIN_WIDTH:
             out[out.index(max(out))] -= 1
@@ -69,11 +69,17 @@ def widths(columns, body: list[list[str]], limit: int | None) -> list[int]:
 def lines(columns, body: list[list[str]], limit: int | None = None) -> tuple[list[str], list[str]]:
     """(the head: top, header and rule lines; the body lines and the bottom line)."""
     w = widths(columns, body, limit)
+    natural = widths(columns, body, None) if limit is not None else w
     fit = [(lambda t, n=n: t + " " * (n - len(t)) if len(t) <= n and t.isascii() else _fit(t, n)) for n in w]
     head = ["┏" + "┳".join("━" * (n + 2) for n in w) + "┓",
             "┃" + "┃".join(f" {_fit(c, n)} " for c, n in zip(columns, w)) + "┃",
             "┡" + "╇".join("━" * (n + 2) for n in w) + "┩"]
-    out = ["│ " + " │ ".join(f(c) for f, c in zip(fit, r)) + " │" for r in body]
+    # An ASCII row of a table no column of which was cut: every cell fits, str.ljust pads it (one C
+    # call per cell; the general `fit` measures each cell in Python: 0.4 s for 50,000 rows)
+    uncut = w == natural
+    ljust = str.ljust
+    out = ["│ " + " │ ".join(map(ljust, r, w) if uncut and "".join(r).isascii() else map(lambda f, c: f(c), fit, r))
+           + " │" for r in body]
     out.append("└" + "┴".join("─" * (n + 2) for n in w) + "┘")
     return head, out
 
