@@ -14,6 +14,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -30,6 +31,7 @@ class Step:
     text: str = ""  # appended to the file (a new file where it does not exist)
     copy_from: str | None = None  # a file or folder of the tree copied to `path` first
     renames: tuple[tuple[str, str], ...] = ()  # then replaced in every file copied
+    edit: tuple[str, str] | None = None  # (old, new): a line the doc says to add inside existing code
 
     @property
     def registers(self) -> bool:
@@ -44,8 +46,10 @@ class Step:
 class Recipe:
     title: str  # the doc's bullet, by its bold title
     steps: tuple[Step, ...]
-    check: tuple[str, ...]  # `python -m repro ...` in the scratch tree: exit 0 once the steps are done
-    refused: str  # what its refusal names (exit 2) before the recipe, or with a step left out
+    check: tuple[str, ...]  # `python -m repro ...` in the scratch tree ({tree}, {tmp}: its folders)
+    refused: str | None  # what its refusal names (exit 2) before the recipe, or with a step left out
+    gives: Callable[[subprocess.CompletedProcess, Path], bool] = lambda proc, tmp: (
+        proc.returncode == 0 and "checked; nothing run or written" in proc.stdout)  # the steps done: what it adds
 
 
 STATISTIC = Recipe("A verdict statistic", (
@@ -87,6 +91,19 @@ ZOO = Recipe("A model in the zoo", (
 ), ("--dry-run", "framework=jax", "model=recipe_mlp"), "recipe_mlp")
 
 
+REPORT = Recipe("A report section", (
+    Step("src/repro/report/markdown.py", ("report/markdown.py", "Comparison"), '''
+
+def recipe_lines(comparison: Comparison) -> list[str]:
+    return ["## Recipe", "", f"{len(comparison.tables)} table(s) in this sweep.", ""]
+'''),
+    Step("src/repro/report/markdown.py", ("markdown.page",), edit=(
+        '        "## Plots", "",\n    ]', '        *recipe_lines(comparison),\n        "## Plots", "",\n    ]')),
+), ("report", "--ledger", "{tree}/ledger", "--experiment", "quickstart", "--out", "{tmp}/report"), None,
+    lambda proc, tmp: proc.returncode == 0 and re.search(r"\n## Recipe\n\n\d+ table\(s\) in this sweep\.\n",
+                                                         (tmp / "report" / "report.md").read_text()) is not None)
+
+
 def bullet(title: str) -> str:
     """The doc's recipe: its bullet under "Where to add", up to the next one."""
     text = DOC.read_text().split("## Where to add", 1)[1].split("\n## ", 1)[0]
@@ -97,7 +114,7 @@ def bullet(title: str) -> str:
 
 def scratch(tmp: Path) -> Path:
     tree = tmp / "tree"
-    for part in ("src", "conf"):
+    for part in ("src", "conf", "ledger"):
         shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     return tree
 
@@ -117,30 +134,42 @@ def follow(tree: Path, steps) -> None:
         if step.text:
             with target.open("a") as f:
                 f.write(step.text)
+        if step.edit:
+            text = target.read_text()
+            assert text.count(step.edit[0]) == 1, (step.path, step.edit[0])  # the recipe's place, found once
+            target.write_text(text.replace(*step.edit))
 
 
 def check(tree: Path, recipe: Recipe, tmp: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "REPRO_ROOT": str(tree),
            "XDG_CACHE_HOME": str(tmp / "cache"), "REPRO_MACHINE_DIR": str(tmp / "machine")}
-    return subprocess.run([sys.executable, "-m", "repro", *recipe.check, f"ledger.dir={tmp / 'ledger'}"],
+    args = [a.format(tree=tree, tmp=tmp) for a in recipe.check]
+    run_args = [] if args[0] == "report" else [f"ledger.dir={tmp / 'ledger'}"]
+    return subprocess.run([sys.executable, "-m", "repro", *args, *run_args],
                           cwd=tree, env=env, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.parametrize("recipe", [STATISTIC, VENDOR, ZOO], ids=lambda r: r.title)
+def refused(proc: subprocess.CompletedProcess, recipe: Recipe, tmp: Path) -> bool:
+    """Not what the recipe gives: refused naming it (exit 2) where it has a refusal, else only not given."""
+    if recipe.refused is not None:
+        return proc.returncode == 2 and recipe.refused in proc.stderr
+    return not recipe.gives(proc, tmp)
+
+
+@pytest.mark.parametrize("recipe", [STATISTIC, VENDOR, ZOO, REPORT], ids=lambda r: r.title)
 def test_a_recipe_done_as_the_doc_says_works_and_each_step_is_needed(recipe, tmp_path):
     said = bullet(recipe.title)
     for step in recipe.steps:  # the doc names each step the test takes: where, and its hook
         assert all(words in said for words in step.doc), (recipe.title, step.doc, said)
     untouched = check(scratch(tmp_path / "before"), recipe, tmp_path / "before")
-    assert untouched.returncode == 2 and recipe.refused in untouched.stderr, untouched.stderr  # the recipe adds something
+    assert refused(untouched, recipe, tmp_path / "before"), untouched.stderr[-2000:]  # the recipe adds something
     tree = scratch(tmp_path / "done")
     follow(tree, recipe.steps)
     done = check(tree, recipe, tmp_path / "done")
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "checked; nothing run or written" in done.stdout
+    assert recipe.gives(done, tmp_path / "done"), done.stdout[-2000:] + done.stderr[-2000:]
     for i, left_out in enumerate(recipe.steps):  # the planted break: a recipe missing a step
         broken = scratch(tmp_path / f"without{i}")
         follow(broken, [s if s is not left_out else s.without_its_hook() for s in recipe.steps if s is not left_out
                         or s.registers])
         failed = check(broken, recipe, tmp_path / f"without{i}")
-        assert failed.returncode == 2 and recipe.refused in failed.stderr, (left_out.path, failed.stderr[-1000:])
+        assert refused(failed, recipe, tmp_path / f"without{i}"), (left_out.path, failed.stderr[-1000:])
