@@ -284,3 +284,23 @@ def test_shell_completion_of_commands_and_config_keys(tmp_path):
     assert {"list", "show", "verify", "diff", "--ledger"} <= ledger and ledger_l == {"list"}
     assert framework == {"framework=torch_xla", "framework=torch_xla_compile"}
     assert run_model == {"model=mlp"}
+
+
+def test_each_verb_is_registered_by_the_module_it_is_listed_under():
+    """`repro VERB` imports VERB's module alone (cli.VERB_MODULES): each lists the verb it registers."""
+    for verb in cli.VERB_MODULES:
+        assert list(cli.build_parser(verb)[1].choices) == [verb], verb
+    assert list(cli.build_parser()[1].choices) == list(cli.VERB_MODULES)
+
+
+@pytest.mark.slow  # a fresh interpreter: what one verb imports
+def test_a_ledger_command_imports_no_numpy(tmp_path):
+    import shutil
+
+    shutil.copytree(REPO / "ledger", tmp_path / "ledger")
+    probe = ("import sys; from repro.cli import dispatch; rc = dispatch(sys.argv[1:]); "
+             "print(rc, 'numpy' in sys.modules, file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", probe, "ledger", "list", "--ledger", str(tmp_path / "ledger")],
+                          capture_output=True, text=True, check=True)
+    assert proc.stderr.strip().splitlines()[-1] == "0 False", proc.stderr[-2000:]
+    assert proc.stdout.count("\n") > 3  # the records were listed

@@ -19,21 +19,23 @@ from pathlib import Path
 from repro import paths
 from repro.usertext import shown
 
-# Each module registers its subcommand(s) through `add_parser(sub, common)`: one line each.
-# The help page, the typo check and shell completion are generated from what they register.
-SUBCOMMAND_MODULES = (
-    "repro.ledger.cli",
-    "repro.models.cli",
-    "repro.replay",
-    "repro.report.compare",
-    "repro.ir",
-    "repro.tracking.sync",
-    "repro.report.sweep_report",
-    "repro.envs.cli",
-    "repro.calibrate",
-    "repro.bisect.cli",
-    "repro.history.cli",
-)
+# Each verb's module registers it through `add_parser(sub, common)`: one line each. The help page,
+# the typo check and shell completion are generated from what they register; running a verb imports
+# its module alone (the report's modules import NumPy: 0.2-0.3 s that `repro ledger list` has no use
+# for). tests/test_cli.py checks that each module registers the verb it is listed under.
+VERB_MODULES = {
+    "ledger": "repro.ledger.cli",
+    "models": "repro.models.cli",
+    "replay": "repro.replay",
+    "compare": "repro.report.compare",
+    "ir": "repro.ir",
+    "sync": "repro.tracking.sync",
+    "report": "repro.report.sweep_report",
+    "env": "repro.envs.cli",
+    "calibrate": "repro.calibrate",
+    "bisect": "repro.bisect.cli",
+    "history": "repro.history.cli",
+}
 RUN_WORD = "run"  # `repro run [OVERRIDES]`: the explicit word for a run (bare `repro` prints help)
 DRY_RUN = "--dry-run"
 HELP_FLAGS = ("-h", "--help")
@@ -113,7 +115,8 @@ def _die(message: str) -> int:
 
 # ---- subcommands ---------------------------------------------------------------------------
 
-def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+def build_parser(verb: str | None = None) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """Every verb's parser, or (`verb`) that verb's alone: only its module is imported."""
     import importlib
 
     common = argparse.ArgumentParser(add_help=False)
@@ -121,7 +124,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
                         help="the ledger folder (default: the repo's ledger/)")
     parser = argparse.ArgumentParser(prog="repro", add_help=False)
     sub = parser.add_subparsers(dest="command", required=True)
-    for module in SUBCOMMAND_MODULES:
+    for module in [VERB_MODULES[verb]] if verb else dict.fromkeys(VERB_MODULES.values()):
         importlib.import_module(module).add_parser(sub, common)
     for name, p in sub.choices.items():
         if p.epilog is None and name in EXAMPLES:
@@ -448,10 +451,9 @@ def dispatch(argv: list[str]) -> int:
     if first in COMPLETION_FLAGS:
         return run_completion(argv)
     if COMMAND_LIKE.fullmatch(first) and first != RUN_WORD:
-        parser, sub = build_parser()
-        if first in sub.choices:
-            return run_subcommand(argv, parser)
-        return unknown_command(first, list(sub.choices))
+        if first in VERB_MODULES:
+            return run_subcommand(argv, build_parser(first)[0])
+        return unknown_command(first, list(VERB_MODULES))
     argv = argv[1:] if first == RUN_WORD else argv
     if "--version" in argv:
         print(version_text())

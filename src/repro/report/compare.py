@@ -14,8 +14,6 @@ import sys
 from repro.console import console
 from repro.ledger import Ledger, LedgerError
 from repro.ledger.record import view
-from repro.report import comparison
-from repro.report.table import print_comparison
 from repro.usertext import shown
 
 
@@ -122,6 +120,11 @@ def run(args) -> int:
     for line in changed_lines(ledger, records):  # by id, Ledger.get has warned already
         if not args.ids:
             print(f"repro compare: warning: {line}", file=sys.stderr)
+    # imported here, not at the top: every `repro` verb's parser imports this module, and the
+    # comparison's statistics import NumPy (0.2-0.3 s of `repro ledger list`, which compares nothing)
+    from repro.report import comparison
+    from repro.report.table import print_comparison
+
     built = comparison.build(records, ledger.root)
     wide = getattr(args, "wide", False)  # (a caller's Namespace may predate --wide)
     print_comparison(console(), built, wide=wide, hint="every column: add --wide")
