@@ -72,6 +72,7 @@ class Vendor:
 
     name = ""
     platform = ""
+    title = ""  # how a message names the maker ("NVIDIA"); its `name` where empty
 
     def devices(self) -> tuple[dict, ...]:
         return ()
@@ -109,7 +110,7 @@ def telemetry(own: set[int]) -> list[dict]:
 class Nvidia(Vendor):
     """NVIDIA GPUs, through nvidia-smi."""
 
-    name, platform = "nvidia", "gpu"
+    name, platform, title = "nvidia", "gpu", "NVIDIA"
     STATE = "index,utilization.gpu,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu"
 
     def devices(self) -> tuple[dict, ...]:
@@ -164,7 +165,8 @@ def mismatch(profile, found: dict) -> str | None:
         matching = [g for g in found["gpus"] if profile.device_match.lower() in g.lower()]
         if len(matching) >= profile.device_count:
             return None
-        want = f"{profile.device_count}× GPU {profile.device_match}"
+        makers = "/".join(v.title or v.name for v in VENDORS.values() if v.platform == "gpu") or "GPU"
+        want = f"{profile.device_count}× {makers} {profile.device_match}"
     else:
         kind = (found["tpu"] or "").lower().replace("-", "_")
         if found["tpu"] and (not profile.device_match or profile.device_match.lower() in kind):

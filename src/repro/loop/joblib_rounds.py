@@ -21,6 +21,8 @@ from typing import Callable, Sequence
 from repro.loop import rounds
 from repro.job.host import JobHost
 
+TRACKER_QUIET = "ignore:resource_tracker:UserWarning"  # its messages all begin "resource_tracker: "
+
 
 class Joblib:
     def __init__(self, params: dict, attach: Callable):
@@ -87,10 +89,16 @@ class Joblib:
         meets the terminal's Ctrl-C outside a call) in a thread of this process, so that Ctrl-C here neither
         reaches joblib (which would kill its workers mid-record) nor goes unheard: the round is asked
         to stop (rounds.Stop) and waited for, at most Stop.WAIT_S. (results, error, interrupted)."""
+        import sys
         import threading
 
         from joblib import Parallel
 
+        # loky's resource tracker, a process joblib starts with this interpreter's -W flags, outlives an
+        # interrupted sweep and warns of the semaphores it finds unlinked already, after repro's last
+        # line: a Ctrl-C would not end in one line as under every other launcher (test_launcher_parity)
+        if TRACKER_QUIET not in sys.warnoptions:
+            sys.warnoptions.append(TRACKER_QUIET)
         outcome: dict = {}
         done = threading.Event()  # not Thread.join: one interrupted by Ctrl-C marks a running thread ended (3.11)
 
