@@ -526,6 +526,22 @@ def recorded(report_sweep, tmp_path_factory) -> Sandbox:
 
 
 @pytest.fixture(scope="session")
+def ray_head():
+    """A real Ray head on loopback for the session (tests/ray_cluster.py); exactly its processes
+    stopped at the end."""
+    from ray_cluster import RayHead
+
+    try:
+        head = RayHead().start()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    try:
+        yield head
+    finally:
+        head.stop()
+
+
+@pytest.fixture(scope="session")
 def slurm():
     """A real SLURM (munged, slurmctld, slurmd n1 and n2) for the session, SLURM_CONF exported;
     every job cancelled and exactly its daemons stopped at the end (tests/slurm_cluster.py)."""

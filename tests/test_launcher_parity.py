@@ -1,8 +1,8 @@
 """Every launcher behaves as the default one does: resume, Ctrl-C and (where it has a scheduler) a
-cancel, each run through every registered adapter (repro.config.launcher `Launcher`: the in-process
-default, submitit_local, joblib, submitit_slurm on the real test cluster), whose statuses and
-counts are compared with the default launcher's. A new adapter is a new member of `Launcher`, so it
-inherits these cases. Kept affordable: mlp tiny, a few steps, one framework.
+cancel, each run through every registered launcher (loop/launchers.py `registered()`: the in-process
+default, joblib, ray on a real Ray head, submitit_local, submitit_slurm on the real test cluster),
+whose statuses and counts are compared with the default launcher's. A new adapter registers itself,
+so it inherits these cases. Kept affordable: mlp tiny, a few steps, one framework.
 
 Printed (`-s`): one line per launcher and case, `parity <case> <launcher>: {...}`."""
 
@@ -16,11 +16,11 @@ import time
 
 import pytest
 
-from repro.config.launcher import Launcher
+from repro.loop import launchers
 
 pytestmark = pytest.mark.slow  # every test here starts `python -m repro`
 
-LAUNCHERS = [kind.choice for kind in Launcher]
+LAUNCHERS = [r.name for r in launchers.registered()]
 SIDE_BY_SIDE = "joblib+hydra.launcher.n_jobs=2"  # joblib's other path: the round's jobs in two workers at once
 FAST = ("model=mlp", "framework=torch", "run.warmup=2", "verdict.max_reruns=0")
 RESUME = ("-m", *FAST, "run.batch_size=16,32", "run.steps=6", "run.resume=true")
@@ -29,12 +29,15 @@ _default: dict[str, dict] = {}  # case -> the default launcher's outcome (measur
 
 
 def _launcher_args(request, sandbox, choice: str) -> list[str]:
-    """The command line's launcher part; a SLURM one starts the real test cluster (tests/slurm_cluster.py)."""
+    """The command line's launcher part; a SLURM one starts the real test cluster (tests/slurm_cluster.py),
+    a Ray one a real Ray head (tests/ray_cluster.py)."""
     choice, *more = choice.split("+")
     args = [f"hydra/launcher={choice}", f"hydra.sweep.dir={sandbox.root / 'sweep'}", *more]
-    if Launcher[choice.upper()].slurm:
+    if launchers.named(choice).scheduler == "slurm":
         request.getfixturevalue("slurm")
         args += ["hydra.launcher.timeout_min=10", "hydra.launcher.partition=both"]
+    if choice == "ray":
+        args += [f"hydra.launcher.ray.init.address={request.getfixturevalue('ray_head').address}"]
     return args
 
 
@@ -43,8 +46,8 @@ def _default_outcome(request, tmp_path_factory, case: str, measure) -> dict:
         from conftest import Sandbox
 
         box = Sandbox(tmp_path_factory.mktemp(f"default_{case}"))
-        _default[case] = measure(box, _launcher_args(request, box, Launcher.BASIC.choice))
-        print(f"\nparity {case} {Launcher.BASIC.choice}: {_default[case]}")
+        _default[case] = measure(box, _launcher_args(request, box, launchers.default().name))
+        print(f"\nparity {case} {launchers.default().name}: {_default[case]}")
     return _default[case]
 
 
@@ -124,7 +127,7 @@ def test_ctrl_c_records_interrupted_and_ends_in_one_line_under_every_launcher(re
 
 
 @pytest.mark.parametrize("when", ["pending", "starting", "running"])
-@pytest.mark.parametrize("choice", [kind.choice for kind in Launcher if kind.slurm])
+@pytest.mark.parametrize("choice", [r.name for r in launchers.registered() if r.scheduler == "slurm"])
 def test_a_cancelled_round_is_killed_naming_the_schedulers_state(request, sandbox, choice, when):
     """scancel of a round's job while it waits (its partition's one node held by another job), as it
     starts, or while its first run runs: every run of the round `killed`, naming SLURM's cancel (the

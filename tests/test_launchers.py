@@ -44,12 +44,16 @@ def local_sweep(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", [["hydra/launcher=submitit_local"],
-                                      ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]],
-                         ids=["submitit_local", "joblib"])
-def test_launcher_records_same_fields_as_local(sandbox, local_sweep, launcher):
+                                      ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+                                      ["hydra/launcher=ray"]],
+                         ids=["submitit_local", "joblib", "ray"])
+def test_launcher_records_same_fields_as_local(request, sandbox, local_sweep, launcher):
     # Output to files, not pipes: a launcher's worker left behind holding them would make the
     # run wait for it (joblib's loky workers idle 300 s), not fail the check below.
     out, err = sandbox.root / "stdout.txt", sandbox.root / "stderr.txt"
+    ray = launcher == ["hydra/launcher=ray"]
+    if ray:  # a real Ray head on loopback (tests/ray_cluster.py)
+        launcher = [*launcher, f"hydra.launcher.ray.init.address={request.getfixturevalue('ray_head').address}"]
     with out.open("w") as stdout, err.open("w") as stderr:
         returncode = subprocess.run(sandbox.repro_cmd(*ARGS, *launcher, "tracking.experiment=launch"), cwd=sandbox.root,
                                     env=sandbox.env(), stdout=stdout, stderr=stderr, timeout=600).returncode
@@ -71,8 +75,10 @@ def test_launcher_records_same_fields_as_local(sandbox, local_sweep, launcher):
     assert [local[fw]["results"]["setup"]["imported_ahead"] for fw in ("jax", "torch")] == [True, True]
     ahead = [h["results"]["setup"]["imported_ahead"] for h in sorted(remote.values(), key=lambda h: h["sweep"]["job"])]
     assert ahead == ([False, True] if "joblib" not in launcher[0] else [False, False]), ahead
-    for fw in ("jax", "torch"):
-        assert _fields(remote[fw]) == _fields(local[fw]), fw
+    for fw in ("jax", "torch"):  # Ray's scheduler block names its job, task and node where the local one says "local"
+        skip = ("scheduler.",) if ray else ()
+        assert {f for f in _fields(remote[fw]) if not f.startswith(skip)} == \
+            {f for f in _fields(local[fw]) if not f.startswith(skip)}, fw
         assert remote[fw]["results"]["loss_sha256"] == local[fw]["results"]["loss_sha256"]
     runs = sandbox.mlflow_runs("launch")
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
@@ -100,54 +106,85 @@ def _hydra_launchers() -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_the_launcher_kind_parses_every_launcher_hydra_knows():
-    from repro.config.launcher import Launcher
+def test_every_launcher_hydra_knows_is_registered_once_beside_its_adapter():
+    """Each `hydra/launcher=` choice Hydra composes parses to the registration of that name (loop/launchers.py),
+    each registered in the adapter module it makes; only the default runs rounds in this process."""
+    import inspect
+
+    from repro.loop import launchers
 
     known = _hydra_launchers()
-    assert {"basic", "joblib", "submitit_local", "submitit_slurm"} <= set(known), known
+    assert {"basic", "joblib", "submitit_local", "submitit_slurm", "ray"} <= set(known), known
     for choice, target in known.items():
-        kind = Launcher.parse(target)
-        assert kind.choice == choice, (choice, target, kind)
-    assert Launcher.parse("") is Launcher.BASIC and Launcher.BASIC.in_process
-    assert [k for k in Launcher if k.slurm] == [Launcher.SUBMITIT_SLURM]
-    assert [k for k in Launcher if k.in_process] == [Launcher.BASIC]
+        assert launchers.parse(target).name == choice, (choice, target)
+    registered = launchers.registered()
+    assert [r.name for r in registered] == ["basic", "joblib", "ray", "submitit_local", "submitit_slurm"]
+    assert {r.name for r in registered} <= set(known)  # every registered one is a choice Hydra composes
+    assert launchers.parse("").name == "basic" and [r.name for r in registered if r.in_process] == ["basic"]
+    assert [r.name for r in registered if r.remote] == ["ray", "submitit_slurm"]
+    assert [r.name for r in registered if r.scheduler == "slurm"] == ["submitit_slurm"]
+    for r in registered:  # each beside its adapter: the module that registers it is the one its factory makes from
+        module = inspect.getmodule(r.make).__name__
+        assert module.startswith("repro.loop.") and (module.endswith("_rounds") or module == "repro.loop.rounds"), module
+
+
+def test_a_launcher_registered_twice_is_refused_naming_both():
+    from repro.loop import launchers
+
+    launchers.registered()
+    with pytest.raises(ValueError) as err:
+        launchers.launcher("ray", target="somewhere.else.Ray", where=launchers.CLUSTER)(lambda launch: None)
+    assert str(err.value) == ("launcher 'ray' (somewhere.else.Ray) is registered already as 'ray' "
+                              "(repro.loop.ray_rounds.Ray); a launcher is registered once, beside its adapter")
+    with pytest.raises(ValueError, match="where='nowhere' is none of here, host, cluster"):
+        launchers.launcher("k8s", target="x.K8s", where="nowhere")
+    assert [r.name for r in launchers.registered()].count("ray") == 1
+
+
+def test_a_launcher_whose_package_is_missing_is_refused_naming_the_install(monkeypatch):
+    import importlib.util
+
+    from repro.loop import launchers
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    assert launchers.named("ray").missing() == ("hydra/launcher=ray needs ray, which is not installed here; "
+                                                "pip install 'repro[ray]'")
+    assert launchers.named("basic").missing() is None
 
 
 def test_an_unknown_launcher_is_refused_by_the_preflight_by_name():
     from repro import preflight
     from repro.config import ConfigError
 
-    assert preflight.plan(["-m", "model=mlp", "hydra/launcher=joblib"]).launcher.choice == "joblib"
+    assert preflight.plan(["-m", "model=mlp", "hydra/launcher=joblib"]).launcher.name == "joblib"
     with pytest.raises(ConfigError) as err:
-        preflight.plan(["model=mlp", "hydra.launcher._target_=my_plugins.RayLauncher"])
-    assert str(err.value) == ("hydra.launcher._target_='my_plugins.RayLauncher' is a launcher repro does not "
-                              "know; choose hydra/launcher=basic, joblib, submitit_local, submitit_slurm (a new "
-                              "one is added in src/repro/config/launcher.py)")
+        preflight.plan(["model=mlp", "hydra.launcher._target_=my_plugins.K8sLauncher"])
+    assert str(err.value) == ("hydra.launcher._target_='my_plugins.K8sLauncher' is a launcher repro does not "
+                              "know; choose hydra/launcher=basic, joblib, ray, submitit_local, submitit_slurm (a new "
+                              "one is registered beside its adapter in src/repro/loop/: docs/architecture.md, "
+                              "'A launcher')")
 
 
 def test_a_slurm_round_past_the_launchers_time_limit_is_refused_naming_both(monkeypatch):
     """A round runs its configs one after another in one allocation: where the ledger's estimate of
     that passes hydra.launcher.timeout_min, the sweep is refused before anything is submitted."""
-    from types import SimpleNamespace
-
-    from repro import api
     from repro.config import ConfigError
+    from repro.loop import submitit_rounds
     from repro.preflight import estimate
 
     costs = tuple(estimate.ConfigCost(h, 3, past=4, parts={"steps": 50.0}) for h in ("a", "b"))
-    monkeypatch.setattr(estimate, "of", lambda plan: estimate.Estimate(costs, 3))
-    api._fits_time_limit(SimpleNamespace(), {"timeout_min": 2})  # 100 s of a round within 2 min
+    est = estimate.Estimate(costs, 3)
+    submitit_rounds.fits_time_limit(est, {"timeout_min": 2})  # 100 s of a round within 2 min
     with pytest.raises(ConfigError) as err:
-        api._fits_time_limit(SimpleNamespace(), {"timeout_min": 1})
+        submitit_rounds.fits_time_limit(est, {"timeout_min": 1})
     assert str(err.value).startswith("a round of hydra/launcher=submitit_slurm runs its 2 configs one after another "
                                      "in one allocation: estimated 1 min 40 s from the ledger, past the time limit "
                                      "hydra.launcher.timeout_min=1 (1 min"), str(err.value)
     assert "hydra.launcher.timeout_min=2 or more" in str(err.value)
-    from repro.loop import submitit_rounds
-
     monkeypatch.setattr(submitit_rounds, "partition_limit_min", lambda partition: 1.5 if partition == "short" else None)
     with pytest.raises(ConfigError, match=r"past the time limit partition short's MaxTime \(1 min 30 s\)"):
-        api._fits_time_limit(SimpleNamespace(), {"timeout_min": 60, "partition": "short"})
+        submitit_rounds.fits_time_limit(est, {"timeout_min": 60, "partition": "short"})
     assert [submitit_rounds.minutes(t) for t in ("UNLIMITED", "30", "10:30", "01:00:00", "1-00:00:00", "2-12")] == \
         [None, 30, 10.5, 60, 1440, 3600]
 
@@ -182,8 +219,10 @@ def test_a_resumed_round_flagged_busy_when_it_first_ran_is_not_run_again(tmp_pat
 
     busy = {"machine": {"other_cpu_share": 0.9}}
 
-    class Adapter:
-        name, between_rounds, rounds = "fake", True, []
+    from repro.loop.rounds import Elsewhere
+
+    class Adapter(Elsewhere):  # the protocol's defaults (loop/rounds.py)
+        name, rounds = "fake", []
 
         def run_round(self, host, jobs, first, hooks):
             self.rounds.append(first)
@@ -193,9 +232,6 @@ def test_a_resumed_round_flagged_busy_when_it_first_ran_is_not_run_again(tmp_pat
             for r in out:
                 host.finished(r)
             return out
-
-        def close(self):
-            pass
 
     configs = [(SimpleNamespace(run=SimpleNamespace(steps=6), name=n), (f"x={n}",)) for n in "ab"]
     host, adapter = _Host(tmp_path), Adapter()

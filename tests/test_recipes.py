@@ -7,6 +7,7 @@ left out, which must fail: the steps are not only sufficient, each is needed."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -32,14 +33,16 @@ class Step:
     copy_from: str | None = None  # a file or folder of the tree copied to `path` first
     renames: tuple[tuple[str, str], ...] = ()  # then replaced in every file copied
     edit: tuple[str, str] | None = None  # (old, new): a line the doc says to add inside existing code
+    hook: str = "@register"  # the decorator that registers what the step writes
 
     @property
     def registers(self) -> bool:
-        return "@register" in self.doc
+        return self.hook in self.doc
 
     def without_its_hook(self) -> "Step":
         """The step with its registration left out (the class written, not registered)."""
-        return replace(self, text=self.text.replace("@register\n", ""))
+        return replace(self, text="".join(line for line in self.text.splitlines(keepends=True)
+                                          if not line.startswith(self.hook)))
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,52 @@ ZOO = Recipe("A model in the zoo", (
          renames=(("name: mlp", "name: recipe_mlp"),)),
 ), ("--dry-run", "framework=jax", "model=recipe_mlp"), "recipe_mlp")
 
+
+LAUNCHER = Recipe("A launcher", (
+    Step("src/repro/loop/recipe_rounds.py", ("loop/<name>_rounds.py", "rounds.Elsewhere", "@launcher"), '''"""A recipe's launcher: each round in this process, as the default does, under another name."""
+
+from repro.loop import rounds
+from repro.loop.launchers import HOST, Launch, launcher
+
+
+class Recipe(rounds.Elsewhere):
+    name = "recipe"
+
+    def run_round(self, host, jobs, first_job_no, hooks=rounds.NO_HOOKS):
+        host.say(f"round of {len(jobs)} job(s) run by the recipe's launcher")
+        return rounds.InProcess().run_round(host, jobs, first_job_no, hooks)
+
+
+@launcher("recipe", target="repro.loop.recipe_rounds.Recipe", where=HOST)
+def _recipe(launch: Launch) -> Recipe:
+    return Recipe()
+''', hook="@launcher"),
+    Step("conf/hydra/launcher/recipe.yaml", ("conf/hydra/launcher/<name>.yaml", "_target_"),
+         "_target_: repro.loop.recipe_rounds.Recipe\n"),
+), ("-m", "framework=torch", "model=mlp", "run.steps=6", "run.warmup=2", "verdict.canary=false", "hydra/launcher=recipe"),
+    "recipe", lambda proc, tmp: proc.returncode == 0 and "round of 1 job(s) run by the recipe's launcher" in proc.stderr
+    and "[1/1] ok" in proc.stdout)
+
+@functools.lru_cache(maxsize=1)
+def _quickstart_hashes() -> list[str]:
+    """The config hash of each quickstart config, as the tree without the recipe plans it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, "-m", "repro", "--dry-run", "+exp=quickstart"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return re.findall(r" config ([0-9a-f]{12}) ", proc.stdout)
+
+
+KEY = Recipe("A config key", (
+    Step("src/repro/config/schema.py", ("config/schema.py",), edit=(
+        "    seed: int = non_negative(0)  # the seed of weights, data and every RNG the run draws from\n",
+        "    seed: int = non_negative(0)  # the seed of weights, data and every RNG the run draws from\n"
+        "    recipe_knob: int = 0  # a recipe's key\n")),
+    Step("conf/config.yaml", ("conf/config.yaml", "meaning line"), edit=("  seed: 0\n", "  seed: 0\n  recipe_knob: 0  # a recipe's key\n")),
+    Step("src/repro/config/spec.py", ("config/spec.py", "ADDED_AT_DEFAULT"), edit=(
+        "ADDED_AT_DEFAULT = {", 'ADDED_AT_DEFAULT = {"run.recipe_knob": 0, ')),
+), ("--dry-run", "+exp=quickstart", "run.recipe_knob=0"), None,  # the key set, at its default: every config's identity as it was
+    lambda proc, tmp: proc.returncode == 0 and re.findall(r" config ([0-9a-f]{12}) ", proc.stdout) == _quickstart_hashes())
 
 REPORT = Recipe("A report section", (
     Step("src/repro/report/markdown.py", ("report/markdown.py", "Comparison"), '''
@@ -156,7 +205,7 @@ def refused(proc: subprocess.CompletedProcess, recipe: Recipe, tmp: Path) -> boo
     return not recipe.gives(proc, tmp)
 
 
-@pytest.mark.parametrize("recipe", [STATISTIC, VENDOR, ZOO, REPORT], ids=lambda r: r.title)
+@pytest.mark.parametrize("recipe", [STATISTIC, VENDOR, ZOO, LAUNCHER, KEY, REPORT], ids=lambda r: r.title)
 def test_a_recipe_done_as_the_doc_says_works_and_each_step_is_needed(recipe, tmp_path):
     said = bullet(recipe.title)
     for step in recipe.steps:  # the doc names each step the test takes: where, and its hook

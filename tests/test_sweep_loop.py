@@ -89,7 +89,7 @@ def test_launcher_adapter_gets_every_round_and_rerun_and_lost_jobs_are_settled_f
     policy = sweep.Fixed(configs, 3, "S", lambda config, overrides: config.name)
     seen = []
 
-    class Adapter:
+    class Adapter(rounds.Elsewhere):  # the protocol's defaults (loop/rounds.py)
         name = "fake"
 
         def run_round(self, host, jobs, first, hooks):
@@ -109,9 +109,6 @@ def test_launcher_adapter_gets_every_round_and_rerun_and_lost_jobs_are_settled_f
                 ledger.append({"kind": "run", "status": "started", "sweep": {"id": "S", "job": 7}, "config": {}})
                 return [rounds.Lost("the allocation ended")]
             return [{"id": f"r{first + i}", "status": "ok"} for i in range(len(jobs))]
-
-        def close(self):
-            pass
 
     records = sweep.run(host, policy, 5, max_reruns=1, launcher=Adapter())
     orders = [sweep.order(2, 5, k) for k in range(3)]
@@ -136,8 +133,10 @@ def test_an_adapter_that_runs_rounds_at_once_gets_the_rounds_no_record_decides_a
     configs = [(SimpleNamespace(run=SimpleNamespace(steps="auto"), name=n), (f"x={n}",)) for n in "ab"]
     waves = []
 
-    class Adapter:
-        name, between_rounds, at_once = "fake", True, 2
+    from repro.loop.rounds import Elsewhere
+
+    class Adapter(Elsewhere):  # the protocol's defaults (loop/rounds.py), two rounds at once
+        name, at_once = "fake", 2
 
         def run_round(self, host, jobs, first, hooks):
             return self.run_rounds(host, [(jobs, first, hooks)])[0]
@@ -156,9 +155,6 @@ def test_an_adapter_that_runs_rounds_at_once_gets_the_rounds_no_record_decides_a
                     hooks.after(job, r)
                 out.append(records)
             return out
-
-        def close(self):
-            pass
 
     # each config's count is keyed by its name here (the real key hashes a typed config)
     monkeypatch.setattr(sweep.StepCounts, "key", staticmethod(lambda job: "c-" + job.name if "repeat" in job.fields else None))

@@ -58,29 +58,24 @@ def plan_session(plan, warm=None):
 
 def launcher_for(plan, session, args: list[str] = ()):
     """The launcher adapter of a checked plan (loop/rounds.py): its rounds in this process (the
-    default), or, for `hydra/launcher=submitit_slurm | submitit_local | joblib`, each round in the
-    launcher's own process, with the parameters of the composed `hydra.launcher` node (`args`: the
-    command line, composed again for that node). A SLURM round whose configs' estimated time
-    (preflight/estimate.py) passes the launcher's time limit is refused (ConfigError), and so is
-    run.repeats=auto with an adapter that cannot report back between rounds (`rounds.refusal`)."""
+    default), or, for any other registered launcher (loop/launchers.py: `hydra/launcher=joblib`,
+    `submitit_local`, `submitit_slurm`, `ray`), each round where that launcher runs it, with the
+    parameters of the composed `hydra.launcher` node (`args`: the command line, composed again for
+    that node). A launcher may refuse the plan as it is made (a SLURM round whose configs' estimated
+    time passes its time limit: ConfigError), and run.repeats=auto is refused with an adapter that
+    cannot report back between rounds (`rounds.refusal`)."""
     from repro.loop import rounds
+    from repro.preflight import estimate
     from repro.preflight.verdict import auto_rounds
 
-    adapter = _adapter(plan, session, args)
+    if plan.launcher.in_process:
+        adapter = plan.launcher.make(None)
+    else:
+        node, sweep_dir, _ = launcher_node(list(args))
+        adapter = adapter_of(plan.launcher, node, sweep_dir, session, args, lambda: estimate.of(plan))
     if why := rounds.refusal(adapter, auto_rounds(plan.jobs)):
         raise ConfigError(why)
     return adapter
-
-
-def _adapter(plan, session, args: list[str]):
-    from repro.config.launcher import Launcher
-    from repro.loop import rounds
-
-    kind = plan.launcher
-    if kind is Launcher.BASIC:
-        return rounds.InProcess()
-    node, sweep_dir, _ = launcher_node(list(args))
-    return adapter_of(kind, node, sweep_dir, session, args, plan)
 
 
 def launcher_from(session, args: list[str], composed: tuple | None):
@@ -88,42 +83,33 @@ def launcher_from(session, args: list[str], composed: tuple | None):
     `launcher_node(args)` (None: none given, this process), for a command that has no plan of its own
     (`repro bisect`, whose rounds each decide the next): ConfigError for one that cannot hand a round's
     records back before the next."""
-    from repro.loop import rounds
+    from repro.loop import launchers, rounds
 
-    if composed is None:
-        return rounds.InProcess()
-    node, sweep_dir, kind = composed
+    kind = composed[2] if composed is not None else launchers.default()
     if kind.in_process:
-        return rounds.InProcess()
+        return kind.make(None)
+    node, sweep_dir, kind = composed
     adapter = adapter_of(kind, node, sweep_dir, session, args)
     if why := rounds.refusal(adapter, True):
         raise ConfigError(why)
     return adapter
 
 
-def adapter_of(kind, node: dict, sweep_dir: str, session, args: list[str], plan=None):
-    """The adapter of launcher `kind` with its composed `hydra.launcher` node; a SLURM one is checked against
-    the time limit where there is a `plan` to estimate."""
+def adapter_of(kind, node: dict, sweep_dir: str, session, args: list[str], estimate=None):
+    """The adapter of registered launcher `kind` (loop/launchers.py `Registration`) with its composed
+    `hydra.launcher` node; `estimate()`: the plan's, where there is one (a scheduler's time limit)."""
     import functools
     from pathlib import Path
 
-    from repro.config.launcher import Launcher
     from repro.job import hydra_dirs
+    from repro.loop.launchers import Launch
     from repro.session import attached
 
+    if why := kind.missing():
+        raise ConfigError(why)
     hydra_dirs.prune(sweep_dir)  # older sweeps' folders under repro's cache
     attach = functools.partial(attached, session.shared())
-    if kind is Launcher.JOBLIB:
-        from repro.loop.joblib_rounds import Joblib
-
-        return Joblib(node, attach)
-    if kind.slurm and plan is not None:
-        _fits_time_limit(plan, node)
-    from repro.loop.submitit_rounds import Submitit
-
-    asked = any(a.lstrip("+").startswith("hydra.launcher.array_parallelism=") for a in args)
-    at_once = int(node.get("array_parallelism") or 1) if asked else 1  # rounds at once only when asked (its default is 256)
-    return Submitit("slurm" if kind.slurm else "local", node, attach, Path(sweep_dir), at_once)
+    return kind.make(Launch(node, Path(sweep_dir), attach, tuple(args), estimate))
 
 
 def launcher_node(args: list[str]) -> tuple[dict, str, Any]:
@@ -152,35 +138,9 @@ def launcher_node(args: list[str]) -> tuple[dict, str, Any]:
             sweep_dir = str(top.hydra.sweep.dir)
     finally:
         GlobalHydra.instance().clear()
-    from repro.config.launcher import Launcher
+    from repro.loop import launchers
 
-    return node, sweep_dir, Launcher.parse(node.pop("_target_", None))
-
-
-def _fits_time_limit(plan, node: dict) -> None:
-    """A round runs its configs one after another in one allocation: their estimated time must fit
-    `hydra.launcher.timeout_min` and the partition's MaxTime (where the ledger has history of every
-    config)."""
-    from repro.preflight import estimate
-    from repro.loop.submitit_rounds import partition_limit_min
-
-    est = estimate.of(plan)
-    if len(est.known) < len(est.configs):
-        return
-    limits = [(float(node["timeout_min"]), f"hydra.launcher.timeout_min={node['timeout_min']}")] \
-        if node.get("timeout_min") else []
-    if (part := partition_limit_min(node.get("partition"))) is not None:
-        limits.append((part, f"partition {node['partition']}'s MaxTime"))
-    if not limits:
-        return
-    limit_min, what = min(limits)
-    if est.first_round_s > limit_min * 60:
-        need = int(est.first_round_s // 60) + 1
-        raise ConfigError(f"a round of hydra/launcher=submitit_slurm runs its {len(est.configs)} configs one after "
-                          f"another in one allocation: estimated {estimate.duration(est.first_round_s)} from the "
-                          f"ledger, past the time limit {what} ({estimate.duration(limit_min * 60)}); give "
-                          f"hydra.launcher.timeout_min={need} or more within the partition's limit (or a partition "
-                          "with a longer one), or sweep fewer configs at once")
+    return node, sweep_dir, launchers.parse(node.pop("_target_", None))
 
 
 def run_jobs(plan, session, launcher=None) -> list[dict]:

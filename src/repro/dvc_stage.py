@@ -13,7 +13,6 @@ import yaml
 from omegaconf import OmegaConf
 
 from repro.config import ConfigError
-from repro.config.launcher import Launcher
 from repro import preflight
 from repro.preflight.verdict import check_plan
 
@@ -30,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
 
         hardware.check_all([config.hardware])
         preflight.check_data([config])
-        repeats = check_plan((config,), False, Launcher.BASIC)  # run.repeats=auto on one config: once
+        repeats = check_plan((config,))  # run.repeats=auto on one config: once
     except ConfigError as e:
         print(f"repro: invalid config in {path}, nothing was run:\n  {e}", file=sys.stderr)
         return 2

@@ -44,3 +44,14 @@ def plain(text: object, style: str = ""):
     from rich.text import Text
 
     return Text(shown(text), style=style)
+
+
+def duration(seconds: float) -> str:
+    """4.1 s, 52 s, 3 min 20 s, 1 h 05 min."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    h, m, sec = s // 3600, s // 60 % 60, s % 60
+    return f"{h} h {m:02d} min" if h else f"{m} min {sec:02d} s"

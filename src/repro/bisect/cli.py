@@ -182,7 +182,7 @@ def per_run_s(ledger_root: Path, good: dict) -> tuple[float | None, int]:
 def prepare(ledger, args, overrides: list[str]) -> dict:
     """Everything checked before a run: the endpoints, what differs, the config, the budget; the lines to print."""
     from repro.bisect import candidates, decide
-    from repro.preflight.estimate import duration
+    from repro.usertext import duration
     from repro.replay import refusal
 
     good, bad = candidates.endpoints(ledger, args.good, args.bad)

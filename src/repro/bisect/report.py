@@ -22,7 +22,7 @@ def _word(outcome: str) -> str:
 
 
 def _duration(seconds: float) -> str:
-    from repro.preflight.estimate import duration
+    from repro.usertext import duration
 
     return duration(seconds)
 

@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 
 KEEP = 500  # entries; the oldest beyond it are removed when one is written
 FORMAT = 3  # bump when what preflight.checks._compose returns, or `typed`, changes shape or meaning
-PACKAGES = ("hydra-core", "omegaconf", "hydra-submitit-launcher", "hydra-joblib-launcher")
+# What Hydra composes from: hydra-core, omegaconf and every installed Hydra plugin (hydra_*: a launcher's
+# config group), by their metadata folders' names (name and version), so an install composes again.
+PREFIXES = ("hydra_", "omegaconf-")
 
 
 # Where a run is recorded changes with every test and benchmark folder, not what Hydra composes:
@@ -147,9 +149,8 @@ def key(args: Sequence[str], extra: bytes = b"") -> str:
 
 
 def _distributions() -> list[str]:
-    """The installed PACKAGES as their metadata folders' paths (name and version in each)."""
-    prefixes = tuple(name.replace("-", "_") + "-" for name in PACKAGES)
-    return [str(p) for p in paths.distribution_metadata() if p.name.lower().startswith(prefixes)]
+    """The installed PREFIXES' distributions as their metadata folders' paths (name and version in each)."""
+    return [str(p) for p in paths.distribution_metadata() if p.name.lower().startswith(PREFIXES)]
 
 
 def load(args: Sequence[str], extra: bytes = b"") -> tuple[str, Composed | None]:

@@ -9,7 +9,8 @@ knows (time limit, log paths, the job's state). Anywhere else the block is `{"na
 
 The block is provenance, not configuration: it is never part of `config` nor of the config hash.
 This module is the one place that reads SLURM's variables for provenance (job/cluster.py reads
-the three that make the rendezvous).
+the three that make the rendezvous). A launcher that runs rounds elsewhere names that place itself
+(`running_under`: a Ray task's job, task and node, loop/ray_rounds.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 LOCAL = {"name": "local"}
+_ELSEWHERE: Callable[[], dict] | None = None  # a launcher's block for this process's records (`running_under`)
 SCONTROL_TIMEOUT_S = 5
 # The block's key <- SLURM's variable (read where the job runs).
 VARIABLES = {
@@ -157,7 +159,7 @@ def block(environ: Mapping[str, str] = os.environ) -> dict:
     """The `scheduler` block of a record made in this process."""
     job_id = environ.get("SLURM_JOB_ID")
     if not job_id:
-        return dict(LOCAL)
+        return _ELSEWHERE() if _ELSEWHERE is not None else dict(LOCAL)
     out: dict = {"name": "slurm"}
     for key, var in VARIABLES.items():
         if value := environ.get(var):
@@ -183,6 +185,13 @@ def block(environ: Mapping[str, str] = os.environ) -> dict:
             out[key] = info[field]
     out["attempt"] = int(environ.get("SLURM_RESTART_COUNT") or 0) + 1
     return out
+
+
+def running_under(read: Callable[[], dict] | None) -> None:
+    """Where a launcher runs a round outside SLURM (a Ray task: loop/ray_rounds.py), `read()` gives the
+    `scheduler` block of the records this process makes (its job, task and node); None: `local` again."""
+    global _ELSEWHERE
+    _ELSEWHERE = read
 
 
 def node_info(node: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
@@ -348,12 +357,12 @@ def where(sched: dict | None) -> dict:
     return {k: v for k, v in sched.items() if k in ("name", "cluster", "partition", "nodes", "resources")}
 
 
-def shared_store_warning(uris: list[str]) -> str | None:
-    """Said before a sweep whose jobs SLURM runs on other nodes, when a job's MLflow store is a sqlite file."""
+def shared_store_warning(uris: list[str], launcher: str = "submitit_slurm") -> str | None:
+    """Said before a sweep whose jobs `launcher` runs on other nodes, when a job's MLflow store is a sqlite file."""
     files = sorted({u for u in uris if u.startswith("sqlite:")})
     if not files:
         return None
-    return (f"warning: jobs launched through SLURM run on other nodes, and MLflow's store {', '.join(files)} is a "
+    return (f"warning: jobs launched through hydra/launcher={launcher} can run on other nodes, and MLflow's store {', '.join(files)} is a "
             "sqlite file they would all write: it must be on a filesystem every node sees, and sqlite's locking "
             "over a network filesystem (NFS, Lustre) is unreliable. On more than one node, start `mlflow server` "
             "(with a SQL database) and set tracking.uri=http://HOST:PORT (or MLFLOW_TRACKING_URI); the ledger "

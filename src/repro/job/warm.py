@@ -47,9 +47,7 @@ class WarmStart:
         session (the ledger's estimate, the sweep's id, the source hash), instead of after it. A
         sweep starts its first worker from the loop (loop/sweep.py), where its order is known; a job
         that turns out to differ (`take` compares the key) or never runs is ended as any other."""
-        from repro.config.launcher import Launcher
-
-        if plan.runs == 1 and not plan.multirun and plan.launcher is Launcher.BASIC:
+        if plan.runs == 1 and not plan.multirun and plan.launcher.in_process:
             self.upcoming = plan.jobs[0]
             self.start_next()
 

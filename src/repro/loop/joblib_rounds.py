@@ -19,14 +19,17 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from repro.loop import rounds
+from repro.loop.launchers import HOST, Launch, launcher
 from repro.job.host import JobHost
 
 TRACKER_QUIET = "ignore:resource_tracker:UserWarning"  # its messages all begin "resource_tracker: "
 
 
-class Joblib:
+class Joblib(rounds.Elsewhere):
+    name = "joblib"
+
     def __init__(self, params: dict, attach: Callable):
-        self.name, self.attach, self.between_rounds = "joblib", attach, True
+        self.attach = attach
         self.n_jobs = int(params.get("n_jobs") or 1)
         self.params = {k: v for k, v in params.items() if k in ("backend", "prefer", "require", "verbose",
                                                                "timeout", "pre_dispatch", "batch_size",
@@ -129,6 +132,12 @@ class Joblib:
     def close(self) -> None:
         if self.stop is not None:
             self.stop.remove()
+
+
+@launcher("joblib", target="hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher", where=HOST,
+          needs=("joblib", "hydra_plugins.hydra_joblib_launcher"), extra="launchers")
+def _joblib(launch: Launch) -> Joblib:
+    return Joblib(launch.node, launch.attach)
 
 
 def _side_by_side(job, at_once: int):

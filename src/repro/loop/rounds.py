@@ -5,8 +5,15 @@ which runs it and hands back its records. That is the whole protocol:
     class Adapter(Protocol):
         name: str                                   # said in messages (its `hydra/launcher=` choice)
         between_rounds: bool                        # hands a round's records back before the next round
+        at_once: int                                # rounds it may run at the same time (1: one by one)
+        in_process: bool                            # runs the round in the loop's own process
         def run_round(self, host, jobs, first_job_no, hooks=NO_HOOKS) -> list[dict | Lost]: ...
+        def run_rounds(self, host, batches) -> list[list[dict | Lost]]: ...   # `at_once` rounds together
         def close(self) -> None: ...
+
+Each adapter is registered once, beside it, as a launcher (loop/launchers.py `@launcher`: its
+`hydra/launcher=` name, its Hydra `_target_`, where its rounds run, what it imports); `Elsewhere`
+gives the defaults of an adapter that runs rounds in another process, one at a time.
 
 `run_round` runs `jobs` (the round, in the order the loop drew) one after another, job i as job
 number `first_job_no + i`, each through the one per-job function (`run_one`), and
@@ -24,8 +31,8 @@ round's order, the next job's worker started while one ends. It returns {"starte
 started, "records": [...]}; the launcher reads the time the round waited in the queue from it
 (`host.queue_s`, which verdict.budget_s does not count) and adopts the records into the parent's
 host (`adopt`). loop/submitit_rounds.py (SLURM and submitit's local executor) and
-loop/joblib_rounds.py are such launchers, one file each; a Ray or Kubernetes one is the same
-shape: submit the function, wait, adopt, return Lost for what did not come back.
+loop/joblib_rounds.py and loop/ray_rounds.py are such launchers, one file each; a Kubernetes one
+is the same shape: submit the function, wait, adopt, return Lost for what did not come back.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
 from repro.job.host import JobHost
+from repro.loop.launchers import HERE, Launch, launcher
 
 
 @dataclass(frozen=True)
@@ -64,16 +72,41 @@ NO_HOOKS = Hooks()
 
 
 class Adapter(Protocol):
-    """A launcher of rounds (module docstring). `between_rounds`: it hands a round's records back
-    before the loop decides the next round; one that cannot (a fire-and-forget queue) runs fixed
-    rounds only, and `run.repeats=auto` is refused for it (`refusal`)."""
+    """A launcher of rounds (module docstring): everything the loop reads of it. `between_rounds`: it
+    hands a round's records back before the loop decides the next round; one that cannot (a
+    fire-and-forget queue) runs fixed rounds only, and `run.repeats=auto` is refused for it
+    (`refusal`). `at_once` > 1: the loop may hand it that many rounds together (`run_rounds`).
+    `in_process`: the round runs in the loop's process, so the loop starts the first job's worker
+    ahead (job/warm.py)."""
 
     name: str
     between_rounds: bool
+    at_once: int
+    in_process: bool
 
     def run_round(self, host: JobHost, jobs: Sequence, first_job_no: int, hooks: Hooks = NO_HOOKS) -> list: ...
 
+    def run_rounds(self, host: JobHost, batches: Sequence) -> list[list]: ...
+
     def close(self) -> None: ...
+
+
+class Elsewhere:
+    """The defaults of an adapter whose rounds run in another process, one round at a time, each
+    handed back before the next (`between_rounds`): subclasses give `name` and `run_round`."""
+
+    name: str
+    between_rounds, at_once, in_process = True, 1, False
+
+    def run_round(self, host: JobHost, jobs: Sequence, first_job_no: int, hooks: Hooks = NO_HOOKS) -> list:
+        raise NotImplementedError
+
+    def run_rounds(self, host: JobHost, batches: Sequence) -> list[list]:
+        """Rounds handed over together ((jobs, first_job_no, hooks) each), run one after another."""
+        return [self.run_round(host, jobs, no, hooks) for jobs, no, hooks in batches]
+
+    def close(self) -> None:
+        pass
 
 
 def run_one(host: JobHost, job, number: int) -> dict:
@@ -85,11 +118,11 @@ def run_one(host: JobHost, job, number: int) -> dict:
                    place=job.place)
 
 
-class InProcess:
+class InProcess(Elsewhere):
     """The default: the round's jobs one after another in this process (a worker process each),
     the next job's worker started while the current one ends (job/warm.py)."""
 
-    name, between_rounds = "basic", True
+    name, in_process = "basic", True
 
     def run_round(self, host: JobHost, jobs: Sequence, first_job_no: int, hooks: Hooks = NO_HOOKS) -> list[dict]:
         records = []
@@ -101,8 +134,11 @@ class InProcess:
             hooks.after(job, record)
         return records
 
-    def close(self) -> None:
-        pass
+
+
+@launcher("basic", target="hydra._internal.core_plugins.basic_launcher.BasicLauncher", where=HERE)
+def _in_process(launch: Launch | None = None) -> InProcess:
+    return InProcess()
 
 
 def refusal(adapter: Adapter, auto: bool) -> str | None:
@@ -111,7 +147,7 @@ def refusal(adapter: Adapter, auto: bool) -> str | None:
     if auto and not adapter.between_rounds:
         return (f"run.repeats=auto decides each round from the records of the last, but hydra/launcher={adapter.name} "
                 "does not hand a round's records back before the next round is submitted; give a count "
-                "(run.repeats=5), or a launcher that reports back (basic, submitit_local, submitit_slurm, joblib)")
+                "(run.repeats=5), or a launcher that hands each round back before the next (basic, the default, does)")
     return None
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from repro.loop import rounds
+from repro.loop.launchers import CLUSTER, HOST, Launch, launcher
 from repro.job import scheduler
 from repro.job.host import JobHost
 
@@ -95,11 +96,11 @@ def partition_limit_min(partition: str | None) -> float | None:
     return minutes(found[0]) if found else None
 
 
-class Submitit:
+class Submitit(rounds.Elsewhere):
     """Rounds as submitit jobs (module docstring); `attach(config)`: a host of the sweep in the job."""
 
     def __init__(self, cluster: str, params: dict, attach: Callable, folder: Path, at_once: int = 1):
-        self.name, self.between_rounds = f"submitit_{cluster}", True
+        self.name = f"submitit_{cluster}"
         folder.mkdir(parents=True, exist_ok=True)
         if cluster == "slurm":
             scheduler.sacct_stand_in(folder)  # where accounting is off
@@ -222,6 +223,47 @@ class Submitit:
                     _end_controller(j)
         self.running = []
         self.stop.remove()
+
+
+@launcher("submitit_local", target="hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
+          where=HOST, needs=("submitit", "hydra_plugins.hydra_submitit_launcher"), extra="launchers")
+def _local(launch: Launch) -> Submitit:
+    return Submitit("local", launch.node, launch.attach, launch.sweep_dir)
+
+
+@launcher("submitit_slurm", target="hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+          where=CLUSTER, needs=("submitit", "hydra_plugins.hydra_submitit_launcher"), extra="launchers",
+          scheduler="slurm")
+def _slurm(launch: Launch) -> Submitit:
+    if launch.estimate is not None:
+        fits_time_limit(launch.estimate(), launch.node)
+    at_once = int(launch.node.get("array_parallelism") or 1) if launch.asked("array_parallelism") else 1
+    return Submitit("slurm", launch.node, launch.attach, launch.sweep_dir, at_once)  # at once only when asked (its default is 256)
+
+
+def fits_time_limit(est, node: dict) -> None:
+    """A round runs its configs one after another in one allocation: their estimated time (`est`, the
+    plan's preflight/estimate.py `Estimate`) must fit `hydra.launcher.timeout_min` and the partition's
+    MaxTime (where the ledger has history of every config)."""
+    from repro.config.schema import ConfigError
+    from repro.usertext import duration
+
+    if len(est.known) < len(est.configs):
+        return
+    limits = [(float(node["timeout_min"]), f"hydra.launcher.timeout_min={node['timeout_min']}")] \
+        if node.get("timeout_min") else []
+    if (part := partition_limit_min(node.get("partition"))) is not None:
+        limits.append((part, f"partition {node['partition']}'s MaxTime"))
+    if not limits:
+        return
+    limit_min, what = min(limits)
+    if est.first_round_s > limit_min * 60:
+        need = int(est.first_round_s // 60) + 1
+        raise ConfigError(f"a round of hydra/launcher=submitit_slurm runs its {len(est.configs)} configs one after "
+                          f"another in one allocation: estimated {duration(est.first_round_s)} from the "
+                          f"ledger, past the time limit {what} ({duration(limit_min * 60)}); give "
+                          f"hydra.launcher.timeout_min={need} or more within the partition's limit (or a partition "
+                          "with a longer one), or sweep fewer configs at once")
 
 
 @contextlib.contextmanager

@@ -180,12 +180,12 @@ def run(host: JobHost, policy: Policy, seed: int | None, max_reruns: int = 0, la
     from repro.loop import rounds as adapters
 
     launcher = launcher or adapters.InProcess()
-    at_once = max(1, int(getattr(launcher, "at_once", 1)))
+    at_once = max(1, launcher.at_once)
     state = _Loop(host, policy, seed, launcher, max_reruns)
     rounds = 0
     try:
         first = _ordered(policy, 0, seed)  # its worker starts now, while the sweep's display and first record are made
-        if isinstance(launcher, adapters.InProcess):
+        if launcher.in_process:
             host.warm.upcoming = first[0].config if first else None
             host.warm.start_next()
         host.expect(state.planned)
@@ -240,7 +240,7 @@ class _Loop:
             jobs = _ordered(self.policy, k, self.seed)
             batches.append((k, jobs, self.placed(jobs, 0, []), self.job_no))
             self.job_no += len(jobs)
-        if len(batches) == 1 or not hasattr(self.launcher, "run_rounds"):
+        if len(batches) == 1:
             results = [self.launcher.run_round(self.host, placed, no, self.hooks(jobs, k))
                        for k, jobs, placed, no in batches]
         else:

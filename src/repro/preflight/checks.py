@@ -13,15 +13,15 @@ import dataclasses
 import math
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from repro import data, models, paths
 from repro.config import schema
 from repro.backends import capabilities as backend_capabilities, determinism
 from repro.backends.layouts import mesh_size
-from repro.config.launcher import Launcher
 from repro.config.schema import ConfigError
+from repro.loop import launchers
 from repro.worker.window import AUTO, adaptive
 from repro.models import hf
 from repro.preflight import capabilities, search, verdict, workload
@@ -376,7 +376,7 @@ class Plan:
     multirun: bool
     jobs: tuple[schema.Config, ...]  # resolved configs, each once, in the plan's order
     overrides: tuple[tuple[str, ...], ...]  # each config's override list
-    launcher: Launcher = Launcher.BASIC  # parsed from hydra.launcher._target_: where the loop's rounds run
+    launcher: launchers.Registration = field(default_factory=launchers.default)  # hydra.launcher._target_'s: where the loop's rounds run
     repeats: int = 1  # rounds of `jobs` (run.repeats=N); 1 for run.repeats=auto, whose rounds repro/repeats.py decides
 
     @property
@@ -548,7 +548,7 @@ def plan(args: Sequence[str]) -> Plan:
         composed = compose_cache.put_back(composed, placed)
         configs, job_overrides = [(_apply_schema, c) for c in composed.configs], composed.overrides
     jobs, multirun = [], composed.multirun
-    launcher = Launcher.parse(composed.launcher)  # an unknown one is refused before any job is checked
+    launcher = launchers.parse(composed.launcher)  # an unknown one is refused before any job is checked
     for (typed_config, cfg), job in zip(configs, job_overrides):
         try:
             jobs.append(check_typed(typed_config(cfg)))
@@ -558,16 +558,16 @@ def plan(args: Sequence[str]) -> Plan:
     search.refuse_shadowing(args, [j.model.name for j in jobs])
     _say_nothing_to_reuse(jobs)
     jobs, job_overrides = _once(jobs, list(job_overrides))  # the loop runs each config's rounds, whatever the launcher
-    repeats = verdict.check_plan(jobs, multirun, launcher)  # run.repeats (a count or auto), verdict.*
+    repeats = verdict.check_plan(jobs)  # run.repeats (a count or auto), verdict.*
 
     from repro import hardware
     from repro.job import cluster, scheduler
 
-    if not launcher.slurm:  # the jobs run here: so must SLURM's variables be
+    if launcher.scheduler != "slurm":  # the jobs run where SLURM's variables are not given them: so must they be
         for slurm in [j.cluster for j in jobs if j.cluster.name == "slurm"][:1]:
             cluster.check_reachable(cluster.resolve(slurm))  # raises, naming what is missing and what to do
 
-    if launcher.slurm and (warning := scheduler.shared_store_warning([j.tracking.uri for j in jobs])):
+    if launcher.remote and (warning := scheduler.shared_store_warning([j.tracking.uri for j in jobs], launcher.name)):
         print(f"repro: {warning}", file=sys.stderr)
     hardware.check_all([j.hardware for j in jobs])
     check_packages(jobs)  # env.packages: syntax, what a pin may replace, served here (preflight/packages.py)

@@ -32,6 +32,7 @@ from pathlib import Path
 from repro.config import ConfigError, config_hash
 from repro.config.schema import as_dict
 from repro.preflight.verdict import auto_rounds
+from repro.usertext import duration
 
 # The parts in the order a run goes through them (job/wall_split.py's, then what is not the worker's).
 ORDER = ("worker", "start", "data", "build", "setup", "first_step", "steady", "results", "profile", "handover",
@@ -189,17 +190,6 @@ class Estimate:
                 f"{duration(self.total_s)} ({duration(then)} a round of {whose}, {SOURCE}); "
                 f"{'at most ' if partial else ''}run.repeats={fit} fits{no_verdict}, or raise verdict.budget_s "
                 f"to {math.ceil(self.total_s)}")
-
-
-def duration(seconds: float) -> str:
-    """4.1 s, 52 s, 3 min 20 s, 1 h 05 min."""
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    s = round(seconds)
-    if s < 60:
-        return f"{s} s"
-    h, m, sec = s // 3600, s // 60 % 60, s % 60
-    return f"{h} h {m:02d} min" if h else f"{m} min {sec:02d} s"
 
 
 def ordered(parts: dict[str, float]) -> list[tuple[str, float]]:

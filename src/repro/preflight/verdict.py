@@ -11,7 +11,6 @@ import math
 from typing import Sequence
 
 from repro.config import schema
-from repro.config.launcher import Launcher
 from repro.config.schema import ConfigError
 
 AUTO = "auto"
@@ -71,7 +70,7 @@ def check_bisect(b: schema.BisectConfig) -> None:
                           "rounds; null: verdict.max_repeats), e.g. bisect.max_rounds=8")
 
 
-def check_plan(jobs: Sequence[schema.Config], multirun: bool, launcher: Launcher) -> int:
+def check_plan(jobs: Sequence[schema.Config]) -> int:
     """Every job's values, then the sweep's (run.repeats=auto on a single config runs once; under every
     launcher the loop decides each round: loop/rounds.py). Returns how many times the plan lists
     each config (1 for auto)."""
