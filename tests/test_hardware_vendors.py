@@ -36,7 +36,7 @@ def acme():
 
 
 def test_a_planted_vendor_is_seen_by_every_reader_of_the_accelerators(acme):
-    assert list(hardware.VENDORS)[:1] == ["nvidia"] and hardware.VENDORS["acme"].platform == "gpu"
+    assert list(hardware.VENDORS)[:2] == ["nvidia", "cpu"] and hardware.VENDORS["acme"].platform == "gpu"
     assert hardware.accelerators() == (*acme, ACME)  # after NVIDIA's own, whatever this machine has
     found = hardware.detect()
     assert found["gpus"][-1] == "Acme X1"
@@ -55,4 +55,25 @@ def test_the_registry_refuses_a_nameless_a_platformless_and_a_taken_name():
         hardware.register(type("Nowhere", (hardware.Vendor,), {"name": "nowhere"}))
     with pytest.raises(ValueError, match="'nvidia' is registered already"):
         hardware.register(type("Again", (hardware.Nvidia,), {}))
-    assert list(hardware.VENDORS) == ["nvidia"]
+    assert list(hardware.VENDORS) == ["nvidia", "cpu"]
+
+
+def test_the_cpu_is_the_second_member_and_gives_what_records_kept_before_it_was_one():
+    """The host's CPU answers the same two queries (hardware.py `Cpu`): its device is the record's
+    `environment.cpu` and its telemetry `machine.cpu_frequency`, with the keys records have always
+    had; it is never an accelerator (`environment.gpus`, the GPU telemetry)."""
+    import os
+
+    from repro.worker import envcapture
+
+    cpu = hardware.host_cpu()
+    assert (cpu.name, cpu.platform, cpu.title) == ("cpu", "cpu", "CPU")
+    (device,) = cpu.devices()
+    assert device == {"model": hardware.cpu_model(), "cores": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
+                      "isa": list(hardware.cpu_isa())}
+    assert envcapture.capture({})["cpu"] == device
+    (freq,) = cpu.telemetry(set())
+    assert set(freq) >= {"governor"} and all(k.endswith("_mhz") for k in set(freq) - {"governor"})
+    assert machine.cpu_frequency() == freq or set(machine.cpu_frequency()) == set(freq)  # the clock moves
+    assert device["model"] not in [g["name"] for g in hardware.accelerators()]
+    assert all("utilization_gpu" in d or "index" in d for d in hardware.telemetry(set()))

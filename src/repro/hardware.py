@@ -60,15 +60,17 @@ def _number(text: str) -> float | None:
 
 
 class Vendor:
-    """One maker's accelerators, queried without importing a framework: the seam a new GPU vendor
+    """One maker's processors, queried without importing a framework: the seam a new GPU vendor
     is added at (docs/architecture.md, "a GPU vendor"). A member names itself, the
     `hardware.platform` its devices serve, and answers two queries; `register` adds it once.
 
-    - `devices()`: each device as records keep it in `environment.gpus`, {"name", "memory_mib",
-      "driver"}, empty where the machine has none (its tool missing or failing);
-    - `telemetry(own)`: each device's state around a timed loop (worker/machine.py): utilisation %,
-      clocks (MHz), temperature, and `other_processes` ({"pid", "memory_mib"}) not in `own`.
-    Peak FLOPs are a profile's (`hardware.peak_tflops`), not a query: a vendor's tool does not report them."""
+    - `devices()`: each device as records keep it (an accelerator's in `environment.gpus`: {"name",
+      "memory_mib", "driver"}), empty where the machine has none (its tool missing or failing);
+    - `telemetry(own)`: each device's state around a timed loop (worker/machine.py): an accelerator's
+      utilisation %, clocks (MHz), temperature, and `other_processes` ({"pid", "memory_mib"}) not in `own`.
+    Peak FLOPs are a profile's (`hardware.peak_tflops`), not a query: a vendor's tool does not report them.
+    NVIDIA's is the first member, the host's CPU (`Cpu`: platform `cpu`, the one every run has) the
+    second; `accelerators()` and `telemetry()` read every member that is not the CPU."""
 
     name = ""
     platform = ""
@@ -97,13 +99,18 @@ def register(member: type[Vendor]) -> type[Vendor]:
 
 @functools.lru_cache(maxsize=1)
 def accelerators() -> tuple[dict, ...]:
-    """Every registered vendor's devices, in registration order (the record's `environment.gpus`)."""
-    return tuple(d for vendor in VENDORS.values() for d in vendor.devices())
+    """Every registered accelerator vendor's devices, in registration order (the record's `environment.gpus`)."""
+    return tuple(d for vendor in VENDORS.values() if vendor.platform != "cpu" for d in vendor.devices())
 
 
 def telemetry(own: set[int]) -> list[dict]:
-    """Every registered vendor's device state (worker/machine.py, before and after a timed loop)."""
-    return [d for vendor in VENDORS.values() for d in vendor.telemetry(own)]
+    """Every registered accelerator vendor's device state (worker/machine.py, before and after a timed loop)."""
+    return [d for vendor in VENDORS.values() if vendor.platform != "cpu" for d in vendor.telemetry(own)]
+
+
+def host_cpu() -> "Cpu":
+    """The CPU member: the host every run has (`environment.cpu`, `machine.cpu_frequency`)."""
+    return VENDORS["cpu"]
 
 
 @register
@@ -130,6 +137,37 @@ class Nvidia(Vendor):
             if pid.isdigit() and int(pid) not in own and uuid in uuids and uuids[uuid] < len(devices):
                 devices[uuids[uuid]]["other_processes"].append({"pid": int(pid), "memory_mib": _number(mib)})
         return devices
+
+
+@register
+class Cpu(Vendor):
+    """The host's CPU: `devices()` gives the record's `environment.cpu` (model, cores, the cores this
+    process may use, the vector extensions), `telemetry()` its clock and governor around a timed loop
+    (`machine.cpu_frequency`: psutil and the kernel's cpufreq)."""
+
+    name, platform, title = "cpu", "cpu", "CPU"
+    CPUFREQ = "/sys/devices/system/cpu/cpu0/cpufreq"
+
+    def devices(self) -> tuple[dict, ...]:
+        return ({"model": cpu_model(), "cores": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
+                 "isa": list(cpu_isa())},)
+
+    def telemetry(self, own: set[int]) -> list[dict]:
+        """[current/min/max MHz (psutil) and the scaling governor where the kernel exposes it]."""
+        import psutil
+
+        try:
+            with open(os.path.join(self.CPUFREQ, "scaling_governor")) as f:
+                out: dict = {"governor": f.read().strip()}
+        except OSError:
+            out = {"governor": None}
+        try:
+            freq = psutil.cpu_freq()
+        except (OSError, NotImplementedError):
+            freq = None
+        if freq:
+            out.update({f"{k}_mhz": round(v, 1) for k, v in freq._asdict().items() if v})
+        return [out]
 
 
 def tpu_type() -> str | None:

@@ -51,8 +51,7 @@ def capture(framework: dict) -> dict:
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                    "executable": sys.executable},
         "os": {"system": platform.system(), "release": platform.release(), "machine": platform.machine()},
-        "cpu": {"model": hardware.cpu_model(), "cores": os.cpu_count(),
-                "affinity": len(os.sched_getaffinity(0)), "isa": list(hardware.cpu_isa())},
+        "cpu": dict(hardware.host_cpu().devices()[0]),  # model, cores, affinity, isa
         "gpus": list(hardware.accelerators()),
         "packages": package_versions(),
         "variables": result_variables(),

@@ -61,7 +61,6 @@ import psutil
 from repro.worker import pinning
 
 MIN_WINDOW_S = 0.5
-CPUFREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq")
 TASKS = Path("/proc/self/task")
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 SCHED_KEYS = {"se.sum_exec_runtime": "run_ms", "se.nr_migrations": "migrations", "nr_involuntary_switches": "involuntary"}
@@ -97,15 +96,11 @@ def _read(path: Path) -> str | None:
 
 
 def cpu_frequency() -> dict:
-    """Current/min/max MHz (psutil) and the scaling governor where the kernel exposes it."""
-    out: dict = {"governor": _read(CPUFREQ / "scaling_governor")}
-    try:
-        freq = psutil.cpu_freq()
-    except (OSError, NotImplementedError):
-        freq = None
-    if freq:
-        out.update({f"{k}_mhz": round(v, 1) for k, v in freq._asdict().items() if v})
-    return out
+    """Current/min/max MHz (psutil) and the scaling governor where the kernel exposes it: the CPU
+    vendor member's telemetry (hardware.py `Cpu`)."""
+    from repro import hardware
+
+    return hardware.host_cpu().telemetry(set())[0]
 
 
 def _own_pids() -> set[int]:
