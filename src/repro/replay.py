@@ -24,6 +24,7 @@ from repro.config.schema import Config, ProgressConfig, as_dict, from_dict
 from repro.envs import cache as envcache, lock
 from repro.envs.venvs import EnvError
 from repro.ledger import Ledger, LedgerError
+from repro.ledger import render
 from repro.ledger.diff import diff
 from repro.envs import workload_source
 from repro.job import scheduler
@@ -99,7 +100,7 @@ def differences_before(record: dict, config: Config, git_now: dict, code_now: di
                      {"git": {k: git_now.get(k) for k in ("commit", "dirty", "diff_sha256")}, **_source(code_now)}),
         "data": diff(then_data, data_now(config)),
         # A SLURM run replays here, not through its scheduler: where it ran is listed as a difference.
-        "scheduler": diff(scheduler.where(record.get("scheduler")), scheduler.where(scheduler.block())),
+        "scheduler": diff(render.scheduler_where(record.get("scheduler")), render.scheduler_where(scheduler.block())),
     }.items() if rows}
 
 

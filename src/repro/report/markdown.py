@@ -12,7 +12,7 @@ import io
 from repro.flat import flatten
 from repro.ledger.command import sweep_command
 from repro.report import determinism_price, identity, published
-from repro.job import scheduler
+from repro.ledger import render
 from repro.report import wall
 from repro.report.audit import CHECKS
 from repro.report.md import md_table
@@ -123,7 +123,7 @@ def _machine(record: dict) -> dict[str, str]:
                   if k not in ("cores", "threads") or str(machine[k]) != str(facts["cores" if k == "cores" else
                                                                                      "threads (REPRO_THREADS)"])})
     facts["GPUs"] = [g.get("name") for g in env.get("gpus") or []]
-    facts["scheduler"] = scheduler.describe(record.get("scheduler"))  # local, or SLURM's job, nodes, log
+    facts["scheduler"] = render.scheduler(record.get("scheduler"))  # local, or SLURM's job, nodes, log
     return {k: _shown(v) for k, v in facts.items()}
 
 

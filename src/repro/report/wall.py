@@ -1,10 +1,10 @@
 """The report's "Where each job's wall goes": every run's wall split into its parts
-(job/wall_split.py, recorded in `wall_split`), one row per run, in seconds."""
+(job/wall_split.py, recorded in `wall_split`; its parts' words: ledger/render.py), one row per run, in seconds."""
 
 from __future__ import annotations
 
 from repro.report.md import md_table
-from repro.job.wall_split import LABELS
+from repro.ledger.render import WALL_PARTS as LABELS
 
 
 def markdown(comparison) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from repro.config.spec import semantic
 from repro.flat import flatten
-from repro.job import scheduler
+from repro.ledger import render
 
 NOT_APPLICABLE = "n/a"
 # Every effective setting any backend reads back (jax_backend, torch_backend, torch_xla_backend):
@@ -146,7 +146,7 @@ def run_tags(record: dict) -> dict[str, str]:
         tags["repro.env_fingerprint"] = record["environment"]["fingerprint"]
     if record.get("data"):
         tags["repro.data_sha256"] = record["data"]["sha256"]
-    tags.update(scheduler.tags(record.get("scheduler")))  # where it ran: local, or SLURM's job, nodes, logs
+    tags.update(render.scheduler_tags(record.get("scheduler")))  # where it ran: local, or SLURM's job, nodes, logs
     tags["mlflow.note.content"] = description(record)
     return tags
 
