@@ -5,9 +5,10 @@ tracking/ and replay import nothing of job/ for it."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
-from repro.ledger import render
+from repro.ledger import recordfile, render
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "repro"
 
@@ -30,10 +31,12 @@ def test_slurm_reads_as_it_always_did():
 
 def test_any_other_scheduler_names_itself_its_job_and_node_in_one_line():
     assert render.scheduler(RAY) == "ray job 01000000 · task ab12 · node host1 · address 127.0.0.1:6379"
-    # no job id: the name first, then what it recorded, in its order; empty values left out, a nested block flattened
+    # no job id: the name first, then its node(s), then the rest in its order; empty values left out, a nested block flattened
     assert render.scheduler({"name": "k8s", "pod": "p-1", "namespace": "", "resources": {"gpus": 2}, "nodes": ["a", "b"]}) \
-        == "k8s · pod p-1 · resources gpus=2 · nodes a,b"
+        == "k8s · nodes a,b · pod p-1 · resources gpus=2"
     assert "\n" not in render.scheduler(RAY)
+    stored = json.loads(recordfile.dumps({"scheduler": RAY}))["scheduler"]  # as a record file holds it: keys sorted
+    assert list(stored) != list(RAY) and render.scheduler(stored) == render.scheduler(RAY)
 
 
 def test_tags_and_where():

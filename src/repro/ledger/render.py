@@ -61,7 +61,7 @@ def _slurm(sched: Mapping) -> str:
 
 def scheduler(sched: Mapping | None) -> str:
     """One line for a person: `local`; SLURM's `slurm job 12 (array 11_1) step 0 · nodes n[1-2] · partition both · ...`;
-    any other scheduler's block its name and job, then each key it recorded, in its order:
+    any other scheduler's block its name and job, then the ids of the job's parts, its node(s) and the rest it recorded:
     `ray job 01000000 · task ab12 · node host1 · address 127.0.0.1:6379`."""
     name = _name(sched)
     if not sched:
@@ -69,9 +69,10 @@ def scheduler(sched: Mapping | None) -> str:
     if name == "slurm":
         return _slurm(sched)
     head = name + (f" job {sched['job_id']}" if sched.get("job_id") not in (None, "") else "")
-    rest = [f"{_words(k)} {_value(v)}" for k, v in sched.items()
-            if k not in ("name", "job_id") and v not in (None, "", {}, [])]
-    return " · ".join([head, *rest])
+    keys = [k for k, v in sched.items() if k not in ("name", "job_id") and v not in (None, "", {}, [])]
+    # the job's parts (ids) first, then where it ran, then the rest as recorded (a stored record's keys are sorted)
+    keys.sort(key=lambda k: 0 if k.endswith("_id") else 1 if k in ("node", "nodes") else 2)
+    return " · ".join([head, *(f"{_words(k)} {_value(sched[k])}" for k in keys)])
 
 
 def scheduler_tags(sched: Mapping | None) -> dict[str, str]:
