@@ -239,6 +239,20 @@ class Canary:
 
 
 @dataclass(frozen=True)
+class Data:
+    """The data a run read (data/): its name, the generator and seed of synthetic batches, their hash, or the
+    DVC-tracked files' md5s."""
+
+    name: str | None = None
+    generator: str | None = None
+    seed: int | None = None
+    batches: int | None = None
+    sha256: str | None = None
+    md5: Mapping = dataclasses.field(default_factory=dict)  # {path: md5} of DVC-tracked files
+    raw: Mapping = dataclasses.field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
 class Git:
     """The code a run ran: its commit, whether the tree was dirty, and the diff's hash."""
 
@@ -271,6 +285,7 @@ class Sweep:
     jobs: int | None = None
     experiment: str = ""
     swept: tuple[str, ...] = ()  # the config keys the sweep varied
+    multirun: bool = False  # a Hydra multirun (its runs share an MLflow parent)
 
 
 @dataclass(frozen=True)
@@ -378,6 +393,15 @@ class Record:
         return _fill(Canary, _block(self.raw, "canary"))
 
     @property
+    def data(self) -> Data:
+        return _fill(Data, _block(self.raw, "data"))
+
+    @property
+    def effective(self) -> Mapping | None:
+        """What the framework ran with, read back (backends' `effective`); None where the record has none."""
+        return self.raw.get("effective")
+
+    @property
     def git(self) -> Git:
         return _fill(Git, _block(self.raw, "git"))
 
@@ -427,7 +451,7 @@ class Record:
     def sweep(self) -> Sweep:
         sw = _block(self.raw, "sweep")
         return Sweep(id=sw.get("id"), job=sw.get("job", 0), jobs=sw.get("jobs"), experiment=sw.get("experiment") or "",
-                     swept=tuple(sw.get("swept") or ()))
+                     swept=tuple(sw.get("swept") or ()), multirun=bool(sw.get("multirun")))
 
 
 _VIEWS: OrderedDict[int, tuple[dict, Record]] = OrderedDict()

@@ -17,6 +17,7 @@ import yaml
 from repro.ledger.command import command
 from repro.redaction import redact
 from repro.worker.lifeline import HeldInterrupts
+from repro.ledger.record import view
 from repro.tracking import content, handoff
 from repro.flat import flatten
 
@@ -25,17 +26,18 @@ RECORD_TAGS = ("replay_of", "repeat")  # record fields that tag the run, where p
 
 
 def tags(record: dict) -> dict[str, str]:
-    config, git = record["config"], record.get("git") or {}
-    out = {"repro.config_hash": record["config_hash"], "repro.ledger_id": record["id"],
-           "repro.status": record["status"], "repro.framework": config["framework"]["name"],
-           "repro.model": config["model"]["name"], "repro.sweep_id": (record.get("sweep") or {}).get("id", ""),
-           "git.commit": str(git.get("commit")), "git.dirty": str(git.get("dirty"))}
+    rec = view(record)
+    config, git = rec.config, rec.git
+    out = {"repro.config_hash": rec.config_hash, "repro.ledger_id": rec.id,
+           "repro.status": rec.status, "repro.framework": config.framework.name,
+           "repro.model": config.model.name, "repro.sweep_id": rec.sweep.id or "",
+           "git.commit": str(git.commit), "git.dirty": str(git.dirty)}
     out.update({f"repro.{k}": str(v) for k, v in flatten({k: record[k] for k in RECORD_TAGS if k in record}).items()})  # repeat.index, repeat.group
-    if record.get("environment"):
-        out["repro.env_fingerprint"] = record["environment"]["fingerprint"]
-    if record.get("data"):
-        out["repro.data_sha256"] = record["data"]["sha256"]
-    out.update({f"machine.{k}": str(v) for k, v in flatten(record.get("machine") or {}).items() if v not in ([], None)})
+    if rec.environment.raw:
+        out["repro.env_fingerprint"] = rec.environment.fingerprint
+    if rec.data.raw:
+        out["repro.data_sha256"] = rec.data.sha256
+    out.update({f"machine.{k}": str(v) for k, v in flatten(rec.machine.raw).items() if v not in ([], None)})
     return out
 
 
@@ -56,8 +58,8 @@ def project_run(tracker, record: dict, name: str, parent_run_id: str | None = No
             tracker.log_text(run_id, "worker.log", redact(handoff.read_text(Path(worker_log), handoff.FILE_LIMIT)))
         tracker.log_text(run_id, "config.yaml", yaml.safe_dump(record["config"], sort_keys=False))
         tracker.log_json(run_id, "ledger_record.json", record)
-        if record.get("environment"):
-            tracker.log_json(run_id, "environment.json", record["environment"])
+        if (env := view(record).environment).raw:
+            tracker.log_json(run_id, "environment.json", env.raw)
         if files:
             tracker.log_files(run_id, files, folder="ir")
         if traces := _profile_files(record):
@@ -73,13 +75,13 @@ def project_run(tracker, record: dict, name: str, parent_run_id: str | None = No
             held.came.clear()
             held.release()
         raise
-    tracker.end(run_id, record["status"], end_time=end)
+    tracker.end(run_id, view(record).status, end_time=end)
     return run_id
 
 
 def _profile_files(record: dict) -> list[str]:
     """run.profile's trace files, from the ledger's store (repro.profile.store)."""
-    if not (record.get("results") or {}).get("profile"):
+    if not view(record).results.profile:
         return []
     from repro.profile import store
 
@@ -108,7 +110,7 @@ def attach_report(tracker, run_id: str, comparison, params: dict[str, str], comm
 
 
 def close_parent(tracker, run_id: str, records: list[dict], status: str) -> None:
-    tracker.log(run_id, metrics={"jobs_ok": sum(r["status"] == "ok" for r in records),
+    tracker.log(run_id, metrics={"jobs_ok": sum(view(r).status == "ok" for r in records),
                                  "jobs_recorded": len(records)})
     tracker.end(run_id, status)
 
