@@ -222,3 +222,22 @@ def test_ledger_show_names_an_unknown_key_and_a_bad_field_exits_2(tmp_path, caps
     assert run_subcommand(["ledger", "show", ids[2], "--ledger", str(ledger)]) == 2
     err = capsys.readouterr().err.strip()
     assert ids[2] in err and "config.run.deterministic" in err and "\n" not in err
+
+
+def test_replay_refuses_a_config_it_cannot_read_whole_in_one_line_exit_2(tmp_path, capsys):
+    """A recorded config with a key this repro does not know is not replayed without it; one it cannot
+    read typed names the record and the field. Both before anything runs (nothing is written)."""
+    newer = copy.deepcopy(_runs()[0])
+    newer["config"]["run"]["from_a_newer_repro"] = 1
+    bad = copy.deepcopy(_runs()[0])
+    bad["config"]["run"]["deterministic"] = "yes"
+    ledger = tmp_path / "ledger"
+    ids = [_written(ledger, r) for r in (newer, bad)]
+    count = len(Ledger(ledger).entries())
+    assert run_subcommand(["replay", ids[0], "--ledger", str(ledger), "--progress", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and ids[0] in err and "run.from_a_newer_repro" in err and "repro that wrote it" in err
+    assert run_subcommand(["replay", ids[1], "--ledger", str(ledger), "--progress", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and ids[1] in err and "config.run.deterministic" in err
+    assert len(Ledger(ledger).entries()) == count
