@@ -432,6 +432,16 @@ class Record:
         return self.raw.get("wall_s")
 
     @property
+    def replay_of(self) -> str | None:
+        """The run this record replays (repro replay); None for any other."""
+        return self.raw.get("replay_of")
+
+    @property
+    def bisect_probe(self) -> Mapping | None:
+        """A bisection's run: its probe, position and side (bisect/probe.py); None for any other run."""
+        return self.raw.get("bisect_probe")
+
+    @property
     def error(self) -> Mapping:
         """What ended a run that did not end ok (its reason, kind, traceback); {} where none was recorded."""
         return _block(self.raw, "error")
