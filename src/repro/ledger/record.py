@@ -320,6 +320,62 @@ def _fill(block_type: type, node: Mapping) -> Any:
     return block_type(**known)
 
 
+@dataclass(frozen=True)
+class Call:
+    """One call of a bisection (bisect/decide.py): a probe of a position, or the confirmation of BAD against GOOD;
+    its outcome, the ratio to GOOD with its interval at `level`, the rounds and the runs it took."""
+
+    position: int | None = None
+    label: str = ""
+    outcome: str = ""
+    ratio: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    level: float = 0.95  # the interval's confidence (an early look spends less alpha: a wider interval)
+    rounds: int = 0
+    runs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Bisect:
+    """A bisection's state (kind "bisect", bisect/record.py): its endpoints, positions, calls, posterior and result."""
+
+    key: str = ""
+    good: str = ""
+    bad: str = ""
+    n: int = 0  # positions 0 (GOOD) to n (BAD)
+    threshold: float | None = None
+    cap: int | None = None
+    confirmation: Call | None = None
+    probes: tuple[Call, ...] = ()
+    posterior: tuple[float, ...] = ()
+    positions: tuple[Mapping, ...] = ()  # {"position", "label", ...}
+    ranges: tuple[Mapping, ...] = ()  # the commits of each repository between the endpoints
+    result: Mapping = dataclasses.field(default_factory=dict)  # the culprit (position, label, ratio, ...), or why none
+    reason: str = ""
+    spent_s: float = 0.0
+    sweeps: tuple[str, ...] = ()  # the sweeps its probes ran as
+
+    @property
+    def culprit(self) -> Call | None:
+        """The result as a call where it names a position (its ratio to GOOD, interval and level); None where none."""
+        return _call(self.result) if "position" in self.result else None
+
+
+def _call(node: Mapping) -> Call:
+    call = _fill(Call, node)
+    return dataclasses.replace(call, runs=tuple(call.runs)) if not isinstance(call.runs, tuple) else call
+
+
+def _bisect(node: Mapping) -> Bisect:
+    b = _fill(Bisect, {k: v for k, v in node.items() if k not in ("confirmation", "probes")})
+    confirmation = node.get("confirmation")
+    return dataclasses.replace(b, confirmation=_call(confirmation) if confirmation else None,
+                               probes=tuple(_call(p) for p in node.get("probes") or ()),
+                               posterior=tuple(b.posterior), positions=tuple(b.positions), ranges=tuple(b.ranges),
+                               sweeps=tuple(b.sweeps))
+
+
 def _block(record: dict, key: str) -> dict:
     node = record.get(key)
     if node is None:
@@ -430,6 +486,16 @@ class Record:
     @property
     def wall_s(self) -> float | None:
         return self.raw.get("wall_s")
+
+    @property
+    def bisect(self) -> Bisect:
+        return _bisect(_block(self.raw, "bisect"))
+
+    @property
+    def runs(self) -> tuple[str, ...]:
+        """The run records a sweep step or a bisection measured (a calibration's count is not a list: ())."""
+        runs = self.raw.get("runs")
+        return tuple(runs) if isinstance(runs, list) else ()
 
     @property
     def replay_of(self) -> str | None:

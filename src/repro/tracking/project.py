@@ -9,6 +9,7 @@ halfway lacks it, and `repro sync` replaces it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -120,37 +121,36 @@ def project_bisect(tracker, record: dict, report_dir: Path | None = None) -> str
     probe (the confirmation first): the parent found by the bisection's key (a later record of it
     updates the same parent and adds the probes it lacks), its result as tags and metrics, its report
     folder as artifacts. A function of the record alone: `repro sync` rebuilds it from the ledger."""
-    b = record["bisect"]
-    key, result = b["key"], b.get("result") or {}
-    tags = {"repro.bisect_key": key, "repro.bisect_id": record["id"], "repro.bisect_status": record["status"],
-            "repro.bisect_good": b["good"], "repro.bisect_bad": b["bad"],
-            **({"repro.bisect_culprit": result["label"]} if "position" in result else {})}
+    rec = view(record)
+    b = rec.bisect
+    key, culprit = b.key, b.culprit
+    tags = {"repro.bisect_key": key, "repro.bisect_id": rec.id, "repro.bisect_status": rec.status,
+            "repro.bisect_good": b.good, "repro.bisect_bad": b.bad,
+            **({"repro.bisect_culprit": culprit.label} if culprit else {})}
     parents = [r for r in tracker.find_runs("repro.bisect_key", key) if "repro.bisect_probe" not in r.data.tags]
     parent = parents[0].info.run_id if parents else \
-        tracker.start_run(f"bisect {b['good'][:8]}..{b['bad'][:8]}", tags=tags)
-    metrics = {"positions": b["n"] + 1, "probes": len(b.get("probes") or []), "runs": len(record.get("runs") or []),
-               "spent_s": b.get("spent_s")}
-    if "position" in result:
-        metrics.update(culprit_position=result["position"], posterior=result["posterior"], ratio=result["ratio"],
-                       ratio_lo=result["lo"], ratio_hi=result["hi"])
+        tracker.start_run(f"bisect {b.good[:8]}..{b.bad[:8]}", tags=tags)
+    metrics = {"positions": b.n + 1, "probes": len(b.probes), "runs": len(rec.runs), "spent_s": b.spent_s}
+    if culprit:
+        metrics.update(culprit_position=culprit.position, posterior=b.result["posterior"], ratio=culprit.ratio,
+                       ratio_lo=culprit.lo, ratio_hi=culprit.hi)
     tracker.log(parent, tags=tags, metrics=metrics)
     have = {r.data.tags["repro.bisect_probe"] for r in tracker.find_runs("repro.bisect_key", key)
             if "repro.bisect_probe" in r.data.tags}
-    probes = ([("confirm", {**b["confirmation"], "position": b["n"], "label": "BAD against GOOD"})]
-              if b.get("confirmation") else []) + [(str(i + 1), p) for i, p in enumerate(b.get("probes") or [])]
+    probes = ([("confirm", dataclasses.replace(b.confirmation, position=b.n, label="BAD against GOOD"))]
+              if b.confirmation else []) + [(str(i + 1), p) for i, p in enumerate(b.probes)]
     for number, p in probes:
         if number in have:
             continue
-        child = tracker.start_run(f"probe {number}: position {p['position']}", parent_id=parent, tags={
-            "repro.bisect_key": key, "repro.bisect_probe": number, "repro.bisect_outcome": p["outcome"],
-            "repro.bisect_label": p.get("label", ""), "repro.bisect_runs": ",".join(p.get("runs") or [])})
-        tracker.log(child, metrics={"position": p["position"], "ratio": p.get("ratio"), "ratio_lo": p.get("lo"),
-                                    "ratio_hi": p.get("hi"), "rounds": p.get("rounds"),
-                                    "runs": len(p.get("runs") or [])})
+        child = tracker.start_run(f"probe {number}: position {p.position}", parent_id=parent, tags={
+            "repro.bisect_key": key, "repro.bisect_probe": number, "repro.bisect_outcome": p.outcome,
+            "repro.bisect_label": p.label, "repro.bisect_runs": ",".join(p.runs)})
+        tracker.log(child, metrics={"position": p.position, "ratio": p.ratio, "ratio_lo": p.lo,
+                                    "ratio_hi": p.hi, "rounds": p.rounds, "runs": len(p.runs)})
         tracker.end(child, "ok")
     tracker.log_json(parent, "bisect_record.json", record)
     if report_dir is not None and Path(report_dir).is_dir():
         tracker.log_folder(parent, report_dir)
-    if record["status"] != "running":
-        tracker.end(parent, {"failed": "failed", "interrupted": "interrupted"}.get(record["status"], "ok"))
+    if rec.status != "running":
+        tracker.end(parent, {"failed": "failed", "interrupted": "interrupted"}.get(rec.status, "ok"))
     return parent
