@@ -231,6 +231,17 @@ class Environment:
 
 
 @dataclass(frozen=True)
+class Effective:
+    """What the framework ran with, read back by the backend (threads, flags, determinism state, the compiled
+    program's hash); `raw` for the rest."""
+
+    determinism: Mapping | None = None
+    platform: str | None = None
+    program_sha256: str | None = None
+    raw: Mapping = dataclasses.field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
 class Canary:
     """The process canary (job/canary.py): a fixed kernel timed before the run, and whether it was slow."""
 
@@ -453,9 +464,20 @@ class Record:
         return _fill(Data, _block(self.raw, "data"))
 
     @property
-    def effective(self) -> Mapping | None:
+    def effective(self) -> Effective | None:
         """What the framework ran with, read back (backends' `effective`); None where the record has none."""
-        return self.raw.get("effective")
+        node = self.raw.get("effective")
+        return None if node is None else _fill(Effective, _block(self.raw, "effective"))
+
+    @property
+    def overrides(self) -> tuple[str, ...]:
+        """The command-line overrides the config was composed from."""
+        return tuple(self.raw.get("overrides") or ())
+
+    @property
+    def host(self) -> str | None:
+        """The host a calibration measured (kind "calibration")."""
+        return self.raw.get("host")
 
     @property
     def git(self) -> Git:

@@ -60,6 +60,7 @@ def params(record: dict) -> dict[str, str]:
     out.update({k: _param(v) for k, v in flat.items()})
     eff = view(record).effective
     if eff is not None:
+        eff = eff.raw
         out.update({f"effective.{k}": _param(eff[k]) if k in eff else NOT_APPLICABLE for k in EFFECTIVE_KEYS})
     return out
 

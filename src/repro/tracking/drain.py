@@ -141,7 +141,8 @@ def _sweep_records(ledger: Ledger, sweep_id: str) -> list[dict]:
     return sorted(ledger.heads(kind="run", sweep=sweep_id), key=lambda r: view(r).sweep.job)
 
 
-def _store(record: dict) -> tuple[str, str]:
+def store_of(record: dict) -> tuple[str, str]:
+    """The MLflow store and experiment a run record names (its config's `tracking`)."""
     tracking = view(record).config.tracking
     return tracking.uri, tracking.experiment
 
@@ -163,7 +164,7 @@ def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = Non
                 handoff.done(entry)
                 continue
             log = entry / "worker.log"
-            by_store[_store(record)].append(Item(record, entry, [str(entry / "ir" / n) for n in data.get("ir", [])],
+            by_store[store_of(record)].append(Item(record, entry, [str(entry / "ir" / n) for n in data.get("ir", [])],
                                                  log if log.exists() else None, data.get("tags") or {},
                                                  data.get("owner")))
         elif data["kind"] == "bisect":  # repro bisect: its parent in the store of its runs
@@ -173,9 +174,9 @@ def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = Non
             except Exception:  # noqa: BLE001 - a record (or its runs) not there: nothing to project
                 handoff.done(entry)
                 continue
-            by_store[_store(first)].append(("bisect", entry, data, record))
+            by_store[store_of(first)].append(("bisect", entry, data, record))
         elif records := _sweep_records(ledger, data["id"]):
-            by_store[_store(records[0])].append((entry, data, records))
+            by_store[store_of(records[0])].append((entry, data, records))
         else:
             handoff.done(entry)
     trackers = {}
