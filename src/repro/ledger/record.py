@@ -366,6 +366,7 @@ class Bisect:
     reason: str = ""
     spent_s: float = 0.0
     sweeps: tuple[str, ...] = ()  # the sweeps its probes ran as
+    rates: Mapping = dataclasses.field(default_factory=dict)  # the search's error rates (bisect/search.py Rates)
 
     @property
     def culprit(self) -> Call | None:
