@@ -136,6 +136,54 @@ def test_typed_blocks():
         Record({"id": "y", "repeat": 3}).repeat
 
 
+
+def test_the_blocks_readers_read_typed_are_the_records_values_with_each_default_once():
+    """Every block a reader reads typed holds the record's values; a record that lacks one reads its
+    dataclass's defaults; `raw` keeps the node as written. Every shipped record reads each block."""
+    for r in Ledger(SHIPPED).records():
+        rec = view(r)
+        for name in ("results", "machine", "environment", "git", "data", "canary", "wall_split", "effective", "bisect",
+                     "sweep", "repeat", "scheduler", "calibration"):
+            getattr(rec, name)
+        if rec.status == "ok" and rec.kind == "run":
+            res = r["results"]
+            assert (rec.results.steady_p10_s, rec.results.loss_sha256, rec.results.loss) == \
+                (res["steady_p10_s"], res["loss_sha256"], res["loss"])
+            assert (rec.machine.host, rec.environment.fingerprint, rec.git.commit, rec.data.sha256) == \
+                tuple((r.get(block) or {}).get(key) for block, key in (("machine", "host"), ("environment", "fingerprint"),
+                                                                       ("git", "commit"), ("data", "sha256")))
+    r = {"id": "p", "status": "ok", "kind": "run", "created": "2026-01-01T00:00:00Z", "wall_s": 3.0,
+         "results": {"first_step_s": 1.0, "loss": [2.0, 1.0], "compile": {"trace_lower_s": 0.1, "xla_compiles_per_step": [3, 0]},
+                     "profile": {"profiler": "torch.profiler", "step_ms": 2.5, "categories_ms": {"matmul/conv": 2.0},
+                                 "ops": {"mm": {"ms": 2.0, "count": 1, "category": "matmul/conv"}}}},
+         "wall_split": {"parts": {"start": 1.0}, "rest_s": 0.2, "window": [1.0, 2.0]},
+         "effective": {"platform": "cpu", "determinism": {"torch": True}},
+         "bisect": {"key": "k", "good": "g", "bad": "b", "n": 4, "confirmation": {"outcome": "reproduces", "ratio": 1.1},
+                    "probes": [{"position": 2, "outcome": "good", "runs": ["x"], "level": 0.9}],
+                    "result": {"position": 3, "label": "c3", "ratio": 1.1, "posterior": 0.9}}}
+    rec = Record(r)
+    assert (rec.status, rec.kind, rec.created, rec.wall_s, rec.config_hash) == ("ok", "run", "2026-01-01T00:00:00Z", 3.0, None)
+    assert rec.results.first_step_s == 1.0 and rec.results.second_step_s is None and rec.results.loss == [2.0, 1.0]
+    assert (rec.results.compile.trace_lower_s, rec.results.compile.xla_compiles_per_step, rec.results.compile.compile_s) \
+        == (0.1, [3, 0], None)
+    p = rec.results.profile
+    assert (p.profiler, p.step_ms, p.categories_ms, p.unprofiled_ms, p.categories_ops) == \
+        ("torch.profiler", 2.5, {"matmul/conv": 2.0}, None, {})
+    assert (rec.wall_split.parts, rec.wall_split.rest_s, rec.wall_split.rest, rec.wall_split.window) == \
+        ({"start": 1.0}, 0.2, "", [1.0, 2.0])
+    assert (rec.effective.platform, rec.effective.determinism, rec.effective.program_sha256) == ("cpu", {"torch": True}, None)
+    b = rec.bisect
+    assert (b.n, b.confirmation.ratio, b.confirmation.level, b.confirmation.runs, b.spent_s) == (4, 1.1, 0.95, (), 0.0)
+    assert (b.probes[0].position, b.probes[0].level, b.probes[0].runs, b.probes[0].label) == (2, 0.9, ("x",), "")
+    assert (b.culprit.position, b.culprit.label, b.culprit.level) == (3, "c3", 0.95)
+    assert rec.results.raw is r["results"] and rec.machine.raw == {}
+    empty = Record({"id": "e"})
+    assert (empty.results.profile, empty.wall_split, empty.effective, empty.bisect.culprit, empty.results.loss,
+            empty.machine.host, empty.git.dirty, empty.data.md5, empty.canary.slow) == (None, None, None, None, [], None,
+                                                                                        None, {}, None)
+    with pytest.raises(RecordError, match="record e: machine"):
+        Record({"id": "e", "machine": [1]}).machine
+
 # The two plans Plan.of replaced, as they were (report/comparison.py verdict_plan, report/noise.py _plan).
 def _comparison_plan(records):
     node = next((r["config"].get("verdict") for r in records if r["config"].get("verdict")), None) or {}
@@ -222,3 +270,22 @@ def test_ledger_show_names_an_unknown_key_and_a_bad_field_exits_2(tmp_path, caps
     assert run_subcommand(["ledger", "show", ids[2], "--ledger", str(ledger)]) == 2
     err = capsys.readouterr().err.strip()
     assert ids[2] in err and "config.run.deterministic" in err and "\n" not in err
+
+
+def test_replay_refuses_a_config_it_cannot_read_whole_in_one_line_exit_2(tmp_path, capsys):
+    """A recorded config with a key this repro does not know is not replayed without it; one it cannot
+    read typed names the record and the field. Both before anything runs (nothing is written)."""
+    newer = copy.deepcopy(_runs()[0])
+    newer["config"]["run"]["from_a_newer_repro"] = 1
+    bad = copy.deepcopy(_runs()[0])
+    bad["config"]["run"]["deterministic"] = "yes"
+    ledger = tmp_path / "ledger"
+    ids = [_written(ledger, r) for r in (newer, bad)]
+    count = len(Ledger(ledger).entries())
+    assert run_subcommand(["replay", ids[0], "--ledger", str(ledger), "--progress", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and ids[0] in err and "run.from_a_newer_repro" in err and "repro that wrote it" in err
+    assert run_subcommand(["replay", ids[1], "--ledger", str(ledger), "--progress", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and ids[1] in err and "config.run.deterministic" in err
+    assert len(Ledger(ledger).entries()) == count

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import free_port
 from repro.job import scheduler
+from repro.ledger import render
 
 FAST = ("model=mlp", "run.steps=6", "run.warmup=2")
 SLURM_SWEEP = ("hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=10")
@@ -59,7 +60,7 @@ def timeout_job(slurm, tmp_path_factory):
 
 def test_local_records_say_local():
     assert scheduler.block({}) == {"name": "local"}
-    assert scheduler.tags(None) == {"repro.scheduler": "local"}
+    assert render.scheduler_tags(None) == {"repro.scheduler": "local"}
 
 
 def test_a_job_slurm_ended_is_named_from_scontrol_else_from_submitits_watcher(monkeypatch):

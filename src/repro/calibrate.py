@@ -30,6 +30,7 @@ import argparse
 import socket
 import sys
 
+from repro.ledger.record import view
 from repro.loop.sweep import Job, Policy, repeat_field
 
 FLOOR_REPEATS = (3, 5, 10)
@@ -143,8 +144,8 @@ class Trials(Policy):
 
     def more(self, k: int, host) -> bool:
         recent = host.records[-2:]
-        if bad := next((r for r in recent if r.get("status") != "ok"), None):
-            self.failure = f"{bad.get('status')}: {(bad.get('error') or {}).get('reason', 'no reason recorded')}"
+        if bad := next((view(r) for r in recent if view(r).status != "ok"), None):
+            self.failure = f"{bad.raw.get('status')}: {bad.error.get('reason', 'no reason recorded')}"
             return False
         self.index += 1
         if self.index >= self.per_trial or (self.auto and _decided(host.records, self.trial, self.index, self.per_trial)):
@@ -163,8 +164,8 @@ def _decided(records: list[dict], trial: int, rounds: int, max_repeats: int) -> 
         return False
     labels: dict[str, list[dict]] = {}
     for r in kept(records):
-        if (r.get("calibration") or {}).get("trial") == trial:
-            labels.setdefault(r["calibration"]["label"], []).append(r)
+        if (cal := view(r).calibration).trial == trial:
+            labels.setdefault(cal.label, []).append(r)
     return len(labels) == 2 and (v := noise.trial_verdict(labels, ("A", "B"))) is not None and v.decided
 
 
@@ -231,14 +232,14 @@ def run(args) -> int:
 
     calibration = [r for r in kept(records) if "calibration" in r]
     summary = summarise(calibration, policy.per_trial)
-    host = next((r["machine"]["host"] for r in records if r.get("machine")), socket.gethostname())
+    host = _host(records)
     for line in lines(summary, host):
         print(line)
     from repro.report import allocation, noise
 
     groups: dict = {}
     for r in calibration:
-        groups.setdefault((r["calibration"]["trial"], r["calibration"]["label"]), []).append(r)
+        groups.setdefault((view(r).calibration.trial, view(r).calibration.label), []).append(r)
     # how to spend runs and steps on this host; the rounds from the measured ratios, not a normal assumption
     if plan_ := allocation.recommend(list(groups.values()), ratios=noise.aa_log_ratios(calibration),
                                     trim=summary["trim"], statistic=summary["statistic"]):
@@ -262,10 +263,15 @@ def _store(config, overrides, session, records, args, policy, summary=None, host
     from repro.ledger import Ledger
     from repro.report import floor
 
-    host = host or next((r["machine"]["host"] for r in records if r.get("machine")), socket.gethostname())
+    host = host or _host(records)
     return Ledger(config.ledger.dir).append({
         "kind": floor.KIND, "status": status, "host": host, "config_hash": config_hash(as_dict(config)),
         "config": as_dict(config), "overrides": overrides, "sweep": {"id": session.sweep_id},
         "protocol": {"trials": args.trials, "rounds_per_trial": policy.per_trial, "auto": policy.auto,
                      "gap": args.gap, "order": args.order, "quiet_window": not args.loud, "trials_done": policy.trial, "rounds_of_trials": policy.rounds_of},
-        "runs_ids": [r["id"] for r in records], **(summary or {})})
+        "runs_ids": [view(r).id for r in records], **(summary or {})})
+
+
+def _host(records: list[dict]) -> str:
+    """The host the runs were measured on (the first that recorded its machine), else this one."""
+    return next((view(r).machine.host for r in records if view(r).machine.raw), socket.gethostname())

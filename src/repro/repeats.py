@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 
 from repro.ledger import Ledger
+from repro.ledger.record import view
 from repro.loop.sweep import Policy, configs_round
 
 KIND = "repeats"
@@ -87,7 +88,7 @@ class Auto(Policy):
         spent = self.run_s(host)
         recent, self.seen = host.records[self.seen:], len(host.records)  # the rounds since the last call (a wave: several)
         verdicts = _verdicts(host.records)
-        if any(r.get("status") != "ok" for r in recent):
+        if any(view(r).status != "ok" for r in recent):
             self.reason = "a run did not end ok, so its config cannot be decided"
         elif not verdicts:
             self.reason = _nothing(host.records)
@@ -120,16 +121,16 @@ def _record(host, rounds: int, reason: str, status: str, times: dict | None = No
     the runs it counted, each once."""
     from repro.report.reruns import kept
 
-    counted = list({r["id"]: r for r in kept(host.records)}.values())
+    counted = list({view(r).id: r for r in kept(host.records)}.values())
     per_group: dict[str, int] = {}
     for r in counted:
-        group = (r.get("repeat") or {}).get("group")
-        if group and r.get("status") == "ok":
+        group = view(r).repeat.group
+        if group and view(r).status == "ok":
             per_group[group] = per_group.get(group, 0) + 1
     try:
         Ledger(host.ledger_dir).append({
             "kind": KIND, "status": status, "sweep": {"id": host.sweep_id, "experiment": host.experiment},
-            "rounds": rounds, "reason": reason, "repeats": per_group, "runs": [r["id"] for r in counted],
+            "rounds": rounds, "reason": reason, "repeats": per_group, "runs": [view(r).id for r in counted],
             **(times or {})})
     except Exception as e:  # noqa: BLE001 - the runs are recorded; this record only summarises them
         host.failed(f"the stopping record of run.repeats=auto could not be written: {e}")

@@ -11,6 +11,7 @@ record (kind "replay") naming the original and the replay's own run record.
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 import os
@@ -20,11 +21,13 @@ from rich.console import Console
 
 from repro import hardware, paths, report
 from repro.config import config_hash
-from repro.config.schema import Config, ProgressConfig, as_dict, from_dict
+from repro.config.schema import Config, ProgressConfig, as_dict
 from repro.envs import cache as envcache, lock
 from repro.envs.venvs import EnvError
 from repro.ledger import Ledger, LedgerError
+from repro.ledger import render
 from repro.ledger.diff import diff
+from repro.ledger.record import RecordError, view
 from repro.envs import workload_source
 from repro.job import scheduler
 from repro.worker import envcapture, seeding, window
@@ -55,12 +58,12 @@ def environment_now(config: Config, lock_text: str | None = None) -> dict:
 
 
 def environment_then(record: dict, lock_text: str | None = None) -> dict:
-    env = record.get("environment") or {}
+    env = view(record).environment
     return {
-        "packages": lock.versions(lock_text) if lock_text else env.get("packages", {}),
-        "cpu": {k: (env.get("cpu") or {}).get(k) for k in ("model", "affinity", "isa")},  # isa: None before it was recorded
-        "gpus": [g["name"] for g in env.get("gpus", [])],
-        "threads": int(env.get("variables", {}).get("REPRO_THREADS", 0)) or None,
+        "packages": lock.versions(lock_text) if lock_text else env.packages,
+        "cpu": {k: env.cpu.get(k) for k in ("model", "affinity", "isa")},  # isa: None before it was recorded
+        "gpus": [g["name"] for g in env.gpus],
+        "threads": int(env.variables.get("REPRO_THREADS", 0)) or None,
     }
 
 
@@ -84,7 +87,7 @@ def _source(code: dict) -> dict:
 def differences_before(record: dict, config: Config, git_now: dict, code_now: dict,
                        locks: tuple[str | None, str | None] = (None, None)) -> dict[str, list]:
     """`locks`: the recorded whole environment and the one the replay runs in (both, or neither: the 12-package summary)."""
-    then_data = {"md5": record["data"]["md5"]} if "md5" in (record.get("data") or {}) else {}
+    then_data = {"md5": view(record).data.md5} if "md5" in view(record).data.raw else {}
     then_lock, now_lock = locks if all(locks) else (None, None)
     then_env, now_env = environment_then(record, then_lock), environment_now(config, now_lock)
     if then_lock and (then_content := lock.contents(then_lock)) and (now_content := lock.contents(now_lock)):
@@ -94,25 +97,26 @@ def differences_before(record: dict, config: Config, git_now: dict, code_now: di
         now_env["packages content"] = {n: now_content[n][:16] for n in shared}
     return {name: rows for name, rows in {
         "environment": diff(then_env, now_env),
-        "code": diff({"git": {k: record.get("git", {}).get(k) for k in ("commit", "dirty", "diff_sha256")},
+        "code": diff({"git": {k: getattr(view(record).git, k) for k in ("commit", "dirty", "diff_sha256")},
                       **_source(record.get("code") or {})},
                      {"git": {k: git_now.get(k) for k in ("commit", "dirty", "diff_sha256")}, **_source(code_now)}),
         "data": diff(then_data, data_now(config)),
         # A SLURM run replays here, not through its scheduler: where it ran is listed as a difference.
-        "scheduler": diff(scheduler.where(record.get("scheduler")), scheduler.where(scheduler.block())),
+        "scheduler": diff(render.scheduler_where(view(record).raw.get("scheduler")), render.scheduler_where(scheduler.block())),
     }.items() if rows}
 
 
 def judge(original: dict, replay: dict) -> Verdict:
-    if original.get("status") != "ok":
+    then, now = view(original), view(replay)
+    if then.status != "ok":
         return Verdict("not-comparable", [f"the original run ended {original.get('status')!r}, with no results to compare"])
-    if replay.get("status") != "ok":
-        reason = (replay.get("error") or {}).get("reason", "")
-        return Verdict("not-comparable", [f"the replay ended {replay['status']!r}: {reason}"])
-    a, b = original["results"], replay["results"]
-    if a["loss_sha256"] == b["loss_sha256"] and a["params_sha256"] == b["params_sha256"]:
+    if now.status != "ok":
+        reason = now.error.get("reason", "")
+        return Verdict("not-comparable", [f"the replay ended {now.status!r}: {reason}"])
+    a, b = then.results, now.results
+    if a.loss_sha256 == b.loss_sha256 and a.params_sha256 == b.params_sha256:
         return Verdict("exact", ["loss trajectory and final parameters are bitwise identical"])
-    la, lb = a.get("loss", []), b.get("loss", [])
+    la, lb = a.loss, b.loss
     if len(la) != len(lb):
         return Verdict("differs", [f"{len(lb)} losses against {len(la)} recorded"])
     rel = [abs(x - y) / max(abs(x), 1e-12) for x, y in zip(la, lb)]
@@ -120,7 +124,7 @@ def judge(original: dict, replay: dict) -> Verdict:
     first = next((i for i, (x, y) in enumerate(zip(la, lb)) if x != y), None)
     where = (f"losses first differ at step {first + 1} ({la[first]!r} recorded, {lb[first]!r} now); "
              f"largest relative difference {worst:.3g}") if first is not None else "losses are identical"
-    params = "parameters differ bitwise" if a["params_sha256"] != b["params_sha256"] else "parameters identical"
+    params = "parameters differ bitwise" if a.params_sha256 != b.params_sha256 else "parameters identical"
     if all(not math.isnan(r) for r in rel) and worst <= LOSS_RTOL:
         return Verdict("close", [f"{where} (within {LOSS_RTOL:g})", params])
     return Verdict("differs", [where, params])
@@ -129,7 +133,7 @@ def judge(original: dict, replay: dict) -> Verdict:
 def timing_ratios(original: dict, replay: dict) -> dict[str, dict]:
     out = {}
     for key in TIMINGS:
-        old, new = (original.get("results") or {}).get(key), (replay.get("results") or {}).get(key)
+        old, new = view(original).results.raw.get(key), view(replay).results.raw.get(key)
         if old and new:
             ratio = new / old
             out[key] = {"recorded": old, "now": new, "ratio": ratio, "within": abs(ratio - 1) <= TIMING_TOLERANCE}
@@ -143,8 +147,8 @@ def originals_for(ledger: Ledger, ids: list[str], experiment: str | None) -> lis
         return newest_sweep(ledger, experiment)
     records = [ledger.current(ledger.get(i)) for i in ids]  # a 'started' id finds its end
     for r in records:
-        if r.get("kind") != "run":
-            raise LedgerError(f"record {r['id']} is a {r.get('kind')!r} record, not a run: replay a run's id")
+        if view(r).kind != "run":
+            raise LedgerError(f"record {view(r).id} is a {r.get('kind')!r} record, not a run: replay a run's id")
     return records
 
 
@@ -208,8 +212,13 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
     uri = tracking_uri or paths.default_tracking_uri()
 
     def replayed(record: dict) -> Config:
-        """The recorded config (keys it predates at their defaults), into this ledger and store."""
-        config = from_dict(record["config"])
+        """The recorded config (keys it predates at their defaults), into this ledger and store; a config
+        holding keys this repro does not know (a newer one wrote it) is refused, not run without them."""
+        rec = view(record)
+        if rec.unknown_keys:
+            raise LedgerError(f"record {rec.id}'s config holds keys this repro does not know "
+                              f"({', '.join(rec.unknown_keys)}): replay it with the repro that wrote it")
+        config = copy.deepcopy(rec.config)  # the view's own is shared by every reader
         config.ledger.dir, config.tracking.uri, config.progress = str(ledger.root), uri, ProgressConfig(mode=progress)
         return config
 
@@ -228,7 +237,6 @@ def refusal(config: Config, as_recorded: bool = False, record: dict | None = Non
     profile against this machine, and for a plain replay of `record`: a change to what today's code
     computes for it since it was made, config/changes.py), or None. As recorded, the recorded code
     decides what it accepts: only the hardware is checked."""
-    import copy
 
     from repro.config import changes
     from repro.config.schema import ConfigError
@@ -240,7 +248,7 @@ def refusal(config: Config, as_recorded: bool = False, record: dict | None = Non
         hardware.check_all([config.hardware])
     except ConfigError as e:
         return str(e)
-    if record and not as_recorded and (change := changes.since(record.get("created"), config.framework.name,
+    if record and not as_recorded and (change := changes.since(view(record).created or None, config.framework.name,
                                                                  config.model.name)):
         return (f"today's code computes {config.framework.name} {config.model.name} differently since "
                 f"{change.at[:10]} ({change.commit}: {change.what}), after this run was made; replay it in the "
@@ -260,7 +268,7 @@ class Replays(Policy):
         self.ledger, self.originals, self.as_recorded, self.allow_substitutes = ledger, originals, as_recorded, allow_substitutes
         self.wheelhouse = wheelhouse
         self.console, self.verdicts, self.state = report.console(), [], {}
-        self.by_id = {r["id"]: r for r in originals}
+        self.by_id = {view(r).id: r for r in originals}
         self.jobs = []
         for original in originals:
             extra = {"replay_of": original["id"]}
@@ -281,7 +289,7 @@ class Replays(Policy):
         from repro.job.launch import resolve_python
 
         original = self.by_id[job.fields["replay_of"]]
-        then_hash = (original.get("environment") or {}).get("env_hash")
+        then_hash = view(original).environment.env_hash
         then_lock = lock.load(self.ledger.root, then_hash) if then_hash else None
         fields, place = dict(job.fields), None
         if self.as_recorded:
@@ -306,7 +314,7 @@ class Replays(Policy):
         original, before, restored, parts = self.state.pop(job.fields["replay_of"])
         verdict = judge(original, result)
         verdict.reasons.append(", ".join(f"{k} {v}" for k, v in parts.items()))
-        if config_hash(as_dict(job.config)) != original.get("config_hash"):
+        if config_hash(as_dict(job.config)) != view(original).config_hash:
             verdict.reasons.append("the recorded config hashes differently under this version of repro")
         record = self.ledger.append({
             "kind": "replay", "status": verdict.status, "of": original["id"], "replay": result["id"],
@@ -374,7 +382,7 @@ def run_cli(args) -> int:
     try:
         verdicts = replay(args.ledger, args.ids, args.experiment, args.tracking_uri, args.progress,
                           args.as_recorded, args.allow_substitutes, args.wheelhouse)
-    except (LedgerError, EnvError) as e:
+    except (LedgerError, EnvError, RecordError) as e:
         print(f"repro replay: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # the sweep loop recorded the run in progress and closed the session

@@ -14,7 +14,8 @@ from repro.ledger import Ledger
 from repro.preflight import xla_hardware
 from repro.job import snapshot
 from repro.redaction import redact
-from repro.tracking import handoff
+from repro.ledger.record import view
+from repro.tracking import drain, handoff
 
 # What the close needs: imported while the first worker starts (`prepare`), not on the way to it nor after it.
 MODULES = ("repro.report.comparison", "repro.report.table", "repro.report.sweep_report",
@@ -29,11 +30,11 @@ def prepare() -> None:
 
 def sweep_records(session) -> list[dict]:
     """The sweep's records: those of its jobs run here, and those run by other processes."""
-    found = {r["id"]: r for r in session.records}
+    found = {view(r).id: r for r in session.records}
     if session.multirun:
         for r in Ledger(session.ledger_dir).heads(kind="run", sweep=session.sweep_id):
-            found.setdefault(r["id"], r)
-    return sorted(found.values(), key=lambda r: r["sweep"]["job"])
+            found.setdefault(view(r).id, r)
+    return sorted(found.values(), key=lambda r: view(r).sweep.job)
 
 
 def close(session, interrupted: bool) -> list[dict]:
@@ -55,7 +56,7 @@ def close(session, interrupted: bool) -> list[dict]:
                 "id": session.sweep_id, "experiment": session.experiment, "jobs": session.jobs}, records,
                 "interrupted" if interrupted else "ok")
             report_dir = sweep_report.announce(records, report.console(), session.sweep_id)
-        if not interrupted and not any(r["status"] in NOT_OK for r in records):
+        if not interrupted and not any(view(r).status in NOT_OK for r in records):
             status = "ok"
         _say_snapshot(session)
     finally:  # the closed sweep reaches the projector whatever happened above
@@ -86,13 +87,12 @@ def _hand_over(session, status: str, sweep_record: dict | None, report_dir: Path
             "report_dir": str(report_dir) if report_dir else None, "write_report": bool(report_dir)})
     if not session.handed and not (session.multirun and records):
         return
-    stores = sorted({(r["config"]["tracking"]["uri"], r["config"]["tracking"]["experiment"]) for r in records})
+    stores = sorted({drain.store_of(r) for r in records})
     for uri, experiment in stores:
         if why := handoff.unreachable(uri):
             say(f"warning: MLflow at {redact(uri)} (experiment {experiment!r}) failed: {why}. Runs stay "
                 "in the ledger; once the store works, `repro sync` puts them into MLflow")
-            session.pending += sum((r["config"]["tracking"]["uri"], r["config"]["tracking"]["experiment"]) ==
-                                   (uri, experiment) for r in records)
+            session.pending += sum(drain.store_of(r) == (uri, experiment) for r in records)
             if report_dir:
                 handoff.start_projector(session.ledger_dir, writer_idle_s=session.writer_idle_s)
             return

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.envs import workload_source
+from repro.ledger.record import view
 
 
 PACKAGES = "the packages"
@@ -96,17 +97,17 @@ def endpoints(ledger, good_id: str, bad_id: str) -> tuple[dict, dict]:
             record = ledger.current(ledger.get(prefix))
         except LedgerError as e:
             raise BisectError(f"{side}: {e}") from None
-        if record.get("kind") != "run":
+        if view(record).kind != "run":
             raise BisectError(f"{side} {record['id']} is a {record.get('kind')!r} record, not a run: give the ids of two "
                               "runs (repro ledger list)")
-        if record.get("status") != "ok":
+        if view(record).status != "ok":
             raise BisectError(f"{side} {record['id']} ended {record.get('status')!r}, not ok: a bisection needs two "
                               "runs that ended ok")
         out.append(record)
     good, bad = out
-    if good["id"] == bad["id"]:
+    if view(good).id == view(bad).id:
         raise BisectError(f"GOOD and BAD are the same record {good['id']}: nothing to bisect")
-    if good.get("config_hash") != bad.get("config_hash"):
+    if view(good).config_hash != view(bad).config_hash:
         raise BisectError(f"GOOD {good['id']} and BAD {bad['id']} are different workloads (config hash "
                           f"{str(good.get('config_hash'))[:12]} vs {str(bad.get('config_hash'))[:12]}: "
                           f"`repro ledger diff {good['id'][:8]} {bad['id'][:8]}` shows how): bisect two runs of one config")
@@ -151,7 +152,7 @@ def _workload_git(record: dict) -> dict | None:
 def _lock(ledger_root: Path, record: dict) -> str | None:
     from repro.envs import lock
 
-    digest = (record.get("environment") or {}).get("env_hash")
+    digest = view(record).environment.env_hash
     return lock.load(ledger_root, digest) if digest else None
 
 
@@ -163,9 +164,9 @@ def path(ledger_root: Path, good: dict, bad: dict, wheelhouse: list[str] | None 
     from repro import paths
     from repro.envs import lock
 
-    ours_a, ours_b = (good.get("git") or {}).get("commit"), (bad.get("git") or {}).get("commit")
+    ours_a, ours_b = view(good).git.commit, view(bad).git.commit
     wl_a, wl_b = _workload_git(good), _workload_git(bad)
-    env_a, env_b = ((r.get("environment") or {}).get("env_hash") for r in (good, bad))
+    env_a, env_b = (view(r).environment.env_hash for r in (good, bad))
     repro_moved = bool(ours_a and ours_b and ours_a != ours_b)
     model_moved = bool(wl_a and wl_b and wl_a.get("commit") != wl_b.get("commit"))
     lock_moved = bool(env_a and env_b and env_a != env_b)
@@ -173,7 +174,7 @@ def path(ledger_root: Path, good: dict, bad: dict, wheelhouse: list[str] | None 
     if lock_moved:
         for side, record, text in (("GOOD", good, good_lock), ("BAD", bad, bad_lock)):
             if text is None:
-                digest = record["environment"]["env_hash"]
+                digest = view(record).environment.env_hash
                 raise BisectError(f"{side} {record['id']}'s environment {digest[:12]} is not in {Path(ledger_root) / 'envs'}: "
                                   f"copy envs/{digest}.txt from the ledger it was recorded in")
         good_lock, bad_lock = workload_source.lock_without(good_lock, good), workload_source.lock_without(bad_lock, bad)
@@ -195,7 +196,7 @@ def path(ledger_root: Path, good: dict, bad: dict, wheelhouse: list[str] | None 
             raise BisectError(f"{side} {record['id']} ran its model from uncommitted changes to "
                               f"{', '.join(src['git'].get('changed', [])[:3])}: its code cannot be rebuilt; commit "
                               "the model before the runs you bisect")
-        if repro_moved and (record.get("git") or {}).get("dirty"):
+        if repro_moved and view(record).git.dirty:
             raise BisectError(f"{side} {record['id']} ran repro from a dirty tree (commit {record['git']['commit'][:12]} "
                               "plus uncommitted changes): its code cannot be rebuilt; commit before the runs you bisect")
     ranges, steps = [], []  # steps: {repo: commit} of positions 1..n

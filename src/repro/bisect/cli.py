@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 from repro.bisect.candidates import BisectError
+from repro.ledger.record import view
 
 EXAMPLES = """examples:
   repro bisect 5581cc5c abea4f61                     name the commit between two runs that made it slower
@@ -145,11 +146,11 @@ def configured(record: dict, ledger_root: Path, overrides: list[str], tracking_u
         except OmegaConfBaseException as e:
             raise ConfigError(f"the overrides {' '.join(overrides)} do not apply to the recorded config: "
                               f"{str(e).splitlines()[0]}") from None
-        known = as_dict(from_dict(record["config"]))  # a record older than a key has it at its default
+        known = as_dict(view(record).config)  # a record older than a key has it at its default
         unknown = [o.split("=", 1)[0] for o in overrides if _missing(known, o.split("=", 1)[0])]
         if unknown:
             raise ConfigError(f"{unknown[0]} is not a key of the recorded config (repro ledger show "
-                              f"{record['id'][:8]} lists them)")
+                              f"{view(record).id[:8]} lists them)")
     try:
         config = from_dict(data)
     except (TypeError, ValueError, KeyError) as e:
@@ -173,7 +174,7 @@ def per_run_s(ledger_root: Path, good: dict) -> tuple[float | None, int]:
     (preflight/estimate.py, as a sweep's), with how many runs it is the median of."""
     from repro.preflight import estimate
 
-    chash = good.get("config_hash")
+    chash = view(good).config_hash
     past = estimate.history(ledger_root, {chash}, estimate.hardware_here()).get(chash, [])
     cost = estimate.cost(chash, 1, past)
     return cost.per_run_s, cost.past
@@ -186,7 +187,7 @@ def prepare(ledger, args, overrides: list[str]) -> dict:
     from repro.replay import refusal
 
     good, bad = candidates.endpoints(ledger, args.good, args.bad)
-    wheelhouse = args.wheelhouse or [w for w in {(r["config"].get("env") or {}).get("wheelhouse") for r in (good, bad)} if w]
+    wheelhouse = args.wheelhouse or [w for w in {view(r).config.env.wheelhouse for r in (good, bad)} if w]
     walk = candidates.path(ledger.root, good, bad, wheelhouse, log=print)
     config = configured(good, ledger.root, overrides, args.tracking_uri, args.progress)
     if why := refusal(config, as_recorded=True):  # the hardware profile against this machine
@@ -241,11 +242,11 @@ def bisect(ledger, plan: dict, args) -> int:
         console.print(line, markup=False, highlight=False)
 
     good, bad, walk, config = plan["good"], plan["bad"], plan["walk"], plan["config"]
-    key = records.key_of(good["id"], bad["id"], plan["overrides"])
+    key = records.key_of(view(good).id, view(bad).id, plan["overrides"])
     head = records.resumable(ledger, key)
-    if head is None and (done := [r for r in ledger.heads(kind=records.KIND) if r["bisect"].get("key") == key]):
-        say(f"bisection {done[-1]['id']} of these endpoints ended {done[-1]['status']!r}; this one starts afresh "
-            f"(repro bisect --replay {done[-1]['id'][:12]} shows that one)")
+    if head is None and (done := [view(r) for r in ledger.heads(kind=records.KIND) if view(r).bisect.key == key]):
+        say(f"bisection {done[-1].id} of these endpoints ended {done[-1].status!r}; this one starts afresh "
+            f"(repro bisect --replay {done[-1].id[:12]} shows that one)")
     state = records.Bisection(ledger, good, bad, walk, plan["overrides"], plan["cap"], plan["budget_s"], say, head)
     if head:
         done = len(state.probes)
@@ -280,18 +281,19 @@ def show(ledger, head: dict, console, writer_idle_s: float) -> int:
 
     report.print_table(console, head)
     console.print(report.result_line(head), markup=False, highlight=False)
-    folder = report.default_dir(ledger.root, head["bisect"]["key"])
+    rec = view(head)
+    folder = report.default_dir(ledger.root, rec.bisect.key)
     page = report.write(head, folder)
     console.print(f"report: {page} and {folder / report.PLOT}", markup=False, highlight=False)
-    console.print(f"ledger: bisect record {head['id']} ({head['status']}); repro bisect --replay {head['id'][:12]} "
+    console.print(f"ledger: bisect record {rec.id} ({rec.status}); repro bisect --replay {rec.id[:12]} "
                   "rebuilds it", markup=False, highlight=False)
     try:
-        handoff.add_bisect(ledger.root, head["id"], {"report_dir": str(folder)})
+        handoff.add_bisect(ledger.root, rec.id, {"report_dir": str(folder)})
         handoff.start_projector(ledger.root, writer_idle_s=writer_idle_s)
     except OSError as e:
         console.print(f"MLflow: the bisection could not be handed over ({e}); `repro sync` puts it into MLflow",
                       markup=False, highlight=False)
-    return 0 if head["status"] == "decided" else 1
+    return 0 if rec.status == "decided" else 1
 
 
 def replay(ledger, record_id: str) -> int:
@@ -300,18 +302,19 @@ def replay(ledger, record_id: str) -> int:
     from repro.bisect import search
 
     head = ledger.current(ledger.get(record_id))
-    if head.get("kind") != "bisect":
-        raise BisectError(f"record {head['id']} is a {head.get('kind')!r} record, not a bisection: give the id "
+    rec = view(head)
+    if rec.kind != "bisect":
+        raise BisectError(f"record {rec.id} is a {head.get('kind')!r} record, not a bisection: give the id "
                           "`repro bisect` printed")
-    b = head["bisect"]
-    rates = search.Rates(**b["rates"])
-    probes = [search.Probe.from_dict({k: v for k, v in p.items() if k != "label"}) for p in b.get("probes") or []]
-    again = search.Search.replay(b["n"], rates, probes)
-    recorded = (b.get("result") or {}).get("position")
+    b = rec.bisect
+    rates = search.Rates(**b.rates)
+    probes = [search.Probe.from_dict({k: v for k, v in p.items() if k != "label"}) for p in head["bisect"].get("probes") or []]
+    again = search.Search.replay(b.n, rates, probes)
+    recorded = b.culprit.position if b.culprit else None
     now = (again.decided() or (None,))[0]
     console = views.console()
     same = "the same" if recorded == now else f"NOT the recorded {recorded}"
-    console.print(f"replayed bisection {head['id']} from its record: {len(probes)} probes; the posterior from them "
+    console.print(f"replayed bisection {rec.id} from its record: {len(probes)} probes; the posterior from them "
                   f"names position {now} ({same})", markup=False, highlight=False)
     from repro.config.schema import TrackingConfig
 

@@ -22,6 +22,7 @@ import time
 
 from repro.bisect.candidates import BisectError, Candidate, Walk
 from repro.envs import workload_source
+from repro.ledger.record import view
 from repro.loop.sweep import Job, Policy, repeat_field
 
 CONFIRM = -1  # the probe number of the confirmation (GOOD against BAD)
@@ -29,7 +30,7 @@ CONFIRM = -1  # the probe number of the confirmation (GOOD against BAD)
 
 def steady(record: dict) -> float | None:
     """A run's steady median step time (what the rounds are paired on)."""
-    value = (record.get("results") or {}).get("steady_median_s")
+    value = view(record).results.steady_median_s
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
@@ -154,8 +155,8 @@ class Probes(Policy):
         if self.stop is not None:
             return False
         mine = [r for r in (self.ref.get(self.index), self.cand.get(self.index)) if r is not None]
-        if len(mine) < 2 or any(r.get("status") != "ok" or steady(r) is None for r in mine):
-            bad = next((r for r in mine if r.get("status") != "ok"), None)
+        if len(mine) < 2 or any(view(r).status != "ok" or steady(r) is None for r in mine):
+            bad = next((r for r in mine if view(r).status != "ok"), None)
             why = f"{bad.get('status')}: {(bad.get('error') or {}).get('reason', 'no reason recorded')}" if bad else \
                 "a run recorded no steady step time"
             self.failure = self.stop = f"a run of position {self.position} did not end ok ({why})"
@@ -175,7 +176,7 @@ class Probes(Policy):
 
     def _medians(self) -> tuple[list[float], list[float], list[str]]:
         rounds = sorted(i for i in self.ref if i in self.cand)
-        ids = [r["id"] for i in rounds for r in (self.ref[i], self.cand[i])]
+        ids = [view(r).id for i in rounds for r in (self.ref[i], self.cand[i])]
         return [steady(self.ref[i]) for i in rounds], [steady(self.cand[i]) for i in rounds], ids
 
     def _judge(self, host) -> bool:

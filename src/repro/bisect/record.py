@@ -21,6 +21,7 @@ import math
 
 from repro.bisect.candidates import Walk
 from repro.ledger import Ledger
+from repro.ledger.record import view
 
 KIND = "bisect"
 RUNNING = "running"
@@ -60,13 +61,13 @@ class Bisection:
         self.spent_before, self.sweeps, self.head, self.status, self.reason = 0.0, [], None, RUNNING, ""
         self.max_probes = math.ceil(math.log2(max(walk.n, 2))) + 2
         if resumed:
-            b = resumed["bisect"]
+            b, typed = resumed["bisect"], view(resumed).bisect
             self.head, self.confirmation = resumed, b.get("confirmation")
             self.probes = [search.Probe.from_dict({k: v for k, v in p.items() if k != "label"})
                            for p in b.get("probes", [])]
-            self.levels = [float(p.get("level", 0.95)) for p in b.get("probes", [])]
+            self.levels = [float(p.level) for p in typed.probes]
             self.search = search.Search.replay(walk.n, self.rates, self.probes)
-            self.spent_before, self.sweeps = float(b.get("spent_s") or 0.0), list(b.get("sweeps") or [])
+            self.spent_before, self.sweeps = float(typed.spent_s), list(typed.sweeps)
 
     # -- what comes next -------------------------------------------------------------------------
     @property

@@ -13,6 +13,7 @@ from pathlib import Path
 from repro import paths
 from repro.envs import lock, pipconf, venvs, worktrees
 from repro.envs.venvs import EnvError
+from repro.ledger.record import view
 
 
 @dataclass
@@ -29,7 +30,7 @@ def check(record: dict, ledger_root: Path, git_today: dict) -> str | None:
     from before whole-environment locks whose named package versions are all this environment's."""
     if why := worktrees.refuse_dirty(record, git_today):
         raise EnvError(why)
-    digest = (record.get("environment") or {}).get("env_hash")
+    digest = view(record).environment.env_hash
     if not digest:
         if (why := _named_versions_differ(record)) is None:
             return None  # the versions it names are today's: its code alone is restored
@@ -52,8 +53,8 @@ def _named_versions_differ(record: dict) -> str | None:
     is left out: its code is the restored commit's."""
     from importlib import metadata
 
-    named = (record.get("environment") or {}).get("packages") or {}
-    if (record.get("config") or {}).get("framework", {}).get("python"):
+    named = view(record).environment.packages
+    if view(record).config.framework.python:
         return "its worker ran in another interpreter (framework.python), whose packages the parent cannot read"
     if not named:
         return "it names no package versions either"
@@ -75,30 +76,30 @@ def restore(record: dict, ledger_root: Path, git_today: dict, allow_substitutes:
     from repro import gitinfo
 
     text = check(record, ledger_root, git_today)
-    git = record["git"]
-    if git.get("dirty"):  # check() let it through: today's checkout holds that very change
+    git = view(record).git
+    if git.dirty:  # check() let it through: today's checkout holds that very change
         root, where = paths.repo_root(), "today's checkout (same commit, same uncommitted change)"
     else:
-        root = worktrees.restore(paths.repo_root(), git["commit"])
+        root = worktrees.restore(paths.repo_root(), git.commit)
         where = f"worktree {root}"
     src = root / "src"
-    restored_git = {k: git.get(k) for k in ("commit", "dirty", "diff_sha256", "changed")}
+    restored_git = {k: record["git"].get(k) for k in ("commit", "dirty", "diff_sha256", "changed")}
     if text is None:  # from before whole-environment locks, and the versions it names are today's
         import sys
 
-        named = len((record.get("environment") or {}).get("packages") or {})
-        log(f"  restored: code {git['commit'][:12]} ({where}); packages: this environment's (the record predates "
+        named = len(view(record).environment.packages)
+        log(f"  restored: code {git.commit[:12]} ({where}); packages: this environment's (the record predates "
             f"whole-environment locks; the {named} versions it names are all as here)")
         return Restored(
             place={"python": sys.executable, "src": src}, git={**restored_git, "restored_in": str(root)},
             code={"src_sha256": gitinfo.source_sha256(src / "repro")}, lock_text=None,
-            info={"commit": git["commit"], "env_hash": None, "worktree": str(root), "packages_from": "this environment",
+            info={"commit": git.commit, "env_hash": None, "worktree": str(root), "packages_from": "this environment",
                   "substitutes": {}})
     from repro.envs import workload_source  # a model of your package restored from git, as repro is
 
     venv, meta = venvs.ensure(workload_source.lock_without(text, record), bool(allow_substitutes), log=log,
                               wheelhouse=wheelhouse)
-    log(f"  restored: code {git['commit'][:12]} ({where}); packages {meta['env_hash'][:12]} "
+    log(f"  restored: code {git.commit[:12]} ({where}); packages {meta['env_hash'][:12]} "
         + ("(cached venv)" if meta["reused"] else f"(venv built in {meta['build_s']:.1f} s)")
         + (f", substitutes {meta['substitutes']}" if meta["substitutes"] else ""))
     if (src_of := meta.get("sources") or {}).get("wheelhouse"):
@@ -111,7 +112,7 @@ def restore(record: dict, ledger_root: Path, git_today: dict, allow_substitutes:
         git={**restored_git, "restored_in": str(root)},
         code={"src_sha256": gitinfo.source_sha256(src / "repro")},
         lock_text=now_text,
-        info={"commit": git["commit"], "env_hash": meta["env_hash"], "worktree": str(root), "venv": str(venv),
+        info={"commit": git.commit, "env_hash": meta["env_hash"], "worktree": str(root), "venv": str(venv),
               "substitutes": meta["substitutes"], "venv_reused": meta["reused"], "build_s": meta["build_s"],
               "content_checked": meta.get("content_checked", 0),
               "sources": meta.get("sources")},

@@ -91,9 +91,9 @@ def _load(ledger: Ledger, entries: list) -> list[dict]:
 
 def _named(records: list[dict]) -> dict[str, str]:
     """config hash -> its run name among `records` (the names a sweep's table gives its rows)."""
-    firsts = list({r["config_hash"]: r for r in records}.values())
+    firsts = list({view(r).config_hash: r for r in records}.values())
     keys = varied.name_keys(firsts)
-    return {r["config_hash"]: varied.run_name(r, keys) for r in firsts}
+    return {view(r).config_hash: varied.run_name(r, keys) for r in firsts}
 
 
 def select(ledger: Ledger, config_hash: str | None = None, experiment: str | None = None,
@@ -123,7 +123,7 @@ def select(ledger: Ledger, config_hash: str | None = None, experiment: str | Non
         names = _named(records)
     else:
         own = compare.sweep_runs(ledger, sweep)
-        names = _named([r for r in own if r.get("status") == "ok" and r.get("config_hash")] or own)
+        names = _named([r for r in own if view(r).status == "ok" and view(r).config_hash] or own)
         records = _load(ledger, [e for e in entries if e.config_hash in names])
         if not records:
             raise LedgerError(f"sweep {sweep!r} has no ok runs in {ledger.root}: nothing to draw a history of")
@@ -132,7 +132,7 @@ def select(ledger: Ledger, config_hash: str | None = None, experiment: str | Non
         if not kept:
             raise LedgerError(f"no workload labelled {label!r}; the labels here: "
                               f"{', '.join(repr(n) for n in dict.fromkeys(names.values()))}")
-        records = [r for r in records if r["config_hash"] in kept]
+        records = [r for r in records if view(r).config_hash in kept]
     return _kept(records, names)
 
 
@@ -149,25 +149,26 @@ def _kept(records: list[dict], names: dict[str, str]) -> Selection:
     records = reruns.kept(records)
     if len(records) < before:
         left_out["replaced by a rerun"] = before - len(records)
-    records = drop("replays", lambda r: not r.get("replay_of"))
-    records = drop("bisection probes", lambda r: not r.get("bisect_probe"))  # bisect/probe.py marks its runs so
+    records = drop("replays", lambda r: not view(r).replay_of)
+    records = drop("bisection probes", lambda r: not view(r).bisect_probe)  # bisect/probe.py marks its runs so
     records = drop("without a steady median", lambda r: _median(r) is not None)
     out: dict[str, tuple[str, list[dict]]] = {}
     for r in records:
-        out.setdefault(r["config_hash"], (names.get(r["config_hash"], r["config_hash"][:12]), []))[1].append(r)
+        chash = view(r).config_hash
+        out.setdefault(chash, (names.get(chash, chash[:12]), []))[1].append(r)
     return Selection(out, left_out)
 
 
 def _median(record: dict) -> float | None:
-    m = (record.get("results") or {}).get("steady_median_s")
+    m = view(record).results.steady_median_s
     return float(m) if isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0 else None
 
 
 def point(record: dict) -> Point:
-    git = record.get("git") or {}
-    env = record.get("environment") or {}
-    return Point(record["id"], str(record.get("created", "")), _median(record), git.get("commit"), git.get("dirty"),
-                 env.get("env_hash") or env.get("fingerprint"), (record.get("sweep") or {}).get("id"))
+    rec = view(record)
+    git, env = rec.git, rec.environment
+    return Point(rec.id, str(rec.created), _median(record), git.commit, git.dirty,
+                 env.env_hash or env.fingerprint, rec.sweep.id)
 
 
 def split(selection: Selection) -> list[Series]:
@@ -179,7 +180,7 @@ def split(selection: Selection) -> list[Series]:
         for r in records:
             groups.setdefault((hardware_words(r), mode_words(r)), []).append(r)
         for (hardware, mode), rs in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-            rs.sort(key=lambda r: (str(r.get("created", "")), r["id"]))
+            rs.sort(key=lambda r: (str(view(r).created), view(r).id))
             out.append(Series(comparison.model_of(rs[0]), label, config_hash, hardware, mode,
                               tuple(point(r) for r in rs)))
     return out

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import os
 
 from repro.ledger import Ledger
+from repro.ledger.record import view
 from repro.worker import envcapture
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def taken(host) -> tuple[set[str], int]:
     """What a sweep's host counted already: the ids of its records, and of the records its launcher's
     earlier rounds took (a round run elsewhere: loop/rounds.py `run_elsewhere`); and how many more of
     each config's records are left to the rounds handed over at once before this one (`nth`)."""
-    return ({r["id"] for r in host.records} | set(getattr(host, "resume_taken", ())),
+    return ({view(r).id for r in host.records} | set(getattr(host, "resume_taken", ())),
             int(getattr(host, "resume_nth", 0)))
 
 
@@ -60,13 +61,14 @@ def recorded_ok(config: Config, chash: str, ledger: Ledger, worker_env: dict[str
     heads = ledger.heads()
     # a round's attempt that a rerun replaced (telemetry flagged it) is no result: never reused
     # (report/reruns.py `replaced`, which this floor cannot import)
-    replaced = {i for r in heads for i in (r.get("repeat") or {}).get("replaces", ())}
+    replaced = {i for r in heads for i in view(r).repeat.replaces}
     for record in reversed(heads):
-        env = record.get("environment")
-        if record.get("id") in counted or record.get("id") in replaced:
+        rec = view(record)
+        if rec.id in counted or rec.id in replaced:
             continue
-        if (record.get("kind") == "run" and record.get("status") == "ok" and record.get("config_hash") == chash
-                and env and fingerprint_here(worker_env, env) == env["fingerprint"]):
+        env = rec.environment
+        if (rec.kind == "run" and rec.status == "ok" and rec.config_hash == chash
+                and env.raw and fingerprint_here(worker_env, env.raw) == env.fingerprint):
             if nth == 0:
                 return record
             nth -= 1

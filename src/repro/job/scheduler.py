@@ -8,6 +8,7 @@ SLURM's variables say where this process is; `scontrol show job` adds what only 
 knows (time limit, log paths, the job's state). Anywhere else the block is `{"name": "local"}`.
 
 The block is provenance, not configuration: it is never part of `config` nor of the config hash.
+How a stored block reads (a line, MLflow tags, where a run ran) is the read side's: ledger/render.py.
 This module is the one place that reads SLURM's variables for provenance (job/cluster.py reads
 the three that make the rendezvous). A launcher that runs rounds elsewhere names that place itself
 (`running_under`: a Ray task's job, task and node, loop/ray_rounds.py).
@@ -275,24 +276,6 @@ def _how_ended(sched: dict, environ: Mapping[str, str], final: str | None = None
     return status, reason, state
 
 
-def describe(sched: dict | None) -> str:
-    """One line for a person: `local`, or `slurm job 12 (array 11_1) step 0 · nodes n[1-2] · partition both · ...`."""
-    if not sched or sched.get("name") != "slurm":
-        return (sched or LOCAL).get("name", "local")
-    parts = [f"slurm job {sched.get('job_id', '?')}"
-             + (f" (array {sched['array_job_id']}_{sched['array_task_id']})" if "array_task_id" in sched else "")
-             + f" step {sched.get('step_id', '?')}"]
-    parts += [f"{k} {sched[k]}" for k in ("nodes", "partition", "account", "qos") if sched.get(k)]
-    res = sched.get("resources") or {}
-    if res:
-        parts.append(" ".join(f"{k}={v}" for k, v in res.items()))
-    if sched.get("attempt", 1) > 1:
-        parts.append(f"attempt {sched['attempt']}")
-    if sched.get("stdout"):
-        parts.append(f"log {sched['stdout']}")
-    return " · ".join(parts)
-
-
 SACCT_STAND_IN = """#!/bin/sh
 # repro's sacct stand-in (SLURM accounting is off on this cluster): answers submitit's
 # `sacct -o JobID,State,NodeList --parsable2 -j IDS` from squeue, which keeps ended jobs for MinJobAge.
@@ -337,24 +320,6 @@ def sacct_stand_in(folder: Path) -> Path | None:
     print(f"repro: SLURM accounting (sacct) is off on this cluster; submitit reads its jobs' states from "
           f"squeue through {path}", file=sys.stderr)
     return path
-
-
-def tags(sched: dict | None) -> dict[str, str]:
-    """The block as MLflow tags: `repro.scheduler` (its name) and `repro.scheduler.<key>` (resources flattened)."""
-    sched = sched or LOCAL
-    out = {"repro.scheduler": str(sched.get("name", "local"))}
-    for key, value in sched.items():
-        if isinstance(value, dict):
-            out.update({f"repro.scheduler.{key}.{k}": str(v) for k, v in value.items()})
-        elif key != "name":
-            out[f"repro.scheduler.{key}"] = str(value)
-    return out
-
-
-def where(sched: dict | None) -> dict:
-    """What of a block says where a run ran (for replay's differences): not its ids, logs or attempt."""
-    sched = sched or LOCAL
-    return {k: v for k, v in sched.items() if k in ("name", "cluster", "partition", "nodes", "resources")}
 
 
 def shared_store_warning(uris: list[str], launcher: str = "submitit_slurm") -> str | None:

@@ -19,24 +19,13 @@ started the worker and when the worker ended. Each part is one of those:
 
 A part whose stamps never came (a worker that failed or was killed) is missing; the wall the
 parts do not cover is `rest_s`, and where it exceeds REST_SHARE of the wall, `rest` says where it
-lies: between which two things the worker last said and the end.
+lies: between which two things the worker last said and the end. How the parts read to a person
+is the read side's (ledger/render.py `WALL_PARTS`).
 """
 
 from __future__ import annotations
 
 REST_SHARE = 0.10
-
-LABELS = {
-    "start": "worker start and imports",
-    "data": "data",
-    "build": "model build and weight placement",
-    "setup": "environment capture and waiting for the parent's tracking",
-    "first_step": "first step (trace, compile, execute)",
-    "steady": "steady steps (every step after the first)",
-    "results": "results (hashes, evaluation, FLOPs, IR)",
-    "profile": "profiled steps (run.profile)",
-    "handover": "results to the parent and the worker's exit",
-}
 
 
 def _at(events: dict, kind: str) -> float | None:
@@ -103,10 +92,3 @@ def _rest(events: dict, parts: dict, started_at: float, wall_s: float) -> str:
     ended = "an error" if "error" in events else "no further event"
     gaps.append(f"{started_at + wall_s - at:.1f} s after the worker's last '{last}' event until it ended ({ended})")
     return "; ".join(gaps)
-
-
-def describe(wall: dict, wall_s: float) -> str:
-    """One line: 'start 1.9 s · data 0.0 s · build 0.4 s · ... (rest 0.1 s)'."""
-    text = " · ".join(f"{k.replace('_', ' ')} {v:.1f} s" for k, v in wall["parts"].items())
-    rest = f"rest {wall['rest_s']:.1f} s of {wall_s:.1f} s"
-    return f"{text} ({rest}{': ' + wall['rest'] if 'rest' in wall else ''})"

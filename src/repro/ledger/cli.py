@@ -85,9 +85,9 @@ def _show(ledger: Ledger, args: argparse.Namespace) -> int:
         if unknown:  # kept in the record as written; no reader of this repro reads them
             console.print(shown(f"config keys this repro's schema does not know (kept as written): {', '.join(unknown)}"))
     if "scheduler" in record:
-        from repro.job.scheduler import describe
+        from repro.ledger.render import scheduler
 
-        console.print(f"ran under: {describe(record['scheduler'])}")
+        console.print(f"ran under: {scheduler(record['scheduler'])}")
     state = state_of(ledger.current(record))
     if state.text != record.get("status"):
         console.print(f"its run: {state}")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from repro.ledger.record import view
+
 PLACES = ("ledger.", "tracking.", "progress.", "hydra.", "hydra/")  # overrides that name places and display
 
 
@@ -14,14 +16,14 @@ def _kept(items: list[str], places: bool) -> list[str]:
 def command(record: dict, places: bool = True) -> str:
     """The command line of one run (`places=False`: without paths, for MLflow's Source column,
     which shows the last path component)."""
-    return " ".join(["python -m repro", *_kept(record.get("overrides") or [], places)])
+    return " ".join(["python -m repro", *_kept(list(view(record).overrides), places)])
 
 
 def sweep_command(records: list[dict], places: bool = True) -> str:
     """The command that runs this sweep again: the overrides every job shares, then each swept
     key with its values in job order (rebuilt from the records alone)."""
-    ordered = sorted(records, key=lambda r: (r.get("sweep") or {}).get("job", 0))
-    items = [_kept(list(r.get("overrides") or []), places) for r in ordered]
+    ordered = sorted(records, key=lambda r: view(r).sweep.job)
+    items = [_kept(list(view(r).overrides), places) for r in ordered]
     shared = [o for o in items[0] if all(o in other for other in items)] if items else []
     swept: dict[str, list[str]] = {}
     for r_items in items:

@@ -5,8 +5,9 @@ back as a `Record`: its `config` a `Config` again, read tolerantly by the rule t
 (config/spec.py `ADDED_AT_DEFAULT`): a key the record lacks (written before the key existed) takes
 the schema's default, so no reader restates a default; a key the schema does not know (written by a
 newer repro, or by hand) is kept aside in `unknown_keys` and named, never dropped silently. The
-blocks readers use most (`repeat`, `results`, `sweep`, `scheduler`, `calibration`) are small frozen dataclasses; `raw` is the
-dict, for what is not typed yet.
+blocks readers use (`repeat`, `results` with its `profile` and `compile`, `sweep`, `scheduler`,
+`calibration`, `machine`, `environment`, `git`, `wall_split`) are small frozen dataclasses, each
+default written once, in its dataclass; `raw` is the dict, for what is not typed yet.
 
 A record whose typed read fails (a group that is not an object, a value of the wrong type) raises
 `RecordError` naming the record's id and the field. The view is memoized per record dict
@@ -118,6 +119,38 @@ class Repeat:
     discarded: bool = False
     rerun: int = 0  # a rerun's attempt (0: the round's first)
     replaces: tuple[str, ...] = ()  # the ids of the runs a rerun replaces
+    position: int | None = None  # the run's place in its round's order (None: an older record, not recorded)
+    side_by_side: int = 0  # runs launched at a time on one host (joblib n_jobs > 1; 0: not recorded)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A profiled run's steps (results.profile, run.profile): the median step's time by category and op."""
+
+    profiler: str = ""
+    step_ms: float | None = None
+    unprofiled_ms: float | None = None  # the step just before, not profiled
+    categories_ms: Mapping | None = None  # None: the profiler gave counters only
+    categories_ops: Mapping = dataclasses.field(default_factory=dict)
+    ops: Mapping = dataclasses.field(default_factory=dict)  # {op: {"ms", "count", "category"}}
+    ops_of: str | None = None  # what `ops` covers ("median step")
+    executions_per_step: float | None = None  # counters only (torch_xla): graph executions per step
+    compiles_during: int | None = None  # counters only: compilations during the profiled steps
+
+
+@dataclass(frozen=True)
+class Compile:
+    """What the framework compiled (results.compile): JAX's trace/lower and compile, torch_xla's XLA
+    compiles per step, dynamo's graphs, the optimizer state created lazily."""
+
+    trace_lower_s: float | None = None
+    compile_s: float | None = None
+    xla_compile_s: float | None = None
+    xla_compiles_per_step: list | None = None
+    lazy_optimizer_state: Mapping = dataclasses.field(default_factory=dict)
+    optimizer_state_at_compile: Any = None  # None: a record from before the counter
+    dynamo_compiles: int | None = None
+    build: Mapping | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +160,131 @@ class Results:
     steady_median_s: float | None = None
     steady_median_sd_s: float | None = None
     steady_steps: int | None = None
+    steady_mean_s: float | None = None
+    steady_p10_s: float | None = None
+    steady_p90_s: float | None = None
+    first_step_s: float | None = None
+    second_step_s: float | None = None
+    step_time_s: list = dataclasses.field(default_factory=list)
+    loss: list = dataclasses.field(default_factory=list)
+    final_loss: float | None = None
+    loss_sha256: str | None = None
+    params_sha256: str | None = None
+    init_params_sha256: str | None = None
+    samples_per_s: float | None = None
+    mfu: float | None = None
+    achieved_tflops: float | None = None
+    test_accuracy: float | None = None
+    param_count: int | None = None
+    peak_memory: Mapping = dataclasses.field(default_factory=dict)  # {"bytes", ...}
+    sharding: Mapping = dataclasses.field(default_factory=dict)  # a sharded run's layout: param_bytes_per_device, ...
+    compile_cache: Mapping = dataclasses.field(default_factory=dict)  # {"state": "warm" | "cold", ...}
+    ir_ops: Mapping = dataclasses.field(default_factory=dict)
+    setup: Mapping = dataclasses.field(default_factory=dict)
+    raw: Mapping = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def profile(self) -> Profile | None:
+        """The profiled steps; None where the run was not profiled."""
+        node = self.raw.get("profile")
+        return _fill(Profile, node) if node else None
+
+    @property
+    def compile(self) -> Compile:
+        return _fill(Compile, self.raw.get("compile") or {})
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The machine's state around a run (job/machine.py): its host, its load and other processes' share of the CPU."""
+
+    host: str | None = None
+    cores: int | None = None
+    threads: int | None = None
+    processes: int | None = None  # the run's processes on this host
+    other_cpu_share: float | None = None
+    own_cpu_share: float | None = None
+    steal_share: float | None = None
+    load_before: list | None = None
+    load_after: list | None = None
+    window_s: float | None = None
+    window_from: str | None = None  # "worker start" where the timed loop was too short to read alone
+    pinned: Mapping | None = None  # {who: [cores]} where the run and its parent were pinned (worker/pinning.py)
+    placement: Mapping = dataclasses.field(default_factory=dict)  # where the OS ran the worker: migrations, ...
+    raw: Mapping = dataclasses.field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The software a run ran in: its fingerprint, the whole lock's hash and the parts readers compare."""
+
+    fingerprint: str | None = None
+    env_hash: str | None = None
+    packages: Mapping = dataclasses.field(default_factory=dict)
+    python: Mapping = dataclasses.field(default_factory=dict)
+    os: Mapping = dataclasses.field(default_factory=dict)
+    cpu: Mapping = dataclasses.field(default_factory=dict)
+    gpus: list = dataclasses.field(default_factory=list)
+    framework: Mapping = dataclasses.field(default_factory=dict)
+    variables: Mapping = dataclasses.field(default_factory=dict)
+    raw: Mapping = dataclasses.field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Effective:
+    """What the framework ran with, read back by the backend (threads, flags, determinism state, the compiled
+    program's hash); `raw` for the rest."""
+
+    determinism: Mapping | None = None
+    platform: str | None = None
+    program_sha256: str | None = None
+    raw: Mapping = dataclasses.field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Canary:
+    """The process canary (job/canary.py): a fixed kernel timed before the run, and whether it was slow."""
+
+    slow: bool | None = None
+    raw: Mapping = dataclasses.field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Data:
+    """The data a run read (data/): its name, the generator and seed of synthetic batches, their hash, or the
+    DVC-tracked files' md5s."""
+
+    name: str | None = None
+    generator: str | None = None
+    seed: int | None = None
+    batches: int | None = None
+    sha256: str | None = None
+    md5: Mapping = dataclasses.field(default_factory=dict)  # {path: md5} of DVC-tracked files
+    raw: Mapping = dataclasses.field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Git:
+    """The code a run ran: its commit, whether the tree was dirty, and the diff's hash."""
+
+    commit: str | None = None
+    dirty: bool | None = None
+    diff_sha256: str | None = None
+    changed: list = dataclasses.field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WallSplit:
+    """Where a job's wall went (job/wall_split.py `split`): its parts in seconds, what they do not cover, and the
+    measured steps' window on the host's clock."""
+
+    parts: Mapping = dataclasses.field(default_factory=dict)
+    measured_s: float | None = None
+    rest_s: float = 0.0
+    rest: str = ""
+    window: list | None = None
+    first_step: Mapping | None = None  # trace_lower_s, compile_s, execute_s
+    build: Mapping | None = None  # JAX: what its build compiled
 
 
 @dataclass(frozen=True)
@@ -135,6 +293,10 @@ class Sweep:
 
     id: str | None = None
     job: int = 0
+    jobs: int | None = None
+    experiment: str = ""
+    swept: tuple[str, ...] = ()  # the config keys the sweep varied
+    multirun: bool = False  # a Hydra multirun (its runs share an MLflow parent)
 
 
 @dataclass(frozen=True)
@@ -152,6 +314,78 @@ class Scheduler:
 
     name: str = ""
     node: str = ""
+
+
+@functools.lru_cache(maxsize=None)
+def _names(block_type: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(block_type))
+
+
+def _fill(block_type: type, node: Mapping) -> Any:
+    """A typed block from a stored one: each field the node holds (not None), the rest at the block's
+    defaults (written once, in its dataclass), the whole node as `raw` where the block keeps it."""
+    names = _names(block_type)
+    known = {k: v for k, v in node.items() if k in names and v is not None}
+    if "raw" in names:
+        known["raw"] = node
+    return block_type(**known)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of a bisection (bisect/decide.py): a probe of a position, or the confirmation of BAD against GOOD;
+    its outcome, the ratio to GOOD with its interval at `level`, the rounds and the runs it took."""
+
+    position: int | None = None
+    label: str = ""
+    outcome: str = ""
+    ratio: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    level: float = 0.95  # the interval's confidence (an early look spends less alpha: a wider interval)
+    rounds: int = 0
+    runs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Bisect:
+    """A bisection's state (kind "bisect", bisect/record.py): its endpoints, positions, calls, posterior and result."""
+
+    key: str = ""
+    good: str = ""
+    bad: str = ""
+    n: int = 0  # positions 0 (GOOD) to n (BAD)
+    threshold: float | None = None
+    cap: int | None = None
+    confirmation: Call | None = None
+    probes: tuple[Call, ...] = ()
+    posterior: tuple[float, ...] = ()
+    positions: tuple[Mapping, ...] = ()  # {"position", "label", ...}
+    ranges: tuple[Mapping, ...] = ()  # the commits of each repository between the endpoints
+    result: Mapping = dataclasses.field(default_factory=dict)  # the culprit (position, label, ratio, ...), or why none
+    reason: str = ""
+    spent_s: float = 0.0
+    sweeps: tuple[str, ...] = ()  # the sweeps its probes ran as
+    rates: Mapping = dataclasses.field(default_factory=dict)  # the search's error rates (bisect/search.py Rates)
+
+    @property
+    def culprit(self) -> Call | None:
+        """The result as a call where it names a position (its ratio to GOOD, interval and level); None where none."""
+        return _call(self.result) if "position" in self.result else None
+
+
+def _call(node: Mapping) -> Call:
+    call = _fill(Call, node)
+    return dataclasses.replace(call, runs=tuple(call.runs)) if not isinstance(call.runs, tuple) else call
+
+
+def _bisect(node: Mapping) -> Bisect:
+    b = _fill(Bisect, {k: v for k, v in node.items() if k not in ("confirmation", "probes")})
+    confirmation = node.get("confirmation")
+    return dataclasses.replace(b, confirmation=_call(confirmation) if confirmation else None,
+                               probes=tuple(_call(p) for p in node.get("probes") or ()),
+                               posterior=tuple(b.posterior), positions=tuple(b.positions), ranges=tuple(b.ranges),
+                               sweeps=tuple(b.sweeps))
 
 
 def _block(record: dict, key: str) -> dict:
@@ -207,13 +441,99 @@ class Record:
         return Repeat(index=rep.get("index"), count=rep.get("count", 1), group=rep.get("group") or "",
                       auto=rep.get("auto") or None,
                       discarded=bool(rep.get("discarded")), rerun=rep.get("rerun") or 0,
-                      replaces=tuple(rep.get("replaces") or ()))
+                      replaces=tuple(rep.get("replaces") or ()), position=rep.get("position"),
+                      side_by_side=rep.get("side_by_side") or 0)
 
     @property
     def results(self) -> Results:
-        res = _block(self.raw, "results")
-        return Results(steady_median_s=res.get("steady_median_s"), steady_median_sd_s=res.get("steady_median_sd_s"),
-                       steady_steps=res.get("steady_steps"))
+        return _fill(Results, _block(self.raw, "results"))
+
+    @property
+    def machine(self) -> Machine:
+        return _fill(Machine, _block(self.raw, "machine"))
+
+    @property
+    def environment(self) -> Environment:
+        return _fill(Environment, _block(self.raw, "environment"))
+
+    @property
+    def canary(self) -> Canary:
+        return _fill(Canary, _block(self.raw, "canary"))
+
+    @property
+    def data(self) -> Data:
+        return _fill(Data, _block(self.raw, "data"))
+
+    @property
+    def effective(self) -> Effective | None:
+        """What the framework ran with, read back (backends' `effective`); None where the record has none."""
+        node = self.raw.get("effective")
+        return None if node is None else _fill(Effective, _block(self.raw, "effective"))
+
+    @property
+    def overrides(self) -> tuple[str, ...]:
+        """The command-line overrides the config was composed from."""
+        return tuple(self.raw.get("overrides") or ())
+
+    @property
+    def host(self) -> str | None:
+        """The host a calibration measured (kind "calibration")."""
+        return self.raw.get("host")
+
+    @property
+    def git(self) -> Git:
+        return _fill(Git, _block(self.raw, "git"))
+
+    @property
+    def wall_split(self) -> WallSplit | None:
+        """Where the job's wall went; None where it was not split (a worker that never started, an older record)."""
+        node = _block(self.raw, "wall_split")
+        return _fill(WallSplit, node) if node else None
+
+    @property
+    def status(self) -> str:
+        return self.raw.get("status", "")
+
+    @property
+    def kind(self) -> str:
+        return self.raw.get("kind", "")
+
+    @property
+    def created(self) -> str:
+        return self.raw.get("created", "")
+
+    @property
+    def config_hash(self) -> str | None:
+        return self.raw.get("config_hash")
+
+    @property
+    def wall_s(self) -> float | None:
+        return self.raw.get("wall_s")
+
+    @property
+    def bisect(self) -> Bisect:
+        return _bisect(_block(self.raw, "bisect"))
+
+    @property
+    def runs(self) -> tuple[str, ...]:
+        """The run records a sweep step or a bisection measured (a calibration's count is not a list: ())."""
+        runs = self.raw.get("runs")
+        return tuple(runs) if isinstance(runs, list) else ()
+
+    @property
+    def replay_of(self) -> str | None:
+        """The run this record replays (repro replay); None for any other."""
+        return self.raw.get("replay_of")
+
+    @property
+    def bisect_probe(self) -> Mapping | None:
+        """A bisection's run: its probe, position and side (bisect/probe.py); None for any other run."""
+        return self.raw.get("bisect_probe")
+
+    @property
+    def error(self) -> Mapping:
+        """What ended a run that did not end ok (its reason, kind, traceback); {} where none was recorded."""
+        return _block(self.raw, "error")
 
     @property
     def calibration(self) -> Calibration:
@@ -229,7 +549,8 @@ class Record:
     @property
     def sweep(self) -> Sweep:
         sw = _block(self.raw, "sweep")
-        return Sweep(id=sw.get("id"), job=sw.get("job", 0))
+        return Sweep(id=sw.get("id"), job=sw.get("job", 0), jobs=sw.get("jobs"), experiment=sw.get("experiment") or "",
+                     swept=tuple(sw.get("swept") or ()), multirun=bool(sw.get("multirun")))
 
 
 _VIEWS: OrderedDict[int, tuple[dict, Record]] = OrderedDict()

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from repro.config import ConfigError, config_hash
 from repro.config.schema import as_dict
+from repro.ledger.record import RecordError, view
 from repro.preflight.verdict import auto_rounds
 from repro.usertext import duration
 
@@ -207,12 +208,16 @@ def hardware_here() -> tuple:
 
 
 def hardware_of(record: dict) -> tuple | None:
-    env = record.get("environment")
-    if not isinstance(env, dict) or not isinstance(env.get("cpu"), dict):
+    """(CPU model, usable cores, GPUs) of the machine a record ran on; None where it does not say."""
+    try:
+        env = view(record).environment
+    except RecordError:  # an `environment` that is not an object: says nothing
         return None
-    cpu = env["cpu"]
+    cpu = env.cpu
+    if not isinstance(cpu, dict) or not cpu:
+        return None
     return cpu.get("model"), cpu.get("affinity", cpu.get("cores")), \
-        tuple(sorted(g.get("name") for g in env.get("gpus") or [] if isinstance(g, dict)))
+        tuple(sorted(g.get("name") for g in env.gpus or [] if isinstance(g, dict)))
 
 
 def _at(created: str | None) -> float | None:
@@ -225,16 +230,20 @@ def _at(created: str | None) -> float | None:
 def parts_of(record: dict, started: str | None) -> dict[str, float] | None:
     """The seconds of each part of one recorded run (None: a record that says nothing of its
     wall). `started`: the time of its `started` record, for the parent's share."""
-    wall = record.get("wall_s")
+    rec = view(record)
+    wall = rec.wall_s
     if not isinstance(wall, (int, float)) or wall <= 0:
         return None
-    split = record.get("wall_split")
-    if isinstance(split, dict) and isinstance(split.get("parts"), dict):
-        parts = {k: float(v) for k, v in split["parts"].items()}
-        parts["rest"] = max(0.0, float(split.get("rest_s") or 0.0))
+    try:
+        split = rec.wall_split
+    except RecordError:  # a `wall_split` that is not an object: as if none
+        split = None
+    if split is not None and isinstance(split.parts, dict) and split.parts:
+        parts = {k: float(v) for k, v in split.parts.items()}
+        parts["rest"] = max(0.0, float(split.rest_s or 0.0))
     else:  # recorded before the wall was split
         parts = {"worker": float(wall)}
-    begin, end = _at(started), _at(record.get("created"))
+    begin, end = _at(started), _at(rec.created)
     if begin is not None and end is not None:
         parts["parent"] = max(0.0, end - begin - wall)
     return parts

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from repro.usertext import markup
 from repro.hashing import canonical_json
+from repro.ledger.record import view
 from repro.report import varied
 
 BUSY_CPU_SHARE = 0.10  # other processes' CPU time during the timed loop, in cores
@@ -43,8 +44,8 @@ def _model_shape(r: dict) -> Any:
 
 
 def _hardware(r: dict) -> Any:
-    env = r.get("environment") or {}
-    return ((env.get("cpu") or {}).get("model"), tuple(g["name"] for g in env.get("gpus", [])))
+    env = view(r).environment
+    return (env.cpu.get("model"), tuple(g["name"] for g in env.gpus))
 
 
 def _determinism(prop: str) -> Callable[[dict], Any]:
@@ -122,24 +123,24 @@ class Audit:
 
 def busy(record: dict) -> str | None:
     """Why the machine was busy during this run's timed loop, or None."""
-    m = record.get("machine")
-    if not m:
+    m = view(record).machine
+    if not m.raw:
         return None
     reasons = []
-    if (m.get("other_cpu_share") or 0) > BUSY_CPU_SHARE:
+    if (m.other_cpu_share or 0) > BUSY_CPU_SHARE:
         during = "the worker's start and its timed loop (a loop too short to read alone)" \
-            if m.get("window_from") == "worker start" else "the timed loop"
-        reasons.append(f"other processes took {m['other_cpu_share']:.2f} of a core during {during} "
+            if m.window_from == "worker start" else "the timed loop"
+        reasons.append(f"other processes took {m.other_cpu_share:.2f} of a core during {during} "
                        f"(bound {BUSY_CPU_SHARE})")
-    threads = (m.get("threads") or 1) * (m.get("processes") or 1)  # the run's own: all its processes on this host
-    if m.get("load_before") and (m["load_before"][0] or 0) > threads + BUSY_LOAD_MARGIN:
-        reasons.append(f"load {m['load_before'][0]:.2f} before the loop with {threads} thread(s)")
+    threads = (m.threads or 1) * (m.processes or 1)  # the run's own: all its processes on this host
+    if m.load_before and (m.load_before[0] or 0) > threads + BUSY_LOAD_MARGIN:
+        reasons.append(f"load {m.load_before[0]:.2f} before the loop with {threads} thread(s)")
     return "; ".join(reasons) or None
 
 
 def spread(record: dict) -> float | None:
-    res = record.get("results") or {}
-    p10, p90 = res.get("steady_p10_s"), res.get("steady_p90_s")
+    res = view(record).results
+    p10, p90 = res.steady_p10_s, res.steady_p90_s
     return p90 / p10 if p10 and p90 else None
 
 
@@ -151,10 +152,10 @@ def _machine_warnings(records: list[dict], name: Callable[[dict], str]) -> list[
     out = []
     for r in records:
         if why := busy(r):
-            m = r["machine"]
-            before, after = ((m.get(k) or [None])[0] for k in ("load_before", "load_after"))
+            m = view(r).machine
+            before, after = ((load or [None])[0] for load in (m.load_before, m.load_after))
             out.append(f"busy machine during {name(r)}: {why} (1-min load {_load(before)} before, "
-                       f"{_load(after)} after; host {m.get('host') or '—'})")
+                       f"{_load(after)} after; host {m.host or '—'})")
         if (s := spread(r)) and s > WIDE_SPREAD:
             out.append(f"wide spread in {name(r)}: steady p90/p10 = {s:.2f} (bound {WIDE_SPREAD})")
     return out
@@ -163,18 +164,18 @@ def _machine_warnings(records: list[dict], name: Callable[[dict], str]) -> list[
 def audit(records: list[dict], name: Callable[[dict], str]) -> Audit:
     """What differs between the ok records, split into what was swept and what nobody asked for;
     `name(record)` names a run in the lines (report/comparison.py: its run name and id)."""
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in records if view(r).status == "ok"]
     result = Audit(swept=varied.swept_keys(ok), machine=_machine_warnings(ok, name),
-                   names={r["id"]: name(r) for r in records})
+                   names={view(r).id: name(r) for r in records})
     library_defaults = bool(ok) and not any(_get(r, "config.run.deterministic") for r in ok)
     for label, keys, read in CHECKS:
         if library_defaults and label in DETAIL:  # each library's own kernels, as its framework picks them
             keys = (*keys, "framework")
-        values = {r["id"]: read(r) for r in ok}
+        values = {view(r).id: read(r) for r in ok}
         if len({canonical_json(v) for v in values.values()}) <= 1:
             continue
         if label in DETAIL:
-            result.details.update({(label, r["id"]): DETAIL[label](r) for r in ok})
+            result.details.update({(label, view(r).id): DETAIL[label](r) for r in ok})
         why = [s for s in result.swept if any(varied.related(s, k) for k in keys)]
         if why:
             result.varied.append((label, values, why))
@@ -202,7 +203,7 @@ def print_audit(console, found: Audit, records: list[dict]) -> None:
     """An audit (`audit(records)`), printed: what was varied, loud warnings for what else differs,
     the machine apart (print_machine_summary: one line for the whole comparison; each run's detail
     in report.md), so that a fair config on a noisy machine says both."""
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in records if view(r).status == "ok"]
     if found.varied:
         console.print(f"varied on purpose: {markup(', '.join(found.swept))} "
                       f"(so these differ: {', '.join(label for label, _, _ in found.varied)})")
@@ -226,18 +227,18 @@ def equal_labels(found: Audit) -> list[str]:
 def machine_summary(records: list[dict], name: Callable[[dict], str]) -> str:
     """One line for a whole sweep's machine (the per-run detail is report.md's): how many ok runs
     ran beside other processes' work or a high load, the worst, and how many spread widely."""
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in records if view(r).status == "ok"]
     if not ok:
         return ""
-    unknown = sum(not r.get("machine") for r in ok)
-    shared = [r for r in ok if ((r.get("machine") or {}).get("other_cpu_share") or 0) > BUSY_CPU_SHARE]
+    unknown = sum(not view(r).machine.raw for r in ok)
+    shared = [r for r in ok if (view(r).machine.other_cpu_share or 0) > BUSY_CPU_SHARE]
     loaded = [r for r in ok if busy(r) and r not in shared]
     wide = [r for r in ok if (spread(r) or 0) > WIDE_SPREAD]
     parts = []
     if shared:
-        worst = max(shared, key=lambda r: r["machine"]["other_cpu_share"])
+        worst = max(shared, key=lambda r: view(r).machine.other_cpu_share)
         parts.append(f"{len(shared)} of {len(ok)} runs ran while other processes used > {BUSY_CPU_SHARE} of a core "
-                     f"(worst: {name(worst)}, {worst['machine']['other_cpu_share']:.1f} cores)")
+                     f"(worst: {name(worst)}, {view(worst).machine.other_cpu_share:.1f} cores)")
     if loaded:
         parts.append(f"{len(loaded)} of {len(ok)} started with a 1-min load above their threads + {BUSY_LOAD_MARGIN:g}")
     if wide:
@@ -252,9 +253,9 @@ def machine_summary(records: list[dict], name: Callable[[dict], str]) -> str:
 def print_machine_summary(console, comparison) -> None:
     """The machine line under a comparison (report/comparison.py's), once for all its tables."""
     several = len(comparison.tables) > 1  # then a run is named with its model ("torch · vit")
-    names = {r["id"]: row.name + (f" · {m}" if several and (m := row.model.split('/')[0]) not in row.name.split(" · ")
+    names = {view(r).id: row.name + (f" · {m}" if several and (m := row.model.split('/')[0]) not in row.name.split(" · ")
                                   else "")
              for row in comparison.rows for r in row.records}
-    line = machine_summary([r for row in comparison.rows for r in row.records], lambda r: names[r["id"]])
+    line = machine_summary([r for row in comparison.rows for r in row.records], lambda r: names[view(r).id])
     if line:
         console.print(markup(line), style="bold red" if "details" in line else "green")

@@ -44,7 +44,7 @@ def with_reused(ledger: Ledger, sweep_id: str, records: list[dict]) -> list[dict
     """`records` (one sweep's own runs) and the earlier runs it took as its own (`run.resume=true`),
     each as the sweep saw it (job/job.py `_resumed`): this sweep and its job there (`sweep`), its
     `repeat` in this sweep, `resumed_from` naming the sweep it ran in; in job order."""
-    own = {r["id"] for r in records}
+    own = {view(r).id for r in records}
     for sweep in ledger.heads(kind="sweep", sweep=sweep_id):
         for taken in sweep.get("reused") or ():
             if taken["id"] in own:
@@ -82,9 +82,9 @@ def newest_sweep(ledger: Ledger, experiment: str) -> list[dict]:
 def changed_lines(ledger: Ledger, records: list[dict]) -> list[str]:
     """One line per record among `records` edited after it was written (Ledger.changed)."""
     changed = ledger.changed()
-    return [f"record {r['id']} ({changed[r['id']]}) was changed after it was written: its figures cannot be "
+    return [f"record {view(r).id} ({changed[view(r).id]}) was changed after it was written: its figures cannot be "
             "trusted; restore it (git checkout -- FILE) or move it out of the ledger (repro ledger verify)"
-            for r in records if r["id"] in changed]
+            for r in records if view(r).id in changed]
 
 
 def add_parser(sub, common) -> None:
@@ -113,7 +113,7 @@ def run(args) -> int:
     except LedgerError as e:
         print(f"repro compare: {e}", file=sys.stderr)
         return 2
-    not_runs = [r["id"] for r in records if r.get("kind") != "run" or "config" not in r]
+    not_runs = [view(r).id for r in records if view(r).kind != "run" or "config" not in r]
     if not_runs:
         print(f"repro compare: {', '.join(not_runs)} are not run records", file=sys.stderr)
         return 2

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 
-from repro.ledger.record import view
+from repro.ledger.record import Results, WallSplit, view
 from repro.report import determinism_price, floor, reruns, stats, trajectory, varied, verdict
 from repro.report.audit import Audit, audit, busy
 
@@ -73,7 +73,7 @@ class Row:
 
     @property
     def ok(self) -> list[dict]:
-        return [r for r in self.records if r.get("status") == "ok"]
+        return [r for r in self.records if view(r).status == "ok"]
 
     @property
     def ids(self) -> list[str]:
@@ -81,7 +81,7 @@ class Row:
 
     @property
     def status(self) -> str:
-        statuses = [r.get("status") or "unknown" for r in self.records]
+        statuses = [view(r).status or "unknown" for r in self.records]
         kinds = dict.fromkeys(statuses)
         text = statuses[0] if len(kinds) == 1 else ", ".join(f"{s} {statuses.count(s)}/{len(statuses)}" for s in kinds)
         return text + ("" if not self.busy else " ⚠ busy" if self.busy == len(statuses) else
@@ -167,7 +167,8 @@ class Comparison:
 
 def group_of(record: dict) -> str:
     """The id shared by one config's runs: its repeat group, else its config hash."""
-    return view(record).repeat.group or record.get("config_hash") or record["id"]
+    rec = view(record)
+    return rec.repeat.group or rec.config_hash or rec.id
 
 
 def by_config(records: list[dict]) -> dict[str, list[dict]]:
@@ -184,38 +185,38 @@ def model_of(record: dict) -> str:
 
 
 def _median(records: list[dict], read) -> float | None:
-    return stats.median_of([read(r.get("results") or {}) for r in records])
+    return stats.median_of([read(view(r).results) for r in records])
 
 
 def warm_start(record: dict) -> bool:
     """The run started with a warm compile cache (backends/compile_cache.py): its first step is not a cold one."""
-    return ((record.get("results") or {}).get("compile_cache") or {}).get("state") == "warm"
+    return view(record).results.compile_cache.get("state") == "warm"
 
 
 def row(records: list[dict], name: str, drift: dict[str, str]) -> Row:
     """One config's row (x_best is set by its table). The first and second steps are its cold runs'
     (a repeat that reused the first run's compile cache skipped the compile), all runs' where none is."""
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in records if view(r).status == "ok"]
     cold = [r for r in ok if not warm_start(r)] or ok
     steady = stats.steady_medians(ok)
     median = stats.median_of(steady)
-    res = ok[0]["results"] if ok else {}
+    res = view(ok[0]).results if ok else Results()
     config = view(records[0]).config
     batch = config.run.batch_size
-    sharded = any((r.get("results") or {}).get("sharding") for r in ok)
+    sharded = any(view(r).results.sharding for r in ok)
     return Row(
         name=name, model=model_of(records[0]), framework=config.framework.name,
         records=tuple(records), n=len(ok),
-        first_s=_median(cold, lambda x: x.get("first_step_s")), second_s=_median(cold, lambda x: x.get("second_step_s")),
+        first_s=_median(cold, lambda x: x.first_step_s), second_s=_median(cold, lambda x: x.second_step_s),
         median_s=median, ci_s=stats.bootstrap_ci(steady),
-        p10_s=_median(ok, lambda x: x.get("steady_p10_s")), p90_s=_median(ok, lambda x: x.get("steady_p90_s")),
+        p10_s=_median(ok, lambda x: x.steady_p10_s), p90_s=_median(ok, lambda x: x.steady_p90_s),
         samples_per_s=batch / median if median else None,
-        tflops=_median(ok, lambda x: x.get("achieved_tflops")), mfu=_median(ok, lambda x: x.get("mfu")),
-        peak_bytes=_median(ok, lambda x: (x.get("peak_memory") or {}).get("bytes")),
-        param_bytes_per_device=_median(ok, lambda x: (x.get("sharding") or {}).get(
-            "param_bytes_per_device", x.get("param_count", 0) * 4)) if sharded else None,
-        final_loss=res.get("final_loss"), test_accuracy=_median(ok, lambda x: x.get("test_accuracy")),
-        loss_sha256=res.get("loss_sha256") or "",
+        tflops=_median(ok, lambda x: x.achieved_tflops), mfu=_median(ok, lambda x: x.mfu),
+        peak_bytes=_median(ok, lambda x: x.peak_memory.get("bytes")),
+        param_bytes_per_device=_median(ok, lambda x: x.sharding.get(
+            "param_bytes_per_device", (x.param_count or 0) * 4)) if sharded else None,
+        final_loss=res.final_loss, test_accuracy=_median(ok, lambda x: x.test_accuracy),
+        loss_sha256=res.loss_sha256 or "",
         trajectory=next((drift[r["id"]] for r in records if r["id"] in drift), ""),
         busy=sum(busy(r) is not None for r in records), warm=sum(map(warm_start, ok)),
         first_warm=bool(ok) and all(map(warm_start, cold)))
@@ -254,13 +255,15 @@ def _interleaved(a: Row, b: Row) -> bool:
 
 def _node(record: dict) -> str:
     """The node a run was measured on: its SLURM node, else its host."""
-    return view(record).scheduler.node or (record.get("machine") or {}).get("host") or ""
+    rec = view(record)
+    return rec.scheduler.node or rec.machine.host or ""
 
 
 def _window(record: dict) -> tuple[str, float, float] | None:
     """(host, start, end) of a run's measured steps on the host's clock (wall_split.window), if recorded."""
-    w = (record.get("wall_split") or {}).get("window")
-    return ((record.get("machine") or {}).get("host") or "", w[0], w[1]) if w else None
+    rec = view(record)
+    w = (rec.wall_split or WallSplit()).window
+    return (rec.machine.host or "", w[0], w[1]) if w else None
 
 
 def overlaps(a: Row, b: Row, apart: bool | None = False) -> list[tuple[str, str, str]]:
@@ -275,13 +278,13 @@ def overlaps(a: Row, b: Row, apart: bool | None = False) -> list[tuple[str, str,
             wx, wy = _window(x), _window(y)
             if wx and wy and wx[0] == wy[0] and wx[1] < wy[2] and wy[1] < wx[2] and \
                     (apart is None or _disjoint(x, y) == apart):
-                out.append((x["id"], y["id"], wx[0]))
+                out.append((view(x).id, view(y).id, wx[0]))
     return out
 
 
 def _cores(record: dict) -> set[int] | None:
     """The cores a run and its parent were pinned to (None: not pinned)."""
-    pinned = (record.get("machine") or {}).get("pinned")
+    pinned = view(record).machine.pinned
     return {c for cores in pinned.values() for c in cores} if pinned else None
 
 
@@ -368,7 +371,7 @@ def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swe
                 refused.append(_unfair(a, b, what, f"{a.name} was measured {mode_a}, {b.name} {mode_b}; compare runs "
                                        "of one mode, or sweep run.deterministic=true,false to measure its price"))
                 continue
-            if side := max(((r.get("repeat") or {}).get("side_by_side") or 0 for r in a.ok + b.ok), default=0):
+            if side := max((view(r).repeat.side_by_side for r in a.ok + b.ok), default=0):
                 refused.append(_unfair(a, b, what, f"their runs were launched {side} at a time on one host "
                                        "(hydra/launcher=joblib with n_jobs > 1): each slowed the other; run them one "
                                        "after another (hydra.launcher.n_jobs=1, or the default launcher)", key))

@@ -24,7 +24,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from repro.ledger.record import view
+from repro.ledger.record import Effective, view
 from repro.report import identity, verdict
 from repro.report.verdict import FASTER, UNFAIR
 
@@ -87,15 +87,15 @@ def same_program(records: list[dict]) -> str | None:
     """Why these runs (both configs of a mode pair) ran the same program under the same settings, in words;
     None where they did not, or where their records cannot tell (no program hash from an XLA backend, no
     determinism state read back)."""
-    effective = [r.get("effective") or {} for r in records]
-    states = {json.dumps(e.get("determinism"), sort_keys=True, default=str) for e in effective}
-    if not effective or len(states) != 1 or not effective[0].get("determinism"):
+    effective = [view(r).effective or Effective() for r in records]
+    states = {json.dumps(e.determinism, sort_keys=True, default=str) for e in effective}
+    if not effective or len(states) != 1 or not effective[0].determinism:
         return None
-    state, platform = effective[0]["determinism"], effective[0].get("platform") or "?"
-    if len({e.get("platform") for e in effective}) != 1:
+    state, platform = effective[0].determinism, effective[0].platform or "?"
+    if len({e.platform for e in effective}) != 1:
         return None
     if "xla_flags" in state:  # an XLA backend: the compiled program says what ran
-        programs = {e.get("program_sha256") for e in effective}
+        programs = {e.program_sha256 for e in effective}
         if len(programs) != 1 or None in programs:
             return None
         program = f"one compiled program in {len(records)} runs, sha256 {next(iter(programs))[:12]}"
@@ -128,7 +128,7 @@ def prices(comparison) -> list[Price]:
                 if over_without and v.outcome == FASTER and not v.same and ratio > 1:  # a cost resolved: its share
                     share = math.log(over_without) / math.log(ratio)
                 no_fill = identity.of(list(without.records)).text
-            platform = next((p for r in det.records if (p := (r.get("effective") or {}).get("platform"))), "")
+            platform = next((p for r in det.records if (p := (view(r).effective or Effective()).platform)), "")
             out.append(Price(table.model, det.framework, ratio, interval, v.level, v.outcome,
                              identity.of(list(det.records)).text, identity.of(list(free.records)).text,
                              share, no_fill, v.same, platform))

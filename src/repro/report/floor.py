@@ -23,9 +23,9 @@ def newest(ledger_dir: str | Path, host: str) -> dict | None:
     """The newest calibration record of `host` in a ledger (None: never calibrated there)."""
     if not Path(ledger_dir).is_dir():
         return None
-    found = [r for r in Ledger(ledger_dir).heads(kind=KIND) if r.get("host") == host
+    found = [r for r in Ledger(ledger_dir).heads(kind=KIND) if view(r).host == host
              and r.get("status", "ok") == "ok" and r.get("floor")]  # an interrupted calibration holds no floor
-    return max(found, key=lambda r: r["created"]) if found else None
+    return max(found, key=lambda r: view(r).created) if found else None
 
 
 def at(record: dict, repeats: int) -> tuple[int, float]:
@@ -44,7 +44,7 @@ def below(v, runs: list[dict], ledger_dir: str | Path | None = None) -> tuple[in
 
     if v.outcome != verdict.FASTER:
         return None
-    hosts = {(r.get("machine") or {}).get("host") for r in runs} - {None}
+    hosts = {view(r).machine.host for r in runs} - {None}
     dirs = {view(r).config.ledger.dir for r in runs} - {None, ""}
     if len(hosts) != 1:
         return None

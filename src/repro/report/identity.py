@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from repro.ledger.record import view
+from repro.ledger.record import Results, view
 
 
 @dataclass(frozen=True)
@@ -20,8 +20,8 @@ class Identity:
     text: str  # the sentence every view prints ("" with one process)
 
 
-def _results(r: dict) -> dict:
-    return r.get("results") or {}
+def _results(r: dict) -> Results:
+    return view(r).results
 
 
 def _first_difference(a: list, b: list) -> int | None:
@@ -47,25 +47,24 @@ def of(records: list[dict]) -> Identity:
 
 
 def _of(records: list[dict]) -> Identity:
-    ok = [r for r in records if r.get("status") == "ok" and _results(r).get("loss_sha256")
+    ok = [r for r in records if view(r).status == "ok" and _results(r).loss_sha256
           and not view(r).repeat.discarded]
     k = len(ok)
     if k < 2:
         return Identity(k, None, "")
-    steps = {_results(r).get("steps", _results(r).get("steady_steps")) for r in ok}
+    steps = {_results(r).raw.get("steps", _results(r).steady_steps) for r in ok}
     if len(steps) > 1:
         return Identity(k, None, f"not comparable: its {k} processes took different step counts "
                                  f"({', '.join(str(s) for s in sorted(steps, key=str))})")
-    losses = {_results(r)["loss_sha256"] for r in ok}
-    params = {_results(r).get("params_sha256") for r in ok}
+    losses = {_results(r).loss_sha256 for r in ok}
+    params = {_results(r).params_sha256 for r in ok}
     if len(losses) == 1 and len(params) == 1:
         return Identity(k, True, f"bit-identical across {k} processes (loss and parameters)")
     if len(losses) == 1:
         return Identity(k, False, f"losses identical across {k} processes, final parameters differ "
                                   f"({len(params)} distinct)")
     ref = ok[0]
-    parts = [(i, r) for r in ok[1:] if (i := _first_difference(_results(ref).get("loss") or [],
-                                                                _results(r).get("loss") or [])) is not None]
+    parts = [(i, r) for r in ok[1:] if (i := _first_difference(_results(ref).loss, _results(r).loss)) is not None]
     if not parts:  # the series were not recorded (an older record): the hashes alone
         return Identity(k, False, f"not bit-identical: {len(losses)} distinct loss hashes among {k} processes")
     step, other = min(parts, key=lambda p: p[0])  # counted from 1, as the progress line counts steps
@@ -99,7 +98,7 @@ def by_config(records: list[dict]) -> dict[str, dict]:
     groups: dict[str, list[dict]] = {}
     for r in records:
         if r.get("kind", "run") == "run":
-            groups.setdefault(view(r).repeat.group or r.get("config_hash") or r["id"], []).append(r)
+            groups.setdefault(view(r).repeat.group or view(r).config_hash or view(r).id, []).append(r)
     out = {}
     for group, runs in groups.items():
         found = of(runs)

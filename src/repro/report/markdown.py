@@ -12,7 +12,8 @@ import io
 from repro.flat import flatten
 from repro.ledger.command import sweep_command
 from repro.report import determinism_price, identity, published
-from repro.job import scheduler
+from repro.ledger import render
+from repro.ledger.record import view
 from repro.report import wall
 from repro.report.audit import CHECKS
 from repro.report.md import md_table
@@ -111,33 +112,34 @@ def _shown(v) -> str:
 
 
 def _machine(record: dict) -> dict[str, str]:
-    env = record.get("environment") or {}
-    cpu = env.get("cpu") or {}
+    rec = view(record)
+    env = rec.environment
+    cpu = env.cpu
     isa = cpu.get("isa")
     facts = {"cpu": cpu.get("model"), "cores": cpu.get("cores"),
              "ISA": (f"{len(isa)} extensions, " + ("avx512" if any(x.startswith("avx512") for x in isa) else "no avx512")
                      if isa is not None else None),
-             "threads (REPRO_THREADS)": (env.get("variables") or {}).get("REPRO_THREADS")}
-    machine = flatten(record.get("machine") or {})
+             "threads (REPRO_THREADS)": env.variables.get("REPRO_THREADS")}
+    machine = flatten(rec.machine.raw)
     facts.update({k: machine[k] for k in sorted(machine)  # its cores and threads: where the env's disagree
                   if k not in ("cores", "threads") or str(machine[k]) != str(facts["cores" if k == "cores" else
                                                                                      "threads (REPRO_THREADS)"])})
-    facts["GPUs"] = [g.get("name") for g in env.get("gpus") or []]
-    facts["scheduler"] = scheduler.describe(record.get("scheduler"))  # local, or SLURM's job, nodes, log
+    facts["GPUs"] = [g.get("name") for g in env.gpus]
+    facts["scheduler"] = render.scheduler(rec.raw.get("scheduler"))  # local, or SLURM's job, nodes, log
     return {k: _shown(v) for k, v in facts.items()}
 
 
 def machine_lines(comparison: Comparison) -> list[str]:
     """The machine each run saw: what all runs share once, above a table of what differs."""
     records = [r for row in comparison.rows for r in row.records]
-    facts = {r["id"]: _machine(r) for r in records}
+    facts = {view(r).id: _machine(r) for r in records}
     keys = list(dict.fromkeys(k for f in facts.values() for k in f))
     same = [k for k in keys if len({f.get(k, MISSING) for f in facts.values()}) == 1]
     differs = [k for k in keys if k not in same]
-    names = {r["id"]: f"{row.name} ({r['id'][:8]})" for row in comparison.rows for r in row.records}
+    names = {view(r).id: f"{row.name} ({view(r).id[:8]})" for row in comparison.rows for r in row.records}
     first = next(iter(facts.values()), {})
     lines = ["Every run:", ""] + [f"- {k}: {first.get(k, MISSING)}" for k in same if k != "ISA"]  # the ISA in full below
-    isas = sorted({" ".join((r.get("environment") or {}).get("cpu", {}).get("isa") or []) for r in records} - {""})
+    isas = sorted({" ".join(view(r).environment.cpu.get("isa") or []) for r in records} - {""})
     lines += [f"- ISA extensions{f' (set {i + 1})' if len(isas) > 1 else ''}: {isa}" for i, isa in enumerate(isas)]
     if differs:
         lines += ["", "What differs between the runs:", ""]
@@ -153,20 +155,19 @@ def _time_goes(comparison: Comparison) -> list[str]:
 
 
 def page(records: list[dict], comparison: Comparison, plot_files: list[str], table_file: str) -> str:
-    first = min(records, key=lambda r: r.get("created", ""))
-    sweep = first.get("sweep") or {}
-    experiment = sweep.get("experiment", "")
-    git = first.get("git") or {}
-    commits = sorted({str((r.get("git") or {}).get("commit")) for r in records})
-    dirty = any((r.get("git") or {}).get("dirty") for r in records)
+    first = view(min(records, key=lambda r: view(r).created))
+    sweep = first.sweep
+    experiment = sweep.experiment
+    commits = sorted({str(view(r).git.commit) for r in records})
+    dirty = any(view(r).git.dirty for r in records)
     lines = [
-        f"# {experiment}: sweep {sweep.get('id', '')}", "",
+        f"# {experiment}: sweep {sweep.id or ''}", "",
         "## Verdicts", "", *verdict_lines(comparison), "",
-        f"{len(records)} run(s), {first.get('created', '')[:19].replace('T', ' ')} UTC, "
-        f"repro {first.get('repro_version', '')}.", "",
+        f"{len(records)} run(s), {first.created[:19].replace('T', ' ')} UTC, "
+        f"repro {first.raw.get('repro_version', '')}.", "",
         "## Command", "", "```bash", sweep_command(records), "```", "",
         f"Commit: `{', '.join(commits)}`" + (" (with uncommitted changes: "
-                                            f"`{', '.join(git.get('changed') or [])[:300]}`)" if dirty else "") + ".",
+                                            f"`{', '.join(first.git.changed)[:300]}`)" if dirty else "") + ".",
         "", "## Results", "", *(line for t in comparison.tables for line in [*results_table(t), ""]),
         f"The table as CSV: [{table_file}]({table_file}).", "",
         *price_lines(comparison),
@@ -179,5 +180,5 @@ def page(records: list[dict], comparison: Comparison, plot_files: list[str], tab
     ]
     for name in plot_files:
         lines += [f"![{name}]({name})", ""]
-    lines += ["Regenerate from the ledger: `repro report --sweep " + sweep.get("id", "") + "`.", ""]
+    lines += ["Regenerate from the ledger: `repro report --sweep " + (sweep.id or "") + "`.", ""]
     return shown("\n".join(lines))  # what users typed, without the control characters a viewer would act on

@@ -88,9 +88,10 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
 
 
 def _median_s(r: dict) -> float | None:
-    if r.get("status") != "ok":
+    rec = view(r)
+    if rec.status != "ok":
         return None
-    m = view(r).results.steady_median_s
+    m = rec.results.steady_median_s
     return float(m) if isinstance(m, (int, float)) and math.isfinite(m) and m > 0 else None
 
 
@@ -247,22 +248,22 @@ def _residuals(aa_trials: Iterable[dict[str, list[dict]]]) -> list[tuple[dict, f
 
 def _correlation(residuals: list[tuple[dict, float]], key: str) -> dict | None:
     pairs = [(v, float(x)) for r, v in residuals
-             if isinstance(x := (r.get("machine") or {}).get(key), (int, float)) and math.isfinite(x)]
+             if isinstance(x := view(r).machine.raw.get(key), (int, float)) and math.isfinite(x)]
     return _pearson([v for v, _ in pairs], [x for _, x in pairs])
 
 
 def _positions(aa: list[list[dict[str, dict]]]) -> tuple[list[dict], str]:
     """The order effect: for each position p >= 1, the mean log ratio of the run at p over the run
     at position 0 of its round, with its 95 % interval; and where positions came from."""
-    recorded = all("position" in (r.get("repeat") or {}) for trial in aa for rnd in trial for r in rnd.values())
+    recorded = all(view(r).repeat.position is not None for trial in aa for rnd in trial for r in rnd.values())
     by_p: dict[int, list[float]] = {}
     for trial in aa:
         for rnd in trial:
             runs = list(rnd.values())
             if recorded:
-                placed = sorted(runs, key=lambda r: r["repeat"]["position"])
+                placed = sorted(runs, key=lambda r: view(r).repeat.position)
             else:
-                placed = sorted(runs, key=lambda r: (view(r).sweep.job, r.get("created", "")))
+                placed = sorted(runs, key=lambda r: (view(r).sweep.job, view(r).created))
             first = math.log(_median_s(placed[0]))
             for p, r in enumerate(placed[1:], 1):
                 by_p.setdefault(p, []).append(math.log(_median_s(r)) - first)
@@ -293,16 +294,16 @@ PLACEMENT = 2.0  # a run's CPU migrations above this multiple of its config's me
 
 
 def _migrations(record: dict) -> int:
-    return ((record.get("machine") or {}).get("placement") or {}).get("migrations") or 0
+    return view(record).machine.placement.get("migrations") or 0
 
 
 def caught_by(record: dict, median_migrations: float = 0.0) -> str:
     """What flagged a run, from its own record: "canary", "steal", "placement" (more CPU migrations
     than PLACEMENT × its config's median: every thread migrates a few times in any run) or "nothing"."""
-    machine = record.get("machine") or {}
-    if (record.get("canary") or {}).get("slow") is True:
+    rec = view(record)
+    if rec.canary.slow is True:
         return "canary"
-    if (machine.get("steal_share") or 0) > STEAL:
+    if (rec.machine.steal_share or 0) > STEAL:
         return "steal"
     if _migrations(record) > PLACEMENT * max(median_migrations, 1):
         return "placement"
@@ -436,7 +437,7 @@ def summarise(records: list[dict]) -> dict:
 
     return {
         "trials": len(aa), "gap_trials": len(gapped), "runs": len(records),
-        "ok_runs": sum(r.get("status") == "ok" for r in records),
+        "ok_runs": sum(view(r).status == "ok" for r in records),
         "busy_runs": sum(busy(r) is not None for r in records),
         "rounds": statistics.median_low([len(t) for t in aa_rounds]) if aa_rounds else 0,  # an integer (the schema)
         "noise": sigma if sigma == sigma else None,

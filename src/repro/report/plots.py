@@ -227,11 +227,11 @@ CATEGORY_COLOURS = dict(zip(CATEGORIES, ("#4c72b0", "#55a868", "#c44e52", "#8172
 
 
 def _bars(ax, g, share: bool) -> None:
-    top = max(s.profile["step_ms"] for s in g.sides) if not share else 1.0
+    top = max(s.profile.step_ms for s in g.sides) if not share else 1.0
     for x, side in enumerate(g.sides):
-        step, bottom = side.profile["step_ms"], 0.0
+        step, bottom = side.profile.step_ms, 0.0
         for cat in CATEGORIES:
-            value = side.profile["categories_ms"].get(cat, 0.0) / (step if share else 1.0)
+            value = side.profile.categories_ms.get(cat, 0.0) / (step if share else 1.0)
             ax.bar(x, value, 0.6, bottom=bottom, color=CATEGORY_COLOURS[cat], edgecolor="white", linewidth=0.5)
             if value >= 0.06 * top:  # label only segments tall enough to hold it
                 ax.text(x, bottom + value / 2, f"{value * (100 if share else 1 / step * 100):.0f}%", ha="center",

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from repro.config.schema import ProgressConfig
 from repro.console import live
+from repro.ledger.record import view
 from repro.usertext import markup, shown
 
 
@@ -104,10 +105,10 @@ class Display:
 
     def job_finished(self, job: int, record: dict, in_ledger: bool = True) -> None:
         """`in_ledger=False`: the record is only spooled (the ledger's disk refused it)."""
-        results = record.get("results", {})
-        note = f"steady {_ms(results.get('steady_median_s'))}" if record["status"] == "ok" else record.get("error", {}).get("reason", "")
-        where = f"ledger {record['id']}" if in_ledger else "spooled, not yet in the ledger; run `repro ledger recover`"
-        line = f"{self._job_tag(job)} {record['status']}: {note} ({where})"
+        rec = view(record)
+        note = f"steady {_ms(rec.results.steady_median_s)}" if rec.status == "ok" else rec.error.get("reason", "")
+        where = f"ledger {rec.id}" if in_ledger else "spooled, not yet in the ledger; run `repro ledger recover`"
+        line = f"{self._job_tag(job)} {rec.status}: {note} ({where})"
         if self.mode == "plain":
             print(shown(line), flush=True)
         elif self._progress:

@@ -40,7 +40,7 @@ def agreements(records: list[dict]) -> list[dict]:
     """One entry per run that has a reference peer (see the module's doc), in the records' order."""
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in records:
-        if r.get("kind", "run") == "run" and r.get("status") == "ok" and (r.get("results") or {}).get("loss"):
+        if r.get("kind", "run") == "run" and view(r).status == "ok" and view(r).results.loss:
             groups[_peer_key(r)].append(r)
     out = []
     for rows in groups.values():
@@ -51,18 +51,19 @@ def agreements(records: list[dict]) -> list[dict]:
 
 
 def _agreement(ref: dict, run: dict) -> dict:
-    a = np.asarray(ref["results"]["loss"], dtype=np.float64)
-    b = np.asarray(run["results"]["loss"], dtype=np.float64)
+    ref_res, run_res = view(ref).results, view(run).results
+    a = np.asarray(ref_res.loss, dtype=np.float64)
+    b = np.asarray(run_res.loss, dtype=np.float64)
     n = min(len(a), len(b))
     rel = np.abs(b[:n] - a[:n]) / np.maximum(np.abs(a[:n]), 1e-12)
     rel = np.where(np.isnan(rel), math.inf, rel)  # a NaN on either side is as far apart as can be
     over = np.flatnonzero(rel > THRESHOLD)
-    init_a, init_b = ref["results"].get("init_params_sha256"), run["results"].get("init_params_sha256")
+    init_a, init_b = ref_res.init_params_sha256, run_res.init_params_sha256
     m = view(run).config.model
     return {
         "model": f"{m.name}/{m.preset}",
-        "run": run["id"], "framework": _label(run),
-        "reference": ref["id"], "reference_framework": _label(ref),
+        "run": view(run).id, "framework": _label(run),
+        "reference": view(ref).id, "reference_framework": _label(ref),
         "steps": n, "threshold": THRESHOLD,
         "max_rel_diff": float(rel.max()) if n else 0.0,
         "first_step_over": int(over[0]) + 1 if len(over) else None,

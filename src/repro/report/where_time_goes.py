@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from repro.ledger.record import view
+from repro.ledger.record import Profile, view
 from repro.profile.categories import CATEGORIES, HOST
 from repro.report.md import md_table
 
@@ -24,22 +24,22 @@ TOP_OPS_PER_CATEGORY = 2
 class Side:
     framework: str
     record: dict
-    profile: dict
+    profile: Profile
 
     @property
     def timed_ms(self) -> float:
-        return self.record["results"]["steady_median_s"] * 1e3
+        return view(self.record).results.steady_median_s * 1e3
 
     @property
     def overhead(self) -> float:
         """The profiled step's time over the timed steady median, less one."""
-        return self.profile["step_ms"] / self.timed_ms - 1
+        return self.profile.step_ms / self.timed_ms - 1
 
     @property
     def profiler_overhead(self) -> float | None:
         """The profiler's own overhead, measured: profiled over unprofiled steps run just before."""
-        unprofiled = self.profile.get("unprofiled_ms")
-        return self.profile["step_ms"] / unprofiled - 1 if unprofiled else None
+        unprofiled = self.profile.unprofiled_ms
+        return self.profile.step_ms / unprofiled - 1 if unprofiled else None
 
     @property
     def within(self) -> bool:
@@ -63,7 +63,7 @@ class Group:
 def _top_ops(side: Side, category: str, n: int = TOP_OPS_PER_CATEGORY) -> list[tuple[str, dict]]:
     """This framework's own heaviest ops of one category (their names are its own: never matched
     by name against another framework's)."""
-    ops = [(op, v) for op, v in (side.profile.get("ops") or {}).items() if v.get("category") == category]
+    ops = [(op, v) for op, v in side.profile.ops.items() if v.get("category") == category]
     return sorted(ops, key=lambda kv: -kv[1]["ms"])[:n]
 
 
@@ -74,7 +74,7 @@ def category_differences(sides: list[Side], n: int = DIFFERING_CATEGORIES) -> li
     for cat in CATEGORIES:
         if cat == HOST:
             continue
-        ms = [s.profile["categories_ms"].get(cat, 0.0) for s in sides]
+        ms = [s.profile.categories_ms.get(cat, 0.0) for s in sides]
         rows.append({"category": cat, "spread_ms": max(ms) - min(ms),
                      "sides": [{"framework": s.framework, "ms": m, "top": _top_ops(s, cat)} for s, m in zip(sides, ms)]})
     rows.sort(key=lambda r: (-r["spread_ms"], r["category"]))
@@ -84,10 +84,10 @@ def category_differences(sides: list[Side], n: int = DIFFERING_CATEGORIES) -> li
 def reading(ref: Side, other: Side) -> str:
     """One line: the op category whose time differs most (with its op counts on either side),
     and the host gaps' difference."""
-    ca, cb = ref.profile["categories_ms"], other.profile["categories_ms"]
+    ca, cb = ref.profile.categories_ms, other.profile.categories_ms
     diff = {c: cb.get(c, 0.0) - ca.get(c, 0.0) for c in CATEGORIES}
     cat = max((c for c in CATEGORIES if c != HOST), key=lambda c: abs(diff[c]))
-    ops = ref.profile.get("categories_ops") or {}, other.profile.get("categories_ops") or {}
+    ops = ref.profile.categories_ops, other.profile.categories_ops
     return (f"{other.framework} spends {abs(diff[cat]):.3g} ms per step {'more' if diff[cat] > 0 else 'less'} than "
             f"{ref.framework} in {cat} ({_n(ops[0].get(cat))} ops per step in {ref.framework}, "
             f"{_n(ops[1].get(cat))} in {other.framework}); host gaps {diff[HOST]:+.3g} ms.")
@@ -100,17 +100,16 @@ def _n(v) -> str:
 def first_step(record: dict) -> dict:
     """The first step split into trace/lower, compilation and the first execution, and the
     second step: whether it compiled again, and why (from the backend's own counters)."""
-    res = record.get("results") or {}
-    info = res.get("compile") or {}
-    fw = view(record).config.framework
-    first, second = res.get("first_step_s"), res.get("second_step_s")
-    out = {"framework": fw.name, "first_s": first, "second_s": second, "steady_s": res.get("steady_median_s"),
-           "trace_lower_s": info.get("trace_lower_s"), "compile_s": info.get("compile_s")}
-    lazy = info.get("lazy_optimizer_state") or {}
-    appeared = ", ".join(f"{k} ×{v}" for k, v in sorted((lazy.get("names") or {}).items()))
+    rec = view(record)
+    res, fw = rec.results, rec.config.framework
+    info = res.compile
+    first, second = res.first_step_s, res.second_step_s
+    out = {"framework": fw.name, "first_s": first, "second_s": second, "steady_s": res.steady_median_s,
+           "trace_lower_s": info.trace_lower_s, "compile_s": info.compile_s}
+    appeared = ", ".join(f"{k} ×{v}" for k, v in sorted((info.lazy_optimizer_state.get("names") or {}).items()))
     if fw.backend == "torch_xla":
-        per_step = info.get("xla_compiles_per_step") or [None, None]
-        out["compile_s"] = info.get("xla_compile_s")
+        per_step = info.xla_compiles_per_step or [None, None]
+        out["compile_s"] = info.xla_compile_s
         out["compiles"] = per_step
         if per_step[1]:
             out["second"] = (f"recompiled ({per_step[1]} new XLA graph(s)): the optimizer state created lazily in "
@@ -119,12 +118,12 @@ def first_step(record: dict) -> dict:
             out["second"] = "no recompilation (the graph of step 1 was reused)" + (
                 "" if appeared else ": the optimizer keeps no state")
     elif fw.backend == "jax":
-        state = info.get("optimizer_state_at_compile")  # None: a record from before the counter
+        state = info.optimizer_state_at_compile  # None: a record from before the counter
         out["second"] = ("no recompilation: the compiled executable is called directly, "
                          + (f"its {state} optimizer-state arrays existed before compilation (optax init)"
                             if state is not None else "its optimizer state made by optax's init before compilation"))
     elif fw.compile:
-        n = info.get("dynamo_compiles")
+        n = info.dynamo_compiles
         out["second"] = ((f"dynamo compiled {n} graph(s) in the run" if n is not None else "compiled by dynamo")
                          + "; the optimizer step runs eagerly"
                          + (f", its state created in step 1 ({appeared})" if appeared else ""))
@@ -144,12 +143,11 @@ def groups(comparison) -> list[Group]:
     for table in comparison.tables:
         frameworks = [row.framework for row in table.rows]  # the table's title names the model
         name = (lambda row: row.framework) if len(set(frameworks)) == len(frameworks) else (lambda row: row.name)
-        sides = [Side(name(row), r, r["results"]["profile"]) for row in table.rows for r in row.ok[:1]
-                 if (r["results"].get("profile") or {}).get("categories_ms")]
+        profiled = [(name(row), r, view(r).results.profile) for row in table.rows for r in row.ok[:1]]
+        sides = [Side(*p) for p in profiled if p[2] and p[2].categories_ms]
         firsts = [{**first_step(row.ok[0]), "framework": name(row)} for row in table.rows if row.ok]
         g = Group(table.title, sides, first_steps=firsts,
-                  counters_only=[Side(name(row), r, r["results"]["profile"]) for row in table.rows for r in row.ok[:1]
-                                 if (r["results"].get("profile") or {}).get("categories_ms", 0) is None])
+                  counters_only=[Side(*p) for p in profiled if p[2] and p[2].categories_ms is None])
         if len(sides) > 1:
             g.differing = category_differences(sides)
         out.append(g)
@@ -157,11 +155,11 @@ def groups(comparison) -> list[Group]:
 
 
 def has_profiles(comparison) -> bool:
-    return any((r.get("results") or {}).get("profile") for row in comparison.rows for r in row.ok)
+    return any(view(r).results.profile for row in comparison.rows for r in row.ok)
 
 
 def ir_counts(record: dict) -> str:
-    hist = (record.get("results") or {}).get("ir_ops") or {}
+    hist = view(record).results.ir_ops
     key = next((k for k in hist if "stablehlo" in k), None)
     if key is None:
         return "—"
@@ -173,10 +171,10 @@ def ops_sum(side: Side) -> str:
     """The ops the record keeps, summed, against the categories they fall in (host gaps aside):
     equal to the millisecond when both read the same (median) step and every op was kept."""
     p = side.profile
-    if p.get("ops_of") != "median step":
+    if p.ops_of != "median step":
         return "— (older record: its ops averaged over the profiled steps)"
-    ops = sum(v["ms"] for v in (p.get("ops") or {}).values())
-    cats = sum(ms for c, ms in (p.get("categories_ms") or {}).items() if c != HOST)
+    ops = sum(v["ms"] for v in p.ops.values())
+    cats = sum(ms for c, ms in (p.categories_ms or {}).items() if c != HOST)
     return f"{ops:.3f} ms of {cats:.3f} ms in ops"
 
 
@@ -184,15 +182,14 @@ def headline(record: dict, name: str) -> str:
     """One profiled run in a line: its median profiled step, its top categories, where its traces are."""
     from repro.profile import store
 
-    p = (record.get("results") or {}).get("profile") or {}
-    cats = p.get("categories_ms")
-    if not p or not p.get("step_ms"):
+    p = view(record).results.profile
+    if not p or not p.step_ms:
         return ""
-    top = sorted(((c, ms) for c, ms in (cats or {}).items()), key=lambda kv: -kv[1])[:3]
-    parts = ", ".join(f"{c} {ms:.3g} ms ({ms / p['step_ms']:.0%})" for c, ms in top) or "no per-op trace"
+    top = sorted(((c, ms) for c, ms in (p.categories_ms or {}).items()), key=lambda kv: -kv[1])[:3]
+    parts = ", ".join(f"{c} {ms:.3g} ms ({ms / p.step_ms:.0%})" for c, ms in top) or "no per-op trace"
     traces = store.paths(record)
     where = ", ".join(str(t) for t in traces) if traces else "results.profile.files (MLflow's profile/ artifacts)"
-    return f"profile of {name}: median profiled step {p['step_ms']:.3g} ms: {parts}; traces: {where}"
+    return f"profile of {name}: median profiled step {p.step_ms:.3g} ms: {parts}; traces: {where}"
 
 
 def _opt_ms(v) -> str:
@@ -228,10 +225,10 @@ def _where(found: list[Group]) -> list[str]:
             continue
         lines += [f"### {g.name}", ""]
         for c in g.counters_only:
-            lines += [f"- {c.framework}: no per-op trace ({c.profile['profiler']}): profiled step "
-                      f"{c.profile['step_ms']:.3g} ms against the timed steady median {c.timed_ms:.3g} ms, "
-                      f"{c.profile.get('executions_per_step') or '?'} graph executions per step and "
-                      f"{c.profile.get('compiles_during', '?')} compilations during the profiled steps.", ""]
+            lines += [f"- {c.framework}: no per-op trace ({c.profile.profiler}): profiled step "
+                      f"{c.profile.step_ms:.3g} ms against the timed steady median {c.timed_ms:.3g} ms, "
+                      f"{c.profile.executions_per_step or '?'} graph executions per step and "
+                      f"{_n(c.profile.compiles_during)} compilations during the profiled steps.", ""]
         if not g.sides:
             continue
         header = ["category", *[s.framework for s in g.sides]]
@@ -239,19 +236,19 @@ def _where(found: list[Group]) -> list[str]:
         for cat in CATEGORIES:
             row = [cat]
             for s in g.sides:
-                ms = s.profile["categories_ms"].get(cat, 0.0)
-                row.append(f"{ms:.3g} ms ({ms / s.profile['step_ms']:.0%})")
+                ms = s.profile.categories_ms.get(cat, 0.0)
+                row.append(f"{ms:.3g} ms ({ms / s.profile.step_ms:.0%})")
             body.append(row)
-        body.append(["**profiled step**", *[f"{s.profile['step_ms']:.3g} ms" for s in g.sides]])
+        body.append(["**profiled step**", *[f"{s.profile.step_ms:.3g} ms" for s in g.sides]])
         body.append(["its ops, summed (the per-op table)", *[ops_sum(s) for s in g.sides]])
         body.append(["timed steady median", *[f"{s.timed_ms:.3g} ms" for s in g.sides]])
-        body.append(["unprofiled, just before", *[_opt_ms(s.profile.get("unprofiled_ms")) for s in g.sides]])
+        body.append(["unprofiled, just before", *[_opt_ms(s.profile.unprofiled_ms) for s in g.sides]])
         body.append(["profiler overhead (measured)", *[_pct(s.profiler_overhead) for s in g.sides]])
         body.append(["profiled / timed", *[f"{s.overhead:+.0%} " + ("✓" if s.within else
                                             f"✗ (beyond ±{TOLERANCE:.0%}, overhead allowed: the machine changed)")
                                             for s in g.sides]])
         body.append(["IR (run.capture_ir)", *[ir_counts(s.record) for s in g.sides]])
-        body.append(["profiler", *[s.profile["profiler"] for s in g.sides]])
+        body.append(["profiler", *[s.profile.profiler for s in g.sides]])
         lines += md_table(header, body) + [""]
         if g.differing:
             lines += ["The categories whose time differs most, each framework's own heaviest ops in it "

@@ -17,7 +17,8 @@ from typing import Any
 
 from repro.config.spec import semantic
 from repro.flat import flatten
-from repro.job import scheduler
+from repro.ledger import render
+from repro.ledger.record import view
 
 NOT_APPLICABLE = "n/a"
 # Every effective setting any backend reads back (jax_backend, torch_backend, torch_xla_backend):
@@ -57,8 +58,9 @@ def params(record: dict) -> dict[str, str]:
     flat = flatten(semantic(record["config"]))
     out = {name: _param(flat.get(key)) for name, key in FIRST}
     out.update({k: _param(v) for k, v in flat.items()})
-    eff = record.get("effective")
+    eff = view(record).effective
     if eff is not None:
+        eff = eff.raw
         out.update({f"effective.{k}": _param(eff[k]) if k in eff else NOT_APPLICABLE for k in EFFECTIVE_KEYS})
     return out
 
@@ -76,21 +78,22 @@ def _metric_name(dotted: str) -> tuple[str, float]:
 def metrics(record: dict) -> dict[str, float]:
     """The record's numeric results as metrics with their unit in the name, the compile step's
     (first step) loss included; `wall_ms` for the whole worker."""
-    res = record.get("results") or {}
-    flat = flatten({k: v for k, v in res.items() if k not in NOT_METRICS})
-    if record.get("wall_s") is not None:
-        flat["wall_s"] = record["wall_s"]
+    rec = view(record)
+    res = rec.results
+    flat = flatten({k: v for k, v in res.raw.items() if k not in NOT_METRICS})
+    if rec.wall_s is not None:
+        flat["wall_s"] = rec.wall_s
     out = {}
     for k, v in flat.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             name, factor = _metric_name(k)
             out[name] = v * factor
-    if res.get("loss"):
-        out["first_step_loss"] = res["loss"][0]
-    if res.get("profile"):
+    if res.loss:
+        out["first_step_loss"] = res.loss[0]
+    if res.profile:
         from repro.profile import metrics as profile_metrics
 
-        out.update(profile_metrics(res["profile"]))
+        out.update(profile_metrics(res.raw["profile"]))
     return out
 
 
@@ -102,10 +105,11 @@ def run_window(record: dict) -> tuple[int | None, int | None]:
     """(start, end) of the run in ms since the epoch: its worker's start (the record's time less
     its wall time) and the record's time. The MLflow run is created only after the ledger has the
     record, so without these the UI's Duration column would time the projection, not the run."""
-    if not record.get("created"):
+    rec = view(record)
+    if not rec.created:
         return None, None
-    end = _epoch_ms(record["created"])
-    return end - int((record.get("wall_s") or 0) * 1e3), end
+    end = _epoch_ms(rec.created)
+    return end - int((rec.wall_s or 0) * 1e3), end
 
 
 def series(record: dict) -> dict[str, list[tuple[int, float, int]]]:
@@ -113,12 +117,12 @@ def series(record: dict) -> dict[str, list[tuple[int, float, int]]]:
     step, is `first_step_*`). Timestamps: the worker's start (the record's time less its wall
     time) plus its setup, then each step's end (cumulative step times); records without step
     times get their record's time."""
-    res = record.get("results") or {}
-    losses, times = res.get("loss") or [], res.get("step_time_s") or []
+    res = view(record).results
+    losses, times = res.loss, res.step_time_s
     begin, end = run_window(record)
     end = end or 0
     if times:
-        setup = sum(v for v in (res.get("setup") or {}).values() if isinstance(v, (int, float)))
+        setup = sum(v for v in res.setup.values() if isinstance(v, (int, float)))
         stamps, t = [], (begin or 0) + setup * 1e3
         for s in times:
             t += s * 1e3
@@ -141,36 +145,38 @@ def source_tags(git: dict, command: str, user: str | None = None) -> dict[str, s
 
 def run_tags(record: dict) -> dict[str, str]:
     """A finished run's tags: status, ledger id, fingerprints, and a one-line description."""
-    tags = {"repro.status": record["status"], "repro.ledger_id": record["id"]}
-    if record.get("environment"):
-        tags["repro.env_fingerprint"] = record["environment"]["fingerprint"]
-    if record.get("data"):
-        tags["repro.data_sha256"] = record["data"]["sha256"]
-    tags.update(scheduler.tags(record.get("scheduler")))  # where it ran: local, or SLURM's job, nodes, logs
+    rec = view(record)
+    tags = {"repro.status": rec.status, "repro.ledger_id": rec.id}
+    if rec.environment.raw:
+        tags["repro.env_fingerprint"] = rec.environment.fingerprint
+    if rec.data.raw:
+        tags["repro.data_sha256"] = rec.data.sha256
+    tags.update(render.scheduler_tags(rec.raw.get("scheduler")))  # where it ran: local, or SLURM's job, nodes, logs
     tags["mlflow.note.content"] = description(record)
     return tags
 
 
 def description(record: dict) -> str:
-    res = record.get("results") or {}
-    if record["status"] != "ok":
-        return f"{record['status']}: {(record.get('error') or {}).get('reason', '')}"
-    ms = lambda key: f"{res[key] * 1e3:,.4g}" if res[key] < 1 else f"{res[key] * 1e3:,.0f}"  # noqa: E731
-    return (f"steady {ms('steady_median_s')} ms (p10–p90 {ms('steady_p10_s')}–{ms('steady_p90_s')}), "
-            f"first step {ms('first_step_s')} ms; ledger {record['id']}")
+    rec = view(record)
+    res = rec.results
+    if rec.status != "ok":
+        return f"{rec.status}: {rec.error.get('reason', '')}"
+    ms = lambda s: f"{s * 1e3:,.4g}" if s < 1 else f"{s * 1e3:,.0f}"  # noqa: E731
+    return (f"steady {ms(res.steady_median_s)} ms (p10–p90 {ms(res.steady_p10_s)}–{ms(res.steady_p90_s)}), "
+            f"first step {ms(res.first_step_s)} ms; ledger {rec.id}")
 
 
 def datasets(record: dict) -> list[dict[str, str]]:
     """The run's data as MLflow datasets: one per DVC-tracked file (digest: its dvc.lock md5,
     source: its path), or the synthetic generator (digest: the batches' hash)."""
-    data = record.get("data") or {}
-    if data.get("md5"):
-        return [{"name": f"{data['name']}/{path.rsplit('/', 1)[-1]}", "digest": md5, "source_type": "dvc",
+    data = view(record).data
+    if data.md5:
+        return [{"name": f"{data.name}/{path.rsplit('/', 1)[-1]}", "digest": md5, "source_type": "dvc",
                  "source": path, "context": "test" if "/test_" in path else "train"}
-                for path, md5 in sorted(data["md5"].items())]
-    if data.get("sha256"):
-        return [{"name": data.get("name", "data"), "digest": data["sha256"][:32], "source_type": "code",
-                 "source": f"{data.get('generator', 'generated')} seed {data.get('seed')}", "context": "train"}]
+                for path, md5 in sorted(data.md5.items())]
+    if data.sha256:
+        return [{"name": data.name or "data", "digest": data.sha256[:32], "source_type": "code",
+                 "source": f"{data.generator or 'generated'} seed {data.seed}", "context": "train"}]
     return []
 
 

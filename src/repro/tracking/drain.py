@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.ledger import Ledger
+from repro.ledger.record import view
 from repro.ledger.state import state_of
 from repro.worker import lifeline
 from repro.redaction import redact
@@ -52,14 +53,15 @@ class Item:
 
 
 def _parent(tracker, item: Item, parents: dict) -> str | None:
-    sweep = item.record.get("sweep") or {}
-    if not sweep.get("multirun"):
+    rec = view(item.record)
+    sweep = rec.sweep
+    if not sweep.multirun:
         return None
-    if sweep["id"] not in parents:
+    if sweep.id not in parents:
         from repro.tracking.project import sweep_parent
 
-        parents[sweep["id"]] = sweep_parent(tracker, sweep, item.record.get("git") or {}, item.owner)
-    return parents[sweep["id"]]
+        parents[sweep.id] = sweep_parent(tracker, rec.raw["sweep"], rec.raw.get("git") or {}, item.owner)
+    return parents[sweep.id]
 
 
 def project_runs(tracker, items: list[Item], parents: dict) -> dict[str, int]:
@@ -88,8 +90,7 @@ def _project_one(tracker, item: Item, run, parents: dict) -> tuple[str, ...]:
     else:
         if run is not None:  # cut short (Ctrl-C, a store that failed halfway): replaced whole
             tracker.client.delete_run(run.info.run_id)
-        sweep = record.get("sweep") or {}
-        run_id = project_run(tracker, record, run_name(record, sweep.get("swept") or []),
+        run_id = project_run(tracker, record, run_name(record, list(view(record).sweep.swept)),
                              _parent(tracker, item, parents), item.ir, item.log)
         counted = ("pushed",) if run is None else ("pushed", "replaced")
     if item.tags:
@@ -137,11 +138,13 @@ def write_reports(ledger: Ledger, pending: list[tuple[Path, dict]]) -> None:
 
 
 def _sweep_records(ledger: Ledger, sweep_id: str) -> list[dict]:
-    return sorted(ledger.heads(kind="run", sweep=sweep_id), key=lambda r: r["sweep"]["job"])
+    return sorted(ledger.heads(kind="run", sweep=sweep_id), key=lambda r: view(r).sweep.job)
 
 
-def _store(record: dict) -> tuple[str, str]:
-    return record["config"]["tracking"]["uri"], record["config"]["tracking"]["experiment"]
+def store_of(record: dict) -> tuple[str, str]:
+    """The MLflow store and experiment a run record names (its config's `tracking`)."""
+    tracking = view(record).config.tracking
+    return tracking.uri, tracking.experiment
 
 
 def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = None, opened=None) -> dict[str, int]:
@@ -161,7 +164,7 @@ def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = Non
                 handoff.done(entry)
                 continue
             log = entry / "worker.log"
-            by_store[_store(record)].append(Item(record, entry, [str(entry / "ir" / n) for n in data.get("ir", [])],
+            by_store[store_of(record)].append(Item(record, entry, [str(entry / "ir" / n) for n in data.get("ir", [])],
                                                  log if log.exists() else None, data.get("tags") or {},
                                                  data.get("owner")))
         elif data["kind"] == "bisect":  # repro bisect: its parent in the store of its runs
@@ -171,9 +174,9 @@ def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = Non
             except Exception:  # noqa: BLE001 - a record (or its runs) not there: nothing to project
                 handoff.done(entry)
                 continue
-            by_store[_store(first)].append(("bisect", entry, data, record))
+            by_store[store_of(first)].append(("bisect", entry, data, record))
         elif records := _sweep_records(ledger, data["id"]):
-            by_store[_store(records[0])].append((entry, data, records))
+            by_store[store_of(records[0])].append((entry, data, records))
         else:
             handoff.done(entry)
     trackers = {}
@@ -226,14 +229,14 @@ def sync_store(tracker, heads: list[dict], head_of: dict[str, dict]) -> dict[str
     whose ledger chain has ended or was lost, and sweep parents whose sweep process is gone."""
     from repro.tracking.project import close_parent
 
-    ended = [h for h in heads if h["status"] != "started"]
+    ended = [h for h in heads if view(h).status != "started"]
     counts = {**project_runs(tracker, [Item(h) for h in ended], {}), "closed": 0}
     for ledger_id, run in {r.data.tags["repro.ledger_id"]: r for r in tracker.find_runs("repro.ledger_id")}.items():
         head = head_of.get(ledger_id)
         if run.info.status != "RUNNING" or head is None:
             continue
-        if head["status"] != "started" and head["id"] != ledger_id:
-            tracker.end(run.info.run_id, head["status"])
+        if view(head).status != "started" and view(head).id != ledger_id:
+            tracker.end(run.info.run_id, view(head).status)
         elif state_of(head).name == "lost":
             tracker.end(run.info.run_id, "killed")
         else:
@@ -241,7 +244,7 @@ def sync_store(tracker, heads: list[dict], head_of: dict[str, dict]) -> dict[str
         counts["closed"] += 1
     by_sweep = defaultdict(list)
     for head in heads:
-        by_sweep[(head.get("sweep") or {}).get("id")].append(head)
+        by_sweep[view(head).sweep.id].append(head)
     for run in tracker.find_runs("repro.sweep_id"):
         runs = by_sweep.get(run.data.tags["repro.sweep_id"], [])
         if run.info.status != "RUNNING" or "mlflow.parentRunId" in run.data.tags or not runs:
@@ -249,9 +252,9 @@ def sync_store(tracker, heads: list[dict], head_of: dict[str, dict]) -> dict[str
         owner = {k: _number(run.data.tags.get(f"repro.sweep_{k}")) for k in ("host", "pid", "create_time")}
         if owner["host"] and not lifeline.is_gone(owner):
             continue  # the sweep is still going
-        if not owner["host"] and not all(h["status"] != "started" or state_of(h).name == "lost" for h in runs):
+        if not owner["host"] and not all(view(h).status != "started" or state_of(h).name == "lost" for h in runs):
             continue
-        close_parent(tracker, run.info.run_id, runs, "ok" if all(h["status"] == "ok" for h in runs) else "failed")
+        close_parent(tracker, run.info.run_id, runs, "ok" if all(view(h).status == "ok" for h in runs) else "failed")
         counts["closed"] += 1
     return counts
 

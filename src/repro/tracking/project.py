@@ -9,6 +9,7 @@ halfway lacks it, and `repro sync` replaces it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import yaml
 from repro.ledger.command import command
 from repro.redaction import redact
 from repro.worker.lifeline import HeldInterrupts
+from repro.ledger.record import view
 from repro.tracking import content, handoff
 from repro.flat import flatten
 
@@ -25,17 +27,18 @@ RECORD_TAGS = ("replay_of", "repeat")  # record fields that tag the run, where p
 
 
 def tags(record: dict) -> dict[str, str]:
-    config, git = record["config"], record.get("git") or {}
-    out = {"repro.config_hash": record["config_hash"], "repro.ledger_id": record["id"],
-           "repro.status": record["status"], "repro.framework": config["framework"]["name"],
-           "repro.model": config["model"]["name"], "repro.sweep_id": (record.get("sweep") or {}).get("id", ""),
-           "git.commit": str(git.get("commit")), "git.dirty": str(git.get("dirty"))}
+    rec = view(record)
+    config, git = rec.config, rec.git
+    out = {"repro.config_hash": rec.config_hash, "repro.ledger_id": rec.id,
+           "repro.status": rec.status, "repro.framework": config.framework.name,
+           "repro.model": config.model.name, "repro.sweep_id": rec.sweep.id or "",
+           "git.commit": str(git.commit), "git.dirty": str(git.dirty)}
     out.update({f"repro.{k}": str(v) for k, v in flatten({k: record[k] for k in RECORD_TAGS if k in record}).items()})  # repeat.index, repeat.group
-    if record.get("environment"):
-        out["repro.env_fingerprint"] = record["environment"]["fingerprint"]
-    if record.get("data"):
-        out["repro.data_sha256"] = record["data"]["sha256"]
-    out.update({f"machine.{k}": str(v) for k, v in flatten(record.get("machine") or {}).items() if v not in ([], None)})
+    if rec.environment.raw:
+        out["repro.env_fingerprint"] = rec.environment.fingerprint
+    if rec.data.raw:
+        out["repro.data_sha256"] = rec.data.sha256
+    out.update({f"machine.{k}": str(v) for k, v in flatten(rec.machine.raw).items() if v not in ([], None)})
     return out
 
 
@@ -56,8 +59,8 @@ def project_run(tracker, record: dict, name: str, parent_run_id: str | None = No
             tracker.log_text(run_id, "worker.log", redact(handoff.read_text(Path(worker_log), handoff.FILE_LIMIT)))
         tracker.log_text(run_id, "config.yaml", yaml.safe_dump(record["config"], sort_keys=False))
         tracker.log_json(run_id, "ledger_record.json", record)
-        if record.get("environment"):
-            tracker.log_json(run_id, "environment.json", record["environment"])
+        if (env := view(record).environment).raw:
+            tracker.log_json(run_id, "environment.json", env.raw)
         if files:
             tracker.log_files(run_id, files, folder="ir")
         if traces := _profile_files(record):
@@ -73,13 +76,13 @@ def project_run(tracker, record: dict, name: str, parent_run_id: str | None = No
             held.came.clear()
             held.release()
         raise
-    tracker.end(run_id, record["status"], end_time=end)
+    tracker.end(run_id, view(record).status, end_time=end)
     return run_id
 
 
 def _profile_files(record: dict) -> list[str]:
     """run.profile's trace files, from the ledger's store (repro.profile.store)."""
-    if not (record.get("results") or {}).get("profile"):
+    if not view(record).results.profile:
         return []
     from repro.profile import store
 
@@ -108,7 +111,7 @@ def attach_report(tracker, run_id: str, comparison, params: dict[str, str], comm
 
 
 def close_parent(tracker, run_id: str, records: list[dict], status: str) -> None:
-    tracker.log(run_id, metrics={"jobs_ok": sum(r["status"] == "ok" for r in records),
+    tracker.log(run_id, metrics={"jobs_ok": sum(view(r).status == "ok" for r in records),
                                  "jobs_recorded": len(records)})
     tracker.end(run_id, status)
 
@@ -118,37 +121,36 @@ def project_bisect(tracker, record: dict, report_dir: Path | None = None) -> str
     probe (the confirmation first): the parent found by the bisection's key (a later record of it
     updates the same parent and adds the probes it lacks), its result as tags and metrics, its report
     folder as artifacts. A function of the record alone: `repro sync` rebuilds it from the ledger."""
-    b = record["bisect"]
-    key, result = b["key"], b.get("result") or {}
-    tags = {"repro.bisect_key": key, "repro.bisect_id": record["id"], "repro.bisect_status": record["status"],
-            "repro.bisect_good": b["good"], "repro.bisect_bad": b["bad"],
-            **({"repro.bisect_culprit": result["label"]} if "position" in result else {})}
+    rec = view(record)
+    b = rec.bisect
+    key, culprit = b.key, b.culprit
+    tags = {"repro.bisect_key": key, "repro.bisect_id": rec.id, "repro.bisect_status": rec.status,
+            "repro.bisect_good": b.good, "repro.bisect_bad": b.bad,
+            **({"repro.bisect_culprit": culprit.label} if culprit else {})}
     parents = [r for r in tracker.find_runs("repro.bisect_key", key) if "repro.bisect_probe" not in r.data.tags]
     parent = parents[0].info.run_id if parents else \
-        tracker.start_run(f"bisect {b['good'][:8]}..{b['bad'][:8]}", tags=tags)
-    metrics = {"positions": b["n"] + 1, "probes": len(b.get("probes") or []), "runs": len(record.get("runs") or []),
-               "spent_s": b.get("spent_s")}
-    if "position" in result:
-        metrics.update(culprit_position=result["position"], posterior=result["posterior"], ratio=result["ratio"],
-                       ratio_lo=result["lo"], ratio_hi=result["hi"])
+        tracker.start_run(f"bisect {b.good[:8]}..{b.bad[:8]}", tags=tags)
+    metrics = {"positions": b.n + 1, "probes": len(b.probes), "runs": len(rec.runs), "spent_s": b.spent_s}
+    if culprit:
+        metrics.update(culprit_position=culprit.position, posterior=b.result["posterior"], ratio=culprit.ratio,
+                       ratio_lo=culprit.lo, ratio_hi=culprit.hi)
     tracker.log(parent, tags=tags, metrics=metrics)
     have = {r.data.tags["repro.bisect_probe"] for r in tracker.find_runs("repro.bisect_key", key)
             if "repro.bisect_probe" in r.data.tags}
-    probes = ([("confirm", {**b["confirmation"], "position": b["n"], "label": "BAD against GOOD"})]
-              if b.get("confirmation") else []) + [(str(i + 1), p) for i, p in enumerate(b.get("probes") or [])]
+    probes = ([("confirm", dataclasses.replace(b.confirmation, position=b.n, label="BAD against GOOD"))]
+              if b.confirmation else []) + [(str(i + 1), p) for i, p in enumerate(b.probes)]
     for number, p in probes:
         if number in have:
             continue
-        child = tracker.start_run(f"probe {number}: position {p['position']}", parent_id=parent, tags={
-            "repro.bisect_key": key, "repro.bisect_probe": number, "repro.bisect_outcome": p["outcome"],
-            "repro.bisect_label": p.get("label", ""), "repro.bisect_runs": ",".join(p.get("runs") or [])})
-        tracker.log(child, metrics={"position": p["position"], "ratio": p.get("ratio"), "ratio_lo": p.get("lo"),
-                                    "ratio_hi": p.get("hi"), "rounds": p.get("rounds"),
-                                    "runs": len(p.get("runs") or [])})
+        child = tracker.start_run(f"probe {number}: position {p.position}", parent_id=parent, tags={
+            "repro.bisect_key": key, "repro.bisect_probe": number, "repro.bisect_outcome": p.outcome,
+            "repro.bisect_label": p.label, "repro.bisect_runs": ",".join(p.runs)})
+        tracker.log(child, metrics={"position": p.position, "ratio": p.ratio, "ratio_lo": p.lo,
+                                    "ratio_hi": p.hi, "rounds": p.rounds, "runs": len(p.runs)})
         tracker.end(child, "ok")
     tracker.log_json(parent, "bisect_record.json", record)
     if report_dir is not None and Path(report_dir).is_dir():
         tracker.log_folder(parent, report_dir)
-    if record["status"] != "running":
-        tracker.end(parent, {"failed": "failed", "interrupted": "interrupted"}.get(record["status"], "ok"))
+    if rec.status != "running":
+        tracker.end(parent, {"failed": "failed", "interrupted": "interrupted"}.get(rec.status, "ok"))
     return parent

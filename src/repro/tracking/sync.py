@@ -17,6 +17,7 @@ from collections import defaultdict
 
 from repro.config import ConfigError
 from repro.ledger import Ledger, LedgerError
+from repro.ledger.record import view
 from repro.redaction import redact
 from repro.tracking import failure_line
 
@@ -63,8 +64,8 @@ def _sync(ledger_dir: str, tracking_uri: str | None, experiment: str | None) -> 
     heads, head_of = _heads(ledger)
     stores = defaultdict(list)
     for head in heads:
-        tracking = head["config"]["tracking"]
-        stores[(tracking_uri or tracking["uri"], experiment or tracking["experiment"])].append(head)
+        tracking = view(head).config.tracking
+        stores[(tracking_uri or tracking.uri, experiment or tracking.experiment)].append(head)
     total = {"pushed": 0, "replaced": 0, "closed": 0, "present": 0}
     for (uri, name), runs in stores.items():
         counts = drain.sync_store(drain.open_store(uri, name), runs, head_of)
@@ -85,10 +86,13 @@ def _bisections(ledger: Ledger, tracking_uri: str | None, experiment: str | None
 
     for record in ledger.heads(kind="bisect"):
         try:
-            tracking = ledger.get(record["runs"][0])["config"]["tracking"]
+            run = view(ledger.get(record["runs"][0]))
         except (LedgerError, IndexError, KeyError):
             continue  # no run recorded (refused before any ran): nothing to show beside
-        project_bisect(drain.open_store(tracking_uri or tracking["uri"], experiment or tracking["experiment"]), record)
+        if not run.recorded("tracking"):
+            continue  # a run that names no store (its config lacks `tracking`): nowhere to put it beside
+        tracking = run.config.tracking
+        project_bisect(drain.open_store(tracking_uri or tracking.uri, experiment or tracking.experiment), record)
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
