@@ -122,11 +122,13 @@ def where_it_runs(launch: list[str]) -> tuple | None:
     from repro.api import launcher_node
     from repro.config import ConfigError
 
+    from repro.loop import launchers
+
     try:
         return launcher_node(launch)
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(f"{' '.join(launch)}: {str(e).splitlines()[0]} (hydra/launcher= takes "
-                          "basic, joblib, submitit_local or submitit_slurm, as a sweep does)") from None
+                          f"{', '.join(r.name for r in launchers.registered())}, as a sweep does)") from None
 
 
 def configured(record: dict, ledger_root: Path, overrides: list[str], tracking_uri: str | None, progress: str):
