@@ -32,7 +32,7 @@ def _record(rid: str, framework: str, median: float, index: int, deterministic: 
               "run.fill_uninitialized_memory": "null" if fill is None else str(fill).lower()}
     loss = loss if loss is not None else [2.5, 2.4, 2.3]
     kernels = deterministic if kernels is None else kernels
-    return {"id": rid, "status": "ok", "sweep": {"id": "s", "job": job},
+    return {"id": rid, "kind": "run", "status": "ok", "sweep": {"id": "s", "job": job},
             "config": {"framework": {"name": framework}, "run": run, "model": {"name": "vit", "preset": "tiny"},
                        "precision": {"name": "fp32"}, "sharding": {"name": "none"}, "hardware": {"name": "cpu"},
                        "verdict": {"band": 0.02}},

@@ -250,7 +250,8 @@ def parts_of(record: dict, started: str | None) -> dict[str, float] | None:
 
 
 def _first_job(record: dict) -> bool:
-    return (record.get("sweep") or {}).get("job") == 0
+    """The first job of a sweep (a run outside any sweep is none)."""
+    return bool(record.get("sweep")) and view(record).sweep.job == 0
 
 
 def cost(chash: str, runs: int, past: list[tuple[dict, bool]]) -> ConfigCost:

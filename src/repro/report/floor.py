@@ -24,7 +24,7 @@ def newest(ledger_dir: str | Path, host: str) -> dict | None:
     if not Path(ledger_dir).is_dir():
         return None
     found = [r for r in Ledger(ledger_dir).heads(kind=KIND) if view(r).host == host
-             and r.get("status", "ok") == "ok" and r.get("floor")]  # an interrupted calibration holds no floor
+             and view(r).status == "ok" and r.get("floor")]  # an interrupted calibration holds no floor
     return max(found, key=lambda r: view(r).created) if found else None
 
 

@@ -97,7 +97,7 @@ def by_config(records: list[dict]) -> dict[str, dict]:
     config hash): what the sweep record keeps (report/trajectory.py `store`) and MLflow's parent shows."""
     groups: dict[str, list[dict]] = {}
     for r in records:
-        if r.get("kind", "run") == "run":
+        if view(r).kind == "run":
             groups.setdefault(view(r).repeat.group or view(r).config_hash or view(r).id, []).append(r)
     out = {}
     for group, runs in groups.items():

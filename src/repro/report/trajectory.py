@@ -40,7 +40,7 @@ def agreements(records: list[dict]) -> list[dict]:
     """One entry per run that has a reference peer (see the module's doc), in the records' order."""
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in records:
-        if r.get("kind", "run") == "run" and view(r).status == "ok" and view(r).results.loss:
+        if view(r).kind == "run" and view(r).status == "ok" and view(r).results.loss:
             groups[_peer_key(r)].append(r)
     out = []
     for rows in groups.values():
