@@ -70,3 +70,19 @@ def test_readers_import_no_job_module_to_render_a_block():
             if isinstance(node, ast.ImportFrom) and node.module == "repro.job":
                 names = {a.name for a in node.names}
                 assert not names & {"wall_split"} and (path.name == "replay.py" or "scheduler" not in names), path
+
+
+def test_a_busy_window_names_the_hypervisors_steal_where_it_is_all_of_the_other_cpu():
+    """`other_cpu_share` counts the hypervisor's steal too: where the steal is all of it, the rerun's
+    and the audit's reason says steal, not other processes (the quickstart's round 2 was rerun for
+    'other processes took 0.17 of a core' while the steal was 0.21 and nothing else ran)."""
+    from repro.loop.rerun import flag
+    from repro.report.audit import busy
+
+    stolen = {"kind": "run", "machine": {"other_cpu_share": 0.168, "steal_share": 0.208, "window_from": "first step"}}
+    assert flag(stolen) == "the hypervisor gave 0.21 of a core to another tenant (steal) during its window (bound 0.1)"
+    assert busy(stolen).startswith("the hypervisor gave 0.21 of a core to another tenant (steal) during the timed loop")
+    both = {"kind": "run", "machine": {"other_cpu_share": 0.5, "steal_share": 0.2}}
+    assert flag(both).startswith("other processes took 0.50 of a core, 0.20 of it the hypervisor's steal during")
+    assert flag({"kind": "run", "machine": {"other_cpu_share": 0.5}}).startswith("other processes took 0.50 of a core")
+    assert flag({"kind": "run", "machine": {"other_cpu_share": 0.05, "steal_share": 0.3}}) is None  # the bound is unchanged

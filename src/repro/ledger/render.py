@@ -15,7 +15,7 @@ WALL_PARTS = {
     "start": "worker start and imports",
     "data": "data",
     "build": "model build and weight placement",
-    "setup": "environment capture and waiting for the parent's tracking",
+    "setup": "environment capture, the canary, and waiting for the parent (its tracking, the next job's worker started ahead)",
     "first_step": "first step (trace, compile, execute)",
     "steady": "steady steps (every step after the first)",
     "results": "results (hashes, evaluation, FLOPs, IR)",
@@ -90,3 +90,14 @@ def scheduler_where(sched: Mapping | None) -> dict:
     """What of a block says where a run ran (for replay's differences): not its ids, logs or attempt."""
     sched = sched or {"name": "local"}
     return {k: v for k, v in sched.items() if k in WHERE}
+
+
+def others_took(other: float, steal: float | None) -> str:
+    """What the machine's other CPU during a run's window was, in words: `other` (cores, the
+    machine block's `other_cpu_share`) counts the hypervisor's steal too (`steal_share`: another
+    tenant had these cores), so where the steal is all of it no process of this machine is to blame."""
+    if steal and steal >= other:
+        return f"the hypervisor gave {steal:.2f} of a core to another tenant (steal)"
+    if steal and steal >= 0.005:
+        return f"other processes took {other:.2f} of a core, {steal:.2f} of it the hypervisor's steal"
+    return f"other processes took {other:.2f} of a core"

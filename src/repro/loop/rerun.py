@@ -11,6 +11,7 @@ busy or slowed down, or its process was slow before its first step.
 from __future__ import annotations
 
 from repro.job.canary import slow_reason
+from repro.ledger.render import others_took
 
 OTHER_CPU_SHARE = 0.10  # other processes' CPU during the measured window, in cores
 CLOCK_SHORTFALL = 0.95  # a GPU's SM clock below this share of its maximum
@@ -26,7 +27,7 @@ def flag(record: dict) -> str | None:
     m = record.get("machine") or {}
     reasons = []
     if (m.get("other_cpu_share") or 0) > OTHER_CPU_SHARE:
-        reasons.append(f"other processes took {m['other_cpu_share']:.2f} of a core during its window "
+        reasons.append(f"{others_took(m['other_cpu_share'], m.get('steal_share'))} during its window "
                        f"(bound {OTHER_CPU_SHARE})")
     for gpu in m.get("gpus_before") or []:  # right before the first measured step, the device busy
         clock, top = gpu.get("clocks_sm"), gpu.get("clocks_max_sm")

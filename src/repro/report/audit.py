@@ -22,6 +22,7 @@ from typing import Any, Callable
 from repro.usertext import markup
 from repro.hashing import canonical_json
 from repro.ledger.record import view
+from repro.ledger.render import others_took
 from repro.report import varied
 
 BUSY_CPU_SHARE = 0.10  # other processes' CPU time during the timed loop, in cores
@@ -130,7 +131,7 @@ def busy(record: dict) -> str | None:
     if (m.other_cpu_share or 0) > BUSY_CPU_SHARE:
         during = "the worker's start and its timed loop (a loop too short to read alone)" \
             if m.window_from == "worker start" else "the timed loop"
-        reasons.append(f"other processes took {m.other_cpu_share:.2f} of a core during {during} "
+        reasons.append(f"{others_took(m.other_cpu_share, m.steal_share)} during {during} "
                        f"(bound {BUSY_CPU_SHARE})")
     threads = (m.threads or 1) * (m.processes or 1)  # the run's own: all its processes on this host
     if m.load_before and (m.load_before[0] or 0) > threads + BUSY_LOAD_MARGIN:
