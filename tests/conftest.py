@@ -525,10 +525,12 @@ def recorded(report_sweep, tmp_path_factory) -> Sandbox:
     return copy
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_head():
-    """A real Ray head on loopback for the session (tests/ray_cluster.py); exactly its processes
-    stopped at the end."""
+    """A real Ray head on loopback for the test module that asks for it (tests/ray_cluster.py);
+    exactly its processes stopped at the module's end. Not the session's: an idle head (its GCS,
+    raylet, agents and two prestarted workers) is other processes' CPU in every measured window the
+    worker runs after it, and a busy window is a rerun (the tutorial's quickstart passed 900 s so)."""
     from ray_cluster import RayHead
 
     try:
