@@ -129,8 +129,13 @@ def named(name: str) -> Registration:
 
 
 def parse(target: str | None) -> Registration:
-    """The launcher of a composed `hydra.launcher._target_` ("" or None: no Hydra node, this process)."""
-    found = [r for r in registered() if (r.target == target if target else r.in_process)]
+    """The launcher of a composed `hydra.launcher._target_` ("" or None: no Hydra node, this process).
+    The default, registered in loop/rounds.py, is found without importing the other adapters (every
+    single run's preflight asks for it)."""
+    importlib.import_module(f"{__package__}.rounds")  # registers the default, as `_imported` imports every adapter
+    found = [r for r in _REGISTRY.values() if (r.target == target if target else r.in_process)]
+    if not found:
+        found = [r for r in registered() if (r.target == target if target else r.in_process)]
     if not found:
         raise ConfigError(f"hydra.launcher._target_={target!r} is a launcher repro does not know; choose "
                           f"hydra/launcher={', '.join(r.name for r in registered())} (a new one is registered "
