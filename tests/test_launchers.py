@@ -253,3 +253,16 @@ def test_run_resume_is_not_what_varied_and_an_interrupted_sweep_writes_no_ok_rec
     reused = [{"id": "a" * 16, "resumed_from": "T", "sweep": {"id": "S", "job": 0}, "status": "ok"}]
     record = trajectory.store(Ledger(tmp_path), {"id": "S", "experiment": "e", "jobs": 4}, reused, "interrupted")
     assert record["status"] == "interrupted" and record["reused"][0]["id"] == "a" * 16
+
+
+def test_a_ray_round_gets_repros_variables_but_never_a_credential():
+    """Ray writes a task's runtime environment (its env_vars) to runtime_env_agent.log in plain text:
+    what hydra/launcher=ray forwards to a round holds no secret-named variable and no URL with a password."""
+    from repro.loop.ray_rounds import forwarded
+
+    environ = {"REPRO_MACHINE_DIR": "/m", "XDG_CACHE_HOME": "/c", "PYTHONPATH": "/src", "HOME": "/root",
+               "MLFLOW_TRACKING_URI": "http://bob:s3cret@mlflow:5000", "MLFLOW_TRACKING_PASSWORD": "s3cret-pw",
+               "MLFLOW_TRACKING_TOKEN": "tok-123456", "PIP_INDEX_URL": "https://u:pw1234@pypi.example/simple",
+               "PIP_FIND_LINKS": "/opt/wheels", "RAY_ADDRESS": "h:6379", "REPRO_REAL_URIS": '["http://a:b@h"]'}
+    assert forwarded(environ) == {"REPRO_MACHINE_DIR": "/m", "XDG_CACHE_HOME": "/c", "PYTHONPATH": "/src",
+                                  "PIP_FIND_LINKS": "/opt/wheels"}

@@ -14,7 +14,8 @@ A round is never retried by Ray (`max_retries=0`: a retried round would run its 
 task that ended without handing back its records (its node died, its worker was killed) leaves
 its jobs to the ledger (`rounds.settle`: their own end, else `lost` with Ray's reason). The
 variables repro reads where the round runs (REPRO_*, MLFLOW_*, XDG_CACHE_HOME, PYTHONPATH, ...) travel
-with the task (`runtime_env.env_vars`), as SLURM's `--export` carries them; the ledger and the
+with the task (`runtime_env.env_vars`), as SLURM's `--export` carries them, credentials left out
+(`forwarded`: Ray logs a task's runtime environment); the ledger and the
 MLflow store must be reachable from the cluster's nodes (the preflight warns for a sqlite store).
 Each record names its Ray job, task and node (its `scheduler` block: `_block`, through
 job/scheduler.py `running_under`).
@@ -44,6 +45,18 @@ from repro.loop.launchers import CLUSTER, Launch, launcher
 FORWARDED = ("REPRO_", "MLFLOW_", "XDG_CACHE_HOME", "PYTHONPATH", "XLA_FLAGS", "JAX_", "TORCHINDUCTOR_", "PIP_",
              "HF_", "TOKENIZERS_PARALLELISM")
 FIXED_OPTIONS = {"max_retries": 0, "retry_exceptions": False}  # a retried round runs its jobs twice
+
+
+def forwarded(environ) -> dict[str, str]:
+    """The variables a round's task gets (`runtime_env.env_vars`): repro's, MLflow's, the caches',
+    the frameworks' flags, the import path; never a credential (a secret-named variable, or a value
+    holding one in a URL): Ray writes a task's runtime environment to its logs in plain text
+    (runtime_env_agent.log), and a credential reaches no file. A store that needs one is given it
+    on the cluster's nodes; a round that cannot write MLflow leaves its runs to `repro sync`."""
+    from repro.redaction import is_secret, redact
+
+    return {k: v for k, v in environ.items() if k.startswith(FORWARDED) and not k.startswith("RAY_")
+            and not is_secret(k) and redact(v, environ={}) == v}
 
 
 def _round(attach: Callable, jobs: Sequence, first_job_no: int, taken: Sequence[str]) -> dict:
@@ -103,7 +116,7 @@ class Ray(rounds.Elsewhere):
         settings = params.get("ray") or {}
         self.init = dict(settings.get("init") or {})
         remote = dict(settings.get("remote") or {})
-        env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED) and not k.startswith("RAY_")}
+        env = forwarded(os.environ)
         runtime_env = dict(remote.pop("runtime_env", None) or {})
         runtime_env["env_vars"] = {**env, **(runtime_env.get("env_vars") or {})}
         self.options = {"num_cpus": 1, **remote, "runtime_env": runtime_env, **FIXED_OPTIONS}
