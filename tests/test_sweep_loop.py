@@ -189,7 +189,7 @@ def test_a_round_run_elsewhere_gives_a_configs_later_runs_its_first_runs_step_co
                            round_ended=lambda: ended.append(1))
     jobs = [sweep.Job(None, (), name, {"repeat": {"index": 0}}) for name in ("A", "B", "A2")]
     out = rounds.run_elsewhere(lambda config: host, jobs, 7)
-    assert ran == [("A", None), ("B", 107), ("A2", 107)] and [r["id"] for r in out["records"]] == ["r7", "r8", "r9"]
+    assert ran == [("A", None), ("B", 107), ("A2", 107)] and [r["id"] for r in out.records] == ["r7", "r8", "r9"]
     assert ended == [1]  # once a round: its runs drained into MLflow together
     given = [sweep.Job(None, (), "A", {"repeat": {"index": 1}, "steps_resolved": {"count": 55, "from": "x"}})]
     ran.clear()

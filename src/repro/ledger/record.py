@@ -157,6 +157,7 @@ class Compile:
 class Results:
     """What a run measured, as far as readers use it typed (the rest: `raw["results"]`)."""
 
+    steps: int | None = None  # the steps measured (run.steps=auto: the count it resolved)
     steady_median_s: float | None = None
     steady_median_sd_s: float | None = None
     steady_steps: int | None = None
@@ -212,6 +213,25 @@ class Machine:
     pinned: Mapping | None = None  # {who: [cores]} where the run and its parent were pinned (worker/pinning.py)
     placement: Mapping = dataclasses.field(default_factory=dict)  # where the OS ran the worker: migrations, ...
     raw: Mapping = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def gpus_before(self) -> tuple[GpuState, ...]:
+        """Each GPU right before the first measured step (none on a CPU run or without the vendor's tool)."""
+        return tuple(_fill(GpuState, g) for g in self.raw.get("gpus_before") or () if isinstance(g, Mapping))
+
+
+@dataclass(frozen=True)
+class GpuState:
+    """One GPU as the vendor's telemetry sampled it around a run (hardware.py: NVIDIA's nvidia-smi query,
+    its keys with `_` for `.`): the record's `machine.gpus_before` / `gpus_after`."""
+
+    index: int | None = None
+    utilization_gpu: float | None = None
+    clocks_sm: float | None = None
+    clocks_mem: float | None = None
+    clocks_max_sm: float | None = None
+    temperature_gpu: float | None = None
+    other_processes: list = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ class Joblib(rounds.Elsewhere):
                      "this host's cores, so their speeds cannot be compared (the close names the overlap); "
                      "n_jobs=1 runs each round's jobs one after another")
         batches = [[(i, job)] for i, job in enumerate(jobs)] if at_once > 1 else [list(enumerate(jobs))]
-        taken = [r["id"] for r in host.records]  # run.resume=true: what the sweep counted is not taken again
+        taken = rounds.taken(host)
         if len(batches) > 1 and self.stop is None:
             self.stop = rounds.Stop.under(Path(tempfile.gettempdir()))
         stop = str(self.stop.folder) if len(batches) > 1 else None
@@ -68,12 +68,13 @@ class Joblib(rounds.Elsewhere):
             return [rounds.Lost(reason)] * len(jobs)
         if results is None:  # asked to stop, and it did not within Stop.WAIT_S: what it recorded is in the ledger
             raise KeyboardInterrupt
-        merged = {"started": min(r["started"] for r in results), "records": [rec for r in results for rec in r["records"]]}
-        if at_once > 1:  # the records of each one-job batch, in the round's order (a batch that lost its record: None)
-            merged["records"] = [(r["records"] or [None])[0] for r in results]
+        # at once: the records of each one-job batch, in the round's order (a batch that lost its record: None)
+        records = [(r.records or [None])[0] for r in results] if at_once > 1 else [rec for r in results for rec in r.records]
+        merged = rounds.RoundResult(min(r.started for r in results), max(r.ended for r in results), records,
+                                    any(r.interrupted for r in results))
         out = rounds.adopt(host, jobs, first_job_no, merged, "joblib's worker handed back no record", submitted, hooks,
                            shown=True)  # its workers print to this command's terminal
-        if interrupted or any(r.get("interrupted") for r in results):  # Ctrl-C: the sweep ends, as it would here
+        if interrupted or merged.interrupted:  # Ctrl-C: the sweep ends, as it would here
             raise KeyboardInterrupt
         return out
 

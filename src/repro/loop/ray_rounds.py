@@ -59,7 +59,7 @@ def forwarded(environ) -> dict[str, str]:
             and not is_secret(k) and redact(v, environ={}) == v}
 
 
-def _round(attach: Callable, jobs: Sequence, first_job_no: int, taken: Sequence[str]) -> dict:
+def _round(attach: Callable, jobs: Sequence, first_job_no: int, taken: Sequence[str]) -> rounds.RoundResult:
     """The round in its Ray task: `rounds.run_elsewhere`, its records naming this task (`_block`),
     listening for one interrupt (`ray.cancel` raises it in the task's main thread), in a folder of
     this node's own."""
@@ -145,7 +145,7 @@ class Ray(rounds.Elsewhere):
         import ray
 
         jobs = [hooks.before(job) for job in jobs]
-        taken = [r["id"] for r in host.records]  # run.resume=true: what the sweep counted is not taken again
+        taken = rounds.taken(host)
         submitted = time.time()
         ref = self.task.remote(self.attach, jobs, first_job_no, taken)
         host.say(f"round of {len(jobs)} job(s) submitted as ray task {ref.task_id().hex()}")
@@ -161,12 +161,12 @@ class Ray(rounds.Elsewhere):
             host.say(f"{reason}; the ledger says how its runs ended")
             result = None
         out = rounds.adopt(host, jobs, first_job_no, result, reason, submitted, hooks)
-        if result is not None and result.get("interrupted"):  # the task was interrupted: the sweep ends, as it would here
+        if result is not None and result.interrupted:  # the task was interrupted: the sweep ends, as it would here
             raise KeyboardInterrupt
         return out
 
     @staticmethod
-    def _stopped(ref) -> dict | None:
+    def _stopped(ref) -> rounds.RoundResult | None:
         """Ctrl-C here: the round's task interrupted (`ray.cancel`), its records waited for (at most
         Stop.WAIT_S, or until a second Ctrl-C); None where none came back (the ledger has what it recorded)."""
         import ray

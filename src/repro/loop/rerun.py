@@ -11,30 +11,25 @@ busy or slowed down, or its process was slow before its first step.
 from __future__ import annotations
 
 from repro.job.canary import slow_reason
+from repro.ledger.record import view
 from repro.ledger.render import others_took
 
 OTHER_CPU_SHARE = 0.10  # other processes' CPU during the measured window, in cores
 CLOCK_SHORTFALL = 0.95  # a GPU's SM clock below this share of its maximum
 
 
-def _canary_reruns(record: dict) -> bool:
-    """verdict.canary_reruns, as the run was configured (records from before the key: off)."""
-    return bool(((record.get("config") or {}).get("verdict") or {}).get("canary_reruns", False))
-
-
 def flag(record: dict) -> str | None:
-    """Why telemetry or the run's canary flags this run, or None."""
-    m = record.get("machine") or {}
+    """Why telemetry or the run's canary flags this run, or None. verdict.canary_reruns as the run was
+    configured (records from before the key: its schema default, off)."""
+    run = view(record)
+    m = run.machine
     reasons = []
-    if (m.get("other_cpu_share") or 0) > OTHER_CPU_SHARE:
-        reasons.append(f"{others_took(m['other_cpu_share'], m.get('steal_share'))} during its window "
-                       f"(bound {OTHER_CPU_SHARE})")
-    for gpu in m.get("gpus_before") or []:  # right before the first measured step, the device busy
-        clock, top = gpu.get("clocks_sm"), gpu.get("clocks_max_sm")
-        if clock and top and clock < CLOCK_SHORTFALL * top:
-            reasons.append(f"GPU {gpu.get('index', '?')} at {clock:.0f} of {top:.0f} MHz")
-        if gpu.get("throttle"):
-            reasons.append(f"GPU {gpu.get('index', '?')} throttled ({gpu['throttle']})")
-    if (canary := record.get("canary")) and canary.get("slow") is True and _canary_reruns(record):
-        reasons.append(slow_reason(canary))
+    if (m.other_cpu_share or 0) > OTHER_CPU_SHARE:
+        reasons.append(f"{others_took(m.other_cpu_share, m.steal_share)} during its window (bound {OTHER_CPU_SHARE})")
+    for gpu in m.gpus_before:  # right before the first measured step, the device slowed down
+        if gpu.clocks_sm and gpu.clocks_max_sm and gpu.clocks_sm < CLOCK_SHORTFALL * gpu.clocks_max_sm:
+            reasons.append(f"GPU {'?' if gpu.index is None else gpu.index} at {gpu.clocks_sm:.0f} of "
+                           f"{gpu.clocks_max_sm:.0f} MHz")
+    if run.canary.slow is True and run.config.verdict.canary_reruns:
+        reasons.append(slow_reason(run.canary.raw))
     return "; ".join(reasons) or None

@@ -27,8 +27,8 @@ A launcher that runs the round elsewhere (another process, a SLURM node, a pod) 
 `run_elsewhere(attach, jobs, first_job_no)` there: `attach(config)` gives that process a host of
 the same sweep (repro.session `attached`: its id, git state and code, pickled by value), and the
 round runs through `InProcess` in it, so its jobs run one after another on one node, in the
-round's order, the next job's worker started while one ends. It returns {"started": the time it
-started, "records": [...]}; the launcher reads the time the round waited in the queue from it
+round's order, the next job's worker started while one ends. It returns a `RoundResult` (when it
+started, its records); the launcher reads the time the round waited in the queue from it
 (`host.queue_s`, which verdict.budget_s does not count) and adopts the records into the parent's
 host (`adopt`). loop/submitit_rounds.py (SLURM and submitit's local executor) and
 loop/joblib_rounds.py and loop/ray_rounds.py are such launchers, one file each; a Kubernetes one
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
 from repro.job.host import JobHost
+from repro.ledger.record import view
 from repro.loop.launchers import HERE, Launch, launcher
 
 
@@ -53,6 +54,23 @@ class Lost:
 
     reason: str
     status: str = "lost"
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What a round run elsewhere hands back to the launcher's process (pickled there): when it started
+    and ended (wall clock, time.time()), each job's record in the round's order, as far as it ran, and
+    whether an interrupt (SLURM's SIGTERM, Ctrl-C) ended it early."""
+
+    started: float
+    ended: float
+    records: list
+    interrupted: bool = False
+
+
+def taken(host: JobHost) -> list[str]:
+    """run.resume=true: the ids of the records the sweep counted already, which a round elsewhere never takes again."""
+    return [view(r).id for r in host.records]
 
 
 @dataclass(frozen=True)
@@ -152,7 +170,7 @@ def refusal(adapter: Adapter, auto: bool) -> str | None:
 
 
 def run_elsewhere(attach: Callable, jobs: Sequence, first_job_no: int, taken: Sequence[str] = (), nth: int = 0,
-                  stop: str | None = None) -> dict:
+                  stop: str | None = None) -> RoundResult:
     """A round in a launcher's own process (a SLURM node, a local job): a host of the sweep attached
     here, the jobs run one after another through `InProcess`, a config's later runs in the round at
     the step count its first run resolved (run.steps=auto: calibrate's two labels of one config, a
@@ -190,7 +208,7 @@ def run_elsewhere(attach: Callable, jobs: Sequence, first_job_no: int, taken: Se
             listening.close()
     if not interrupted:
         host.round_ended()  # its runs into MLflow once (SLURM ending the job: left for `repro sync`)
-    return {"started": started, "ended": time.time(), "records": records, "interrupted": interrupted}
+    return RoundResult(started, time.time(), records, interrupted)
 
 
 class Stop:
@@ -274,7 +292,7 @@ class _Listening:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def adopt(host: JobHost, jobs: Sequence, first_job_no: int, result: dict | None, reason: str | Lost,
+def adopt(host: JobHost, jobs: Sequence, first_job_no: int, result: RoundResult | None, reason: str | Lost,
           submitted: float, hooks: Hooks = NO_HOOKS, shown: bool = False) -> list:
     """The parent's side of a round run elsewhere: its queue time counted apart (`host.queue_s`), each
     record it handed back adopted into `host` (its records, the progress), `Lost(reason)` for the rest.
@@ -282,17 +300,17 @@ def adopt(host: JobHost, jobs: Sequence, first_job_no: int, result: dict | None,
     lost = reason if isinstance(reason, Lost) else Lost(reason)
     if result is None:
         return [lost] * len(jobs)
-    host.queue_s += max(0.0, result["started"] - submitted)
+    host.queue_s += max(0.0, result.started - submitted)
     out: list = []
     for i, job in enumerate(jobs):
-        record = result["records"][i] if i < len(result["records"]) else None
+        record = result.records[i] if i < len(result.records) else None
         if record is None:
             out.append(lost)
             continue
         if not shown and "resumed_from" in record:  # said as a job resumed in this process says it
             from repro.job.resume import say_skipped
 
-            say_skipped(job.name, record["id"])
+            say_skipped(job.name, view(record).id)
         elif not shown:
             host.display.job_finished(first_job_no + i, record)
         host.finished(record)
@@ -314,16 +332,16 @@ def settle(host: JobHost, jobs: Sequence, first_job_no: int, results: Sequence) 
     ledger = Ledger(host.ledger_dir)
     mine: dict[int, list[dict]] = {}
     for r in ledger.records():
-        sweep = r.get("sweep") or {}
-        if r.get("kind") == "run" and sweep.get("id") == host.sweep_id:
-            mine.setdefault(sweep.get("job"), []).append(r)
+        sweep = view(r).sweep
+        if view(r).kind == "run" and sweep.id == host.sweep_id:
+            mine.setdefault(sweep.job, []).append(r)
     out = []
     for i, (job, result) in enumerate(zip(jobs, results)):
         if not isinstance(result, Lost):
             out.append(result)
             continue
-        number, found = first_job_no + i, sorted(mine.get(first_job_no + i, []), key=lambda r: r.get("created", ""))
-        ended = [r for r in found if r.get("status") != "started"]
+        number, found = first_job_no + i, sorted(mine.get(first_job_no + i, []), key=lambda r: view(r).created)
+        ended = [r for r in found if view(r).status != "started"]
         if ended:
             record = ended[-1]
         else:
@@ -339,8 +357,8 @@ def _lost(ledger, host: JobHost, job, number: int, lost: Lost, started: dict | N
     from repro.config.schema import as_dict
 
     if started is not None:
-        base = {k: v for k, v in started.items() if k not in ("id", "created", "status", "parent")}
-        base["prev"] = started["id"]
+        base = {**{k: v for k, v in started.items() if k not in ("id", "created", "status", "parent")},
+                "prev": view(started).id}
     else:
         base = {"kind": "run", "config_hash": config_hash(as_dict(job.config)), "config": as_dict(job.config),
                 "overrides": list(job.overrides), "sweep": host.sweep_info(number), "git": host.git,

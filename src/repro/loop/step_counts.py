@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
+from repro.ledger.record import view
+
 
 class StepCounts:
     """run.steps=auto, resolved once per config in a sweep: the first ok run of a config takes as many
@@ -40,6 +42,6 @@ class StepCounts:
 
     def resolve(self, job, record: dict) -> None:
         key = self.key(job)
-        if key and key not in self.resolved and record.get("status") == "ok" and \
-                (steps := (record.get("results") or {}).get("steps")):
-            self.resolved[key] = {"count": steps, "from": record["id"]}
+        run = view(record)
+        if key and key not in self.resolved and run.status == "ok" and (steps := run.results.steps):
+            self.resolved[key] = {"count": steps, "from": run.id}

@@ -139,7 +139,7 @@ class Submitit(rounds.Elsewhere):
         """`nth`: the round's place among rounds handed over at once (run.resume=true takes the nth record)."""
         jobs = [hooks.before(job) for job in jobs]
         submitted = time.time()
-        taken = [r["id"] for r in host.records]  # run.resume=true: what the sweep counted is not taken again
+        taken = rounds.taken(host)
         with _deaf(self.stop is not None):  # submitit's local controller: deaf to the terminal's Ctrl-C
             job = self.executor.submit(rounds.run_elsewhere, self.attach, jobs, first_job_no, taken, nth,
                                        str(self.stop.folder) if self.stop else None)
@@ -160,7 +160,7 @@ class Submitit(rounds.Elsewhere):
         finally:
             if job.done():
                 self.running = [j for j in self.running if j is not job]
-        interrupted = result is not None and result.get("interrupted")
+        interrupted = result is not None and result.interrupted
         if interrupted and self.stop is not None:  # Ctrl-C reached the round: the sweep ends, as it would here
             rounds.adopt(host, jobs, first_job_no, result, reason, submitted, hooks)
             raise KeyboardInterrupt
@@ -176,7 +176,7 @@ class Submitit(rounds.Elsewhere):
             host.say(f"{reason}; the ledger says how its runs ended")
         return rounds.adopt(host, jobs, first_job_no, result, lost, submitted, hooks)
 
-    def _stopped(self, job) -> dict | None:
+    def _stopped(self, job) -> rounds.RoundResult | None:
         """Ctrl-C here: the round asked to stop as Ctrl-C stops a sweep (local: rounds.Stop; SLURM: SIGINT
         to the job's steps, `scancel --signal=INT`, so its run records `interrupted`, not a cancel) and
         waited for, its records handed back; after Stop.WAIT_S, or a second Ctrl-C, it is ended (its

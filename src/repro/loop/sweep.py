@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from repro.job.host import JobHost
+from repro.ledger.record import view
 from repro.loop.step_counts import StepCounts
 
 
@@ -261,11 +262,10 @@ class _Loop:
             # a run resumed from an earlier sweep (run.resume=true) is kept as it was: its flag reruns nothing
             why = [f"{job.name}: {w}" for job, r in zip(jobs, records) if "resumed_from" not in r and (w := flag(r))]
             if not why or not self.policy.reruns or self.reruns >= self.max_reruns or \
-                    any(r.get("status") != "ok" for r in records) or \
-                    any((r.get("repeat") or {}).get("side_by_side") for r in records):
+                    any(view(r).status != "ok" for r in records) or any(view(r).repeat.side_by_side for r in records):
                 return  # side by side (joblib n_jobs > 1): they flag each other, and no verdict reads them
             self.reruns, attempt = self.reruns + 1, attempt + 1
-            replaces += [r["id"] for r in records]
+            replaces += [view(r).id for r in records]
             self.host.say(f"round {k + 1} runs again ({self.reruns} of verdict.max_reruns={self.max_reruns}): "
                           f"telemetry flagged it before its step times were read ({'; '.join(why)})")
             self.planned += len(jobs)
