@@ -80,8 +80,8 @@ def test_hf_jax_and_torch_start_alike_and_their_trajectories_agree(sandbox):
     init = {h["results"]["init_params_sha256"] for h in heads}
     assert len(init) == 1 and None not in init
     (agreement,) = trajectory.agreements(heads)
-    assert agreement["same_init"] is True
-    assert agreement["steps"] == 12 and agreement["first_step_over"] is None, agreement["max_rel_diff"]
+    assert agreement.same_init is True
+    assert agreement.steps == 12 and agreement.first_step_over is None, agreement.max_rel_diff
     ours = models.get("vit").param_count(models.get("vit").dims("tiny"))  # the zoo's count of the same model
     for h in heads:  # HF's ViT in both frameworks, through the worker (once tests/test_hf.py ran it again)
         assert h["status"] == "ok" and h["config"]["model"]["impl"] == "hf" and h["effective"]["model_impl"] == "hf"

@@ -96,15 +96,15 @@ def test_shared_start_same_init_hash_and_trajectory(zoo, name):
 @pytest.mark.slow
 def test_trajectory_agreement_reports_drift_and_never(zoo):
     records = [r for runs in zoo.values() for r in runs]
-    found = {a["model"]: a for a in trajectory.agreements(records)}
+    found = {a.model: a for a in trajectory.agreements(records)}
     assert set(found) == {f"{n}/tiny" for n in models.MODEL_NAMES}  # one pair per model, not across models
     mlp, resnet = found["mlp/tiny"], found["resnet50/tiny"]
-    assert (mlp["framework"], mlp["reference_framework"], mlp["steps"]) == ("torch", "jax", STEPS)
-    assert mlp["first_step_over"] is None and mlp["same_init"] and mlp["max_rel_diff"] <= TOLERANCE
-    assert resnet["first_step_over"] > MEASURED_BOUNDS["resnet50"][0] and resnet["max_rel_diff"] > TOLERANCE
+    assert (mlp.framework, mlp.reference_framework, mlp.steps) == ("torch", "jax", STEPS)
+    assert mlp.first_step_over is None and mlp.same_init and mlp.max_rel_diff <= TOLERANCE
+    assert resnet.first_step_over > MEASURED_BOUNDS["resnet50"][0] and resnet.max_rel_diff > TOLERANCE
     cells = trajectory.cells(zoo["mlp"])
     assert cells["jax-mlp"] == "ref (jax)" and cells["torch-mlp"].endswith(">1e-4 never")
-    assert trajectory.describe(resnet).endswith(f">1e-4 from step {resnet['first_step_over']}")
+    assert trajectory.describe(resnet).endswith(f">1e-4 from step {resnet.first_step_over}")
 
 
 @pytest.mark.slow
@@ -114,7 +114,7 @@ def test_native_starts_apart_and_says_so(tmp_path, zoo):
     assert native[0]["results"]["init_params_sha256"] != native[1]["results"]["init_params_sha256"]
     assert zoo["mlp"][0]["results"]["init_params_sha256"] not in {r["results"]["init_params_sha256"] for r in native}
     (a,) = trajectory.agreements(native)
-    assert a["same_init"] is False and a["first_step_over"] == 1
+    assert a.same_init is False and a.first_step_over == 1
     assert trajectory.describe(a).endswith("from step 1, other start")
 
 
@@ -127,7 +127,7 @@ def test_a_start_not_recorded_is_said():
                 "results": {"loss": loss, "init_params_sha256": None}}
 
     (a,) = trajectory.agreements([record("a", "jax", [6.903, 6.908]), record("b", "torch", [6.903, 7.140])])
-    assert a["same_init"] is None and trajectory.describe(a) == "max 3.4e-02, >1e-4 from step 2, start not recorded"
+    assert a.same_init is None and trajectory.describe(a) == "max 3.4e-02, >1e-4 from step 2, start not recorded"
 
 
 @pytest.mark.slow

@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro.tracking.writer_socket import address
+from repro.tracking.writer_socket import HandOver, address
 
 READ_S = 5.0  # the most a writer waits for a connected command's one line
 
@@ -100,8 +100,8 @@ class Writer:
         from repro.tracking import handoff
 
         conn.settimeout(READ_S)
-        request = json.loads(conn.makefile("rb").readline())
-        ledger, env = str(request["ledger"]), dict(request["env"])
+        request = HandOver.parse(conn.makefile("rb").readline())
+        ledger, env = request.ledger, request.env
         self._hold()
         holds = True  # this hand-over's hold on the machine's lock, until a queued job owns it
         try:
@@ -118,14 +118,14 @@ class Writer:
                     except BlockingIOError:
                         held.close()
                         held = None  # a projector or `repro sync` at work on it: this drain waits for it
-                    job = self.queued[ledger] = Job(ledger, env, str(request.get("cwd") or "/"), held)
+                    job = self.queued[ledger] = Job(ledger, env, request.cwd, held)
                     self.jobs.put(job)
                     holds = False  # the job's now: released when it is done
                 else:
-                    job.env, job.cwd = env, str(request.get("cwd") or job.cwd)  # joined: one hold per job
-                self.idle_s = float(request.get("idle_s") or self.idle_s)
+                    job.env, job.cwd = env, request.cwd  # joined: one hold per job
+                self.idle_s = request.idle_s or self.idle_s
                 handoff._register(os.getpid(), ledger)  # named from now on (the drain says so again)
-                if request.get("wait"):
+                if request.wait:
                     job.waiting.append(conn)  # told "opened", then closed, by the drain
         finally:
             if holds:
@@ -134,7 +134,7 @@ class Writer:
             conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
         except OSError:
             return  # drained and closed already: the command hands over again (nothing is left to drain)
-        if not request.get("wait"):
+        if not request.wait:
             conn.close()
 
     def run(self) -> None:

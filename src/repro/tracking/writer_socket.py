@@ -11,6 +11,7 @@ import socket
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -18,6 +19,29 @@ SOCKET_LIMIT = 100  # AF_UNIX paths are bounded (108 bytes on Linux): a longer o
 CONNECT_S = 2.0  # a writer that is alive answers at once
 START_S = 20.0  # a new writer binds its socket before importing anything heavy
 REPLY_S = 5.0  # the most a command waits for a writer's answer before it starts a projector of its own
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """A command's one line to the writer: the ledger to drain, the command's environment (its store's
+    credentials, MLflow's settings) and folder, how long the writer idles before it ends, and whether
+    the command waits until the stores are open."""
+
+    ledger: str
+    env: dict
+    cwd: str = "/"
+    idle_s: float = 0.0  # 0: the writer keeps the idle time it has
+    wait: bool = False
+
+    def line(self) -> bytes:
+        return json.dumps(asdict(self)).encode() + b"\n"
+
+    @classmethod
+    def parse(cls, line: bytes) -> HandOver:
+        """The request a command sent (ValueError, KeyError or TypeError where it is not one)."""
+        given = json.loads(line)
+        return cls(ledger=str(given["ledger"]), env=dict(given["env"]), cwd=str(given.get("cwd") or "/"),
+                   idle_s=float(given.get("idle_s") or 0.0), wait=bool(given.get("wait")))
 
 
 def _code_stamp() -> str:
@@ -55,8 +79,7 @@ def hand_over(ledger_root: str | Path, idle_s: float, env: dict, wait_for_stores
         cwd = os.getcwd()
     except OSError:  # removed under the command: the drain runs from /
         cwd = "/"
-    request = {"ledger": str(Path(ledger_root).resolve()), "env": env, "cwd": cwd, "idle_s": idle_s,
-               "wait": wait_for_stores}
+    request = HandOver(str(Path(ledger_root).resolve()), env, cwd, idle_s, wait_for_stores)
     for _ in range(2):  # a writer that was ending as we connected: start another, once
         conn = _connect(path)
         if conn is None:
@@ -67,7 +90,7 @@ def hand_over(ledger_root: str | Path, idle_s: float, env: dict, wait_for_stores
         with conn:
             try:
                 conn.settimeout(REPLY_S)  # its accepting thread answers at once, importing or draining
-                conn.sendall(json.dumps(request).encode() + b"\n")
+                conn.sendall(request.line())
                 reply = conn.makefile("rb")
                 line = reply.readline()
             except OSError:
