@@ -124,6 +124,15 @@ class Repeat:
 
 
 @dataclass(frozen=True)
+class Op:
+    """One op of a profiled step (results.profile.ops): its ms and calls per step, and its category."""
+
+    ms: float = 0.0
+    count: float = 0.0
+    category: str | None = None  # None: not recorded
+
+
+@dataclass(frozen=True)
 class Profile:
     """A profiled run's steps (results.profile, run.profile): the median step's time by category and op."""
 
@@ -132,10 +141,18 @@ class Profile:
     unprofiled_ms: float | None = None  # the step just before, not profiled
     categories_ms: Mapping | None = None  # None: the profiler gave counters only
     categories_ops: Mapping = dataclasses.field(default_factory=dict)
-    ops: Mapping = dataclasses.field(default_factory=dict)  # {op: {"ms", "count", "category"}}
+    ops: Mapping = dataclasses.field(default_factory=dict)  # {op name: Op}
     ops_of: str | None = None  # what `ops` covers ("median step")
     executions_per_step: float | None = None  # counters only (torch_xla): graph executions per step
     compiles_during: int | None = None  # counters only: compilations during the profiled steps
+
+
+@dataclass(frozen=True)
+class LazyState:
+    """The optimizer state a step created lazily (results.compile.lazy_optimizer_state): its tensors, by name."""
+
+    tensors: int = 0
+    names: Mapping = dataclasses.field(default_factory=dict)  # {state name: tensors}
 
 
 @dataclass(frozen=True)
@@ -147,7 +164,7 @@ class Compile:
     compile_s: float | None = None
     xla_compile_s: float | None = None
     xla_compiles_per_step: list | None = None
-    lazy_optimizer_state: Mapping = dataclasses.field(default_factory=dict)
+    lazy_optimizer_state: LazyState = dataclasses.field(default_factory=LazyState)
     optimizer_state_at_compile: Any = None  # None: a record from before the counter
     dynamo_compiles: int | None = None
     build: Mapping | None = None
@@ -187,11 +204,16 @@ class Results:
     def profile(self) -> Profile | None:
         """The profiled steps; None where the run was not profiled."""
         node = self.raw.get("profile")
-        return _fill(Profile, node) if node else None
+        if not node:
+            return None
+        profile = _fill(Profile, node)
+        return dataclasses.replace(profile, ops={name: _fill(Op, op) for name, op in profile.ops.items()})
 
     @property
     def compile(self) -> Compile:
-        return _fill(Compile, self.raw.get("compile") or {})
+        info = _fill(Compile, self.raw.get("compile") or {})
+        lazy = info.lazy_optimizer_state  # the stored object, or the default where the record has none
+        return info if isinstance(lazy, LazyState) else dataclasses.replace(info, lazy_optimizer_state=_fill(LazyState, lazy))
 
 
 @dataclass(frozen=True)

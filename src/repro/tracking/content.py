@@ -93,7 +93,7 @@ def metrics(record: dict) -> dict[str, float]:
     if res.profile:
         from repro.profile import metrics as profile_metrics
 
-        out.update(profile_metrics(res.raw["profile"]))
+        out.update(profile_metrics(res.profile))
     return out
 
 
