@@ -354,6 +354,30 @@ def _fill(block_type: type, node: Mapping) -> Any:
 
 
 @dataclass(frozen=True)
+class Timing:
+    """One timing of a replay against its original (replay.py `timing_ratios`): seconds then and now."""
+
+    recorded: float
+    now: float
+    ratio: float
+    within: bool  # within the replay's timing tolerance
+
+
+@dataclass(frozen=True)
+class ReplayVerdict:
+    """A replay's verdict (a record of kind "replay", replay.py): the run replayed, the replay's run, the reasons,
+    the timings against the original and each part's provenance (restored, same, differs)."""
+
+    of: str = ""
+    replay: str = ""
+    reasons: tuple[str, ...] = ()
+    timing: Mapping = dataclasses.field(default_factory=dict)  # {timing key: Timing}
+    parts: Mapping = dataclasses.field(default_factory=dict)
+    loss_rtol: float | None = None
+    timing_tolerance: float | None = None
+
+
+@dataclass(frozen=True)
 class Call:
     """One call of a bisection (bisect/decide.py): a probe of a position, or the confirmation of BAD against GOOD;
     its outcome, the ratio to GOOD with its interval at `level`, the rounds and the runs it took."""
@@ -541,6 +565,18 @@ class Record:
         """The run records a sweep step or a bisection measured (a calibration's count is not a list: ())."""
         runs = self.raw.get("runs")
         return tuple(runs) if isinstance(runs, list) else ()
+
+    @property
+    def replay_verdict(self) -> ReplayVerdict:
+        """A replay verdict's fields (kind "replay"); the defaults on any other record."""
+        v = _fill(ReplayVerdict, self.raw)
+        return dataclasses.replace(v, reasons=tuple(v.reasons),
+                                   timing={key: _fill(Timing, t) for key, t in v.timing.items()})
+
+    @property
+    def code(self) -> Mapping:
+        """What names the run's code beside git (its source hash, the sweep snapshot's id); {} where none."""
+        return _block(self.raw, "code")
 
     @property
     def replay_of(self) -> str | None:
