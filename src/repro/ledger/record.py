@@ -567,6 +567,11 @@ class Record:
         return tuple(runs) if isinstance(runs, list) else ()
 
     @property
+    def prev(self) -> str | None:
+        """The record this one follows in its chain (a status change names the earlier one); None for a chain's first."""
+        return self.raw.get("prev")
+
+    @property
     def replay_verdict(self) -> ReplayVerdict:
         """A replay verdict's fields (kind "replay"); the defaults on any other record."""
         v = _fill(ReplayVerdict, self.raw)
