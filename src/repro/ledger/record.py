@@ -5,9 +5,10 @@ back as a `Record`: its `config` a `Config` again, read tolerantly by the rule t
 (config/spec.py `ADDED_AT_DEFAULT`): a key the record lacks (written before the key existed) takes
 the schema's default, so no reader restates a default; a key the schema does not know (written by a
 newer repro, or by hand) is kept aside in `unknown_keys` and named, never dropped silently. The
-blocks readers use (`repeat`, `results` with its `profile` and `compile`, `sweep`, `scheduler`,
-`calibration`, `machine`, `environment`, `git`, `wall_split`) are small frozen dataclasses, each
-default written once, in its dataclass; `raw` is the dict, for what is not typed yet.
+blocks readers use (`repeat`, `results` with its `profile` (its ops `Op`) and `compile` (its
+`LazyState`), `sweep`, `scheduler`, `calibration`, `machine`, `environment`, `git`, `wall_split`,
+`bisect`, a replay's `replay_verdict` with its `Timing`s) are small frozen dataclasses, each default
+written once, in its dataclass; `raw` is the dict, for what is not typed yet.
 
 A record whose typed read fails (a group that is not an object, a value of the wrong type) raises
 `RecordError` naming the record's id and the field. The view is memoized per record dict
