@@ -50,11 +50,11 @@ def test_slow_processes_are_counted_sized_and_named_by_what_caught_them():
     fast = next(r for r in records if r["id"] not in slow)
     fast["machine"]["steal_share"] = 0.03  # a false alarm
     s = calibrate.summarise(records, 4)
-    w = s["slow"]
-    assert w["runs"] == 80 and w["slow"] == len(slow) and w["share"] == pytest.approx(len(slow) / 80)
-    assert w["caught"] == {"canary": 1, "steal": 1, "placement": 1, "nothing": len(slow) - 3}
-    assert w["flagged_others"] == {"canary": 0, "steal": 1, "placement": 0} and w["others"] == 80 - len(slow)
-    assert 0.5 < w["size_median"] < 0.7 and 0.2 < w["size_range"][0] <= w["size_range"][1]
+    w = s.slow
+    assert w.runs == 80 and w.slow == len(slow) and w.share == pytest.approx(len(slow) / 80)
+    assert w.caught == {"canary": 1, "steal": 1, "placement": 1, "nothing": len(slow) - 3}
+    assert w.flagged_others == {"canary": 0, "steal": 1, "placement": 0} and w.others == 80 - len(slow)
+    assert 0.5 < w.size_median < 0.7 and 0.2 < w.size_range[0] <= w.size_range[1]
     text = "\n".join(calibrate.lines(s, "h"))
     assert f"slow processes: {len(slow)} of 80 runs" in text and "caught by: canary 1, steal 1, placement 1, nothing" in text
 
@@ -66,33 +66,33 @@ def test_a_gapped_label_is_its_own_config():
             r["calibration"]["gap"] = 0.5
             r["results"]["steady_median_s"] *= 1.5
     s = noise.summarise(records)
-    assert s["slow"]["slow"] == 0  # B's +50 % is its config's, not a slow process
+    assert s.slow.slow == 0  # B's +50 % is its config's, not a slow process
 
 
 def test_robust_spread_sees_the_core_and_the_sd_the_slow_few():
     s = noise.summarise(_records(np.random.default_rng(3), 30, 4))
-    assert s["robust_spread"] == pytest.approx(0.025, rel=0.3)
-    assert s["noise"] > 2.5 * s["robust_spread"]
-    assert s["robust_paired_noise"] == pytest.approx(0.025 * math.sqrt(2), rel=0.35)
-    assert s["paired_noise"] > 2.5 * s["robust_paired_noise"]
+    assert s.robust_spread == pytest.approx(0.025, rel=0.3)
+    assert s.noise > 2.5 * s.robust_spread
+    assert s.robust_paired_noise == pytest.approx(0.025 * math.sqrt(2), rel=0.35)
+    assert s.paired_noise > 2.5 * s.robust_paired_noise
     clean = noise.summarise(_records(np.random.default_rng(3), 30, 4, p=0.0))
-    assert clean["robust_spread"] == pytest.approx(clean["noise"], rel=0.25)  # equal under normal noise
+    assert clean.robust_spread == pytest.approx(clean.noise, rel=0.25)  # equal under normal noise
 
 
 def test_the_floor_is_the_verdicts_own_test_on_the_measured_ratios():
     s = noise.summarise(_records(np.random.default_rng(4), 40, 5))
-    assert s["floor_from"] == "resampled" and s["trim"] == V.TRIM and s["statistic"] == V.STATISTIC
+    assert s.floor_from == "resampled" and s.trim == V.TRIM and s.statistic == V.STATISTIC
     # a tenth slow: the paired SD makes 10 rounds look hopeless; the verdict's statistic on what was measured does not
-    assert s["floor"]["10"] < 0.7 * s["floor_normal"]["10"]
+    assert s.floor["10"] < 0.7 * s.floor_normal["10"]
     trimmed = noise.summarise([{**r, "config": {"verdict": {"statistic": "trimmed"}}}
                                for r in _records(np.random.default_rng(4), 40, 5)])
-    assert trimmed["statistic"] == "trimmed" and trimmed["floor"]["10"] < 0.6 * s["floor_normal"]["10"]
-    assert s["floor"]["10"] < s["floor"]["3"]
+    assert trimmed.statistic == "trimmed" and trimmed.floor["10"] < 0.6 * s.floor_normal["10"]
+    assert s.floor["10"] < s.floor["3"]
     text = "\n".join(noise.lines(s, "h"))
     assert "on the measured log ratios resampled" in text and "a normal assumption at the paired SD" in text
     assert V.resampled_gap([0.01, -0.01, 0.0, 0.02] * 4, 5) is None  # too few ratios to resample
     few = noise.summarise(_records(np.random.default_rng(4), 4, 4))
-    assert few["floor_from"] == "normal" and few["floor"] == few["floor_normal"]
+    assert few.floor_from == "normal" and few.floor == few.floor_normal
 
 
 def test_the_new_tests_aa_rate_on_seeded_simulated_trials():
@@ -100,12 +100,12 @@ def test_the_new_tests_aa_rate_on_seeded_simulated_trials():
     s = noise.summarise(_records(np.random.default_rng(5), 200, 10))
     # 5 % nominal; at 200 trials a binomial SD of 1.5 %: the default's rate itself is held on 20,000
     # sweeps (tests/test_verdict_statistic.py, benchmarks/verdict_calibration.py: 4.5 % at 10 rounds)
-    assert s["false"]["n"] == 200 and s["false"]["rate"] <= 0.08
+    assert s.false.n == 200 and s.false.rate <= 0.08
     trimmed = noise.summarise([{**r, "config": {"verdict": {"statistic": "trimmed"}}}
                                for r in _records(np.random.default_rng(5), 200, 10)])
-    assert trimmed["false"]["rate"] <= 0.06
+    assert trimmed.false.rate <= 0.06
     old = noise.summarise([{**r, "config": {"verdict": {"trim": 0}}} for r in _records(np.random.default_rng(5), 200, 10)])
-    assert old["false"]["rate"] <= 0.06  # the paired t holds it too (by losing its power)
+    assert old.false.rate <= 0.06  # the paired t holds it too (by losing its power)
 
 
 def test_allocation_takes_its_rounds_from_the_measured_distribution():
@@ -144,6 +144,6 @@ def test_the_aa_says_whether_its_processes_were_bit_identical(deterministic, div
         r["results"].update(steps=5, loss=[2.0, 1.9, 1.7 if other else 1.8, 1.6, 1.5],
                             loss_sha256=("b" if other else "a") * 64, params_sha256="c" * 64)
     s = calibrate.summarise(records, 2)
-    assert s["identity"]["processes"] == 8 and s["identity"]["identical"] is (not diverged)
+    assert s.identity.processes == 8 and s.identity.identical is (not diverged)
     line = next(x for x in calibrate.lines(s, "h") if "bit-identical" in x)
     assert says in line, line

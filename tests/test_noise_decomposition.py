@@ -3,6 +3,7 @@ noise components: no processes, records built by hand as the calibration loop wr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -45,47 +46,47 @@ def _records(rng, trials: int, rounds: int, shared: float, own: float, position:
 def test_components_are_recovered():
     rng = np.random.default_rng(1)
     s = noise.summarise(_records(rng, 60, 5, shared=0.04, own=0.03, sampling=0.012, load=0.25))
-    parts = s["components"]
+    parts = s.components
     own = math.hypot(0.03, 0.25 * 0.4 / math.sqrt(12))  # the load's share is each run's own, too
-    assert parts["rounds"] == 300 and parts["dof"] == 240
-    assert parts["shared_sd"] == pytest.approx(0.04, rel=0.2)
-    assert parts["independent_sd"] == pytest.approx(own, rel=0.15)
-    assert s["paired_noise"] == pytest.approx(own * math.sqrt(2), rel=0.15)
-    assert s["noise"] == pytest.approx(math.hypot(0.04, own), rel=0.15)
-    assert parts["rho"] == pytest.approx(0.04 ** 2 / (0.04 ** 2 + own ** 2), abs=0.15)
-    assert s["sampling_sd"] == pytest.approx(0.012) and s["sampling_runs"] == 600
-    load = s["correlation"]["other_cpu_share"]
-    assert load["n"] == 600 and load["lo"] > 0.1 and load["lo"] < load["r"] < load["hi"]
-    assert s["correlation"]["repro_cpu_s"] is None  # constant: no correlation to give
-    assert s["unit"] == "paired" and s["unit_noise"] == s["paired_noise"]
-    assert s["floor_normal"]["5"] == pytest.approx(V.resolvable_gap(s["paired_noise"], 5, paired=True))
+    assert parts.rounds == 300 and parts.dof == 240
+    assert parts.shared_sd == pytest.approx(0.04, rel=0.2)
+    assert parts.independent_sd == pytest.approx(own, rel=0.15)
+    assert s.paired_noise == pytest.approx(own * math.sqrt(2), rel=0.15)
+    assert s.noise == pytest.approx(math.hypot(0.04, own), rel=0.15)
+    assert parts.rho == pytest.approx(0.04 ** 2 / (0.04 ** 2 + own ** 2), abs=0.15)
+    assert s.sampling_sd == pytest.approx(0.012) and s.sampling_runs == 600
+    load = s.correlation["other_cpu_share"]
+    assert load.n == 600 and load.lo > 0.1 and load.lo < load.r < load.hi
+    assert s.correlation["repro_cpu_s"] is None  # constant: no correlation to give
+    assert s.unit == "paired" and s.unit_noise == s.paired_noise
+    assert s.floor_normal["5"] == pytest.approx(V.resolvable_gap(s.paired_noise, 5, paired=True))
     # the floor is the verdict's own test on resampled ratios: at 3 rounds nothing is trimmed, and
     # on normal noise it is the normal figure; trimming one round of five from each end costs
-    assert s["floor_from"] == "resampled" and s["floor"]["3"] == pytest.approx(s["floor_normal"]["3"], rel=0.1)
-    assert s["floor"]["5"] > s["floor_normal"]["5"]
-    assert s["floor"]["10"] < s["floor"]["5"] < s["floor"]["3"]
-    json.dumps(s, allow_nan=False)  # stored in the calibration record as it is
+    assert s.floor_from == "resampled" and s.floor["3"] == pytest.approx(s.floor_normal["3"], rel=0.1)
+    assert s.floor["5"] > s.floor_normal["5"]
+    assert s.floor["10"] < s.floor["5"] < s.floor["3"]
+    json.dumps(s.as_dict(), allow_nan=False)  # stored in the calibration record as it is
 
 
 def test_pairing_removes_the_shared_part_welch_keeps():
     rng = np.random.default_rng(2)
     s = noise.summarise(_records(rng, 40, 5, shared=0.06, own=0.01))
-    assert s["paired_noise"] < 0.5 * s["noise"]
-    assert s["components"]["shared_sd"] > 3 * s["components"]["independent_sd"]
+    assert s.paired_noise < 0.5 * s.noise
+    assert s.components.shared_sd > 3 * s.components.independent_sd
 
 
 def test_order_effect_is_found_and_its_absence_contains_zero():
     rng = np.random.default_rng(3)
-    (p,) = noise.summarise(_records(rng, 30, 4, shared=0.01, own=0.01, position=0.03))["order"]
-    assert p["position"] == 1 and p["n"] == 120 and p["lo"] < math.log(1.03) < p["hi"] and p["lo"] > 0
-    (q,) = noise.summarise(_records(rng, 30, 4, shared=0.01, own=0.01))["order"]
-    assert q["lo"] < 0 < q["hi"]
+    (p,) = noise.summarise(_records(rng, 30, 4, shared=0.01, own=0.01, position=0.03)).order
+    assert p.position == 1 and p.n == 120 and p.lo < math.log(1.03) < p.hi and p.lo > 0
+    (q,) = noise.summarise(_records(rng, 30, 4, shared=0.01, own=0.01)).order
+    assert q.lo < 0 < q.hi
     # older records: no repeat.position; the job order within a round stands for it, and says so
     old = _records(rng, 10, 2, shared=0.01, own=0.01, position=0.05)
     for r in old:
         del r["repeat"]["position"]
     s = noise.summarise(old)
-    assert s["order_from"] == "job order" and s["order"][0]["mean"] > 0
+    assert s.order_from == "job order" and s.order[0].mean > 0
     assert any("positions from job order" in line for line in noise.lines(s, "h"))
     # the A B, B A serpentine of older calibrations: the position effect lands on one label
     serp = _records(rng, 10, 2, shared=0.01, own=0.005)
@@ -94,22 +95,22 @@ def test_order_effect_is_found_and_its_absence_contains_zero():
         r["repeat"]["position"] = (label == "B") if k % 2 == 0 else (label == "A")
         if r["repeat"]["position"] and label == "B":
             r["results"]["steady_median_s"] *= 0.95
-    e = noise.summarise(serp)["label_effect"]
-    assert e["labels"] == ["A", "B"] and e["n"] == 20 and e["hi"] < 0
+    e = noise.summarise(serp).label_effect
+    assert e.labels == ["A", "B"] and e.n == 20 and e.hi < 0
 
 
 def test_false_verdicts_and_the_gap_power_with_wilson_intervals():
     rng = np.random.default_rng(4)
     aa = noise.summarise(_records(rng, 20, 5, shared=0.02, own=0.02))
-    f = aa["false"]
-    assert f["n"] == 20 and f["k"] == aa["false_verdicts"] and f["lo"] <= f["rate"] <= f["hi"]
-    assert sum(aa["outcomes"].values()) == 20
-    g = noise.summarise(_records(rng, 12, 10, shared=0.02, own=0.01, gap=0.3, auto=10, sweep="g"))["gap"]
-    assert g["gap"] == 0.3 and g["trials"] == 12 and g["power"]["k"] == 12 and g["wrong"]["k"] == 0
-    assert g["rounds_median"] == 3 and g["rounds_range"][0] == 3  # most decided at the first planned look
-    assert g["wrong"]["hi"] == pytest.approx(noise.wilson(0, 12)[1]) and g["wrong"]["lo"] == 0
-    wrong = noise.summarise(_records(rng, 8, 5, shared=0.0, own=0.005, gap=-0.2, sweep="w"))["gap"]
-    assert wrong["wrong"]["k"] == 8 and wrong["power"]["k"] == 0
+    f = aa.false
+    assert f.n == 20 and f.k == aa.false_verdicts and f.lo <= f.rate <= f.hi
+    assert sum(aa.outcomes.values()) == 20
+    g = noise.summarise(_records(rng, 12, 10, shared=0.02, own=0.01, gap=0.3, auto=10, sweep="g")).gap
+    assert g.gap == 0.3 and g.trials == 12 and g.power.k == 12 and g.wrong.k == 0
+    assert g.rounds_median == 3 and g.rounds_range[0] == 3  # most decided at the first planned look
+    assert g.wrong.hi == pytest.approx(noise.wilson(0, 12)[1]) and g.wrong.lo == 0
+    wrong = noise.summarise(_records(rng, 8, 5, shared=0.0, own=0.005, gap=-0.2, sweep="w")).gap
+    assert wrong.wrong.k == 8 and wrong.power.k == 0
 
 
 def test_wilson_interval():
@@ -123,7 +124,7 @@ def test_calibrate_prints_every_finding_and_tolerates_old_or_failed_records():
     rng = np.random.default_rng(5)
     records = _records(rng, 6, 3, shared=0.02, own=0.02, sampling=0.01)  # 18 ratios: too few to resample
     s = calibrate.summarise(records, 3)
-    assert s["repeats"] == 3 and s["trials"] == 6
+    assert s.repeats == 3 and s.trials == 6
     text = "\n".join(calibrate.lines(s, "host1"))
     for words in ("run-to-run noise: ", "paired noise: ", "shared by a round", "independent per run",
                   "sampling sd of a run's steady median: 1.00 %", "other processes' CPU share r = ",
@@ -140,7 +141,7 @@ def test_calibrate_prints_every_finding_and_tolerates_old_or_failed_records():
     for r in records:
         r["status"] = "failed"
     dead = calibrate.summarise(records, 3)
-    assert dead["floor"] == {} and dead["noise"] is None
+    assert dead.floor == {} and dead.noise is None
     assert "nan" not in "\n".join(calibrate.lines(dead, "h")) and "not measured" in calibrate.lines(dead, "h")[0]
 
 
@@ -151,7 +152,7 @@ def test_rounds_are_a_whole_number_whatever_the_trials_ran():
     records = [r for r in _records(rng, 2, 3, shared=0.01, own=0.01)
                if not (r["calibration"]["trial"] == 0 and r["repeat"]["index"] == 2)]
     s = noise.summarise(records)
-    assert s["rounds"] == 2 and isinstance(s["rounds"], int)
+    assert s.rounds == 2 and isinstance(s.rounds, int)
 
 
 def test_an_auto_trial_stops_on_the_paired_verdict_at_a_planned_look_and_says_it_is_auto():
@@ -177,7 +178,7 @@ def test_an_auto_trial_stops_on_the_paired_verdict_at_a_planned_look_and_says_it
              for x in "AB"]
     assert not V.judge(*sides, alpha=V.spending(5)[3]).decided  # Welch on the same runs
     s = noise.summarise(recs)
-    assert s["gap"]["power"]["k"] == 1 and s["gap"]["rounds_median"] == 3
+    assert s.gap.power.k == 1 and s.gap.rounds_median == 3
 
 
 def test_a_gap_with_given_rounds_runs_fixed_trials_and_a_gap_alone_auto_ones():
@@ -218,7 +219,7 @@ def test_an_auto_trial_is_judged_at_its_looks_not_at_one_look_over_all_rounds():
     for r in recs:
         r["repeat"]["auto"] = {"max": 5, "band": 0.02, "budget_s": None}
     auto = noise.summarise(recs)
-    assert fixed["false_verdicts"] == 1 and auto["false_verdicts"] == 0
+    assert fixed.false_verdicts == 1 and auto.false_verdicts == 0
 
 
 def test_a_part_shared_by_a_labels_runs_within_a_trial_is_found_between_trials():
@@ -231,8 +232,8 @@ def test_a_part_shared_by_a_labels_runs_within_a_trial_is_found_between_trials()
     for r in shifted:
         if r["calibration"]["label"] == "B":
             r["results"]["steady_median_s"] *= offset[r["calibration"]["trial"]]
-    calm, moved = noise.summarise(plain)["between_trials"], noise.summarise(shifted)["between_trials"]
-    assert calm["trials"] == 60 and calm["p"] > 0.01 and calm["f"] < 1.6
-    assert moved["p"] < 1e-6 and moved["f"] > 3 and 0.012 < moved["tau"] < 0.03
-    line = next(x for x in noise.lines({**noise.summarise(shifted), "repeats": 5}, "h") if x.startswith("between"))
-    assert "more rounds of one sweep do not average" in line and f"{100 * moved['tau']:.2f} %" in line
+    calm, moved = noise.summarise(plain).between_trials, noise.summarise(shifted).between_trials
+    assert calm.trials == 60 and calm.p > 0.01 and calm.f < 1.6
+    assert moved.p < 1e-6 and moved.f > 3 and 0.012 < moved.tau < 0.03
+    line = next(x for x in noise.lines(dataclasses.replace(noise.summarise(shifted), repeats=5), "h") if x.startswith("between"))
+    assert "more rounds of one sweep do not average" in line and f"{100 * moved.tau:.2f} %" in line

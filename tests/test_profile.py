@@ -105,9 +105,9 @@ def _torch_step(compile_: bool):
 @pytest.mark.parametrize("compile_", [False, True], ids=["eager", "compile"])
 def test_torch_profile_reduces_a_real_trace(tmp_path, compile_):
     info = capture.torch_trace(_torch_step(compile_), 1, capture.STEPS, str(tmp_path), device=False)
-    summary = reduce.reduce(info["trace"], info["family"])
+    summary = reduce.reduce(info.trace, info.family)
     _check_sums(summary)
-    assert info["unprofiled_ms"] > 0  # the same steps without the profiler: its overhead, measured
+    assert info.unprofiled_ms > 0  # the same steps without the profiler: its overhead, measured
     cats = summary["categories_ms"]
     assert cats[MATMUL] > 0 and cats[OPTIMIZER] > 0 and cats[HOST] > 0
     ops = summary["ops"]
@@ -120,7 +120,7 @@ def test_torch_profile_reduces_a_real_trace(tmp_path, compile_):
     assert cats[OTHER] <= 0.2 * summary["step_ms"]
     top = summary["top_ops"][0]
     assert top["ms"] > 0 and top["count"] >= 1 and "category" in top
-    events = _chrome_trace(info["trace"])
+    events = _chrome_trace(info.trace)
     assert any(str(e.get("name")).startswith("aten::") for e in events)
 
 
@@ -154,14 +154,14 @@ def test_jax_profile_reduces_a_real_trace(tmp_path):
 
     info = capture.jax_trace(step, 0, capture.STEPS, str(tmp_path))
     instructions = hlo.instructions(compiled.as_text())
-    assert any(v["optimizer"] for v in instructions.values())  # optax's ops, by their source files
-    summary = reduce.reduce(info["trace"], info["family"], instructions)
+    assert any(v.optimizer for v in instructions.values())  # optax's ops, by their source files
+    summary = reduce.reduce(info.trace, info.family, instructions)
     _check_sums(summary)
     cats = summary["categories_ms"]
     assert cats[MATMUL] > 0 and cats[OPTIMIZER] > 0 and cats[REDUCTION] > 0
     assert cats[OTHER] == 0  # every XLA thunk has a category
-    _chrome_trace(info["files"][0])
-    planes = [p.name for p in ProfileData.from_file(info["files"][1]).planes]  # TensorBoard/XProf's format
+    _chrome_trace(info.files[0])
+    planes = [p.name for p in ProfileData.from_file(info.files[1]).planes]  # TensorBoard/XProf's format
     assert "/host:CPU" in planes
 
 
@@ -269,7 +269,7 @@ def test_torch_profile_on_a_gpu_counts_device_kernels(tmp_path):
 
     step(0)
     info = capture.torch_trace(step, 1, capture.STEPS, str(tmp_path), device=True)
-    summary = reduce.reduce(info["trace"], info["family"])
+    summary = reduce.reduce(info.trace, info.family)
     _check_sums(summary)
     assert summary["categories_ms"][MATMUL] > 0 and summary["categories_ms"][OPTIMIZER] > 0
 

@@ -100,7 +100,7 @@ def test_projector_killed_loses_nothing(sandbox):
         taken.kill()
         taken.wait(timeout=30)
     (record,) = sandbox.heads()
-    assert [data["id"] for _, data in handoff.entries(sandbox.ledger)] == [record["id"]]
+    assert [data.id for _, data in handoff.entries(sandbox.ledger)] == [record["id"]]
     assert not handoff.busy(sandbox.ledger)  # the kernel dropped the dead projector's lock
     sync = subprocess.run([sys.executable, "-m", "repro", "sync", "--ledger", str(sandbox.ledger)], cwd=sandbox.root,
                           env=sandbox.env(), capture_output=True, text=True, timeout=300)

@@ -27,6 +27,7 @@ below the floor says so in its sentence).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import socket
 import sys
 
@@ -175,15 +176,15 @@ def _looks(max_repeats: int) -> tuple[int, ...]:
     return verdict.looks(max_repeats)
 
 
-def summarise(records: list[dict], repeats: int) -> dict:
+def summarise(records: list[dict], repeats: int):
     """The calibration's numbers from its run records (each with `calibration`: trial, label):
-    report/noise.py takes the noise apart; `repeats` is what was asked for."""
+    report/noise.py takes the noise apart (a `noise.Summary`); `repeats` is what was asked for."""
     from repro.report import noise
 
-    return {**noise.summarise(records), "repeats": repeats}
+    return dataclasses.replace(noise.summarise(records), repeats=repeats)
 
 
-def lines(s: dict, host: str) -> list[str]:
+def lines(s, host: str) -> list[str]:
     """What `repro calibrate` prints (and `benchmarks/verdict_calibration.py` reads back)."""
     from repro.report import noise
 
@@ -242,10 +243,11 @@ def run(args) -> int:
         groups.setdefault((view(r).calibration.trial, view(r).calibration.label), []).append(r)
     # how to spend runs and steps on this host; the rounds from the measured ratios, not a normal assumption
     if plan_ := allocation.recommend(list(groups.values()), ratios=noise.aa_log_ratios(calibration),
-                                    trim=summary["trim"], statistic=summary["statistic"]):
+                                    trim=summary.trim, statistic=summary.statistic):
         print(plan_.line())
-        summary["allocation"] = {"steps": plan_.steps, "rounds": plan_.rounds, "gap": plan_.gap}
-    if not summary["floor"]:
+        summary = dataclasses.replace(summary, allocation={"steps": plan_.steps, "rounds": plan_.rounds,
+                                                           "gap": plan_.gap})
+    if not summary.floor:
         print("repro calibrate: no ok runs to measure noise from; nothing stored", file=sys.stderr)
         return 1
     record = _store(config, overrides, session, calibration, args, policy, summary=summary, host=host)
@@ -269,7 +271,7 @@ def _store(config, overrides, session, records, args, policy, summary=None, host
         "config": as_dict(config), "overrides": overrides, "sweep": {"id": session.sweep_id},
         "protocol": {"trials": args.trials, "rounds_per_trial": policy.per_trial, "auto": policy.auto,
                      "gap": args.gap, "order": args.order, "quiet_window": not args.loud, "trials_done": policy.trial, "rounds_of_trials": policy.rounds_of},
-        "runs_ids": [view(r).id for r in records], **(summary or {})})
+        "runs_ids": [view(r).id for r in records], **(summary.as_dict() if summary else {})})
 
 
 def _host(records: list[dict]) -> str:

@@ -15,6 +15,7 @@ import copy
 import math
 import sys
 import os
+import dataclasses
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -27,7 +28,7 @@ from repro.envs.venvs import EnvError
 from repro.ledger import Ledger, LedgerError
 from repro.ledger import render
 from repro.ledger.diff import diff
-from repro.ledger.record import RecordError, view
+from repro.ledger.record import RecordError, Timing, view
 from repro.envs import workload_source
 from repro.job import scheduler
 from repro.worker import envcapture, seeding, window
@@ -98,7 +99,7 @@ def differences_before(record: dict, config: Config, git_now: dict, code_now: di
     return {name: rows for name, rows in {
         "environment": diff(then_env, now_env),
         "code": diff({"git": {k: getattr(view(record).git, k) for k in ("commit", "dirty", "diff_sha256")},
-                      **_source(record.get("code") or {})},
+                      **_source(view(record).code)},
                      {"git": {k: git_now.get(k) for k in ("commit", "dirty", "diff_sha256")}, **_source(code_now)}),
         "data": diff(then_data, data_now(config)),
         # A SLURM run replays here, not through its scheduler: where it ran is listed as a difference.
@@ -109,7 +110,7 @@ def differences_before(record: dict, config: Config, git_now: dict, code_now: di
 def judge(original: dict, replay: dict) -> Verdict:
     then, now = view(original), view(replay)
     if then.status != "ok":
-        return Verdict("not-comparable", [f"the original run ended {original.get('status')!r}, with no results to compare"])
+        return Verdict("not-comparable", [f"the original run ended {then.status!r}, with no results to compare"])
     if now.status != "ok":
         reason = now.error.get("reason", "")
         return Verdict("not-comparable", [f"the replay ended {now.status!r}: {reason}"])
@@ -130,13 +131,13 @@ def judge(original: dict, replay: dict) -> Verdict:
     return Verdict("differs", [where, params])
 
 
-def timing_ratios(original: dict, replay: dict) -> dict[str, dict]:
+def timing_ratios(original: dict, replay: dict) -> dict[str, Timing]:
     out = {}
     for key in TIMINGS:
         old, new = view(original).results.raw.get(key), view(replay).results.raw.get(key)
         if old and new:
             ratio = new / old
-            out[key] = {"recorded": old, "now": new, "ratio": ratio, "within": abs(ratio - 1) <= TIMING_TOLERANCE}
+            out[key] = Timing(recorded=old, now=new, ratio=ratio, within=abs(ratio - 1) <= TIMING_TOLERANCE)
     return out
 
 
@@ -148,13 +149,14 @@ def originals_for(ledger: Ledger, ids: list[str], experiment: str | None) -> lis
     records = [ledger.current(ledger.get(i)) for i in ids]  # a 'started' id finds its end
     for r in records:
         if view(r).kind != "run":
-            raise LedgerError(f"record {view(r).id} is a {r.get('kind')!r} record, not a run: replay a run's id")
+            raise LedgerError(f"record {view(r).id} is a {view(r).kind!r} record, not a run: replay a run's id")
     return records
 
 
 def _print_differences(console: Console, record: dict, rows: dict[str, list]) -> None:
-    console.print(f"[bold]replay of {record['id']}[/] ({markup(record['config']['framework']['name'])} "
-                  f"{markup(record['config']['model']['name'])}/{markup(record['config']['model']['preset'])})")
+    rec = view(record)
+    console.print(f"[bold]replay of {rec.id}[/] ({markup(rec.config.framework.name)} "
+                  f"{markup(rec.config.model.name)}/{markup(rec.config.model.preset)})")
     if not rows:
         console.print("  no differences in environment, code or data")
     for section, items in rows.items():
@@ -169,20 +171,18 @@ def provenance(before: dict[str, list], restored: dict | None, workload: bool = 
     env_rows = before.get("environment", [])
     packages = any(key.startswith("packages") for key, *_ in env_rows)
     hardware = any(not key.startswith("packages") for key, *_ in env_rows)
-    out = {"code": "differs" if "code" in before else "same",
-           "packages": "differs" if packages else "same",
-           "data": "differs" if "data" in before else "same",
-           "hardware": "differs" if hardware else "same"}
+    code_part, packages_part = "differs" if "code" in before else "same", "differs" if packages else "same"
     if restored:
-        out["code"] = "restored" if "code" not in before else "differs"
-        out["packages"] = ("substituted" if restored["substitutes"] else "restored") if not packages else "differs"
-        if out["packages"] == "restored" and restored.get("content_checked") == 0:  # a lock from before content digests
-            out["packages"] = "versions restored (content not verifiable for this record)"
+        code_part = "restored" if "code" not in before else "differs"
+        packages_part = ("substituted" if restored["substitutes"] else "restored") if not packages else "differs"
+        if packages_part == "restored" and restored.get("content_checked") == 0:  # a lock from before content digests
+            packages_part = "versions restored (content not verifiable for this record)"
         if restored.get("packages_from"):  # a record from before locks, in this environment: nothing was rebuilt
-            out["packages"] = "same" if not packages else "differs"
-    if workload:  # --as-recorded restored it (workload_source.restore) or refused before anything ran
-        out["workload"] = "restored" if restored else ("differs" if "workload" in before else "same")
-    return out
+            packages_part = "same" if not packages else "differs"
+    # the workload: --as-recorded restored it (workload_source.restore) or refused before anything ran
+    workload_part = "restored" if restored else ("differs" if "workload" in before else "same")
+    return {"code": code_part, "packages": packages_part, "data": "differs" if "data" in before else "same",
+            "hardware": "differs" if hardware else "same", **({"workload": workload_part} if workload else {})}
 
 
 def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, tracking_uri: str | None = None,
@@ -201,12 +201,12 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
         for original in originals:
             text = restore.check(original, ledger.root, today)
             if wheelhouse and text is None:
-                raise EnvError(f"record {original['id']} predates whole-environment locks: a wheelhouse has nothing "
+                raise EnvError(f"record {view(original).id} predates whole-environment locks: a wheelhouse has nothing "
                                "to install for it (it runs in this environment); replay it without --wheelhouse")
             if wheelhouse:  # the pack must hold every wheel, intact: one line before any worker starts
                 from repro.envs import pack
 
-                pack.check(wheelhouse, workload_source.lock_without(text, original), f"record {original['id']}")
+                pack.check(wheelhouse, workload_source.lock_without(text, original), f"record {view(original).id}")
             if why := workload_source.refusal(original):  # a model of your package: its source too
                 raise EnvError(why)
     uri = tracking_uri or paths.default_tracking_uri()
@@ -224,7 +224,7 @@ def replay(ledger_dir: str, ids: list[str], experiment: str | None = None, track
 
     for original in originals:  # refused before any worker starts, one line each, as a sweep's preflight would
         if why := refusal(replayed(original), as_recorded, original):
-            raise EnvError(f"{original['id']} cannot be replayed here: {why}")
+            raise EnvError(f"{view(original).id} cannot be replayed here: {why}")
     session = Session.replaying(replayed(originals[0]), originals)  # a replay is named as the run it replays
     policy = Replays(ledger, originals, replayed, session, as_recorded, allow_substitutes, wheelhouse)
     sweep.run(session, policy, sweep.order_seed(session.sweep_id))
@@ -252,7 +252,7 @@ def refusal(config: Config, as_recorded: bool = False, record: dict | None = Non
                                                                  config.model.name)):
         return (f"today's code computes {config.framework.name} {config.model.name} differently since "
                 f"{change.at[:10]} ({change.commit}: {change.what}), after this run was made; replay it in the "
-                f"code and packages it ran with: repro replay {record['id'][:16]} --as-recorded")
+                f"code and packages it ran with: repro replay {view(record).id[:16]} --as-recorded")
     return None
 
 
@@ -271,13 +271,13 @@ class Replays(Policy):
         self.by_id = {view(r).id: r for r in originals}
         self.jobs = []
         for original in originals:
-            extra = {"replay_of": original["id"]}
+            extra = {"replay_of": view(original).id}
             if steps := window.replay_steps(original):  # run.steps=auto: the count it took, bit for bit
                 extra["replay_steps"] = steps
             if "repeat" in original:  # a repeat replays as a repeat of its group: the table keeps one row per config
                 extra["repeat"] = original["repeat"]
             config = replayed(original)
-            self.jobs.append(Job(config, ("replay", original["id"]), session.run_name(config, []), extra))
+            self.jobs.append(Job(config, ("replay", view(original).id), session.run_name(config, []), extra))
 
     def round(self, k: int) -> list[Job]:
         return self.jobs
@@ -288,7 +288,7 @@ class Replays(Policy):
         from repro.envs import restore
         from repro.job.launch import resolve_python
 
-        original = self.by_id[job.fields["replay_of"]]
+        original = self.by_id[job.fields["replay_of"]]  # the record field the replay's run carries
         then_hash = view(original).environment.env_hash
         then_lock = lock.load(self.ledger.root, then_hash) if then_hash else None
         fields, place = dict(job.fields), None
@@ -307,7 +307,7 @@ class Replays(Policy):
         before.update({} if self.as_recorded else workload_source.differences(original))  # your model's source
         _print_differences(self.console, original, before)
         parts = provenance(before, restored.info if restored else None, workload_source.KEY in original)
-        self.state[original["id"]] = (original, before, restored, parts)
+        self.state[view(original).id] = (original, before, restored, parts)
         return replace(job, fields=fields, place=place)
 
     def after(self, job: Job, result: dict, host) -> None:
@@ -316,19 +316,21 @@ class Replays(Policy):
         verdict.reasons.append(", ".join(f"{k} {v}" for k, v in parts.items()))
         if config_hash(as_dict(job.config)) != view(original).config_hash:
             verdict.reasons.append("the recorded config hashes differently under this version of repro")
+        timing = timing_ratios(original, result)
         record = self.ledger.append({
-            "kind": "replay", "status": verdict.status, "of": original["id"], "replay": result["id"],
-            "config_hash": original.get("config_hash"), "reasons": verdict.reasons,
+            "kind": "replay", "status": verdict.status, "of": view(original).id, "replay": view(result).id,
+            "config_hash": view(original).config_hash, "reasons": verdict.reasons,
             "differences_before": {k: [list(r) for r in v] for k, v in before.items()},
-            "timing": timing_ratios(original, result), "loss_rtol": LOSS_RTOL,
+            "timing": {key: dataclasses.asdict(t) for key, t in timing.items()}, "loss_rtol": LOSS_RTOL,
             "timing_tolerance": TIMING_TOLERANCE, "parts": parts,
             **({"as_recorded": restored.info} if restored else {}),
         })
         host.tag(result, {"repro.replay_verdict": verdict.status})
-        self.console.print(f"  verdict: [bold]{verdict.status}[/] — {'; '.join(verdict.reasons)} (ledger {record['id']})")
-        for key, t in record["timing"].items():
-            mark = "" if t["within"] else f"  (outside ±{TIMING_TOLERANCE:.0%})"
-            self.console.print(f"    {key}: {t['recorded'] * 1e3:.2f} ms → {t['now'] * 1e3:.2f} ms, ×{t['ratio']:.2f}{mark}")
+        self.console.print(f"  verdict: [bold]{verdict.status}[/] — {'; '.join(verdict.reasons)} "
+                           f"(ledger {view(record).id})")
+        for key, t in timing.items():
+            mark = "" if t.within else f"  (outside ±{TIMING_TOLERANCE:.0%})"
+            self.console.print(f"    {key}: {t.recorded * 1e3:.2f} ms → {t.now * 1e3:.2f} ms, ×{t.ratio:.2f}{mark}")
         self.verdicts.append(record)
 
 
@@ -336,13 +338,13 @@ def _print_groups(console: Console, originals: list[dict], verdicts: list[dict])
     """One line per config replayed with its repeats (`run.repeats`): their verdicts together."""
     from repro.report.comparison import by_config
 
-    status = {v["of"]: v["status"] for v in verdicts}
+    status = {view(v).replay_verdict.of: view(v).status for v in verdicts}
     for group, runs in by_config(originals).items():
         if len(runs) > 1:
-            counts = [status.get(r["id"], "not replayed") for r in runs]
+            counts = [status.get(view(r).id, "not replayed") for r in runs]
             words = ", ".join(f"{counts.count(s)} {s}" for s in dict.fromkeys(counts))
-            console.print(f"repeats of {runs[0]['config']['framework']['name']} {runs[0]['config']['model']['name']} "
-                          f"(group {group}): {words}")
+            config = view(runs[0]).config
+            console.print(f"repeats of {config.framework.name} {config.model.name} (group {group}): {words}")
 
 
 def add_parser(sub, common) -> None:
@@ -389,4 +391,4 @@ def run_cli(args) -> int:
         print("repro replay: interrupted (Ctrl-C or SIGTERM); the replay in progress is recorded 'interrupted' in "
               "the ledger, nothing else ran", file=sys.stderr)
         return 130
-    return 0 if all(v["status"] in ("exact", "close") for v in verdicts) else 1
+    return 0 if all(view(v).status in ("exact", "close") for v in verdicts) else 1

@@ -359,15 +359,18 @@ class JaxWorkload:
             "backend": jax.default_backend(),
         }
 
-    def profile(self, first: int, steps: int, out_dir: str) -> dict:
+    def profile(self, first: int, steps: int, out_dir: str):
         """`steps` more steps under jax.profiler (run.profile=true, after the timed loop), with
-        the compiled module's HLO, which says what each fusion the trace names holds."""
+        the compiled module's HLO, which says what each fusion the trace names holds (a
+        profile.capture.Captured)."""
+        import dataclasses
+
         from repro.profile import capture
 
         def run_step(i: int) -> None:
             self.sync(self.step(i))
 
-        return {**capture.jax_trace(run_step, first, steps, out_dir), "hlo": self._compiled.as_text()}
+        return dataclasses.replace(capture.jax_trace(run_step, first, steps, out_dir), hlo=self._compiled.as_text())
 
     def ir(self) -> dict[str, str]:
         if self.ctx.config.run.capture_ir and self._compiled is not None:

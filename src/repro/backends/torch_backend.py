@@ -236,8 +236,9 @@ class TorchWorkload:
         return {"trace_lower_s": max(0.0, total - inductor), "compile_s": inductor,
                 "dynamo_compiles": len(m.get("_compile.compile_inner", ()))}
 
-    def profile(self, first: int, steps: int, out_dir: str) -> dict:
-        """`steps` more steps under torch.profiler (run.profile=true, after the timed loop)."""
+    def profile(self, first: int, steps: int, out_dir: str):
+        """`steps` more steps under torch.profiler (run.profile=true, after the timed loop): a
+        profile.capture.Captured."""
         from repro.profile import capture
 
         return capture.torch_trace(self._step_synced, first, steps, out_dir, self.device.type == "cuda")

@@ -143,12 +143,15 @@ class TorchXLAWorkload(TorchWorkload):
         data = met.metric_data("CompileTime")
         return int(data[0]) if data else 0
 
-    def profile(self, first: int, steps: int, out_dir: str) -> dict:
+    def profile(self, first: int, steps: int, out_dir: str):
         """`steps` more steps with PyTorch/XLA's metrics (run.profile=true, after the timed loop):
-        its compilations and executions per step; the metrics report is kept as the trace."""
+        its compilations and executions per step; the metrics report is kept as the trace (a
+        profile.capture.Captured with no trace to reduce)."""
         from pathlib import Path
 
         import torch_xla.debug.metrics as met
+
+        from repro.profile.capture import Captured
 
         self.sync(self.step(first))
         met.clear_metrics()
@@ -160,11 +163,11 @@ class TorchXLAWorkload(TorchWorkload):
         path = Path(out_dir) / "torch_xla_metrics.txt"
         path.write_text(met.metrics_report())
         execute = met.metric_data("ExecuteTime")
-        return {"profiler": f"torch_xla.debug.metrics (torch_xla {self.torch_xla.__version__})", "family": None,
-                "files": [str(path)], "trace": None, "viewer": "text (torch_xla.debug.metrics.metrics_report)",
-                "step_ms_each": [w * 1e3 for w in walls],
-                "executions_per_step": (int(execute[0]) / steps) if execute else None,
-                "compiles_during": self._compile_count()}
+        return Captured(profiler=f"torch_xla.debug.metrics (torch_xla {self.torch_xla.__version__})", family=None,
+                        files=[str(path)], trace=None, viewer="text (torch_xla.debug.metrics.metrics_report)",
+                        step_ms_each=[w * 1e3 for w in walls],
+                        executions_per_step=(int(execute[0]) / steps) if execute else None,
+                        compiles_during=self._compile_count())
 
     def sync(self, out) -> None:
         self.torch_xla.sync()  # cut the lazy graph: compile (first time) and launch the step

@@ -25,9 +25,12 @@ and the MLflow parent; nothing runs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from repro.bisect.candidates import BisectError
 from repro.ledger.record import view
@@ -97,11 +100,10 @@ def run(args) -> int:
     if args.budget_s is not None and args.budget_s <= 0:
         return _fail(f"--budget-s={args.budget_s:g} must be positive (seconds)")
     try:
-        plan = prepare(ledger, args, overrides)
-        plan["launch"], plan["composed"] = launch, where_it_runs(launch)
+        plan = dataclasses.replace(prepare(ledger, args, overrides), launch=launch, composed=where_it_runs(launch))
     except (BisectError, LedgerError, ConfigError, EnvError) as e:
         return _fail(str(e))
-    for line in plan["lines"]:
+    for line in plan.lines:
         print(line, flush=True)
     if args.dry_run:
         return 0
@@ -182,7 +184,26 @@ def per_run_s(ledger_root: Path, good: dict) -> tuple[float | None, int]:
     return cost.per_run_s, cost.past
 
 
-def prepare(ledger, args, overrides: list[str]) -> dict:
+@dataclass(frozen=True)
+class Plan:
+    """A bisection checked before it runs (`prepare`): its endpoints' records, the walk between them, the
+    config its runs take, what it may spend, the lines printed, and where its rounds run."""
+
+    good: dict
+    bad: dict
+    walk: Any  # candidates.Walk
+    config: Any  # config.schema.Config
+    cap: int  # the most rounds of one call
+    budget_s: float | None
+    overrides: list[str]
+    lines: list[str]
+    round_s: float | None  # one paired round's estimated seconds (None: no history)
+    wheelhouse: list[str]
+    launch: list[str] = field(default_factory=list)  # hydra/launcher=... and hydra.* overrides
+    composed: tuple | None = None  # their composed launcher (None: this process)
+
+
+def prepare(ledger, args, overrides: list[str]) -> Plan:
     """Everything checked before a run: the endpoints, what differs, the config, the budget; the lines to print."""
     from repro.bisect import candidates, decide
     from repro.usertext import duration
@@ -193,7 +214,7 @@ def prepare(ledger, args, overrides: list[str]) -> dict:
     walk = candidates.path(ledger.root, good, bad, wheelhouse, log=print)
     config = configured(good, ledger.root, overrides, args.tracking_uri, args.progress)
     if why := refusal(config, as_recorded=True):  # the hardware profile against this machine
-        raise BisectError(f"{good['id']} cannot run here: {why}")
+        raise BisectError(f"{view(good).id} cannot run here: {why}")
     from repro.preflight.verdict import check_bisect
 
     check_bisect(config.bisect)  # the recorded config's, with the overrides; a flag given replaces its key
@@ -205,7 +226,7 @@ def prepare(ledger, args, overrides: list[str]) -> dict:
     each, past = per_run_s(ledger.root, good)
     probes_lo = math.ceil(math.log2(max(walk.n, 2)))
     probes_hi = probes_lo + 2
-    lines = [f"bisect: GOOD {good['id']} → BAD {bad['id']}: {walk.n + 1} positions (0: GOOD, {walk.n}: BAD)"]
+    lines = [f"bisect: GOOD {view(good).id} → BAD {view(bad).id}: {walk.n + 1} positions (0: GOOD, {walk.n}: BAD)"]
     lines += walk.lines()
     runs_lo, runs_hi = 2 * first * (1 + probes_lo), 2 * cap * (1 + probes_hi)
     if each is None:
@@ -225,11 +246,11 @@ def prepare(ledger, args, overrides: list[str]) -> dict:
         from repro.bisect.probe import check_places
 
         check_places(walk, good, wheelhouse)  # every position's code made (cached worktrees) before the first run
-    return {"good": good, "bad": bad, "walk": walk, "config": config, "cap": cap, "budget_s": budget, "overrides": overrides,
-            "lines": lines, "round_s": 2 * each if each else None, "wheelhouse": wheelhouse}
+    return Plan(good=good, bad=bad, walk=walk, config=config, cap=cap, budget_s=budget, overrides=overrides,
+                lines=lines, round_s=2 * each if each else None, wheelhouse=wheelhouse)
 
 
-def bisect(ledger, plan: dict, args) -> int:
+def bisect(ledger, plan: Plan, args) -> int:
     from repro import report as views
     from repro.bisect import record as records
     from repro.bisect import report
@@ -243,31 +264,31 @@ def bisect(ledger, plan: dict, args) -> int:
     def say(line: str) -> None:
         console.print(line, markup=False, highlight=False)
 
-    good, bad, walk, config = plan["good"], plan["bad"], plan["walk"], plan["config"]
-    key = records.key_of(view(good).id, view(bad).id, plan["overrides"])
+    good, bad, walk, config = plan.good, plan.bad, plan.walk, plan.config
+    key = records.key_of(view(good).id, view(bad).id, plan.overrides)
     head = records.resumable(ledger, key)
     if head is None and (done := [view(r) for r in ledger.heads(kind=records.KIND) if view(r).bisect.key == key]):
         say(f"bisection {done[-1].id} of these endpoints ended {done[-1].status!r}; this one starts afresh "
             f"(repro bisect --replay {done[-1].id[:12]} shows that one)")
-    state = records.Bisection(ledger, good, bad, walk, plan["overrides"], plan["cap"], plan["budget_s"], say, head)
+    state = records.Bisection(ledger, good, bad, walk, plan.overrides, plan.cap, plan.budget_s, say, head)
     if head:
-        done = len(state.probes)
-        say(f"resuming bisection {head['id']} ({head['status']}): the confirmation"
+        done, was = len(state.probes), view(head)
+        say(f"resuming bisection {was.id} ({was.status}): the confirmation"
             f"{' and ' + str(done) + ' probe' + 's' * (done != 1) if done else ''} recorded, not run again"
-            if state.confirmation else f"resuming bisection {head['id']}: nothing finished yet")
+            if state.confirmation else f"resuming bisection {was.id}: nothing finished yet")
     lifeline.interrupt_on_signals()  # SIGTERM ends it as Ctrl-C does: recorded, resumable
     session = Session(config, multirun=True)
     session.swept = []
-    policy = Probes(state, config, plan["overrides"], session, plan["cap"], plan["budget_s"], say, plan["round_s"],
-                    plan["wheelhouse"])
+    policy = Probes(state, config, plan.overrides, session, plan.cap, plan.budget_s, say, plan.round_s,
+                    plan.wheelhouse)
     if policy.position is not None:
         from repro.api import launcher_from
 
-        launcher = launcher_from(session, plan["launch"], plan["composed"])  # the rounds' place: a sweep's adapters
+        launcher = launcher_from(session, plan.launch, plan.composed)  # the rounds' place: a sweep's adapters
         try:
             sweep.run(session, policy, sweep.order_seed(session.sweep_id), config.verdict.max_reruns, launcher)
         except KeyboardInterrupt:
-            print(f"repro bisect: interrupted; recorded in {state.head['id'] if state.head else 'no record'}: "
+            print(f"repro bisect: interrupted; recorded in {view(state.head).id if state.head else 'no record'}: "
                   f"run the same command again to resume", file=sys.stderr)
             return 130
     else:
@@ -306,7 +327,7 @@ def replay(ledger, record_id: str) -> int:
     head = ledger.current(ledger.get(record_id))
     rec = view(head)
     if rec.kind != "bisect":
-        raise BisectError(f"record {rec.id} is a {head.get('kind')!r} record, not a bisection: give the id "
+        raise BisectError(f"record {rec.id} is a {rec.kind!r} record, not a bisection: give the id "
                           "`repro bisect` printed")
     b = rec.bisect
     rates = search.Rates(**b.rates)

@@ -38,8 +38,7 @@ def key_of(good: str, bad: str, overrides: list[str]) -> str:
 
 def resumable(ledger: Ledger, key: str) -> dict | None:
     """The head of an unfinished bisection with this key (None: none)."""
-    heads = [r for r in ledger.heads(kind=KIND) if (r.get("bisect") or {}).get("key") == key]
-    heads = [r for r in heads if r.get("status") not in FINAL]
+    heads = [r for r in ledger.heads(kind=KIND) if view(r).bisect.key == key and view(r).status not in FINAL]
     return heads[-1] if heads else None
 
 
@@ -52,7 +51,7 @@ class Bisection:
 
         self.ledger, self.good, self.bad, self.walk, self.say = ledger, good, bad, walk, say
         self.overrides, self.cap, self.budget_s = list(overrides), cap, budget_s
-        self.key = key_of(good["id"], bad["id"], self.overrides)
+        self.key = key_of(view(good).id, view(bad).id, self.overrides)
         self.rates = search.DEFAULT_RATES
         self.search = search.Search(walk.n, self.rates)
         self.confirmation: dict | None = None
@@ -171,10 +170,10 @@ class Bisection:
         if sweep and sweep not in self.sweeps:
             self.sweeps.append(sweep)
         body = {
-            "kind": KIND, "status": status, "config_hash": self.good.get("config_hash"),
-            **({"prev": self.head["id"]} if self.head else {}),
+            "kind": KIND, "status": status, "config_hash": view(self.good).config_hash,
+            **({"prev": view(self.head).id} if self.head else {}),
             "bisect": {
-                "key": self.key, "good": self.good["id"], "bad": self.bad["id"], "overrides": self.overrides,
+                "key": self.key, "good": view(self.good).id, "bad": view(self.bad).id, "overrides": self.overrides,
                 "cap": self.cap, "budget_s": self.budget_s, "threshold": self.search.threshold,
                 "rates": {"false_bad": self.rates.false_bad, "false_good": self.rates.false_good},
                 "n": self.walk.n,

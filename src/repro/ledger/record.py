@@ -5,9 +5,10 @@ back as a `Record`: its `config` a `Config` again, read tolerantly by the rule t
 (config/spec.py `ADDED_AT_DEFAULT`): a key the record lacks (written before the key existed) takes
 the schema's default, so no reader restates a default; a key the schema does not know (written by a
 newer repro, or by hand) is kept aside in `unknown_keys` and named, never dropped silently. The
-blocks readers use (`repeat`, `results` with its `profile` and `compile`, `sweep`, `scheduler`,
-`calibration`, `machine`, `environment`, `git`, `wall_split`) are small frozen dataclasses, each
-default written once, in its dataclass; `raw` is the dict, for what is not typed yet.
+blocks readers use (`repeat`, `results` with its `profile` (its ops `Op`) and `compile` (its
+`LazyState`), `sweep`, `scheduler`, `calibration`, `machine`, `environment`, `git`, `wall_split`,
+`bisect`, a replay's `replay_verdict` with its `Timing`s) are small frozen dataclasses, each default
+written once, in its dataclass; `raw` is the dict, for what is not typed yet.
 
 A record whose typed read fails (a group that is not an object, a value of the wrong type) raises
 `RecordError` naming the record's id and the field. The view is memoized per record dict
@@ -124,6 +125,15 @@ class Repeat:
 
 
 @dataclass(frozen=True)
+class Op:
+    """One op of a profiled step (results.profile.ops): its ms and calls per step, and its category."""
+
+    ms: float = 0.0
+    count: float = 0.0
+    category: str | None = None  # None: not recorded
+
+
+@dataclass(frozen=True)
 class Profile:
     """A profiled run's steps (results.profile, run.profile): the median step's time by category and op."""
 
@@ -132,10 +142,18 @@ class Profile:
     unprofiled_ms: float | None = None  # the step just before, not profiled
     categories_ms: Mapping | None = None  # None: the profiler gave counters only
     categories_ops: Mapping = dataclasses.field(default_factory=dict)
-    ops: Mapping = dataclasses.field(default_factory=dict)  # {op: {"ms", "count", "category"}}
+    ops: Mapping = dataclasses.field(default_factory=dict)  # {op name: Op}
     ops_of: str | None = None  # what `ops` covers ("median step")
     executions_per_step: float | None = None  # counters only (torch_xla): graph executions per step
     compiles_during: int | None = None  # counters only: compilations during the profiled steps
+
+
+@dataclass(frozen=True)
+class LazyState:
+    """The optimizer state a step created lazily (results.compile.lazy_optimizer_state): its tensors, by name."""
+
+    tensors: int = 0
+    names: Mapping = dataclasses.field(default_factory=dict)  # {state name: tensors}
 
 
 @dataclass(frozen=True)
@@ -147,7 +165,7 @@ class Compile:
     compile_s: float | None = None
     xla_compile_s: float | None = None
     xla_compiles_per_step: list | None = None
-    lazy_optimizer_state: Mapping = dataclasses.field(default_factory=dict)
+    lazy_optimizer_state: LazyState = dataclasses.field(default_factory=LazyState)
     optimizer_state_at_compile: Any = None  # None: a record from before the counter
     dynamo_compiles: int | None = None
     build: Mapping | None = None
@@ -188,11 +206,16 @@ class Results:
     def profile(self) -> Profile | None:
         """The profiled steps; None where the run was not profiled."""
         node = self.raw.get("profile")
-        return _fill(Profile, node) if node else None
+        if not node:
+            return None
+        profile = _fill(Profile, node)
+        return dataclasses.replace(profile, ops={name: _fill(Op, op) for name, op in profile.ops.items()})
 
     @property
     def compile(self) -> Compile:
-        return _fill(Compile, self.raw.get("compile") or {})
+        info = _fill(Compile, self.raw.get("compile") or {})
+        lazy = info.lazy_optimizer_state  # the stored object, or the default where the record has none
+        return info if isinstance(lazy, LazyState) else dataclasses.replace(info, lazy_optimizer_state=_fill(LazyState, lazy))
 
 
 @dataclass(frozen=True)
@@ -349,6 +372,30 @@ def _fill(block_type: type, node: Mapping) -> Any:
     if "raw" in names:
         known["raw"] = node
     return block_type(**known)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One timing of a replay against its original (replay.py `timing_ratios`): seconds then and now."""
+
+    recorded: float
+    now: float
+    ratio: float
+    within: bool  # within the replay's timing tolerance
+
+
+@dataclass(frozen=True)
+class ReplayVerdict:
+    """A replay's verdict (a record of kind "replay", replay.py): the run replayed, the replay's run, the reasons,
+    the timings against the original and each part's provenance (restored, same, differs)."""
+
+    of: str = ""
+    replay: str = ""
+    reasons: tuple[str, ...] = ()
+    timing: Mapping = dataclasses.field(default_factory=dict)  # {timing key: Timing}
+    parts: Mapping = dataclasses.field(default_factory=dict)
+    loss_rtol: float | None = None
+    timing_tolerance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -539,6 +586,23 @@ class Record:
         """The run records a sweep step or a bisection measured (a calibration's count is not a list: ())."""
         runs = self.raw.get("runs")
         return tuple(runs) if isinstance(runs, list) else ()
+
+    @property
+    def prev(self) -> str | None:
+        """The record this one follows in its chain (a status change names the earlier one); None for a chain's first."""
+        return self.raw.get("prev")
+
+    @property
+    def replay_verdict(self) -> ReplayVerdict:
+        """A replay verdict's fields (kind "replay"); the defaults on any other record."""
+        v = _fill(ReplayVerdict, self.raw)
+        return dataclasses.replace(v, reasons=tuple(v.reasons),
+                                   timing={key: _fill(Timing, t) for key, t in v.timing.items()})
+
+    @property
+    def code(self) -> Mapping:
+        """What names the run's code beside git (its source hash, the sweep snapshot's id); {} where none."""
+        return _block(self.raw, "code")
 
     @property
     def replay_of(self) -> str | None:

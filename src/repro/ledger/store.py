@@ -27,6 +27,7 @@ from repro import redaction
 from repro.ledger import place, recordfile, schema, travel, verified
 from repro.ledger.place import write_error
 from repro.ledger.index import Entry, Index, bulk, record_files
+from repro.ledger.record import view
 from repro.ledger.recordfile import record_id
 from repro.ledger.state import state_of
 from repro.ledger.verify import CHANGED, KEPT, Problem, Verification, usable, verify
@@ -169,12 +170,12 @@ class Ledger:
             return []
         oks = [by] if by is not None else [r for e in entries if e.status == "ok" and (r := self.load(e))]
         out = []
-        for record in lost:
-            later = [ok for ok in oks if ok.get("config_hash") == record.get("config_hash") and ok.get("config_hash")
-                     and ok.get("created", "") > record.get("created", "")]
+        for record in map(view, lost):
+            later = [ok for ok in map(view, oks) if ok.config_hash and ok.config_hash == record.config_hash
+                     and ok.created > record.created]
             if later:
-                out.append(self.append({"kind": "supersession", "status": "superseded", "prev": record["id"],
-                                        "superseded_by": later[-1]["id"], "config_hash": record["config_hash"]}))
+                out.append(self.append({"kind": "supersession", "status": "superseded", "prev": record.id,
+                                        "superseded_by": later[-1].id, "config_hash": record.config_hash}))
         return out
 
     def spool_path(self, started_id: str) -> Path:
@@ -330,17 +331,17 @@ class Ledger:
     def chain(self, record: dict) -> list[dict]:
         """The record and every earlier one it names, newest first."""
         out = [record]
-        while out[-1].get("prev"):
-            out.append(self.get(out[-1]["prev"]))
+        while prev := view(out[-1]).prev:
+            out.append(self.get(prev))
         return out
 
     def current(self, record: dict) -> dict:
         """The newest record of the chain `record` belongs to (a `started` id finds its end)."""
         later = {e.prev: e for e in sorted(self.entries(), key=lambda e: (e.created, e.id)) if e.prev}
         seen = set()
-        while record["id"] in later and record["id"] not in seen:
-            seen.add(record["id"])
-            record = self.load(later[record["id"]]) or record
+        while (rid := view(record).id) in later and rid not in seen:
+            seen.add(rid)
+            record = self.load(later[rid]) or record
         return record
 
     # -- checking ------------------------------------------------------------------------------

@@ -14,36 +14,43 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repro.profile.capture import STEPS
 
+if TYPE_CHECKING:
+    from repro.ledger.record import Profile
+
 
 def run(workload, first: int, out_dir: str) -> tuple[dict, list[str]]:
-    """Profile `STEPS` steps after the timed loop: (results["profile"], the files to keep)."""
+    """Profile `STEPS` steps after the timed loop: (results["profile"], the files to keep). The
+    backend's capture is a `capture.Captured`; the summary is the record's JSON (read back typed as
+    ledger/record.py `Profile`)."""
     from repro.profile import hlo, reduce
 
-    info = workload.profile(first, STEPS, out_dir)
-    summary = {"profiler": info["profiler"], "viewer": info["viewer"], "steps": STEPS,
+    cap = workload.profile(first, STEPS, out_dir)
+    summary = {"profiler": cap.profiler, "viewer": cap.viewer, "steps": STEPS,
                "files": [{"name": Path(f).name, "sha256": sha256_file(f), "bytes": Path(f).stat().st_size}
-                         for f in info["files"]]}
-    if "unprofiled_ms" in info:  # the same steps just before, without the profiler
-        summary["unprofiled_ms"] = info["unprofiled_ms"]
-    if info.get("trace"):
-        instructions = hlo.instructions(info["hlo"]) if info.get("hlo") else None
-        summary.update(reduce.reduce(info["trace"], info["family"], instructions))
+                         for f in cap.files]}
+    if cap.unprofiled_ms is not None:  # the same steps just before, without the profiler
+        summary["unprofiled_ms"] = cap.unprofiled_ms
+    if cap.trace:
+        instructions = hlo.instructions(cap.hlo) if cap.hlo else None
+        summary.update(reduce.reduce(cap.trace, cap.family, instructions))
     else:  # a profiler without a per-op trace: its steps' wall time and its own counters
-        each = info["step_ms_each"]
+        each = cap.step_ms_each
         summary.update({"step_ms": sum(each) / len(each), "step_ms_each": each, "categories_ms": None,
-                        **{k: info[k] for k in ("executions_per_step", "compiles_during") if k in info}})
-    return summary, info["files"]
+                        "executions_per_step": cap.executions_per_step, "compiles_during": cap.compiles_during})
+    return summary, cap.files
 
 
-def metrics(summary: dict) -> dict[str, float]:
-    """A profile's figures as MLflow metrics: `profile/step_ms` and `profile/<category>_ms`."""
+def metrics(profile: Profile) -> dict[str, float]:
+    """A profile's figures (a record's typed `results.profile`) as MLflow metrics: `profile/step_ms`
+    and `profile/<category>_ms`."""
     import re
 
-    out = {"profile/step_ms": summary["step_ms"]}
-    for category, ms in (summary.get("categories_ms") or {}).items():
+    out = {"profile/step_ms": profile.step_ms}
+    for category, ms in (profile.categories_ms or {}).items():
         out[f"profile/{re.sub(r'[^A-Za-z0-9]+', '_', category)}_ms"] = ms
     return out
 

@@ -16,13 +16,31 @@ import gzip
 import shutil
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 STEPS = 5  # profiled steps (after one warm-up step); the median one is reported
 
 
-def torch_trace(run_step: Callable[[int], None], first: int, steps: int, out_dir: str, device: bool) -> dict:
+@dataclass(frozen=True)
+class Captured:
+    """What a backend's `profile(first, steps, out_dir)` gives back: the profiler, the files to keep,
+    the trace to reduce (None: the profiler gives its counters only) and its op vocabulary's family."""
+
+    profiler: str
+    files: list[str]
+    viewer: str
+    family: str | None = None  # "torch" or "xla" (repro.profile.reduce); None without a trace
+    trace: str | None = None
+    unprofiled_ms: float | None = None  # as many steps just before, without the profiler
+    hlo: str | None = None  # the compiled module's HLO text (JAX): what each fusion holds
+    step_ms_each: list[float] | None = None  # counters only: each profiled step's wall
+    executions_per_step: float | None = None  # counters only (torch_xla)
+    compiles_during: int | None = None  # counters only (torch_xla)
+
+
+def torch_trace(run_step: Callable[[int], None], first: int, steps: int, out_dir: str, device: bool) -> Captured:
     """torch.profiler over `steps` steps; the Chrome trace (Perfetto, chrome://tracing) gzipped."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
@@ -30,12 +48,13 @@ def torch_trace(run_step: Callable[[int], None], first: int, steps: int, out_dir
     unprofiled = _unprofiled(run_step, first, steps)
     first += steps
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device else [])
-    done = {}
+    trace = None
 
     def on_ready(prof) -> None:
+        nonlocal trace
         raw = Path(out_dir) / "torch_trace.json"
         prof.export_chrome_trace(str(raw))
-        done["path"] = _gzip(raw)
+        trace = _gzip(raw)
 
     with profile(activities=activities, record_shapes=True, schedule=schedule(wait=0, warmup=1, active=steps),
                  on_trace_ready=on_ready) as prof:
@@ -43,11 +62,11 @@ def torch_trace(run_step: Callable[[int], None], first: int, steps: int, out_dir
             with record_function(f"repro_step_{k}") if k else contextlib.nullcontext():
                 run_step(first + k)
             prof.step()
-    return {"profiler": f"torch.profiler (torch {torch.__version__})", "family": "torch", "unprofiled_ms": unprofiled,
-            "files": [done["path"]], "trace": done["path"], "viewer": "Perfetto (ui.perfetto.dev) or chrome://tracing"}
+    return Captured(profiler=f"torch.profiler (torch {torch.__version__})", family="torch", unprofiled_ms=unprofiled,
+                    files=[trace], trace=trace, viewer="Perfetto (ui.perfetto.dev) or chrome://tracing")
 
 
-def jax_trace(run_step: Callable[[int], None], first: int, steps: int, out_dir: str) -> dict:
+def jax_trace(run_step: Callable[[int], None], first: int, steps: int, out_dir: str) -> Captured:
     """jax.profiler with a Perfetto trace; the XSpace (xplane.pb) is kept for TensorBoard/XProf."""
     import jax
 
@@ -66,9 +85,9 @@ def jax_trace(run_step: Callable[[int], None], first: int, steps: int, out_dir: 
     files = [str(Path(out_dir) / "jax_perfetto_trace.json.gz"), str(Path(out_dir) / "jax.xplane.pb")]
     shutil.copyfile(perfetto, files[0])
     shutil.copyfile(xplane, files[1])
-    return {"profiler": f"jax.profiler (jax {jax.__version__})", "family": "xla", "unprofiled_ms": unprofiled,
-            "files": files, "trace": files[0],
-            "viewer": "Perfetto (ui.perfetto.dev) for the .json.gz; TensorBoard/XProf for the .xplane.pb"}
+    return Captured(profiler=f"jax.profiler (jax {jax.__version__})", family="xla", unprofiled_ms=unprofiled,
+                    files=files, trace=files[0],
+                    viewer="Perfetto (ui.perfetto.dev) for the .json.gz; TensorBoard/XProf for the .xplane.pb")
 
 
 def _unprofiled(run_step: Callable[[int], None], first: int, steps: int) -> float:

@@ -11,6 +11,7 @@ with jax, hence these few regular expressions.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from repro.profile.categories import OPTIMIZER_SOURCES
 
@@ -56,13 +57,23 @@ def _frame_files(frame: int, files: dict, locations: dict, frames: dict) -> list
     return out
 
 
-def instructions(text: str) -> dict[str, dict]:
-    """{instruction name: {"opcode", "inside" (opcodes of a called computation), "shape",
-    "optimizer" (its source lies in an optimizer library)}} for every computation's instructions."""
+@dataclass(frozen=True)
+class Instruction:
+    """One instruction of a compiled module: its opcode, the opcodes inside it (a called computation's;
+    else its own), its result shape, and whether its source lies in an optimizer library."""
+
+    opcode: str
+    inside: tuple[str, ...] = ()
+    shape: str = ""
+    optimizer: bool = False
+
+
+def instructions(text: str) -> dict[str, Instruction]:
+    """{instruction name: what it is} for every computation's instructions."""
     lines = text.splitlines()
     files, locations, frames = _tables(lines)
     opcodes_of: dict[str, set[str]] = {}  # computation → the opcodes it holds
-    out: dict[str, dict] = {}
+    found: dict[str, tuple] = {}  # name → (opcode, the computation it calls, shape, optimizer)
     current = None
     for line in lines:
         if m := COMPUTATION.match(line):
@@ -79,10 +90,8 @@ def instructions(text: str) -> dict[str, dict]:
         if f := FRAME.search(line):
             sources += _frame_files(int(f.group(1)), files, locations, frames)
         calls = CALLS.search(line)
-        out[name] = {"opcode": opcode, "calls": calls.group(1) if calls else None,
-                     "shape": re.sub(r"\{[^}]*\}$", "", shape),
-                     "optimizer": any(OPTIMIZER_SOURCES.search(s) for s in sources)}
-    for info in out.values():
-        called = info.pop("calls")
-        info["inside"] = sorted(opcodes_of.get(called, ())) if called else [info["opcode"]]
-    return out
+        found[name] = (opcode, calls.group(1) if calls else None, re.sub(r"\{[^}]*\}$", "", shape),
+                       any(OPTIMIZER_SOURCES.search(s) for s in sources))
+    return {name: Instruction(opcode, tuple(sorted(opcodes_of.get(called, ()))) if called else (opcode,), shape,
+                              optimizer)
+            for name, (opcode, called, shape, optimizer) in found.items()}

@@ -61,9 +61,11 @@ over the trials): the power is the power at that gap.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 from repro.ledger.record import view
 from repro.report import verdict as V
@@ -74,6 +76,179 @@ MAD_SD = 1.4826  # MAD x this estimates the SD of normal noise
 SLOW = 0.20  # a run this much slower than its config's median is a slow process
 STEAL = 0.02  # machine.steal_share above this: the hypervisor gave the core to another tenant
 SIGNALS = ("canary", "steal", "placement")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean with its 95 % t interval over n values."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+
+
+@dataclass(frozen=True)
+class Position:
+    """The order effect at one position of a round: the mean log ratio over position 0, its interval."""
+
+    position: int
+    mean: float
+    lo: float
+    hi: float
+    n: int
+
+
+@dataclass(frozen=True)
+class LabelEffect:
+    """The mean within-round log ratio of `labels[1]` over `labels[0]`, its interval."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+    labels: list
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """Pearson r with its Fisher-z 95 % interval over n pairs."""
+
+    r: float
+    lo: float
+    hi: float
+    n: int
+
+
+@dataclass(frozen=True)
+class Components:
+    """Paired noise and the round-shared and independent parts of a run's log median."""
+
+    paired_noise: float
+    rounds: int
+    dof: int
+    run_sd: float
+    shared_sd: float
+    independent_sd: float
+    rho: float | None
+
+
+@dataclass(frozen=True)
+class BetweenTrials:
+    """The F test of the trials' mean ratios against their rounds, and the excess as an SD."""
+
+    trials: int
+    f: float
+    p: float
+    tau: float
+
+
+@dataclass(frozen=True)
+class Slow:
+    """The slow processes: their count, share and size, what caught them, what flagged the others."""
+
+    runs: int
+    slow: int
+    share: float
+    size_median: float | None
+    size_range: list | None
+    caught: Mapping  # {signal or "nothing": runs}
+    flagged_others: Mapping  # {signal: runs}
+    others: int
+
+
+@dataclass(frozen=True)
+class Rate:
+    """k of n with its Wilson 95 % interval (rate None where n is 0)."""
+
+    k: int
+    n: int
+    rate: float | None
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class MeasuredGap:
+    """The gap the slowed label measured, as a ratio less 1, with its t interval over the trials."""
+
+    mean: float
+    lo: float
+    hi: float
+    trials: int
+
+
+@dataclass(frozen=True)
+class GapTrials:
+    """The --gap trials: the gap injected, what was measured, the power and the wrong calls."""
+
+    gap: Any  # the one gap, or the sorted gaps where trials differ
+    trials: int
+    measured: MeasuredGap | None
+    power: Rate
+    wrong: Rate
+    undecided: int
+    rounds_median: float | None
+    rounds_range: list | None
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Whether the calibration's processes gave bit-identical losses and parameters."""
+
+    processes: int
+    identical: bool | None
+    text: str
+    deterministic: bool
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A calibration's numbers (module docstring); None where it cannot be computed. `as_dict()` is
+    the JSON the calibration record stores (field order is the record's key order); `repeats` and
+    `allocation` are calibrate.py's, left out of it while unset."""
+
+    trials: int
+    gap_trials: int
+    runs: int
+    ok_runs: int
+    busy_runs: int
+    rounds: int
+    noise: float | None
+    paired_noise: float | None
+    components: Components | None
+    between_trials: BetweenTrials | None
+    sampling_sd: float | None
+    sampling_runs: int
+    correlation: Mapping  # {"other_cpu_share" | "repro_cpu_s": Correlation | None}
+    order: list  # [Position]
+    order_from: str
+    label_effect: LabelEffect | None
+    unit: str
+    unit_noise: float | None
+    floor: Mapping  # {rounds as text: gap}
+    floor_normal: Mapping
+    floor_from: str
+    trim: float
+    statistic: str
+    robust_spread: float | None
+    robust_paired_noise: float | None
+    slow: Slow | None
+    outcomes: Mapping  # {verdict outcome: trials}
+    false_verdicts: int
+    false_rate: float | None
+    false: Rate | None
+    gap: GapTrials | None
+    identity: Identity | None
+    repeats: int | None = None  # the rounds per trial asked for (calibrate.py)
+    allocation: Mapping | None = None  # the recommended steps, rounds and gap (calibrate.py)
+
+    def as_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        for key in ("repeats", "allocation"):
+            if out[key] is None:
+                del out[key]
+        return out
 
 
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -137,15 +312,15 @@ def _rounds(labels: dict[str, list[dict]]) -> list[dict[str, dict]]:
     return out
 
 
-def _mean_ci(x: list[float], level: float = 0.95) -> dict | None:
+def _mean_ci(x: list[float], level: float = 0.95) -> Interval | None:
     if len(x) < 2:
         return None
     m, sd = statistics.fmean(x), statistics.stdev(x)
     half = V.t_ppf(1 - (1 - level) / 2, len(x) - 1) * sd / math.sqrt(len(x))
-    return {"mean": m, "lo": m - half, "hi": m + half, "n": len(x)}
+    return Interval(m, m - half, m + half, len(x))
 
 
-def _pearson(x: list[float], y: list[float]) -> dict | None:
+def _pearson(x: list[float], y: list[float]) -> Correlation | None:
     """Pearson r with a Fisher-z 95 % interval (None: fewer than 4 pairs or no spread)."""
     if len(x) < 4:
         return None
@@ -156,10 +331,10 @@ def _pearson(x: list[float], y: list[float]) -> dict | None:
         return None
     r = max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
     z, half = math.atanh(max(-0.999999, min(0.999999, r))), Z95 / math.sqrt(len(x) - 3)
-    return {"r": r, "lo": math.tanh(z - half), "hi": math.tanh(z + half), "n": len(x)}
+    return Correlation(r, math.tanh(z - half), math.tanh(z + half), len(x))
 
 
-def _components(aa: list[list[dict[str, dict]]]) -> dict | None:
+def _components(aa: list[list[dict[str, dict]]]) -> Components | None:
     """Paired noise and the round-shared and independent parts, pooled within trials, from the
     complete rounds of each A/A trial (labels A and B, or the first two labels)."""
     sxx = syy = sxy = sdd = 0.0
@@ -182,9 +357,9 @@ def _components(aa: list[list[dict[str, dict]]]) -> dict | None:
     if not dof:
         return None
     var, cov, var_d = (sxx + syy) / (2 * dof), sxy / dof, sdd / dof
-    return {"paired_noise": math.sqrt(var_d), "rounds": rounds, "dof": dof, "run_sd": math.sqrt(var),
-            "shared_sd": math.sqrt(max(cov, 0.0)), "independent_sd": math.sqrt(var_d / 2),
-            "rho": cov / var if var > 0 else None}
+    return Components(paired_noise=math.sqrt(var_d), rounds=rounds, dof=dof, run_sd=math.sqrt(var),
+                      shared_sd=math.sqrt(max(cov, 0.0)), independent_sd=math.sqrt(var_d / 2),
+                      rho=cov / var if var > 0 else None)
 
 
 def _log_ratio(rnd: dict[str, dict]) -> float:
@@ -193,7 +368,7 @@ def _log_ratio(rnd: dict[str, dict]) -> float:
     return math.log(_median_s(rnd[second])) - math.log(_median_s(rnd[first]))
 
 
-def _measured_gap(gapped) -> dict | None:
+def _measured_gap(gapped) -> MeasuredGap | None:
     """The gap the slowed label actually had: each gapped trial's mean log ratio of the slowed
     label's run medians over the other's (its complete rounds), then a t interval over the
     trials (their means, so a part shared within a trial is inside it), as a ratio minus 1."""
@@ -206,10 +381,10 @@ def _measured_gap(gapped) -> dict | None:
             continue
         means.append(statistics.fmean(math.log(_median_s(r[slow]) / _median_s(r[other])) for r in rounds))
     ci = _mean_ci(means)
-    return {k: math.expm1(ci[k]) for k in ("mean", "lo", "hi")} | {"trials": ci["n"]} if ci else None
+    return MeasuredGap(math.expm1(ci.mean), math.expm1(ci.lo), math.expm1(ci.hi), ci.n) if ci else None
 
 
-def _between_trials(aa: list[list[dict[str, dict]]]) -> dict | None:
+def _between_trials(aa: list[list[dict[str, dict]]]) -> BetweenTrials | None:
     """A level above the rounds (Kalibera & Jones 2013's levels: steps < processes < sweeps):
     whether the trials' mean within-round log ratios spread more than their own rounds predict.
     F = variance of the trial means / mean of (within-trial variance / rounds), tested against
@@ -228,8 +403,8 @@ def _between_trials(aa: list[list[dict[str, dict]]]) -> dict | None:
         return None
     var_means, expected = statistics.variance(means), statistics.fmean(within)
     f = var_means / expected
-    return {"trials": len(means), "f": f, "p": V.f_sf(f, len(means) - 1, dof),
-            "tau": math.sqrt(max(var_means - expected, 0.0))}
+    return BetweenTrials(trials=len(means), f=f, p=V.f_sf(f, len(means) - 1, dof),
+                         tau=math.sqrt(max(var_means - expected, 0.0)))
 
 
 def _residuals(aa_trials: Iterable[dict[str, list[dict]]]) -> list[tuple[dict, float]]:
@@ -246,13 +421,13 @@ def _residuals(aa_trials: Iterable[dict[str, list[dict]]]) -> list[tuple[dict, f
     return out
 
 
-def _correlation(residuals: list[tuple[dict, float]], key: str) -> dict | None:
+def _correlation(residuals: list[tuple[dict, float]], key: str) -> Correlation | None:
     pairs = [(v, float(x)) for r, v in residuals
              if isinstance(x := view(r).machine.raw.get(key), (int, float)) and math.isfinite(x)]
     return _pearson([v for v, _ in pairs], [x for _, x in pairs])
 
 
-def _positions(aa: list[list[dict[str, dict]]]) -> tuple[list[dict], str]:
+def _positions(aa: list[list[dict[str, dict]]]) -> tuple[list[Position], str]:
     """The order effect: for each position p >= 1, the mean log ratio of the run at p over the run
     at position 0 of its round, with its 95 % interval; and where positions came from."""
     recorded = all(view(r).repeat.position is not None for trial in aa for rnd in trial for r in rnd.values())
@@ -271,15 +446,15 @@ def _positions(aa: list[list[dict[str, dict]]]) -> tuple[list[dict], str]:
     for p in sorted(by_p):
         ci = _mean_ci(by_p[p])
         if ci:
-            out.append({"position": p, **ci})
+            out.append(Position(p, ci.mean, ci.lo, ci.hi, ci.n))
     return out, "repeat.position" if recorded else "job order"
 
 
-def _label_effect(aa: list[list[dict[str, dict]]]) -> dict | None:
+def _label_effect(aa: list[list[dict[str, dict]]]) -> LabelEffect | None:
     """The mean within-round log ratio of the second label over the first over every complete
     A/A round, with its 95 % interval: a bias toward one label (0 between identical configs)."""
     ci = _mean_ci([_log_ratio(rnd) for trial in aa for rnd in trial])
-    return {**ci, "labels": sorted(aa[0][0])[:2] if aa and aa[0] else []} if ci else None
+    return LabelEffect(ci.mean, ci.lo, ci.hi, ci.n, sorted(aa[0][0])[:2] if aa and aa[0] else []) if ci else None
 
 
 def _mad_sd(x: list[float]) -> float | None:
@@ -310,7 +485,7 @@ def caught_by(record: dict, median_migrations: float = 0.0) -> str:
     return "nothing"
 
 
-def slow_processes(records: list[dict]) -> dict | None:
+def slow_processes(records: list[dict]) -> Slow | None:
     """The runs more than SLOW slower than their config's median (a config: the runs sharing an
     injected gap, or none), their share and size, what caught each, and what flagged the others."""
     configs: dict = {}
@@ -336,9 +511,10 @@ def slow_processes(records: list[dict]) -> dict | None:
     for r, _, moves in fast:
         if (by := caught_by(r, moves)) != "nothing":
             flagged[by] += 1
-    return {"runs": runs, "slow": len(slow), "share": len(slow) / runs,
-            "size_median": statistics.median(sizes) if sizes else None, "size_range": [sizes[0], sizes[-1]] if sizes else None,
-            "caught": caught, "flagged_others": flagged, "others": len(fast)}
+    return Slow(runs=runs, slow=len(slow), share=len(slow) / runs,
+                size_median=statistics.median(sizes) if sizes else None,
+                size_range=[sizes[0], sizes[-1]] if sizes else None, caught=caught, flagged_others=flagged,
+                others=len(fast))
 
 
 def aa_log_ratios(records: list[dict]) -> list[float]:
@@ -364,13 +540,12 @@ def trial_verdict(labels: dict[str, list[dict]], names: tuple[str, str]) -> V.Ve
     return v
 
 
-def _rate(k: int, n: int) -> dict:
-    lo, hi = wilson(k, n)
-    return {"k": k, "n": n, "rate": k / n if n else None, "lo": lo, "hi": hi}
+def _rate(k: int, n: int) -> Rate:
+    return Rate(k, n, k / n if n else None, *wilson(k, n))
 
 
-def summarise(records: list[dict]) -> dict:
-    """The numbers of a calibration (module docstring), JSON-ready: what cannot be computed is None."""
+def summarise(records: list[dict]) -> Summary:
+    """The numbers of a calibration (module docstring): what cannot be computed is None."""
     from repro.report.audit import busy
 
     trials = _trials(records)
@@ -398,7 +573,7 @@ def summarise(records: list[dict]) -> dict:
     judged = sum(outcomes.values())
 
     unit = "paired" if parts else "run"
-    unit_noise = parts["paired_noise"] if parts else (sigma if sigma == sigma else None)
+    unit_noise = parts.paired_noise if parts else (sigma if sigma == sigma else None)
     floor_normal = {str(n): V.resolvable_gap(unit_noise, n, paired=unit == "paired") for n in FLOOR_ROUNDS} \
         if unit_noise else {}
     ratios = aa_log_ratios(records)
@@ -429,35 +604,35 @@ def summarise(records: list[dict]) -> dict:
             else:
                 undecided += 1
         n = len(gapped)
-        gap = {"gap": sorted(sizes)[0] if len(sizes) == 1 else sorted(sizes), "trials": n,
-               "measured": _measured_gap(gapped.values()),
-               "power": _rate(right, n), "wrong": _rate(wrong, n), "undecided": undecided,
-               "rounds_median": statistics.median(used) if used else None,
-               "rounds_range": [min(used), max(used)] if used else None}
+        gap = GapTrials(gap=sorted(sizes)[0] if len(sizes) == 1 else sorted(sizes), trials=n,
+                        measured=_measured_gap(gapped.values()),
+                        power=_rate(right, n), wrong=_rate(wrong, n), undecided=undecided,
+                        rounds_median=statistics.median(used) if used else None,
+                        rounds_range=[min(used), max(used)] if used else None)
 
-    return {
-        "trials": len(aa), "gap_trials": len(gapped), "runs": len(records),
-        "ok_runs": sum(view(r).status == "ok" for r in records),
-        "busy_runs": sum(busy(r) is not None for r in records),
-        "rounds": statistics.median_low([len(t) for t in aa_rounds]) if aa_rounds else 0,  # an integer (the schema)
-        "noise": sigma if sigma == sigma else None,
-        "paired_noise": parts["paired_noise"] if parts else None,
-        "components": parts, "between_trials": between,
-        "sampling_sd": statistics.median(sd) if sd else None, "sampling_runs": len(sd),
-        "correlation": {key: _correlation(residuals, key) for key in ("other_cpu_share", "repro_cpu_s")},
-        "order": positions, "order_from": source, "label_effect": _label_effect([t for t in aa_rounds if t]),
-        "unit": unit, "unit_noise": unit_noise, "floor": floor, "floor_normal": floor_normal,
-        "floor_from": "resampled" if floor is resampled else "normal", "trim": trim, "statistic": statistic,
-        "robust_spread": _mad_sd(logs), "robust_paired_noise": _mad_sd(ratios), "slow": slow_processes(records),
-        "outcomes": outcomes, "false_verdicts": outcomes[V.FASTER],
-        "false_rate": outcomes[V.FASTER] / judged if judged else None,
-        "false": _rate(outcomes[V.FASTER], judged) if judged else None,
-        "gap": gap,
-        "identity": _identity(records),
-    }
+    return Summary(
+        trials=len(aa), gap_trials=len(gapped), runs=len(records),
+        ok_runs=sum(view(r).status == "ok" for r in records),
+        busy_runs=sum(busy(r) is not None for r in records),
+        rounds=statistics.median_low([len(t) for t in aa_rounds]) if aa_rounds else 0,  # an integer (the schema)
+        noise=sigma if sigma == sigma else None,
+        paired_noise=parts.paired_noise if parts else None,
+        components=parts, between_trials=between,
+        sampling_sd=statistics.median(sd) if sd else None, sampling_runs=len(sd),
+        correlation={key: _correlation(residuals, key) for key in ("other_cpu_share", "repro_cpu_s")},
+        order=positions, order_from=source, label_effect=_label_effect([t for t in aa_rounds if t]),
+        unit=unit, unit_noise=unit_noise, floor=floor, floor_normal=floor_normal,
+        floor_from="resampled" if floor is resampled else "normal", trim=trim, statistic=statistic,
+        robust_spread=_mad_sd(logs), robust_paired_noise=_mad_sd(ratios), slow=slow_processes(records),
+        outcomes=outcomes, false_verdicts=outcomes[V.FASTER],
+        false_rate=outcomes[V.FASTER] / judged if judged else None,
+        false=_rate(outcomes[V.FASTER], judged) if judged else None,
+        gap=gap,
+        identity=_identity(records),
+    )
 
 
-def _identity(records: list[dict]) -> dict | None:
+def _identity(records: list[dict]) -> Identity | None:
     """Whether the calibration's processes (one config under two labels: an injected gap is time, not
     maths) gave bit-identical losses and parameters (report/identity.py); None below two ok runs."""
     from repro.report import identity
@@ -466,102 +641,101 @@ def _identity(records: list[dict]) -> dict | None:
     if found.identical is None and not found.text:
         return None
     promised = view(records[0]).config.run.deterministic
-    return {"processes": found.processes, "identical": found.identical, "text": found.text, "deterministic": promised}
+    return Identity(processes=found.processes, identical=found.identical, text=found.text, deterministic=promised)
 
 
 def _pct(x: float | None, digits: int = 2) -> str:
     return "—" if x is None else f"{100 * x:.{digits}f} %"
 
 
-def _pct_ci(d: dict) -> str:
-    return f"{100 * d['lo']:.0f}–{100 * d['hi']:.0f} %"
+def _pct_ci(d: Rate) -> str:
+    return f"{100 * d.lo:.0f}–{100 * d.hi:.0f} %"
 
 
-def lines(s: dict, host: str) -> list[str]:
+def lines(s: Summary, host: str) -> list[str]:
     """What `repro calibrate` prints, one finding a line (`benchmarks/verdict_calibration.py`
     reads back the line that starts "run-to-run noise:")."""
     out = []
-    if s.get("noise") is None:
-        out.append(f"run-to-run noise: not measured: no trial has two ok runs of a label ({s['ok_runs']} ok runs of "
-                   f"{s['runs']}; host {host})")
+    if s.noise is None:
+        out.append(f"run-to-run noise: not measured: no trial has two ok runs of a label ({s.ok_runs} ok runs of "
+                   f"{s.runs}; host {host})")
     else:
-        out.append(f"run-to-run noise: {_pct(s['noise'])} (sd of log run medians within each label of each trial; "
-                   f"{s['ok_runs']} ok runs of {s['runs']}, {s['busy_runs']} on a busy machine; host {host})")
-    parts = s.get("components")
+        out.append(f"run-to-run noise: {_pct(s.noise)} (sd of log run medians within each label of each trial; "
+                   f"{s.ok_runs} ok runs of {s.runs}, {s.busy_runs} on a busy machine; host {host})")
+    parts = s.components
     if parts:
-        rho = "" if parts["rho"] is None else f", round correlation {parts['rho']:.2f}"
-        out.append(f"paired noise: {_pct(parts['paired_noise'])} (sd of the within-round log ratio, {parts['rounds']} "
-                   f"complete rounds): shared by a round {_pct(parts['shared_sd'])}, independent per run "
-                   f"{_pct(parts['independent_sd'])}{rho}; pairing cancels the shared part")
-    if b := s.get("between_trials"):
-        beyond = f"a part shared by a label's runs within one trial, sd {_pct(b['tau'])}, that more rounds of one " \
-                 "sweep do not average (repeat sweeps to shrink it)" if b["f"] > 1 else "no part beyond the rounds' own noise"
-        out.append(f"between trials: the trials' mean ratios spread {b['f']:.2f}× what their rounds predict "
-                   f"(F test p {b['p']:.2g}, {b['trials']} trials): {beyond}")
-    if s.get("sampling_sd") is not None:
-        share = "" if not s.get("noise") else \
-            f"; {min(1.0, (s['sampling_sd'] / s['noise']) ** 2):.0%} of the run-to-run variance"
-        out.append(f"sampling sd of a run's steady median: {_pct(s['sampling_sd'])} (median of {s['sampling_runs']} "
+        rho = "" if parts.rho is None else f", round correlation {parts.rho:.2f}"
+        out.append(f"paired noise: {_pct(parts.paired_noise)} (sd of the within-round log ratio, {parts.rounds} "
+                   f"complete rounds): shared by a round {_pct(parts.shared_sd)}, independent per run "
+                   f"{_pct(parts.independent_sd)}{rho}; pairing cancels the shared part")
+    if b := s.between_trials:
+        beyond = f"a part shared by a label's runs within one trial, sd {_pct(b.tau)}, that more rounds of one " \
+                 "sweep do not average (repeat sweeps to shrink it)" if b.f > 1 else "no part beyond the rounds' own noise"
+        out.append(f"between trials: the trials' mean ratios spread {b.f:.2f}× what their rounds predict "
+                   f"(F test p {b.p:.2g}, {b.trials} trials): {beyond}")
+    if s.sampling_sd is not None:
+        share = "" if not s.noise else \
+            f"; {min(1.0, (s.sampling_sd / s.noise) ** 2):.0%} of the run-to-run variance"
+        out.append(f"sampling sd of a run's steady median: {_pct(s.sampling_sd)} (median of {s.sampling_runs} "
                    f"runs{share})")
     else:
         out.append("sampling sd of a run's steady median: not recorded by these runs")
     words = {"other_cpu_share": "other processes' CPU share", "repro_cpu_s": "repro's own CPU in the window"}
     cors = []
-    for key, c in (s.get("correlation") or {}).items():
-        cors.append(f"{words[key]} r = {c['r']:+.2f} (95 % CI {c['lo']:+.2f} to {c['hi']:+.2f}, {c['n']} runs)"
+    for key, c in (s.correlation or {}).items():
+        cors.append(f"{words[key]} r = {c.r:+.2f} (95 % CI {c.lo:+.2f} to {c.hi:+.2f}, {c.n} runs)"
                     if c else f"{words[key]}: not recorded or constant")
     out.append("run medians vs " + "; ".join(cors))
-    for p in s.get("order") or []:
-        out.append(f"order: position {p['position']} over position 0: {100 * p['mean']:+.2f} % (95 % CI "
-                   f"{100 * p['lo']:+.2f} to {100 * p['hi']:+.2f} %, {p['n']} rounds; positions from {s['order_from']})")
-    if s.get("label_effect"):
-        e = s["label_effect"]
-        out.append(f"label {e['labels'][1]} over label {e['labels'][0]}: {100 * e['mean']:+.2f} % (95 % CI "
-                   f"{100 * e['lo']:+.2f} to {100 * e['hi']:+.2f} %, {e['n']} rounds; 0 between identical configs)")
-    o, f = s["outcomes"], s.get("false")
+    for p in s.order or []:
+        out.append(f"order: position {p.position} over position 0: {100 * p.mean:+.2f} % (95 % CI "
+                   f"{100 * p.lo:+.2f} to {100 * p.hi:+.2f} %, {p.n} rounds; positions from {s.order_from})")
+    if e := s.label_effect:
+        out.append(f"label {e.labels[1]} over label {e.labels[0]}: {100 * e.mean:+.2f} % (95 % CI "
+                   f"{100 * e.lo:+.2f} to {100 * e.hi:+.2f} %, {e.n} rounds; 0 between identical configs)")
+    o, f = s.outcomes, s.false
     if f:
-        out.append(f"false verdicts: {s['false_verdicts']} of {f['n']} A/A trials called one label faster "
-                   f"({100 * f['rate']:.1f} %, 95 % CI {_pct_ci(f)}); {o[V.EQUIVALENT]} equivalent, "
-                   f"{o[V.UNDECIDED]} cannot tell ({s['rounds']:g} rounds per trial)")
-    if s.get("robust_spread") is not None:
-        paired = "" if s.get("robust_paired_noise") is None else \
-            f"; robust paired noise {_pct(s['robust_paired_noise'])} (the SD: {_pct(s.get('paired_noise'))})"
-        out.append(f"robust spread: {_pct(s['robust_spread'])} (MAD × 1.4826 of log run medians; the SD: "
-                   f"{_pct(s.get('noise'))}){paired}; equal under normal noise, far apart when a few processes are slow")
-    if w := s.get("slow"):
-        caught = ", ".join(f"{k} {v}" for k, v in w["caught"].items())
-        size = "" if w["size_median"] is None else \
-            f", by {100 * w['size_median']:+.0f} % ({100 * w['size_range'][0]:+.0f} to {100 * w['size_range'][1]:+.0f} %)"
-        others = ", ".join(f"{k} {v}" for k, v in w["flagged_others"].items())
-        out.append(f"slow processes: {w['slow']} of {w['runs']} runs ({100 * w['share']:.1f} %) more than "
+        out.append(f"false verdicts: {s.false_verdicts} of {f.n} A/A trials called one label faster "
+                   f"({100 * f.rate:.1f} %, 95 % CI {_pct_ci(f)}); {o[V.EQUIVALENT]} equivalent, "
+                   f"{o[V.UNDECIDED]} cannot tell ({s.rounds:g} rounds per trial)")
+    if s.robust_spread is not None:
+        paired = "" if s.robust_paired_noise is None else \
+            f"; robust paired noise {_pct(s.robust_paired_noise)} (the SD: {_pct(s.paired_noise)})"
+        out.append(f"robust spread: {_pct(s.robust_spread)} (MAD × 1.4826 of log run medians; the SD: "
+                   f"{_pct(s.noise)}){paired}; equal under normal noise, far apart when a few processes are slow")
+    if w := s.slow:
+        caught = ", ".join(f"{k} {v}" for k, v in w.caught.items())
+        size = "" if w.size_median is None else \
+            f", by {100 * w.size_median:+.0f} % ({100 * w.size_range[0]:+.0f} to {100 * w.size_range[1]:+.0f} %)"
+        others = ", ".join(f"{k} {v}" for k, v in w.flagged_others.items())
+        out.append(f"slow processes: {w.slow} of {w.runs} runs ({100 * w.share:.1f} %) more than "
                    f"{100 * SLOW:.0f} % slower than their config's median{size}; caught by: {caught}; flagged among the "
-                   f"{w['others']} others: {others}")
-    if s["floor"]:
-        gaps = ", ".join(f"{100 * g:.1f} % in {n} rounds" for n, g in s["floor"].items())
-        if s.get("floor_from") == "resampled":
-            normal = ", ".join(f"{100 * g:.1f} %" for g in s["floor_normal"].values())
+                   f"{w.others} others: {others}")
+    if s.floor:
+        gaps = ", ".join(f"{100 * g:.1f} % in {n} rounds" for n, g in s.floor.items())
+        if s.floor_from == "resampled":
+            normal = ", ".join(f"{100 * g:.1f} %" for g in s.floor_normal.values())
             out.append(f"smallest gap resolved (80 % power, 5 % false verdicts, the verdict's statistic "
-                       f"verdict.statistic={s.get('statistic') or 'trimmed'} at verdict.trim={s['trim']:g} on the "
+                       f"verdict.statistic={s.statistic or 'trimmed'} at verdict.trim={s.trim:g} on the "
                        f"measured log ratios resampled): {gaps} (a normal "
                        f"assumption at the paired SD: {normal})")
         else:
-            unit = "paired rounds" if s["unit"] == "paired" else "runs per side, unpaired"
+            unit = "paired rounds" if s.unit == "paired" else "runs per side, unpaired"
             out.append(f"smallest gap resolved (80 % power, 5 % false verdicts, {unit}, normal approximation): {gaps}")
-    if same := s.get("identity"):  # the A/A's own determinism check, as every sweep's close says it
-        diverged = same["identical"] is False
-        head = "WARNING: a deterministic config diverged: " if diverged and same["deterministic"] else "bit-identity: "
-        out.append(head + same["text"] + (" (expected: run.deterministic=false)" if diverged and not same["deterministic"]
-                                          else ""))
-    g = s.get("gap")
+    if same := s.identity:  # the A/A's own determinism check, as every sweep's close says it
+        diverged = same.identical is False
+        head = "WARNING: a deterministic config diverged: " if diverged and same.deterministic else "bit-identity: "
+        out.append(head + same.text + (" (expected: run.deterministic=false)" if diverged and not same.deterministic
+                                       else ""))
+    g = s.gap
     if g:
-        size = g["gap"] if isinstance(g["gap"], list) else [g["gap"]]
-        rounds = "" if g["rounds_median"] is None else \
-            f"; rounds used: median {g['rounds_median']:g} ({g['rounds_range'][0]}–{g['rounds_range'][1]})"
-        m = g.get("measured")
-        seen = "" if not m else f" (measured {100 * m['mean']:.1f} %, 95 % CI {100 * m['lo']:.1f} to " \
-                                f"{100 * m['hi']:.1f} % over {m['trials']} trials)"
-        out.append(f"gap {', '.join(f'{100 * x:g} %' for x in size)}{seen}: {g['power']['k']} of {g['trials']} trials called "
-                   f"the unslowed label faster (power {100 * g['power']['rate']:.0f} %, 95 % CI {_pct_ci(g['power'])}), "
-                   f"{g['wrong']['k']} in the wrong direction (95 % CI {_pct_ci(g['wrong'])}), {g['undecided']} "
+        size = g.gap if isinstance(g.gap, list) else [g.gap]
+        rounds = "" if g.rounds_median is None else \
+            f"; rounds used: median {g.rounds_median:g} ({g.rounds_range[0]}–{g.rounds_range[1]})"
+        m = g.measured
+        seen = "" if not m else f" (measured {100 * m.mean:.1f} %, 95 % CI {100 * m.lo:.1f} to " \
+                                f"{100 * m.hi:.1f} % over {m.trials} trials)"
+        out.append(f"gap {', '.join(f'{100 * x:g} %' for x in size)}{seen}: {g.power.k} of {g.trials} trials called "
+                   f"the unslowed label faster (power {100 * g.power.rate:.0f} %, 95 % CI {_pct_ci(g.power)}), "
+                   f"{g.wrong.k} in the wrong direction (95 % CI {_pct_ci(g.wrong)}), {g.undecided} "
                    f"undecided{rounds}")
     return out

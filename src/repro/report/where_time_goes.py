@@ -9,9 +9,10 @@ compilation and first execution, with whether (and why) the second step compiled
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
-from repro.ledger.record import Profile, view
+from repro.ledger.record import Op, Profile, view
 from repro.profile.categories import CATEGORIES, HOST
 from repro.report.md import md_table
 
@@ -51,23 +52,57 @@ class Side:
         return own is not None and abs((1 + self.overhead) / (1 + own) - 1) <= TOLERANCE
 
 
+@dataclass(frozen=True)
+class CategorySide:
+    """One framework's time in a category, and its own heaviest ops there."""
+
+    framework: str
+    ms: float
+    top: list[tuple[str, Op]]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A category whose time differs across the frameworks: the spread, and each framework's side."""
+
+    category: str
+    spread_ms: float
+    sides: list[CategorySide]
+
+
+@dataclass(frozen=True)
+class FirstStep:
+    """A run's first step split into trace/lower, compilation and first execution, and its second step:
+    whether it compiled again, and why (`second`, a sentence). None: not measured."""
+
+    framework: str
+    first_s: float | None
+    second_s: float | None
+    steady_s: float | None
+    trace_lower_s: float | None
+    compile_s: float | None
+    second: str
+    compiles: list | None = None  # torch_xla: XLA compiles in steps 1 and 2
+    first_execution_s: float | None = None  # the first step less what is known of its trace and compile
+
+
 @dataclass
 class Group:
     name: str
     sides: list[Side]
-    differing: list[dict] = field(default_factory=list)  # the categories that differ most, each side's own top ops
-    first_steps: list[dict] = field(default_factory=list)
+    differing: list[Difference] = field(default_factory=list)  # the categories that differ most
+    first_steps: list[FirstStep] = field(default_factory=list)
     counters_only: list[Side] = field(default_factory=list)  # profiled without a per-op trace (torch_xla)
 
 
-def _top_ops(side: Side, category: str, n: int = TOP_OPS_PER_CATEGORY) -> list[tuple[str, dict]]:
+def _top_ops(side: Side, category: str, n: int = TOP_OPS_PER_CATEGORY) -> list[tuple[str, Op]]:
     """This framework's own heaviest ops of one category (their names are its own: never matched
     by name against another framework's)."""
-    ops = [(op, v) for op, v in side.profile.ops.items() if v.get("category") == category]
-    return sorted(ops, key=lambda kv: -kv[1]["ms"])[:n]
+    ops = [(op, v) for op, v in side.profile.ops.items() if v.category == category]
+    return sorted(ops, key=lambda kv: -kv[1].ms)[:n]
 
 
-def category_differences(sides: list[Side], n: int = DIFFERING_CATEGORIES) -> list[dict]:
+def category_differences(sides: list[Side], n: int = DIFFERING_CATEGORIES) -> list[Difference]:
     """The categories whose time differs most across the frameworks (of the median profiled step),
     each with every framework's ms and its own top ops in it."""
     rows = []
@@ -75,10 +110,10 @@ def category_differences(sides: list[Side], n: int = DIFFERING_CATEGORIES) -> li
         if cat == HOST:
             continue
         ms = [s.profile.categories_ms.get(cat, 0.0) for s in sides]
-        rows.append({"category": cat, "spread_ms": max(ms) - min(ms),
-                     "sides": [{"framework": s.framework, "ms": m, "top": _top_ops(s, cat)} for s, m in zip(sides, ms)]})
-    rows.sort(key=lambda r: (-r["spread_ms"], r["category"]))
-    return [r for r in rows[:n] if r["spread_ms"] > 0]
+        rows.append(Difference(cat, max(ms) - min(ms),
+                               [CategorySide(s.framework, m, _top_ops(s, cat)) for s, m in zip(sides, ms)]))
+    rows.sort(key=lambda r: (-r.spread_ms, r.category))
+    return [r for r in rows[:n] if r.spread_ms > 0]
 
 
 def reading(ref: Side, other: Side) -> str:
@@ -97,43 +132,42 @@ def _n(v) -> str:
     return "?" if v is None else f"{v:g}"
 
 
-def first_step(record: dict) -> dict:
+def first_step(record: dict) -> FirstStep:
     """The first step split into trace/lower, compilation and the first execution, and the
     second step: whether it compiled again, and why (from the backend's own counters)."""
     rec = view(record)
     res, fw = rec.results, rec.config.framework
     info = res.compile
-    first, second = res.first_step_s, res.second_step_s
-    out = {"framework": fw.name, "first_s": first, "second_s": second, "steady_s": res.steady_median_s,
-           "trace_lower_s": info.trace_lower_s, "compile_s": info.compile_s}
-    appeared = ", ".join(f"{k} ×{v}" for k, v in sorted((info.lazy_optimizer_state.get("names") or {}).items()))
+    first = res.first_step_s
+    compile_s, compiles = info.compile_s, None
+    appeared = ", ".join(f"{k} ×{v}" for k, v in sorted(info.lazy_optimizer_state.names.items()))
     if fw.backend == "torch_xla":
         per_step = info.xla_compiles_per_step or [None, None]
-        out["compile_s"] = info.xla_compile_s
-        out["compiles"] = per_step
+        compile_s, compiles = info.xla_compile_s, per_step
         if per_step[1]:
-            out["second"] = (f"recompiled ({per_step[1]} new XLA graph(s)): the optimizer state created lazily in "
-                             f"step 1 ({appeared or 'none'}) became inputs of step 2's graph")
+            second = (f"recompiled ({per_step[1]} new XLA graph(s)): the optimizer state created lazily in "
+                      f"step 1 ({appeared or 'none'}) became inputs of step 2's graph")
         else:
-            out["second"] = "no recompilation (the graph of step 1 was reused)" + (
+            second = "no recompilation (the graph of step 1 was reused)" + (
                 "" if appeared else ": the optimizer keeps no state")
     elif fw.backend == "jax":
         state = info.optimizer_state_at_compile  # None: a record from before the counter
-        out["second"] = ("no recompilation: the compiled executable is called directly, "
-                         + (f"its {state} optimizer-state arrays existed before compilation (optax init)"
-                            if state is not None else "its optimizer state made by optax's init before compilation"))
+        second = ("no recompilation: the compiled executable is called directly, "
+                  + (f"its {state} optimizer-state arrays existed before compilation (optax init)"
+                     if state is not None else "its optimizer state made by optax's init before compilation"))
     elif fw.compile:
         n = info.dynamo_compiles
-        out["second"] = ((f"dynamo compiled {n} graph(s) in the run" if n is not None else "compiled by dynamo")
-                         + "; the optimizer step runs eagerly"
-                         + (f", its state created in step 1 ({appeared})" if appeared else ""))
+        second = ((f"dynamo compiled {n} graph(s) in the run" if n is not None else "compiled by dynamo")
+                  + "; the optimizer step runs eagerly"
+                  + (f", its state created in step 1 ({appeared})" if appeared else ""))
     else:
-        out["second"] = "eager: nothing compiled" + (f"; optimizer state created in step 1 ({appeared})"
-                                                     if appeared else "")
-    known = [v for v in (out["trace_lower_s"], out["compile_s"]) if v is not None]
-    if first is not None and known and fw.backend != "torch_xla":
-        out["first_execution_s"] = max(0.0, first - sum(known))
-    return out
+        second = "eager: nothing compiled" + (f"; optimizer state created in step 1 ({appeared})"
+                                              if appeared else "")
+    known = [v for v in (info.trace_lower_s, compile_s) if v is not None]
+    execution = max(0.0, first - sum(known)) if first is not None and known and fw.backend != "torch_xla" else None
+    return FirstStep(framework=fw.name, first_s=first, second_s=res.second_step_s, steady_s=res.steady_median_s,
+                     trace_lower_s=info.trace_lower_s, compile_s=compile_s, second=second, compiles=compiles,
+                     first_execution_s=execution)
 
 
 def groups(comparison) -> list[Group]:
@@ -145,7 +179,7 @@ def groups(comparison) -> list[Group]:
         name = (lambda row: row.framework) if len(set(frameworks)) == len(frameworks) else (lambda row: row.name)
         profiled = [(name(row), r, view(r).results.profile) for row in table.rows for r in row.ok[:1]]
         sides = [Side(*p) for p in profiled if p[2] and p[2].categories_ms]
-        firsts = [{**first_step(row.ok[0]), "framework": name(row)} for row in table.rows if row.ok]
+        firsts = [dataclasses.replace(first_step(row.ok[0]), framework=name(row)) for row in table.rows if row.ok]
         g = Group(table.title, sides, first_steps=firsts,
                   counters_only=[Side(*p) for p in profiled if p[2] and p[2].categories_ms is None])
         if len(sides) > 1:
@@ -173,7 +207,7 @@ def ops_sum(side: Side) -> str:
     p = side.profile
     if p.ops_of != "median step":
         return "— (older record: its ops averaged over the profiled steps)"
-    ops = sum(v["ms"] for v in p.ops.values())
+    ops = sum(v.ms for v in p.ops.values())
     cats = sum(ms for c, ms in (p.categories_ms or {}).items() if c != HOST)
     return f"{ops:.3f} ms of {cats:.3f} ms in ops"
 
@@ -254,9 +288,9 @@ def _where(found: list[Group]) -> list[str]:
             lines += ["The categories whose time differs most, each framework's own heaviest ops in it "
                       "(ms in the median profiled step × calls; op names are each framework's own, "
                       "compared through their category):", ""]
-            body = [[d["category"], *(f"{x['ms']:.3g} ms: " + (", ".join(f"`{op}` {v['ms']:.3g} ms × {v['count']:g}"
-                                                                       for op, v in x["top"]) or "—")
-                                      for x in d["sides"])] for d in g.differing]
+            body = [[d.category, *(f"{x.ms:.3g} ms: " + (", ".join(f"`{op}` {v.ms:.3g} ms × {v.count:g}"
+                                                               for op, v in x.top) or "—")
+                                  for x in d.sides)] for d in g.differing]
             lines += md_table(["category", *[s.framework for s in g.sides]], body) + [""]
             lines += [f"- {reading(g.sides[0], other)}" for other in g.sides[1:]] + [""]
     return lines
@@ -274,8 +308,8 @@ def _first_steps(found: list[Group]) -> list[str]:
     for g in found:
         if not g.first_steps:
             continue
-        body = [[f["framework"], _ms(f["first_s"]), _ms(f["trace_lower_s"]), _ms(f["compile_s"]),
-                 _ms(f.get("first_execution_s")), _ms(f["second_s"]), _ms(f["steady_s"]), f["second"]]
+        body = [[f.framework, _ms(f.first_s), _ms(f.trace_lower_s), _ms(f.compile_s),
+                 _ms(f.first_execution_s), _ms(f.second_s), _ms(f.steady_s), f.second]
                 for f in g.first_steps]
         lines += [f"### {g.name}", ""] + md_table(["framework", "first", "trace/lower", "compile",
                                                     "first execution", "second", "steady", "second step"], body)

@@ -18,7 +18,7 @@ from typing import Any
 from repro.config.spec import semantic
 from repro.flat import flatten
 from repro.ledger import render
-from repro.ledger.record import view
+from repro.ledger.record import Git, view
 
 NOT_APPLICABLE = "n/a"
 # Every effective setting any backend reads back (jax_backend, torch_backend, torch_xla_backend):
@@ -93,7 +93,7 @@ def metrics(record: dict) -> dict[str, float]:
     if res.profile:
         from repro.profile import metrics as profile_metrics
 
-        out.update(profile_metrics(res.raw["profile"]))
+        out.update(profile_metrics(res.profile))
     return out
 
 
@@ -135,11 +135,12 @@ def series(record: dict) -> dict[str, list[tuple[int, float, int]]]:
     return out
 
 
-def source_tags(git: dict, command: str, user: str | None = None) -> dict[str, str]:
-    """MLflow's own tags for the Source, Version and User columns (no commit outside a git checkout)."""
+def source_tags(git: Git, command: str, user: str | None = None) -> dict[str, str]:
+    """MLflow's own tags for the Source, Version and User columns (a record's typed `git`; no commit
+    outside a git checkout)."""
     tags = {"mlflow.source.type": "LOCAL", "mlflow.source.name": command, "mlflow.user": user or getpass.getuser()}
-    if git.get("commit"):
-        tags["mlflow.source.git.commit"] = str(git["commit"])
+    if git.commit:
+        tags["mlflow.source.git.commit"] = str(git.commit)
     return tags
 
 

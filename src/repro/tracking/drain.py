@@ -60,7 +60,7 @@ def _parent(tracker, item: Item, parents: dict) -> str | None:
     if sweep.id not in parents:
         from repro.tracking.project import sweep_parent
 
-        parents[sweep.id] = sweep_parent(tracker, rec.raw["sweep"], rec.raw.get("git") or {}, item.owner)
+        parents[sweep.id] = sweep_parent(tracker, sweep, rec.git, item.owner)
     return parents[sweep.id]
 
 
@@ -73,7 +73,7 @@ def project_runs(tracker, items: list[Item], parents: dict) -> dict[str, int]:
     existing = {run.data.tags["repro.ledger_id"]: run for run in tracker.find_runs("repro.ledger_id")}
     for item in items:
         with handoff.quiet_turn():
-            for key in _project_one(tracker, item, existing.get(item.record["id"]), parents):
+            for key in _project_one(tracker, item, existing.get(view(item.record).id), parents):
                 counts[key] += 1
     return counts
 
@@ -100,41 +100,42 @@ def _project_one(tracker, item: Item, run, parents: dict) -> tuple[str, ...]:
     return counted
 
 
-def close_sweep(tracker, ledger: Ledger, data: dict, records: list[dict], parents: dict) -> None:
+def close_sweep(tracker, ledger: Ledger, data: handoff.Pending, records: list[dict], parents: dict) -> None:
     """A closed sweep's parent run: its report, trajectory and end (the sweep entry's `status`)."""
     from repro.ledger.command import sweep_command
     from repro.report import comparison, sweep_report, trajectory
     from repro.tracking.project import attach_report, close_parent
 
-    run_id = _parent(tracker, Item(records[0], owner=data.get("owner")), parents)
-    if data.get("trajectory"):
-        trajectory.log_parent(tracker, run_id, ledger.get(data["trajectory"]))
-    if data.get("report_dir") and Path(data["report_dir"]).is_dir():
+    run_id = _parent(tracker, Item(records[0], owner=data.owner), parents)
+    if data.trajectory:
+        trajectory.log_parent(tracker, run_id, ledger.get(data.trajectory))
+    if data.report_dir and Path(data.report_dir).is_dir():
         attach_report(tracker, run_id, comparison.build(records), sweep_report.swept_params(records),
-                      sweep_command(records, places=False), records[0].get("git") or {}, Path(data["report_dir"]))
-    close_parent(tracker, run_id, records, data["status"])
+                      sweep_command(records, places=False), view(records[0]).git, Path(data.report_dir))
+    close_parent(tracker, run_id, records, data.status)
 
 
-def write_reports(ledger: Ledger, pending: list[tuple[Path, dict]]) -> None:
+def write_reports(ledger: Ledger, pending: list[tuple[Path, handoff.Pending]]) -> None:
     """The report folders the sessions announced, before (and whatever becomes of) MLflow; a
     report that fails is said once in the log and left to `repro report --sweep ID`."""
     from repro.report import sweep_report
     from repro.report.compare import with_reused
 
     for entry, data in pending:
-        if data["kind"] != "sweep" or not data.get("write_report"):
+        if data.kind != "sweep" or not data.write_report:
             continue
         # a resumed sweep's report holds the earlier runs it took too; its MLflow parent only its own
-        records = with_reused(ledger, data["id"], _sweep_records(ledger, data["id"]))
+        records = with_reused(ledger, data.id, _sweep_records(ledger, data.id))
         try:
             if records:
                 with handoff.quiet_turn():  # matplotlib's figures: seconds of CPU
-                    sweep_report.write(records, Path(data["report_dir"]))
+                    sweep_report.write(records, Path(data.report_dir))
         except Exception as e:  # noqa: BLE001 - the records are in the ledger: the report can be rebuilt
-            print(f"repro projector: the report of sweep {data['id']} was not completed ({type(e).__name__}: {e}); "
-                  f"`repro report --sweep {data['id']}` rebuilds it from the ledger", file=sys.stderr)
-        data["write_report"] = False
-        handoff.add_sweep(ledger.root, data["id"], {k: v for k, v in data.items() if k not in ("kind", "id")})
+            print(f"repro projector: the report of sweep {data.id} was not completed ({type(e).__name__}: {e}); "
+                  f"`repro report --sweep {data.id}` rebuilds it from the ledger", file=sys.stderr)
+        # written back as it was read (keys this reader does not know kept), its report now done
+        handoff.add_sweep(ledger.root, data.id, {**{k: v for k, v in data.raw.items() if k not in ("kind", "id")},
+                                                 "write_report": False})
 
 
 def _sweep_records(ledger: Ledger, sweep_id: str) -> list[dict]:
@@ -157,25 +158,24 @@ def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = Non
     write_reports(ledger, handoff.entries(ledger_root))
     by_store: dict[tuple[str, str], list] = defaultdict(list)
     for entry, data in handoff.entries(ledger_root):
-        if data["kind"] == "run":
+        if data.kind == "run":
             try:
-                record = ledger.get(data["id"])
+                record = ledger.get(data.id)
             except Exception:  # noqa: BLE001 - a record that is not there: nothing to project
                 handoff.done(entry)
                 continue
             log = entry / "worker.log"
-            by_store[store_of(record)].append(Item(record, entry, [str(entry / "ir" / n) for n in data.get("ir", [])],
-                                                 log if log.exists() else None, data.get("tags") or {},
-                                                 data.get("owner")))
-        elif data["kind"] == "bisect":  # repro bisect: its parent in the store of its runs
+            by_store[store_of(record)].append(Item(record, entry, [str(entry / "ir" / n) for n in data.ir],
+                                                 log if log.exists() else None, dict(data.tags), data.owner))
+        elif data.kind == "bisect":  # repro bisect: its parent in the store of its runs
             try:
-                record = ledger.get(data["id"])
-                first = ledger.get(record["runs"][0])
+                record = ledger.get(data.id)
+                first = ledger.get(view(record).runs[0])
             except Exception:  # noqa: BLE001 - a record (or its runs) not there: nothing to project
                 handoff.done(entry)
                 continue
             by_store[store_of(first)].append(("bisect", entry, data, record))
-        elif records := _sweep_records(ledger, data["id"]):
+        elif records := _sweep_records(ledger, data.id):
             by_store[store_of(records[0])].append((entry, data, records))
         else:
             handoff.done(entry)
@@ -205,7 +205,7 @@ def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = Non
                 from repro.tracking.project import project_bisect
 
                 with handoff.quiet_turn():
-                    project_bisect(tracker, record, data.get("report_dir"))
+                    project_bisect(tracker, record, data.report_dir)
                 handoff.done(entry)
         except Exception as e:  # noqa: BLE001 - whatever the store does, the runs are in the ledger
             left = sum(1 for i in items if (i.entry if isinstance(i, Item) else i[-3 if len(i) == 4 else 0]).exists())

@@ -30,8 +30,9 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 from urllib.parse import urlparse
 
 FOLDER = ".mlflow-pending"
@@ -202,6 +203,32 @@ def _malformed(data, tags) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Pending:
+    """One pending entry, read (`entries`): its `entry.json` as `add_run`, `add_sweep` or `add_bisect`
+    wrote it, its `tags.json` merged in as `tags`; each default written once, here. `raw` is the JSON
+    as stored (with `tags`): a sweep entry is written back from it (drain.write_reports), so keys this
+    view does not know, and entries written before a key existed, keep their form."""
+
+    kind: str  # one of KINDS (checked by `_malformed` before this is made)
+    id: str  # the ledger id it projects (a sweep's: its sweep id)
+    ir: tuple[str, ...] = ()  # a run's IR files under ir/
+    owner: Mapping | None = None  # the sweep's process (lifeline.identity())
+    tags: Mapping = field(default_factory=dict)  # tags added after the run (tags.json)
+    status: str = ""  # a sweep's end (ok, failed, interrupted)
+    trajectory: str | None = None  # a sweep's trajectory record
+    report_dir: str | None = None  # the report folder of a sweep or a bisection
+    write_report: bool = False  # a sweep's report announced, not yet written
+    raw: Mapping = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, data: Mapping) -> "Pending":
+        """The typed entry: each field the JSON holds (not null), the rest at their defaults."""
+        names = {f.name for f in fields(cls)} - {"raw"}
+        read = cls(**{k: v for k, v in data.items() if k in names and v is not None}, raw=data)
+        return replace(read, ir=tuple(read.ir), write_report=bool(read.write_report))
+
+
 def reject(entry: Path, why: str) -> Path:
     """Set a malformed entry aside, with its reason, under `rejected/` (kept, never projected)."""
     to = entry.parent / REJECTED / f"{entry.name}-{int(time.time())}"
@@ -213,7 +240,7 @@ def reject(entry: Path, why: str) -> Path:
     return to
 
 
-def entries(ledger_root: str | Path) -> list[tuple[Path, dict]]:
+def entries(ledger_root: str | Path) -> list[tuple[Path, Pending]]:
     """The complete entries: runs first (a sweep's parent closes after its children), oldest first.
     An entry still being written (no entry.json yet) is left alone; a malformed one is set aside
     (`reject`), so that it stops no other."""
@@ -243,7 +270,7 @@ def entries(ledger_root: str | Path) -> list[tuple[Path, dict]]:
         if tags is not None:
             data["tags"] = tags
         found.append((entry.stat().st_mtime, data["kind"] != "run", entry, data))
-    return [(entry, data) for _, _, entry, data in sorted(found, key=lambda t: (t[1], t[0]))]
+    return [(entry, Pending.of(data)) for _, _, entry, data in sorted(found, key=lambda t: (t[1], t[0]))]
 
 
 def rejected(ledger_root: str | Path, untold: bool = False) -> list[tuple[Path, str]]:

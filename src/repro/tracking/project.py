@@ -18,7 +18,7 @@ import yaml
 from repro.ledger.command import command
 from repro.redaction import redact
 from repro.worker.lifeline import HeldInterrupts
-from repro.ledger.record import view
+from repro.ledger.record import Git, Sweep, view
 from repro.tracking import content, handoff
 from repro.flat import flatten
 
@@ -47,7 +47,7 @@ def project_run(tracker, record: dict, name: str, parent_run_id: str | None = No
     """Create the MLflow run of a ledger record under `name` (its run name, as the terminal and
     the report call it), log all of it (what: tracking/content.py) and end it; returns its run
     id. `worker_log`: the worker's log, where still at hand."""
-    run_tags = {**tags(record), **content.source_tags(record.get("git") or {}, command(record, places=False)),
+    run_tags = {**tags(record), **content.source_tags(view(record).git, command(record, places=False)),
                 **content.run_tags(record)}
     start, end = content.run_window(record)
     run_id = tracker.start_run(name, parent_id=parent_run_id, tags=run_tags, start_time=start)
@@ -89,19 +89,20 @@ def _profile_files(record: dict) -> list[str]:
     return [str(p) for p in store.paths(record)]
 
 
-def sweep_parent(tracker, sweep: dict, git: dict, owner: dict | None = None) -> str:
-    """The MLflow parent run of a sweep: found by its sweep id, else created. `owner`: the
-    sweep's process (lifeline.identity()), so that `repro sync` closes it only once it is gone."""
-    for run in tracker.find_runs("repro.sweep_id", sweep["id"]):
+def sweep_parent(tracker, sweep: Sweep, git: Git, owner: dict | None = None) -> str:
+    """The MLflow parent run of a sweep (a record's typed `sweep` and `git`): found by its sweep id,
+    else created. `owner`: the sweep's process (lifeline.identity()), so that `repro sync` closes it
+    only once it is gone."""
+    for run in tracker.find_runs("repro.sweep_id", sweep.id):
         if "mlflow.parentRunId" not in run.data.tags:
             return run.info.run_id
-    return tracker.start_run(f"{tracker.experiment} sweep {sweep['id']}", tags={
-        "repro.sweep_id": sweep["id"], "repro.jobs": str(sweep.get("jobs")),
-        "git.commit": str(git.get("commit")), "git.dirty": str(git.get("dirty")),
+    return tracker.start_run(f"{tracker.experiment} sweep {sweep.id}", tags={
+        "repro.sweep_id": sweep.id, "repro.jobs": str(sweep.jobs),
+        "git.commit": str(git.commit), "git.dirty": str(git.dirty),
         **{f"repro.sweep_{k}": str(v) for k, v in (owner or {}).items()}})
 
 
-def attach_report(tracker, run_id: str, comparison, params: dict[str, str], command_line: str, git: dict,
+def attach_report(tracker, run_id: str, comparison, params: dict[str, str], command_line: str, git: Git,
                   out: Path) -> None:
     """A sweep's report on its MLflow parent run: the folder's files as artifacts, the comparison
     (report/comparison.py) as the run's description, what was swept as params."""
