@@ -150,15 +150,15 @@ def test_published_presets_within_one_percent(key):
 
 def test_model_table_lists_every_model_and_preset():
     rows = model_table()
-    assert [(r["model"], r["preset"]) for r in rows] == CASES
+    assert [(r.model, r.preset) for r in rows] == CASES
     for r in rows:
-        e = get(r["model"])
-        d = e.dims(r["preset"])
-        assert r["params"] == e.param_count(d)
-        assert r["flops_per_example"] == e.flops_per_example(d) > 0
-        assert r["task"] == e.task and r["description"]
-        assert r.get("published_params") == PUBLISHED_PARAMS.get((r["model"], r["preset"]))
-    assert {(r["model"], r["preset"]) for r in rows if "published_params" in r} == set(PUBLISHED_PARAMS)
+        e = get(r.model)
+        d = e.dims(r.preset)
+        assert r.params == e.param_count(d)
+        assert r.flops_per_example == e.flops_per_example(d) > 0
+        assert r.task == e.task and r.description
+        assert r.published_params == PUBLISHED_PARAMS.get((r.model, r.preset))
+    assert {(r.model, r.preset) for r in rows if "published_params" in r.as_json()} == set(PUBLISHED_PARAMS)
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
