@@ -57,6 +57,7 @@ def token_batch(rng: np.random.Generator, batch_size: int, vocab: int, seq: int)
     toks = rng.integers(0, vocab, size=(batch_size, seq + 1), dtype=np.int32)
     return toks[:, :-1].copy(), toks[:, 1:].copy()
 
+
 # What the preflight asks of every workload: the methods it must define itself.
 REQUIRED_METHODS = ("flax_module", "torch_module")
 REQUIRED_ATTRIBUTES = ("name", "presets")

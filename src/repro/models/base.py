@@ -42,7 +42,7 @@ class ZooModel(Model):
     torch_xla = True
     dims_type: ClassVar[type]  # the folder's frozen dataclass of dimensions (module docstring)
 
-    def dims_of(self, values: Mapping[str, Any] | Any) -> Any:
+    def dims_of(self, values: Any) -> Any:
         """The dimensions as `dims_type` (the values a config records: a JSON list is a tuple again)."""
         if isinstance(values, self.dims_type):
             return values
