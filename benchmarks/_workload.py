@@ -16,7 +16,7 @@ def build(raw: dict, cache_dir: str):
     config = schema.from_dict(raw)
     seeds = seeding.derive(config.run.seed)
     entry = models.entry_of(config.model)
-    dims = schema.dims(config.model)
+    dims = entry.dims_of(schema.dims(config.model))  # as worker/worker.py hands them
     batches = make_batches(config, entry, dims, seeds["data"])[0]
     ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches,
                        threads=seeding.resolve_threads(config.run.threads), cache_dir=cache_dir)

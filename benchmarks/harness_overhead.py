@@ -189,6 +189,8 @@ def bare_main() -> None:
     assert entry.task == "classify", "the bare loops use a cross-entropy loss"
     cfg = typed(config)
     dims = dims_of(cfg)
+    if hasattr(entry, "dims_of"):  # a tree whose zoo models take their dims as a frozen dataclass
+        dims = entry.dims_of(dims)
     batches = make_batches(cfg, entry, dims, seeds["data"])[0]  # (batches, [eval set,] record)
     build = _bare_jax if config["framework"]["backend"] == "jax" else _bare_torch
     step, sync = build(entry, dims, batches, seeds, config["run"]["lr"])

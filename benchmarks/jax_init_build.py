@@ -55,7 +55,8 @@ def child_main() -> None:
     backend = backends.load("jax")  # the worker's import_s, outside the build
     config = schema.from_dict(spec["config"])
     seeds = seeding.derive(config.run.seed)
-    entry, dims = models.entry_of(config.model), schema.dims(config.model)
+    entry = models.entry_of(config.model)
+    dims = entry.dims_of(schema.dims(config.model))  # as worker/worker.py hands them
     batches = make_batches(config, entry, dims, seeds["data"])[0]
     ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches,
                        threads=seeding.resolve_threads(config.run.threads), cache_dir=spec["cache_dir"])
@@ -96,7 +97,8 @@ def init_module(model: str, preset: str, impl: str, platform: str) -> str:
     from repro.worker import seeding
 
     config = preflight.plan(overrides(model, preset, impl, "native")).jobs[0]
-    entry, dims, seeds = models.entry_of(config.model), schema.dims(config.model), seeding.derive(config.run.seed)
+    entry, seeds = models.entry_of(config.model), seeding.derive(config.run.seed)
+    dims = entry.dims_of(schema.dims(config.model))
     build = hf.build_fn(entry, impl, "flax")
     init = jax.jit(lambda: nnx.state(build(dims, nnx.Rngs(seeds["jax"]), dtype=jnp.float32, param_dtype=jnp.float32)))
     return jax.export.export(init, platforms=[platform])().mlir_module()

@@ -57,13 +57,13 @@ def _jax_bare(workload: str, entry, dims, batches, seeds, lr) -> dict:
 
     data = [tuple(jax.device_put(a) for a in b) for b in batches]
     if workload == "gemm":
-        w = jax.device_put(jax.random.normal(jax.random.key(seeds["jax"]), (dims["d_out"], dims["d_in"])) * 0.02)
+        w = jax.device_put(jax.random.normal(jax.random.key(seeds["jax"]), (dims.d_out, dims.d_in)) * 0.02)
         dot = jax.jit(lambda x, w: jnp.dot(x, w.T))
         loss = jax.jit(lambda x, y, w: jnp.mean((jnp.dot(x, w.T) - y) ** 2))
         return {"op": lambda i: dot(data[i % len(data)][0], w).block_until_ready(),
                 "step": lambda i: loss(*data[i % len(data)], w).block_until_ready()}
     if workload == "attention":
-        mha = nnx.MultiHeadAttention(num_heads=dims["heads"], in_features=dims["dim"], decode=False,
+        mha = nnx.MultiHeadAttention(num_heads=dims.heads, in_features=dims.dim, decode=False,
                                      rngs=nnx.Rngs(seeds["jax"]))
         graphdef, state = nnx.split(mha)
         fwd = jax.jit(lambda s, x, y: jnp.mean((nnx.merge(graphdef, s)(x) - y) ** 2))
@@ -83,7 +83,7 @@ def _torch_bare(workload: str, entry, dims, batches, seeds, lr) -> dict:
     torch.manual_seed(seeds["torch"])
     if workload == "gemm":
         data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches]
-        w = torch.randn(dims["d_out"], dims["d_in"]) * 0.02
+        w = torch.randn(dims.d_out, dims.d_in) * 0.02
 
         def op(i):
             with torch.no_grad():
@@ -97,7 +97,7 @@ def _torch_bare(workload: str, entry, dims, batches, seeds, lr) -> dict:
         return {"op": op, "step": mse}
     if workload == "attention":
         data = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches]
-        mha = torch.nn.MultiheadAttention(dims["dim"], dims["heads"], batch_first=True)
+        mha = torch.nn.MultiheadAttention(dims.dim, dims.heads, batch_first=True)
 
         def fwd(i):
             x, y = data[i % len(data)]

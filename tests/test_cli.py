@@ -207,7 +207,7 @@ def test_tables_off_a_terminal_are_not_cut(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "…" not in out
     for row in model_table():
-        assert f"{row['params']:,}" in out, row
+        assert f"{row.params:,}" in out, row
 
 
 # ---- DVC from a fresh clone -----------------------------------------------------------------

@@ -61,7 +61,7 @@ def test_hf_parameter_counts_equal_ours(name, torch_counts):
 def test_hf_flax_batch_norm_trains_its_running_stats_and_eval_keeps_them():
     entry = models.get("resnet50")
     dims = entry.dims("tiny")
-    x = np.random.default_rng(0).standard_normal((2, dims["image"], dims["image"], 3), dtype=np.float32)
+    x = np.random.default_rng(0).standard_normal((2, dims.image, dims.image, 3), dtype=np.float32)
 
     @jax.jit  # one compile for all of it (eager init costs ~1 s per shape here)
     def stats_after_train_and_eval(x):
@@ -74,7 +74,7 @@ def test_hf_flax_batch_norm_trains_its_running_stats_and_eval_keeps_them():
         return before, trained, stats(), logits
 
     before, trained, evaluated, logits = stats_after_train_and_eval(x)
-    assert logits.shape == (2, dims["classes"])
+    assert logits.shape == (2, dims.classes)
     assert any(not np.array_equal(a, b) for a, b in zip(before, trained))
     assert all(np.array_equal(a, b) for a, b in zip(trained, evaluated))
 

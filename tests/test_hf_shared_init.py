@@ -32,7 +32,7 @@ for name in sys.argv[1:]:
     dims = entry.dims("tiny")
     m = torch_models.build(entry, dims)
     state_torch.write(m, canonical.draw(state_torch.shapes(m), 0)).eval()
-    x = np.random.default_rng(0).standard_normal((2, dims["image"], dims["image"], dims["channels"]), dtype=np.float32)
+    x = np.random.default_rng(0).standard_normal((2, dims.image, dims.image, dims.channels), dtype=np.float32)
     with torch.no_grad():
         logits = m(torch.from_numpy(x).permute(0, 3, 1, 2).contiguous()).numpy()
     out[name] = {"logits": logits.tolist(), "sha256": canonical.sha256(state_torch.read(m))}
@@ -56,7 +56,7 @@ def test_one_draw_gives_both_frameworks_the_same_logits_and_hash(name, torch_sid
     fmodel = nnx.eval_shape(lambda: flax_models.build(entry, dims, nnx.Rngs(0)))  # nothing drawn by Flax
     state_flax.write(fmodel, canonical.draw(state_flax.shapes(fmodel), 0))
     fmodel.eval()
-    x = np.random.default_rng(0).standard_normal((2, dims["image"], dims["image"], dims["channels"]), dtype=np.float32)
+    x = np.random.default_rng(0).standard_normal((2, dims.image, dims.image, dims.channels), dtype=np.float32)
     logits = np.asarray(fmodel(x))
     assert canonical.sha256(state_flax.read(fmodel)) == torch_side[name]["sha256"]
     np.testing.assert_allclose(logits, np.asarray(torch_side[name]["logits"]), atol=1e-5, rtol=1e-5)

@@ -38,7 +38,8 @@ def config(impl: str, init: str, *more: str) -> schema.Config:
 
 def workload(cfg: schema.Config, tmp_path):
     """The workload as worker/worker.py builds it."""
-    entry, dims, seeds = models.entry_of(cfg.model), schema.dims(cfg.model), seeding.derive(cfg.run.seed)
+    entry, seeds = models.entry_of(cfg.model), seeding.derive(cfg.run.seed)
+    dims = entry.dims_of(schema.dims(cfg.model))
     batches = make_batches(cfg, entry, dims, seeds["data"])[0]
     ctx = BuildContext(config=cfg, entry=entry, dims=dims, seeds=seeds, batches=batches, threads=1,
                        cache_dir=str(tmp_path))
@@ -47,7 +48,8 @@ def workload(cfg: schema.Config, tmp_path):
 
 def jitted_init(cfg: schema.Config) -> nnx.State:
     """The initial state as the build drew it before it moved to the host: one nnx.jit, nowhere named."""
-    entry, dims, seeds = models.entry_of(cfg.model), schema.dims(cfg.model), seeding.derive(cfg.run.seed)
+    entry, seeds = models.entry_of(cfg.model), seeding.derive(cfg.run.seed)
+    dims = entry.dims_of(schema.dims(cfg.model))
     build = hf.build_fn(entry, cfg.model.impl, "flax")
     return nnx.state(nnx.jit(lambda: build(dims, nnx.Rngs(seeds["jax"]), dtype=jnp.float32,
                                             param_dtype=jnp.float32))())

@@ -8,7 +8,10 @@ within 1 % of the published figure; `model_table()` lists everything.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+import typing
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +35,34 @@ EXACT = {
     ("gpt_neo_1_3b", "1_3b"): 1_315_575_808,  # GPTNeoForCausalLM
     ("llama3_8b", "8b"): 8_030_261_248,  # LlamaForCausalLM (Llama-3.1-8B)
 }
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_each_preset_is_exactly_its_models_frozen_dims(name):
+    """A zoo model's methods read its dims as attributes of its `dims_type`: a frozen dataclass with one
+    field per preset key, of the preset value's type, and no default (the values live in `presets`).
+    A record's JSON values (a tuple comes back a list) give the same dims."""
+    e = get(name)
+    fields = dataclasses.fields(e.dims_type)
+    assert e.dims_type.__dataclass_params__.frozen
+    assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING for f in fields)
+    hints = typing.get_type_hints(e.dims_type)
+    for preset, values in e.presets.items():
+        d = e.dims(preset)
+        assert isinstance(d, e.dims_type) and dataclasses.asdict(d) == dict(values), (name, preset)
+        assert [f.name for f in fields] == list(values), (name, preset)  # the preset's order, every key
+        assert all(isinstance(v, typing.get_origin(hints[k]) or hints[k]) for k, v in values.items()), (name, preset)
+        assert e.dims_of(json.loads(json.dumps(values))) == d
+    with pytest.raises(AttributeError):
+        d.depth = 1  # frozen
+
+
+def test_dims_that_are_not_the_models_are_refused_naming_them():
+    e = get("mlp")
+    values = dict(e.presets["tiny"])
+    with pytest.raises(ValueError, match=r"model mlp: its dimensions are in_dim, width, depth, classes; "
+                                         r"unknown: heads; missing: width$"):
+        e.dims_of({**{k: v for k, v in values.items() if k != "width"}, "heads": 4})
 
 
 def abstract_flax(name, preset):
@@ -73,8 +104,8 @@ def test_flops_match_torch_flop_counter(name, preset):
     with FlopCounterMode(display=False) as counter:
         out = tmodel(torch.from_numpy(np.ascontiguousarray(x)).to("meta"))
     assert counter.get_total_flops() == 2 * e.flops_per_example(d)
-    expected = {"classify": (2, d.get("classes")), "lm": (2, d.get("seq"), d.get("vocab")),
-                "regress": y.shape}[e.task]
+    expected = {"classify": lambda: (2, d.classes), "lm": lambda: (2, d.seq, d.vocab),
+                "regress": lambda: y.shape}[e.task]()
     assert tuple(out.shape) == tuple(expected)
 
 
@@ -85,17 +116,17 @@ def test_batch_contract_and_flax_output_shape(name):
     x, y = e.make_batch(d, 3, np.random.default_rng(0))
     if e.task == "classify":
         assert x.dtype == np.float32 and y.dtype == np.int32 and y.shape == (3,)
-        assert 0 <= y.min() and y.max() < d["classes"]
-        expected = (3, d["classes"])
+        assert 0 <= y.min() and y.max() < d.classes
+        expected = (3, d.classes)
     elif e.task == "lm":
-        assert x.dtype == y.dtype == np.int32 and x.shape == y.shape == (3, d["seq"])
-        assert 0 <= min(x.min(), y.min()) and max(x.max(), y.max()) < d["vocab"]
-        expected = (3, d["seq"], d["vocab"])
+        assert x.dtype == y.dtype == np.int32 and x.shape == y.shape == (3, d.seq)
+        assert 0 <= min(x.min(), y.min()) and max(x.max(), y.max()) < d.vocab
+        expected = (3, d.seq, d.vocab)
     else:
         assert x.dtype == y.dtype == np.float32
         expected = y.shape
     if e.image_input:
-        assert x.shape == (3, d["image"], d["image"], d["channels"])  # NHWC
+        assert x.shape == (3, d.image, d.image, d.channels)  # NHWC
     out = nnx.eval_shape(lambda m, x: m(x), abstract_flax(name, "tiny"), jnp.asarray(x))
     assert out.shape == expected
 
@@ -119,15 +150,15 @@ def test_published_presets_within_one_percent(key):
 
 def test_model_table_lists_every_model_and_preset():
     rows = model_table()
-    assert [(r["model"], r["preset"]) for r in rows] == CASES
+    assert [(r.model, r.preset) for r in rows] == CASES
     for r in rows:
-        e = get(r["model"])
-        d = e.dims(r["preset"])
-        assert r["params"] == e.param_count(d)
-        assert r["flops_per_example"] == e.flops_per_example(d) > 0
-        assert r["task"] == e.task and r["description"]
-        assert r.get("published_params") == PUBLISHED_PARAMS.get((r["model"], r["preset"]))
-    assert {(r["model"], r["preset"]) for r in rows if "published_params" in r} == set(PUBLISHED_PARAMS)
+        e = get(r.model)
+        d = e.dims(r.preset)
+        assert r.params == e.param_count(d)
+        assert r.flops_per_example == e.flops_per_example(d) > 0
+        assert r.task == e.task and r.description
+        assert r.published_params == PUBLISHED_PARAMS.get((r.model, r.preset))
+    assert {(r.model, r.preset) for r in rows if "published_params" in r.as_json()} == set(PUBLISHED_PARAMS)
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)

@@ -87,7 +87,7 @@ check: true
 ), ("--dry-run", "framework=jax", "model=mlp", "hardware=acme_x1"), "acme_x1")
 
 ZOO = Recipe("A model in the zoo", (
-    Step("src/repro/models/recipe_mlp", ("src/repro/models/<name>/", "ZooModel"), copy_from="src/repro/models/mlp",
+    Step("src/repro/models/recipe_mlp", ("src/repro/models/<name>/", "ZooModel", "dims_type"), copy_from="src/repro/models/mlp",
          renames=(('name = "mlp"', 'name = "recipe_mlp"'), ("class MLP(", "class RecipeMLP("))),
     Step("conf/model/recipe_mlp.yaml", ("conf/model/<name>.yaml",), copy_from="conf/model/mlp.yaml",
          renames=(("name: mlp", "name: recipe_mlp"),)),

@@ -49,7 +49,7 @@ def resolved(*overrides: str) -> Config:
 def workload(config: Config, tmp_path):
     """The workload exactly as worker/worker.py builds it."""
     entry = models.get(config.model.name)
-    dims = schema.dims(config.model)
+    dims = entry.dims_of(schema.dims(config.model))
     seeds = seeding.derive(config.run.seed)
     batches, _, _ = make_batches(config, entry, dims, seeds["data"])
     ctx = BuildContext(config=config, entry=entry, dims=dims, seeds=seeds, batches=batches, threads=1,

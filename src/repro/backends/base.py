@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 class BuildContext:
     config: Config  # the resolved, typed config
     entry: Model  # repro.models.api: the zoo's and a package's alike
-    dims: dict
+    dims: Any  # as the model's methods take them: `entry.dims_of` (a zoo model's frozen dataclass)
     seeds: dict[str, int]
     batches: list[Batch]  # NumPy, JAX layout
     threads: int

@@ -7,7 +7,7 @@ Batches come in the JAX layout (NHWC images); non-image models get flattened fea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import hashlib
 from pathlib import Path
@@ -80,7 +80,7 @@ def _epoch_batches(x: np.ndarray, y: np.ndarray, batch_size: int, steps: int, rn
     return batches[:steps]
 
 
-def make_batches(config: Config, entry: Model, dims: dict, seed: int) -> tuple[list[Batch], Batch | None, dict]:
+def make_batches(config: Config, entry: Model, dims: Any, seed: int) -> tuple[list[Batch], Batch | None, dict]:
     """The run's training batches, its evaluation set (or None) and the data record."""
     import numpy as np  # here, not at the top: a worker's first import of NumPy is its framework's (worker/worker.py)
 

@@ -35,7 +35,9 @@ flax. Everything else is optional:
 - `torch_xla = True`: the torch module runs under PyTorch/XLA too (its own interpreter,
   `.venv-xla`, must have your package installed); without it `framework=torch_xla` is refused.
 
-The zoo's models subclass it too (`repro.models.base.ZooModel`): one protocol, one registry.
+The zoo's models subclass it too (`repro.models.base.ZooModel`): one protocol, one registry. A
+zoo model's methods get its dimensions as a frozen dataclass (`dims_type`, `dims.width`); yours get
+the dict of the preset's values (`Model.dims_of`: the worker hands each model its own form).
 """
 
 from __future__ import annotations
@@ -46,6 +48,15 @@ if TYPE_CHECKING:  # NumPy is imported where a batch is made: a worker's first i
     import numpy as np
 
 Batch = tuple["np.ndarray", "np.ndarray"]
+
+
+def token_batch(rng: np.random.Generator, batch_size: int, vocab: int, seq: int) -> Batch:
+    """A language model's default batch: tokens below `vocab`, the targets shifted by one."""
+    import numpy as np
+
+    toks = rng.integers(0, vocab, size=(batch_size, seq + 1), dtype=np.int32)
+    return toks[:, :-1].copy(), toks[:, 1:].copy()
+
 
 # What the preflight asks of every workload: the methods it must define itself.
 REQUIRED_METHODS = ("flax_module", "torch_module")
@@ -85,14 +96,18 @@ class Model:
 
     def make_batch(self, dims: Mapping[str, Any], batch_size: int, rng: np.random.Generator) -> Batch:
         """Synthetic default: the same NumPy numbers for every framework (from the run's seed)."""
+        if self.task == "lm":
+            return token_batch(rng, batch_size, dims["vocab"], dims["seq"])
+        return self.shaped_batch(dims, batch_size, rng, dims["classes"] if self.task == "classify" else None)
+
+    def shaped_batch(self, dims: Any, batch_size: int, rng: np.random.Generator, classes: int | None) -> Batch:
+        """Inputs of `input_shape` and labels below `classes` (classify), or targets of `target_shape`
+        (None: regress), drawn in that order."""
         import numpy as np
 
-        if self.task == "lm":
-            toks = rng.integers(0, dims["vocab"], size=(batch_size, dims["seq"] + 1), dtype=np.int32)
-            return toks[:, :-1].copy(), toks[:, 1:].copy()
         x = rng.standard_normal((batch_size, *self.input_shape(dims)), dtype=np.float32)
-        if self.task == "classify":
-            return x, rng.integers(0, dims["classes"], size=(batch_size,), dtype=np.int32)
+        if classes is not None:
+            return x, rng.integers(0, classes, size=(batch_size,), dtype=np.int32)
         return x, rng.standard_normal((batch_size, *self.target_shape(dims)), dtype=np.float32)
 
     # ---- what repro computes from it -------------------------------------------------------
@@ -105,12 +120,22 @@ class Model:
             return list(self.presets)[-1]
         return preset or self.default_preset or next(iter(self.presets))
 
-    def dims(self, preset: str | None = None, **overrides: Any) -> dict[str, Any]:
+    def preset_values(self, preset: str | None = None, **overrides: Any) -> dict[str, Any]:
+        """The dimensions of `preset` with `overrides` (None: the preset's), as a config records them."""
         name = self.resolve_preset(preset)
         if name not in self.presets:
             raise KeyError(f"model {self.name!r} has no preset {name!r}; valid presets: "
                            f"{', '.join(self.presets)}, published")
         return {**self.presets[name], **{k: v for k, v in overrides.items() if v is not None}}
+
+    def dims_of(self, values: Mapping[str, Any]) -> Any:
+        """The dimensions as this model's methods take them, from the values a config records: here
+        the dict itself; a zoo model's frozen dataclass, its `dims_type` (`repro.models.base.ZooModel`)."""
+        return values
+
+    def dims(self, preset: str | None = None, **overrides: Any) -> Any:
+        """`preset`'s dimensions (with `overrides`) as this model's methods take them (`dims_of`)."""
+        return self.dims_of(self.preset_values(preset, **overrides))
 
     def flops_known(self) -> bool:
         return type(self).flops_per_example is not Model.flops_per_example
@@ -118,7 +143,7 @@ class Model:
     def flops_per_example(self, dims: Mapping[str, Any]) -> float | None:
         return None  # measured by the run (XLA cost analysis / torch FlopCounterMode)
 
-    def train_flops(self, dims: Mapping[str, Any], batch_size: int) -> float | None:
+    def train_flops(self, dims: Any, batch_size: int) -> float | None:
         per = self.flops_per_example(dims)
         return None if per is None else 3.0 * batch_size * per
 

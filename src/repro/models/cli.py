@@ -24,17 +24,17 @@ def run(args: argparse.Namespace) -> int:
 
     rows = model_table(args.config_dir)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps([r.as_json() for r in rows], indent=1))
         return 0
     t = Table(title="repro models (sizes computed without allocating weights)", title_justify="left")
     for col in ("model", "preset", "task", "params", "published", "fwd GFLOPs/example", "source"):
         t.add_column(col, justify="right" if col not in ("model", "preset", "task", "source") else "left")
     for r in rows:
-        pub = r.get("published_params")
-        t.add_row(r["model"], r["preset"], r["task"], "—" if r["params"] is None else f"{r['params']:,}",
+        pub = r.published_params
+        t.add_row(r.model, r.preset, r.task, "—" if r.params is None else f"{r.params:,}",
                   f"{pub:,.0f}" if pub else "",
-                  "measured per run" if r["flops_per_example"] is None else f"{r['flops_per_example'] / 1e9:,.3f}",
-                  r["source"] if r["source"] == "zoo" else f"{r['source']}\n{r['description']}"
-                  if r["preset"] == "" else r["source"])
+                  "measured per run" if r.flops_per_example is None else f"{r.flops_per_example / 1e9:,.3f}",
+                  r.source if r.source == "zoo" else f"{r.source}\n{r.description}"
+                  if r.preset == "" else r.source)
     console().print(t)
     return 0

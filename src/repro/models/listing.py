@@ -6,6 +6,8 @@ Framework-free (entries only; a package's model module is imported, never a fram
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -20,6 +22,25 @@ PUBLISHED_PARAMS = {
     ("gpt_neo_1_3b", "1_3b"): 1.3e9,  # EleutherAI GPT-Neo 1.3B
     ("llama3_8b", "8b"): 8.03e9,  # Meta LLaMA-3.1 8B
 }
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """One line of `repro models`: a model's preset with its sizes (a model that cannot load: one
+    row, preset "", its error as the description)."""
+
+    model: str
+    preset: str
+    params: int | None
+    flops_per_example: float | None  # None: measured by each run
+    task: str
+    description: str
+    source: str
+    published_params: float | None = None  # the published figure, for a preset that reproduces one
+
+    def as_json(self) -> dict[str, Any]:
+        """The row as `repro models --json` prints it: published_params only where there is one."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None or k != "published_params"}
 
 
 def found(config_dirs: Sequence[str | Path] = ()) -> list[tuple[str, Any, str]]:
@@ -45,42 +66,19 @@ def _load(target: str, source: str):
         return e
 
 
-def model_table(config_dirs: Sequence[str | Path] = ()) -> list[dict[str, Any]]:
+def model_table(config_dirs: Sequence[str | Path] = ()) -> list[ModelRow]:
     rows = []
     for name, entry, source in found(config_dirs):
         if isinstance(entry, Exception):
-            rows.append(dict(model=name, preset="", params=None, flops_per_example=None, task="", source=source,
-                             description=f"cannot load: {entry}"))
+            rows.append(ModelRow(model=name, preset="", params=None, flops_per_example=None, task="",
+                                 description=f"cannot load: {entry}", source=source))
             continue
         for preset in entry.presets:
             dims = entry.dims(preset)
             params, flops = entry.param_count(dims), entry.flops_per_example(dims)
-            row = dict(model=name, preset=preset, params=None if params is None else int(params),
-                       flops_per_example=None if flops is None else float(flops), task=entry.task,
-                       description=entry.description, source=source)
-            if (entry.name, preset) in PUBLISHED_PARAMS:
-                row["published_params"] = PUBLISHED_PARAMS[entry.name, preset]
-            rows.append(row)
+            rows.append(ModelRow(model=name, preset=preset, params=None if params is None else int(params),
+                                 flops_per_example=None if flops is None else float(flops), task=entry.task,
+                                 description=entry.description, source=source,
+                                 published_params=PUBLISHED_PARAMS.get((entry.name, preset))))
     return rows
 
-
-def _si(x: float) -> str:
-    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g}{unit}"
-    return f"{x:.3g}"
-
-
-def format_table(rows: list[dict[str, Any]]):
-    """A rich Table of `model_table()` rows (rich is imported only here)."""
-    from rich.table import Table
-
-    table = Table(title="repro model zoo")
-    for col, justify in (("model", "left"), ("preset", "left"), ("task", "left"), ("params", "right"),
-                         ("published", "right"), ("fwd FLOPs/example", "right"), ("description", "left")):
-        table.add_column(col, justify=justify)
-    for r in rows:
-        pub = r.get("published_params")
-        table.add_row(r["model"], r["preset"], r["task"], f"{r['params']:,}", _si(pub) if pub else "",
-                      _si(r["flops_per_example"]), r["description"])
-    return table

@@ -234,7 +234,7 @@ def _resolve_model(cfg: schema.Config) -> None:
     entry = models.entry_of(cfg.model)
     given = schema.dims(cfg.model)
     try:
-        dims = entry.dims(cfg.model.preset, **given)
+        dims = entry.preset_values(cfg.model.preset, **given)
     except KeyError as e:
         raise ConfigError(f"model.preset: {e.args[0]}") from None
     for key, value in dims.items():

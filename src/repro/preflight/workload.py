@@ -146,6 +146,7 @@ def probe(target: str, dims: dict) -> dict:
 
     entry = models.load(target)
     file = entry.file
+    dims = entry.dims_of(dims)  # as its methods take them (the recorded values: the dict itself)
     x, y = _step("make_batch(dims, 2, rng)", file, lambda: entry.make_batch(dims, 2, np.random.default_rng(0)))
 
     import jax

@@ -10,7 +10,7 @@ counts are each framework's own and may differ from each other (XLA counts the o
 from __future__ import annotations
 
 
-def per_step(config, entry, dims: dict, workload, median_s: float) -> dict:
+def per_step(config, entry, dims, workload, median_s: float) -> dict:
     batch = config.run.batch_size
     if entry.flops_known():
         per_step = entry.train_flops(dims, batch) if config.run.task == "train" else batch * entry.flops_per_example(dims)

@@ -57,7 +57,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
     seeds = seeding.derive(run_cfg.seed)
     seeding.seed_python_numpy(seeds)
     entry = models.entry_of(config.model)
-    dims = schema.dims(config.model)
+    dims = entry.dims_of(schema.dims(config.model))  # as the model's methods take them (a zoo model's dataclass)
     t_data = time.perf_counter()
     batches, eval_set, data_record = make_batches(config, entry, dims, seeds["data"])
     t_built = time.perf_counter()

@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from repro.models.bert_base import EPS
+from repro.models.bert_base import EPS, BERTDims
 from repro.models.common_flax import MLP, Attention, embed, first_rows, gelu, layer_norm, linear
 
 
@@ -25,17 +23,17 @@ class Layer(nnx.Module):
 
 
 class Bert(nnx.Module):
-    def __init__(self, d: Mapping[str, Any], *, rngs: nnx.Rngs, dtype=None, param_dtype=jnp.float32):
+    def __init__(self, d: BERTDims, *, rngs: nnx.Rngs, dtype=None, param_dtype=jnp.float32):
         kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
-        dim = d["dim"]
-        self.word_emb = embed(d["vocab"], dim, **kw)
-        self.pos_emb = embed(d["max_pos"], dim, **kw)
-        self.type_emb = embed(d["type_vocab"], dim, **kw)
+        dim = d.dim
+        self.word_emb = embed(d.vocab, dim, **kw)
+        self.pos_emb = embed(d.max_pos, dim, **kw)
+        self.type_emb = embed(d.type_vocab, dim, **kw)
         self.emb_ln = layer_norm(dim, EPS, **kw)
-        self.layers = nnx.List([Layer(dim, d["heads"], d["mlp"], **kw) for _ in range(d["depth"])])
+        self.layers = nnx.List([Layer(dim, d.heads, d.mlp, **kw) for _ in range(d.depth)])
         self.head_dense = linear(dim, dim, **kw)
         self.head_ln = layer_norm(dim, EPS, **kw)
-        self.decoder_bias = nnx.Param(jnp.zeros((d["vocab"],), param_dtype))
+        self.decoder_bias = nnx.Param(jnp.zeros((d.vocab,), param_dtype))
 
     def __call__(self, tokens: jax.Array) -> jax.Array:  # tokens [B, T] -> logits [B, T, V]
         t = tokens.shape[1]
@@ -47,5 +45,5 @@ class Bert(nnx.Module):
         return self.word_emb.attend(x) + self.decoder_bias[...].astype(x.dtype)
 
 
-def build(dims: Mapping[str, Any], rngs: nnx.Rngs, *, dtype=None, param_dtype=jnp.float32) -> Bert:
+def build(dims: BERTDims, rngs: nnx.Rngs, *, dtype=None, param_dtype=jnp.float32) -> Bert:
     return Bert(dims, rngs=rngs, dtype=dtype, param_dtype=param_dtype)

@@ -1,11 +1,9 @@
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import torch
 from torch import nn
 
-from repro.models.bert_base import EPS
+from repro.models.bert_base import EPS, BERTDims
 from repro.models.common_torch import MLP, Attention, embed, first_rows, gelu
 
 
@@ -23,17 +21,17 @@ class Layer(nn.Module):
 
 
 class Bert(nn.Module):
-    def __init__(self, d: Mapping[str, Any]):
+    def __init__(self, d: BERTDims):
         super().__init__()
-        dim = d["dim"]
-        self.word_emb = embed(d["vocab"], dim)
-        self.pos_emb = embed(d["max_pos"], dim)
-        self.type_emb = embed(d["type_vocab"], dim)
+        dim = d.dim
+        self.word_emb = embed(d.vocab, dim)
+        self.pos_emb = embed(d.max_pos, dim)
+        self.type_emb = embed(d.type_vocab, dim)
         self.emb_ln = nn.LayerNorm(dim, eps=EPS)
-        self.layers = nn.ModuleList(Layer(dim, d["heads"], d["mlp"]) for _ in range(d["depth"]))
+        self.layers = nn.ModuleList(Layer(dim, d.heads, d.mlp) for _ in range(d.depth))
         self.head_dense = nn.Linear(dim, dim)
         self.head_ln = nn.LayerNorm(dim, eps=EPS)
-        self.decoder_bias = nn.Parameter(torch.zeros(d["vocab"]))
+        self.decoder_bias = nn.Parameter(torch.zeros(d.vocab))
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         t = tokens.shape[1]
@@ -45,5 +43,5 @@ class Bert(nn.Module):
         return x @ self.word_emb.weight.T + self.decoder_bias
 
 
-def build(dims: Mapping[str, Any]) -> Bert:
+def build(dims: BERTDims) -> Bert:
     return Bert(dims)

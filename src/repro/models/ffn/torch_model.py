@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from repro.models.common_torch import MLP
+from repro.models.ffn import FFNDims
 
 
-def build(dims: Mapping[str, Any]) -> MLP:
-    return MLP(dims["dim"], dims["hidden"])
+def build(dims: FFNDims) -> MLP:
+    return MLP(dims.dim, dims.hidden)

@@ -1,26 +1,24 @@
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import torch
 from torch import nn
 
 from repro.models.common_torch import Block, causal_mask, embed, first_rows
-from repro.models.gpt2_small import EPS
+from repro.models.gpt2_small import EPS, GPT2Dims
 
 
 class GPT(nn.Module):
     """GPT-2; with `qkv_bias=False, scale=1.0, window=w` it is GPT-Neo (odd layers local)."""
 
-    def __init__(self, d: Mapping[str, Any], *, qkv_bias: bool = True, scale: float | None = None,
+    def __init__(self, d: GPT2Dims, *, qkv_bias: bool = True, scale: float | None = None,
                  window: int | None = None):
         super().__init__()
-        dim = d["dim"]
+        dim = d.dim
         self.window = window
-        self.wte = embed(d["vocab"], dim)
-        self.wpe = embed(d["ctx"], dim)
-        self.blocks = nn.ModuleList(Block(dim, d["heads"], 4 * dim, EPS, qkv_bias=qkv_bias, scale=scale)
-                                    for _ in range(d["depth"]))
+        self.wte = embed(d.vocab, dim)
+        self.wpe = embed(d.ctx, dim)
+        self.blocks = nn.ModuleList(Block(dim, d.heads, 4 * dim, EPS, qkv_bias=qkv_bias, scale=scale)
+                                    for _ in range(d.depth))
         self.ln_f = nn.LayerNorm(dim, eps=EPS)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -33,5 +31,5 @@ class GPT(nn.Module):
         return self.ln_f(x) @ self.wte.weight.T
 
 
-def build(dims: Mapping[str, Any]) -> GPT:
+def build(dims: GPT2Dims) -> GPT:
     return GPT(dims)

@@ -8,7 +8,7 @@ attention mask, positions 0..T-1, no dropout), inside the jitted step.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +21,7 @@ from repro.models.hf.configs import config_for  # noqa: E402
 
 
 class HFModel(nnx.Module):
-    def __init__(self, entry, dims: Mapping[str, Any], *, rngs: nnx.Rngs, dtype=jnp.float32):
+    def __init__(self, entry, dims: Any, *, rngs: nnx.Rngs, dtype=jnp.float32):
         cls = getattr(transformers, CLASSES[entry.name][1])
         # The linen module alone: the FlaxPreTrainedModel wrapper traces a whole init in its constructor
         # (jax.eval_shape, even with _do_init=False), a second trace of what lazy_init traces below.
@@ -31,9 +31,9 @@ class HFModel(nnx.Module):
         self.use_running_average = False  # nnx's .eval() sets it: BatchNorm then uses its running stats
         self.hf = nnx.bridge.ToNNX(module, rngs=rngs)
         if self.image:
-            example = jnp.zeros((1, dims["image"], dims["image"], dims["channels"]), jnp.float32)
+            example = jnp.zeros((1, dims.image, dims.image, dims.channels), jnp.float32)
         else:
-            example = jnp.zeros((1, dims["seq"]), jnp.int32)
+            example = jnp.zeros((1, dims.seq), jnp.int32)
         self.hf.lazy_init(*self._args(example), deterministic=True)
         self.hf.to_nnx__rngs = None  # no dropout: the step draws no random numbers
 
@@ -54,7 +54,7 @@ class HFModel(nnx.Module):
         return self.hf(*self._args(x), deterministic=True).logits
 
 
-def build(entry, dims: Mapping[str, Any], rngs: nnx.Rngs, *, dtype=None, param_dtype=jnp.float32) -> HFModel:
+def build(entry, dims: Any, rngs: nnx.Rngs, *, dtype=None, param_dtype=jnp.float32) -> HFModel:
     if jnp.dtype(param_dtype) != jnp.float32:
         raise ValueError(f"model.impl=hf with JAX keeps float32 parameters, got {param_dtype}")
     return HFModel(entry, dims, rngs=rngs, dtype=dtype)

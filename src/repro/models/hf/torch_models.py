@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import nn
@@ -24,6 +24,6 @@ class HFModel(nn.Module):
         return self.hf(x).logits
 
 
-def build(entry, dims: Mapping[str, Any]) -> HFModel:
+def build(entry, dims: Any) -> HFModel:
     cls = getattr(transformers, CLASSES[entry.name][0])
     return HFModel(cls(config_for(entry.name, dims)))

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 from repro.models.common_torch import Attention
+from repro.models.mha import MHADims
 
 
-def build(dims: Mapping[str, Any]) -> Attention:
-    return Attention(dims["dim"], dims["heads"])
+def build(dims: MHADims) -> Attention:
+    return Attention(dims.dim, dims.heads)

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from dataclasses import dataclass
 
 from repro.models.base import ZooModel
 
 
-def _layer_dims(d: Mapping[str, Any]) -> list[tuple[int, int]]:
-    ins = [d["in_dim"]] + [d["width"]] * d["depth"]
-    outs = [d["width"]] * d["depth"] + [d["classes"]]
+@dataclass(frozen=True)
+class MLPDims:
+    in_dim: int
+    width: int
+    depth: int
+    classes: int
+
+
+def _layer_dims(d: MLPDims) -> list[tuple[int, int]]:
+    ins = [d.in_dim] + [d.width] * d.depth
+    outs = [d.width] * d.depth + [d.classes]
     return list(zip(ins, outs))
 
 
@@ -17,6 +25,7 @@ class MLP(ZooModel):
     name = "mlp"
     task = "classify"
     description = "MLP classifier (Linear+GELU stack)"
+    dims_type = MLPDims
     presets = {
         "tiny": dict(in_dim=64, width=128, depth=2, classes=10),
         "digits": dict(in_dim=64, width=128, depth=2, classes=10),  # data=digits: 8×8 flattened
@@ -26,7 +35,7 @@ class MLP(ZooModel):
     partitioning = {"fsdp": True, "tp": True, "torch_tp": True}  # Linear pairs: column then row parallel
 
     def input_shape(self, d):
-        return (d["in_dim"],)
+        return (d.in_dim,)
 
     def param_count(self, d):
         return sum(i * o + o for i, o in _layer_dims(d))

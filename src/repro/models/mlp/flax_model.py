@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from repro.models.common_flax import linear
+from repro.models.mlp import MLPDims
 
 
 class MLP(nnx.Module):
@@ -23,6 +22,5 @@ class MLP(nnx.Module):
         return self.head(x)
 
 
-def build(dims: Mapping[str, Any], rngs: nnx.Rngs, *, dtype=None, param_dtype=jnp.float32) -> MLP:
-    return MLP(dims["in_dim"], dims["width"], dims["depth"], dims["classes"], rngs=rngs,
-               dtype=dtype, param_dtype=param_dtype)
+def build(dims: MLPDims, rngs: nnx.Rngs, *, dtype=None, param_dtype=jnp.float32) -> MLP:
+    return MLP(dims.in_dim, dims.width, dims.depth, dims.classes, rngs=rngs, dtype=dtype, param_dtype=param_dtype)

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import torch
 from torch import nn
+
+from repro.models.mlp import MLPDims
 
 
 class MLP(nn.Module):
@@ -19,5 +19,5 @@ class MLP(nn.Module):
         return self.head(x)
 
 
-def build(dims: Mapping[str, Any]) -> MLP:
-    return MLP(dims["in_dim"], dims["width"], dims["depth"], dims["classes"])
+def build(dims: MLPDims) -> MLP:
+    return MLP(dims.in_dim, dims.width, dims.depth, dims.classes)

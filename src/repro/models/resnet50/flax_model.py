@@ -1,13 +1,11 @@
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from repro.models.common_flax import linear
-from repro.models.resnet50 import BN_EPS, BN_MOMENTUM, EXPANSION
+from repro.models.resnet50 import BN_EPS, BN_MOMENTUM, EXPANSION, ResNetDims
 
 
 @jax.custom_vjp
@@ -100,13 +98,13 @@ class Bottleneck(nnx.Module):
 
 
 class ResNet(nnx.Module):
-    def __init__(self, d: Mapping[str, Any], *, rngs: nnx.Rngs, dtype=None, param_dtype=jnp.float32):
+    def __init__(self, d: ResNetDims, *, rngs: nnx.Rngs, dtype=None, param_dtype=jnp.float32):
         kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
-        w = d["width"]
-        self.conv1 = nnx.Conv(d["channels"], w, (7, 7), strides=2, padding=((3, 3), (3, 3)), use_bias=False, **kw)
+        w = d.width
+        self.conv1 = nnx.Conv(d.channels, w, (7, 7), strides=2, padding=((3, 3), (3, 3)), use_bias=False, **kw)
         self.bn1 = BatchNorm(w, **kw)
         stages, c_in = [], w
-        for i, n in enumerate(d["blocks"]):
+        for i, n in enumerate(d.blocks):
             width = w * 2**i
             stages.append(nnx.List([
                 Bottleneck(c_in if j == 0 else width * EXPANSION, width, 2 if (i > 0 and j == 0) else 1, **kw)
@@ -114,7 +112,7 @@ class ResNet(nnx.Module):
             ]))
             c_in = width * EXPANSION
         self.stages = nnx.List(stages)
-        self.fc = linear(c_in, d["classes"], **kw)
+        self.fc = linear(c_in, d.classes, **kw)
 
     def __call__(self, x: jax.Array) -> jax.Array:  # x [B, H, W, C]
         x = jax.nn.relu(self.bn1(self.conv1(x)))
@@ -125,5 +123,5 @@ class ResNet(nnx.Module):
         return self.fc(x.mean(axis=(1, 2)))
 
 
-def build(dims: Mapping[str, Any], rngs: nnx.Rngs, *, dtype=None, param_dtype=jnp.float32) -> ResNet:
+def build(dims: ResNetDims, rngs: nnx.Rngs, *, dtype=None, param_dtype=jnp.float32) -> ResNet:
     return ResNet(dims, rngs=rngs, dtype=dtype, param_dtype=param_dtype)

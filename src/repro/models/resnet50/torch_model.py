@@ -1,11 +1,9 @@
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import torch
 from torch import nn
 
-from repro.models.resnet50 import BN_EPS, BN_MOMENTUM, EXPANSION
+from repro.models.resnet50 import BN_EPS, BN_MOMENTUM, EXPANSION, ResNetDims
 
 
 def _bn(c: int) -> nn.BatchNorm2d:
@@ -38,14 +36,14 @@ class Bottleneck(nn.Module):
 
 
 class ResNet(nn.Module):
-    def __init__(self, d: Mapping[str, Any]):
+    def __init__(self, d: ResNetDims):
         super().__init__()
-        w = d["width"]
-        self.conv1 = nn.Conv2d(d["channels"], w, 7, stride=2, padding=3, bias=False)
+        w = d.width
+        self.conv1 = nn.Conv2d(d.channels, w, 7, stride=2, padding=3, bias=False)
         self.bn1 = _bn(w)
         self.pool = nn.MaxPool2d(3, stride=2, padding=1)
         stages, c_in = [], w
-        for i, n in enumerate(d["blocks"]):
+        for i, n in enumerate(d.blocks):
             width = w * 2**i
             stages.append(nn.ModuleList(
                 Bottleneck(c_in if j == 0 else width * EXPANSION, width, 2 if (i > 0 and j == 0) else 1)
@@ -53,7 +51,7 @@ class ResNet(nn.Module):
             ))
             c_in = width * EXPANSION
         self.stages = nn.ModuleList(stages)
-        self.fc = nn.Linear(c_in, d["classes"])
+        self.fc = nn.Linear(c_in, d.classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [B, C, H, W]
         x = self.pool(torch.relu(self.bn1(self.conv1(x))))
@@ -63,5 +61,5 @@ class ResNet(nn.Module):
         return self.fc(x.mean(dim=(2, 3)))
 
 
-def build(dims: Mapping[str, Any]) -> ResNet:
+def build(dims: ResNetDims) -> ResNet:
     return ResNet(dims)

@@ -1,26 +1,24 @@
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from repro.models.common_flax import EMBED_INIT, Block, layer_norm, linear
-from repro.models.vit import EPS
+from repro.models.vit import EPS, ViTDims
 
 
 class ViT(nnx.Module):
-    def __init__(self, d: Mapping[str, Any], *, rngs: nnx.Rngs, dtype=None, param_dtype=jnp.float32):
+    def __init__(self, d: ViTDims, *, rngs: nnx.Rngs, dtype=None, param_dtype=jnp.float32):
         kw = dict(rngs=rngs, dtype=dtype, param_dtype=param_dtype)
-        w, p = d["width"], d["patch"]
-        tokens = (d["image"] // p) ** 2 + 1
-        self.patch = nnx.Conv(d["channels"], w, (p, p), strides=(p, p), padding="VALID", **kw)
+        w, p = d.width, d.patch
+        tokens = (d.image // p) ** 2 + 1
+        self.patch = nnx.Conv(d.channels, w, (p, p), strides=(p, p), padding="VALID", **kw)
         self.cls = nnx.Param(EMBED_INIT(rngs.params(), (1, 1, w), param_dtype))
         self.pos = nnx.Param(EMBED_INIT(rngs.params(), (1, tokens, w), param_dtype))
-        self.blocks = nnx.List([Block(w, d["heads"], d["mlp"], EPS, **kw) for _ in range(d["depth"])])
+        self.blocks = nnx.List([Block(w, d.heads, d.mlp, EPS, **kw) for _ in range(d.depth)])
         self.ln = layer_norm(w, EPS, **kw)
-        self.head = linear(w, d["classes"], **kw)
+        self.head = linear(w, d.classes, **kw)
 
     def __call__(self, x: jax.Array) -> jax.Array:  # x [B, H, W, C]
         x = self.patch(x)
@@ -33,5 +31,5 @@ class ViT(nnx.Module):
         return self.head(self.ln(x)[:, 0])
 
 
-def build(dims: Mapping[str, Any], rngs: nnx.Rngs, *, dtype=None, param_dtype=jnp.float32) -> ViT:
+def build(dims: ViTDims, rngs: nnx.Rngs, *, dtype=None, param_dtype=jnp.float32) -> ViT:
     return ViT(dims, rngs=rngs, dtype=dtype, param_dtype=param_dtype)
