@@ -63,26 +63,26 @@ def test_the_history_is_this_hosts_quiet_canaries_of_the_same_framework_and_thre
         ledger.append(other)
     finished_run(ledger, tmp_path / "mlflow.db")  # recorded before canaries existed: none
     said = []
-    first = ok_run(0.009)  # 4 of its kind so far: building, not flagged however slow
-    canary.judge(first, ledger.root, 0.25, said.append)
+
+    def judged(record: dict) -> dict:  # the record as job.py writes it: its canary block replaced by the judged one
+        block = canary.judge(record, ledger.root, 0.25, said.append)
+        return record if block is None else {**record, "canary": block}
+
+    first = judged(ok_run(0.009))  # 4 of its kind so far: building, not flagged however slow
     assert first["canary"]["slow"] is None and first["canary"]["history"] == 4
     assert said == ["jax, 2 threads: canary history 4 of 5 on this host: no run flagged (building it)"]
-    second = ok_run(0.0036)  # the first one judged is history now: 5, median 3 ms
-    canary.judge(second, ledger.root, 0.25, said.append)
+    second = judged(ok_run(0.0036))  # the first one judged is history now: 5, median 3 ms
     assert second["canary"]["history"] == 5 and second["canary"]["slow"] is False and len(said) == 1
-    third = ok_run(0.0038)
-    canary.judge(third, ledger.root, 0.25, said.append)
+    third = judged(ok_run(0.0038))
     assert third["canary"]["history"] == 6 and third["canary"]["slow"] is True
     assert canary.QUIET_SHARE == rerun.OTHER_CPU_SHARE
     assert "against this host's median 3.00 ms over 6 runs" in rerun.flag({**third, **RERUNS})
-    busy = {**ok_run(0.009), "machine": {**HOST, "other_cpu_share": 0.11}}
-    canary.judge(busy, ledger.root, 0.25, said.append)  # judged (the rerun rule names its busy window too), not kept
+    busy = judged({**ok_run(0.009), "machine": {**HOST, "other_cpu_share": 0.11}})  # judged (the rerun rule names its busy window too), not kept
     assert busy["canary"]["slow"] is True and busy["canary"]["history"] == 7
     failed = {**ok_run(0.5), "status": "failed"}
-    canary.judge(failed, ledger.root, 0.25, said.append)  # a failed run is neither judged nor history
+    assert canary.judge(failed, ledger.root, 0.25, said.append) is None  # a failed run is neither judged nor history
     assert "slow" not in failed["canary"] and canary.history(ledger.root, canary.kind_of(third)) == \
         [0.003] * 4 + [0.009, 0.0036, 0.0038]
-
 
 @pytest.mark.parametrize("margin", ["0", "-0.1", "nan", "inf"])
 def test_a_canary_margin_of_no_positive_finite_share_is_refused_naming_the_key(tmp_path, capsys, margin):
