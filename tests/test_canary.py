@@ -113,7 +113,7 @@ def test_the_canary_runs_after_the_build_and_before_the_window_and_leaves_the_co
     assert kinds.index("environment") < kinds.index("canary") < kinds.index("measure_start") < kinds.index("step")
     assert kinds.count("canary") == 1 and kinds.index("measure_end") < kinds.index("window_end")
     said = dict(events)["canary"]
-    recorded = out["result"]["canary"]
+    recorded = out.result.canary
     assert recorded == {k: v for k, v in said.items() if k != "at"}
     assert recorded["seconds"] > 0 and recorded["repeats"] == kernels.REPEATS and recorded["framework"] == "jax"
     assert recorded["version"] == kernels.VERSION
@@ -123,7 +123,7 @@ def test_the_canary_runs_after_the_build_and_before_the_window_and_leaves_the_co
     before, min_s = compile_cache.counts("jax"), jax.config.jax_persistent_cache_min_compile_time_secs
     kernels.run("jax")
     assert compile_cache.counts("jax") == before and jax.config.jax_persistent_cache_min_compile_time_secs == min_s
-    m = out["result"]["machine"]
+    m = out.result.machine
     assert m["placement"]["source"] in ("sched", "stat") and m["placement"]["threads_ran"] >= 1
     assert set(m["placement"]["cpus"]) <= set(range(m["cores"])) and m["placement"]["migrations"] >= 0
     assert m["page_faults"]["minor"] >= 0 and m["page_faults"]["major"] >= 0

@@ -4,7 +4,8 @@ history), are written to a ledger and compared, byte for byte and by id, with th
 inputs made before (tests/data/job_records.json). The record hash and every shipped record depend
 on those bytes: a refactor of how a record is built (typed blocks, serialised once) must not move one.
 
-REPRO_WRITE_GOLDEN=1 rewrites the file (only where a change of the records is meant)."""
+REPRO_WRITE_GOLDEN=1 rewrites the file (only where a change of the records is meant), made by the tree
+before the change (PYTHONPATH=OLD/src), its test functions the same."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from repro.config.workerspec import Rendezvous
 from repro.job import canary, job, launch, scheduler, wall_split
 from repro.ledger import Ledger, store
 from repro.ledger.record import view
-from repro.worker import lifeline
+from repro.worker import envcapture, lifeline
 
 GOLDEN = Path(__file__).parent / "data" / "job_records.json"
 T0 = 1_700_000_000.0
@@ -156,8 +157,20 @@ def _slurm(monkeypatch) -> dict[str, str]:
     return {k: json.dumps(v, sort_keys=True) for k, v in out.items()}
 
 
+def _fingerprints() -> dict[str, str]:
+    """The environment fingerprint (it decides whether two runs' outputs must match) of fixed blocks."""
+    env = {"python": {"version": "3.12.3", "implementation": "CPython", "executable": "/py"},
+           "os": {"system": "Linux", "release": "6.1", "machine": "x86_64"},
+           "cpu": {"model": "Fixed CPU", "cores": 2, "affinity": [0, 1], "isa": "avx2"},
+           "gpus": [{"name": "H100", "driver": "550.1", "memory": 80}], "packages": {"numpy": "2.1.0", "repro": "9"},
+           "variables": {"XLA_FLAGS": "--x", "JAX_CACHE_DIR": "/c", "PYTHONHASHSEED": "3"},
+           "framework": {"devices": ["cpu:0"], "threads": 2}}
+    bare = {**env, "cpu": {"model": "Fixed CPU", "affinity": [0]}, "gpus": [], "framework": {}}
+    return {"fingerprint/full": envcapture.fingerprint(env), "fingerprint/bare": envcapture.fingerprint(bare)}
+
+
 def test_the_job_paths_records_keep_their_bytes(tmp_path, monkeypatch):
-    made = {**_records(tmp_path, monkeypatch), **_decided(), **_slurm(monkeypatch)}
+    made = {**_records(tmp_path, monkeypatch), **_decided(), **_slurm(monkeypatch), **_fingerprints()}
     if os.environ.get("REPRO_WRITE_GOLDEN"):
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(json.dumps(made, indent=1, sort_keys=True) + "\n")

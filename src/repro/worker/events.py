@@ -154,6 +154,10 @@ class EnvironmentPayload:
     data: Mapping = dataclasses.field(default_factory=dict)
     at: float | None = None
 
+    def payload(self) -> dict:
+        """As emitted (the stream stamps `at`)."""
+        return {"environment": self.environment, "seeds": self.seeds, "data": self.data}
+
 
 @dataclass(frozen=True)
 class ResultPayload:
