@@ -141,13 +141,14 @@ def test_verdict_canary_false_runs_no_canary_and_says_so():
 
 
 def test_placement_counts_the_threads_that_ran_from_the_kernels_counters_or_their_cpus():
-    start = {"1": {"cpu": 0, "ticks": 10, "run_ms": 100.0, "migrations": 3, "involuntary": 5},
-             "2": {"cpu": 1, "ticks": 4, "run_ms": 40.0, "migrations": 1, "involuntary": 0}}  # idle in the window
-    now = {"1": {"cpu": 1, "ticks": 30, "run_ms": 300.0, "migrations": 7, "involuntary": 9},
-           "2": {"cpu": 1, "ticks": 4, "run_ms": 40.0, "migrations": 1, "involuntary": 0},
-           "3": {"cpu": 0, "ticks": 1, "run_ms": 5.0, "migrations": 2, "involuntary": 1}}  # born in the window
+    Task = machine.Task
+    start = {"1": Task(cpu=0, ticks=10, run_ms=100.0, migrations=3, involuntary=5),
+             "2": Task(cpu=1, ticks=4, run_ms=40.0, migrations=1, involuntary=0)}  # idle in the window
+    now = {"1": Task(cpu=1, ticks=30, run_ms=300.0, migrations=7, involuntary=9),
+           "2": Task(cpu=1, ticks=4, run_ms=40.0, migrations=1, involuntary=0),
+           "3": Task(cpu=0, ticks=1, run_ms=5.0, migrations=2, involuntary=1)}  # born in the window
     assert machine.placement(start, now) == {"cpus": [0, 1], "threads_ran": 2, "migrations": 6,
                                              "involuntary_switches": 5, "source": "sched"}
-    bare = {tid: {"cpu": t["cpu"], "ticks": t["ticks"]} for tid, t in now.items()}
-    assert machine.placement({t: {"cpu": s["cpu"], "ticks": s["ticks"]} for t, s in start.items()}, bare) == \
+    bare = {tid: Task(cpu=t.cpu, ticks=t.ticks) for tid, t in now.items()}  # /proc/*/task/*/sched unreadable
+    assert machine.placement({tid: Task(cpu=t.cpu, ticks=t.ticks) for tid, t in start.items()}, bare) == \
         {"cpus": [0, 1], "threads_ran": 2, "migrations": 1, "source": "stat"}
