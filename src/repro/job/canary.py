@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro.ledger.record import RecordError, view
-from repro.worker.events import typed
+from repro.blocks import typed
 
 MIN_HISTORY = 5
 HISTORY = 50  # the newest this many earlier canaries of a kind

@@ -35,7 +35,8 @@ from repro.envs.venvs import EnvError
 from repro.envs import workload_source
 from repro.job import canary, cluster, launch, resume, scheduler, snapshot, spool, wall_split
 from repro.worker import envcapture, lifeline, seeding
-from repro.worker.events import Events, typed
+from repro.blocks import typed
+from repro.worker.events import Events
 from repro.job.host import JobHost
 from repro.usertext import markup
 

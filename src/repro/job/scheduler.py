@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from repro.worker.events import typed
+from repro.blocks import typed
 
 LOCAL = {"name": "local"}
 _ELSEWHERE: Callable[[], dict] | None = None  # a launcher's block for this process's records (`running_under`)

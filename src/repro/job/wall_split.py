@@ -28,7 +28,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from repro.worker.events import Events, Setup, typed
+from repro.blocks import typed
+from repro.worker.events import Events, Setup
 
 REST_SHARE = 0.10
 

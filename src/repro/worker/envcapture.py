@@ -18,7 +18,7 @@ from importlib import metadata
 from repro import hardware
 from repro.hashing import sha256_json
 from repro.redaction import is_secret, redact
-from repro.worker.events import typed
+from repro.blocks import typed
 
 __all__ = ["is_secret", "redact", "result_variables", "package_versions", "capture", "fingerprint", "Captured"]
 # Variables that change results or speed. Prefixes match whole families (XLA_FLAGS, JAX_*).

@@ -8,12 +8,13 @@ measured steps).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import time
 from dataclasses import dataclass
-from typing import IO, Any, Iterator, Mapping, TypeVar
+from typing import IO, Any, Iterator, Mapping
+
+from repro.blocks import typed
 
 EVENTS_FD_ENV = "REPRO_EVENTS_FD"
 GATE_FD_ENV = "REPRO_GATE_FD"
@@ -97,24 +98,6 @@ def read_ready(fd: int, timeout_s: float) -> bool:
             return False
         line += chunk
     return line == READY_LINE
-
-
-T = TypeVar("T")
-
-
-@functools.lru_cache(maxsize=None)
-def _names(kind: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(kind))
-
-
-def typed(kind: type[T], node: Mapping | None) -> T | None:
-    """A typed payload from one JSON object of the stream: the fields it holds, the rest at their
-    dataclass's defaults (each written once, there); keys the dataclass does not name are not read.
-    None for no object."""
-    if node is None:
-        return None
-    names = _names(kind)
-    return kind(**{k: v for k, v in node.items() if k in names})
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from repro.config.schema import Config
 from repro.config.workerspec import WorkerSpec
 from repro.data import make_batches
 from repro.worker import envcapture, flops, lifeline, machine, measure, pinning, rank_progress, seeding
-from repro.worker.events import typed
+from repro.blocks import typed
 from repro.worker.events import EVENTS_FD_ENV, READY_LINE, EnvironmentPayload, EventWriter, Gate, ResultPayload, Series, Setup
 from repro.worker.window import SERIES_STEPS, StepPlan, adaptive, shared_count
 
