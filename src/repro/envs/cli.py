@@ -80,7 +80,7 @@ def cmd_show(args) -> int:
     except lock.EditedLock as e:
         print(f"repro env show: {e}", file=sys.stderr)
         return 1
-    print(f"environment {lock.env_hash(text)}  ({len(lock.parse(text)['requirements'])} distributions)")
+    print(f"environment {lock.env_hash(text)}  ({len(lock.parse(text).requirements)} distributions)")
     if venv:
         use = cache.usage(venv)
         print(f"venv {venv} ({_mib(use.own)} own, {_mib(use.shared)} shared with uv's cache): {venvs.info(venv)}")

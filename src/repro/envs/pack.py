@@ -181,7 +181,7 @@ def requirements(locks: dict[str, str]) -> dict[str, str]:
     """Every installable line of the locks, `name==version` (or `name @ URL`), without repro itself."""
     out: dict[str, str] = {}
     for text in locks.values():
-        for name, line in lock.parse(text)["requirements"].items():
+        for name, line in lock.parse(text).requirements.items():
             if name not in lock.OWN:
                 out[line] = name
     return out
@@ -554,7 +554,7 @@ def missing(manifest: dict, text: str) -> list[str]:
     """The lock's requirements no wheel of the pack serves."""
     served = {(d["name"], _version(d["version"])) for d in manifest["distributions"]}
     out = []
-    for name, line in lock.parse(text)["requirements"].items():
+    for name, line in lock.parse(text).requirements.items():
         if name in lock.OWN:
             continue
         if "==" in line and (name, _version(line.split("==", 1)[1].strip())) not in served:
@@ -592,7 +592,7 @@ def check(wheelhouse: Path, text: str, who: str) -> None:
 
 def content_differs(wheelhouse: Path, manifest: dict, text: str) -> list[tuple[str, str, str, str]]:
     """(name, version, the pack's wheel's content digest, the lock's) for each distribution whose wheel differs."""
-    recorded = lock.parse(text)["content"]
+    recorded = lock.parse(text).content
     out = []
     for d in manifest["distributions"]:
         want = recorded.get(d["name"])

@@ -126,7 +126,7 @@ def _key(digest: str, text: str, wheelhouse: Path | None) -> str:
 
     from repro.profile import sha256_file
 
-    wanted = {lock.normalise(re.split(r"\s*(==|@)", line, maxsplit=1)[0]) for line in lock.parse(text)["requirements"].values()}
+    wanted = {lock.normalise(re.split(r"\s*(==|@)", line, maxsplit=1)[0]) for line in lock.parse(text).requirements.values()}
     wheels = sorted(sha256_file(w) for w in (Path(wheelhouse) / "wheels").glob("*.whl")
                     if lock.normalise(w.name.split("-")[0]) in wanted)
     return hashlib.sha256("\n".join([digest, *wheels]).encode()).hexdigest()
@@ -140,7 +140,7 @@ def content_differs(text: str, venv: Path, skip: set[str] = frozenset()) -> list
         return []
     skipped = {lock.normalise(s.split("==")[0]) for s in skip}
     installed = lock.contents(lock.of_interpreter(python_of(venv), cache.locks()))
-    wanted = lock.parse(text)["requirements"]
+    wanted = lock.parse(text).requirements
     return [(name, installed.get(name, "none"), digest) for name, digest in sorted(recorded.items())
             if name in wanted and name not in skipped and installed.get(name) != digest]
 
@@ -159,20 +159,20 @@ def ensure(text: str, allow_substitutes: bool | None = None, log=print, wheelhou
         if (have := info(venv)) and (not have["substitutes"] or allow_substitutes):
             return venv, {**have, "reused": True}
         parsed = lock.parse(text)
-        if parsed["local"]:
+        if parsed.local:
             raise EnvError("the recorded environment has distributions no index can rebuild: "
-                           + ", ".join(parsed["local"].values())
+                           + ", ".join(parsed.local.values())
                            + " (installed from a folder; install them from an index or a wheel to record them exactly)")
         cache.remove(venv)
         start = time.perf_counter()
         from_args, from_env = offline(wheelhouse) if wheelhouse else (sources(), uv_env())
         env = {**from_env, "UV_PYTHON_DOWNLOADS": "never"}
-        made = subprocess.run([*uv(), "venv", "-q", "--python", _interpreter(parsed["python"]), str(venv)],
+        made = subprocess.run([*uv(), "venv", "-q", "--python", _interpreter(parsed.python), str(venv)],
                               capture_output=True, text=True, env=env)
         if made.returncode:
-            raise EnvError(f"no Python {parsed['python']} for the recorded environment here ({made.stderr.strip()}): "
-                           f"install one (`uv python install {parsed['python']}`), then replay again")
-        requirements = dict(parsed["requirements"])
+            raise EnvError(f"no Python {parsed.python} for the recorded environment here ({made.stderr.strip()}): "
+                           f"install one (`uv python install {parsed.python}`), then replay again")
+        requirements = dict(parsed.requirements)
         substitutes: dict[str, str] = {}
         for _ in range(MAX_SUBSTITUTES + 1):
             req_file = venv / "requirements.lock.txt"
@@ -209,7 +209,7 @@ def ensure(text: str, allow_substitutes: bool | None = None, log=print, wheelhou
                            f"the recorded environment's (content sha256 {installed[:16]} installed, {recorded[:16]} "
                            f"recorded)" + (f", and {len(wrong) - 1} more" if len(wrong) > 1 else "")
                            + ": not the wheel the record ran with; nothing was kept")
-        meta = {"env_hash": digest, "python": parsed["python"], "substitutes": substitutes,
+        meta = {"env_hash": digest, "python": parsed.python, "substitutes": substitutes,
                 "content_checked": len(lock.contents(text)),
                 "built": time.strftime("%Y-%m-%dT%H:%M:%S"), "build_s": round(time.perf_counter() - start, 2),
                 "packages": len(requirements),
