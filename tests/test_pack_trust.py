@@ -126,7 +126,7 @@ def test_the_code_bundle_is_covered_by_the_sums(tmp_path):
     manifest = {"what": "t", "target": {}, "distributions": [], "code": pack.BUNDLE,
                 "code_sha256": pack.sha256(house / pack.BUNDLE)}
     (house / pack.MANIFEST).write_text(json.dumps(manifest))
-    assert pack.verify(house)["code"] == pack.BUNDLE
+    assert pack.verify(house).code == pack.BUNDLE
     (house / pack.BUNDLE).write_bytes(b"another history")
     with pytest.raises(pack.PackError, match="code.bundle does not match its manifest"):
         pack.verify(house)

@@ -41,10 +41,10 @@ def _packed(wheelhouse: str) -> str:
     from repro.envs import pack
 
     manifest = pack.manifest_of(Path(wheelhouse))
-    if len(manifest.get("locks") or []) != 1:
-        raise pack.PackError(f"env.wheelhouse={wheelhouse} packs {len(manifest.get('locks') or [])} environments: "
+    if len(manifest.locks or []) != 1:
+        raise pack.PackError(f"env.wheelhouse={wheelhouse} packs {len(manifest.locks or [])} environments: "
                              "a run takes a pack of one (`repro env pack RECORD` or an environment hash)")
-    return lock.checked(Path(wheelhouse) / "locks" / f"{manifest['locks'][0]}.txt")
+    return lock.checked(Path(wheelhouse) / "locks" / f"{manifest.locks[0]}.txt")
 
 
 def wheelhouse_refusal(config) -> str | None:
