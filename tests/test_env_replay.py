@@ -155,7 +155,7 @@ def test_lock_pins_and_refusals(tmp_path, monkeypatch):
         venvs.ensure(gone)  # a run's env.packages: no such flag, so no hint to use it
     assert "--allow-substitutes" not in str(plain.value)
     venv, meta = venvs.ensure(gone, allow_substitutes=True, log=lambda _: None)
-    assert meta["substitutes"] == {"optax==0.0.7": "optax==0.0.6"}
+    assert meta.substitutes == {"optax==0.0.7": "optax==0.0.6"}
     assert lock.versions(lock.of_interpreter(venvs.python_of(venv), tmp_path / "locks"))["optax"] == "0.0.6"
 
 

@@ -12,22 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repro.blocks import typed
 from repro.envs import cache, lock, venvs, worktrees
 
 
 def _mib(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB" if n < 10 * 2**20 else f"{n / 2**20:,.0f} MiB"
-
-
-@dataclass(frozen=True)
-class _VenvMeta:
-    """What the list reads of a cached venv's marker (envs/venvs.py writes it)."""
-
-    env_hash: str | None = None
-    packages: int | None = None
-    python: str | None = None
-    substitutes: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -46,12 +35,11 @@ def entries() -> list[Entry]:
     out = []
     for path in sorted(cache.venvs().glob("*")) if cache.venvs().is_dir() else []:
         if path.is_dir():
-            marker = venvs.info(path)
-            meta = typed(_VenvMeta, marker) or _VenvMeta()
-            out.append(Entry("venv", path, (meta.env_hash or path.name)[:16],
+            meta = venvs.meta_of(path)
+            out.append(Entry("venv", path, ((meta and meta.env_hash) or path.name)[:16],
                              (f"{meta.packages} packages, python {meta.python}"
                               + (f", substitutes {meta.substitutes}" if meta.substitutes else "")
-                              if marker else "half-built (built again on next use)")))
+                              if meta else "half-built (built again on next use)")))
     for path in sorted(cache.worktrees().glob("*")) if cache.worktrees().is_dir() else []:
         if path.is_dir():
             out.append(Entry("worktree", path, path.name, "code of commit " + path.name))

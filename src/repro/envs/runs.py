@@ -31,8 +31,8 @@ def pinned(config, log=print) -> dict | None:
     base = _packed(config.env.wheelhouse) if config.env.wheelhouse else \
         lock.of_interpreter(resolve_python(config.framework.python), cache.locks())
     venv, meta = venvs.ensure(lock.with_pins(base, pins), log=log, wheelhouse=config.env.wheelhouse or None)
-    log(f"environment {meta['env_hash'][:12]} ({', '.join(pins) or 'the pack ' + config.env.wheelhouse}): "
-        + ("reused" if meta["reused"] else f"built in {meta['build_s']:.1f} s") + f" at {venv}")
+    log(f"environment {meta.env_hash[:12]} ({', '.join(pins) or 'the pack ' + config.env.wheelhouse}): "
+        + ("reused" if meta.reused else f"built in {meta.build_s:.1f} s") + f" at {venv}")
     return {"python": venvs.python_of(venv), "src": None}
 
 
