@@ -71,7 +71,7 @@ def wheelhouse(folder: Path) -> Path:
 
 
 def make_lock(**pins: str) -> str:
-    return lock.render([{"name": lock.normalise(n), "version": v, "source": "index"} for n, v in sorted(pins.items())],
+    return lock.render([lock.Dist(lock.normalise(n), v) for n, v in sorted(pins.items())],
                        platform.python_version())
 
 

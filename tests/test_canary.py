@@ -63,26 +63,26 @@ def test_the_history_is_this_hosts_quiet_canaries_of_the_same_framework_and_thre
         ledger.append(other)
     finished_run(ledger, tmp_path / "mlflow.db")  # recorded before canaries existed: none
     said = []
-    first = ok_run(0.009)  # 4 of its kind so far: building, not flagged however slow
-    canary.judge(first, ledger.root, 0.25, said.append)
+
+    def judged(record: dict) -> dict:  # the record as job.py writes it: its canary block replaced by the judged one
+        block = canary.judge(record, ledger.root, 0.25, said.append)
+        return record if block is None else {**record, "canary": block}
+
+    first = judged(ok_run(0.009))  # 4 of its kind so far: building, not flagged however slow
     assert first["canary"]["slow"] is None and first["canary"]["history"] == 4
     assert said == ["jax, 2 threads: canary history 4 of 5 on this host: no run flagged (building it)"]
-    second = ok_run(0.0036)  # the first one judged is history now: 5, median 3 ms
-    canary.judge(second, ledger.root, 0.25, said.append)
+    second = judged(ok_run(0.0036))  # the first one judged is history now: 5, median 3 ms
     assert second["canary"]["history"] == 5 and second["canary"]["slow"] is False and len(said) == 1
-    third = ok_run(0.0038)
-    canary.judge(third, ledger.root, 0.25, said.append)
+    third = judged(ok_run(0.0038))
     assert third["canary"]["history"] == 6 and third["canary"]["slow"] is True
     assert canary.QUIET_SHARE == rerun.OTHER_CPU_SHARE
     assert "against this host's median 3.00 ms over 6 runs" in rerun.flag({**third, **RERUNS})
-    busy = {**ok_run(0.009), "machine": {**HOST, "other_cpu_share": 0.11}}
-    canary.judge(busy, ledger.root, 0.25, said.append)  # judged (the rerun rule names its busy window too), not kept
+    busy = judged({**ok_run(0.009), "machine": {**HOST, "other_cpu_share": 0.11}})  # judged (the rerun rule names its busy window too), not kept
     assert busy["canary"]["slow"] is True and busy["canary"]["history"] == 7
     failed = {**ok_run(0.5), "status": "failed"}
-    canary.judge(failed, ledger.root, 0.25, said.append)  # a failed run is neither judged nor history
+    assert canary.judge(failed, ledger.root, 0.25, said.append) is None  # a failed run is neither judged nor history
     assert "slow" not in failed["canary"] and canary.history(ledger.root, canary.kind_of(third)) == \
         [0.003] * 4 + [0.009, 0.0036, 0.0038]
-
 
 @pytest.mark.parametrize("margin", ["0", "-0.1", "nan", "inf"])
 def test_a_canary_margin_of_no_positive_finite_share_is_refused_naming_the_key(tmp_path, capsys, margin):
@@ -113,7 +113,7 @@ def test_the_canary_runs_after_the_build_and_before_the_window_and_leaves_the_co
     assert kinds.index("environment") < kinds.index("canary") < kinds.index("measure_start") < kinds.index("step")
     assert kinds.count("canary") == 1 and kinds.index("measure_end") < kinds.index("window_end")
     said = dict(events)["canary"]
-    recorded = out["result"]["canary"]
+    recorded = out.result.canary
     assert recorded == {k: v for k, v in said.items() if k != "at"}
     assert recorded["seconds"] > 0 and recorded["repeats"] == kernels.REPEATS and recorded["framework"] == "jax"
     assert recorded["version"] == kernels.VERSION
@@ -123,7 +123,7 @@ def test_the_canary_runs_after_the_build_and_before_the_window_and_leaves_the_co
     before, min_s = compile_cache.counts("jax"), jax.config.jax_persistent_cache_min_compile_time_secs
     kernels.run("jax")
     assert compile_cache.counts("jax") == before and jax.config.jax_persistent_cache_min_compile_time_secs == min_s
-    m = out["result"]["machine"]
+    m = out.result.machine
     assert m["placement"]["source"] in ("sched", "stat") and m["placement"]["threads_ran"] >= 1
     assert set(m["placement"]["cpus"]) <= set(range(m["cores"])) and m["placement"]["migrations"] >= 0
     assert m["page_faults"]["minor"] >= 0 and m["page_faults"]["major"] >= 0
@@ -141,13 +141,14 @@ def test_verdict_canary_false_runs_no_canary_and_says_so():
 
 
 def test_placement_counts_the_threads_that_ran_from_the_kernels_counters_or_their_cpus():
-    start = {"1": {"cpu": 0, "ticks": 10, "run_ms": 100.0, "migrations": 3, "involuntary": 5},
-             "2": {"cpu": 1, "ticks": 4, "run_ms": 40.0, "migrations": 1, "involuntary": 0}}  # idle in the window
-    now = {"1": {"cpu": 1, "ticks": 30, "run_ms": 300.0, "migrations": 7, "involuntary": 9},
-           "2": {"cpu": 1, "ticks": 4, "run_ms": 40.0, "migrations": 1, "involuntary": 0},
-           "3": {"cpu": 0, "ticks": 1, "run_ms": 5.0, "migrations": 2, "involuntary": 1}}  # born in the window
+    Task = machine.Task
+    start = {"1": Task(cpu=0, ticks=10, run_ms=100.0, migrations=3, involuntary=5),
+             "2": Task(cpu=1, ticks=4, run_ms=40.0, migrations=1, involuntary=0)}  # idle in the window
+    now = {"1": Task(cpu=1, ticks=30, run_ms=300.0, migrations=7, involuntary=9),
+           "2": Task(cpu=1, ticks=4, run_ms=40.0, migrations=1, involuntary=0),
+           "3": Task(cpu=0, ticks=1, run_ms=5.0, migrations=2, involuntary=1)}  # born in the window
     assert machine.placement(start, now) == {"cpus": [0, 1], "threads_ran": 2, "migrations": 6,
                                              "involuntary_switches": 5, "source": "sched"}
-    bare = {tid: {"cpu": t["cpu"], "ticks": t["ticks"]} for tid, t in now.items()}
-    assert machine.placement({t: {"cpu": s["cpu"], "ticks": s["ticks"]} for t, s in start.items()}, bare) == \
+    bare = {tid: Task(cpu=t.cpu, ticks=t.ticks) for tid, t in now.items()}  # /proc/*/task/*/sched unreadable
+    assert machine.placement({tid: Task(cpu=t.cpu, ticks=t.ticks) for tid, t in start.items()}, bare) == \
         {"cpus": [0, 1], "threads_ran": 2, "migrations": 1, "source": "stat"}

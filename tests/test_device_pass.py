@@ -50,7 +50,7 @@ def test_the_device_pass_rehearsed_on_cpu_both_calls(tmp_path):
     _device_tree(tree)
     text = lock.current()
     have = tmp_path / "have.txt"  # this venv as the "image": all it has but PACKED
-    have.write_text("".join(f"{line}\n" for n, line in lock.parse(text)["requirements"].items()
+    have.write_text("".join(f"{line}\n" for n, line in lock.parse(text).requirements.items()
                             if n not in PACKED and "==" in line))
     packed = subprocess.run([sys.executable, "-m", "repro", "env", "pack", "current", "--runtime-only", "--have", str(have),
                              "--max-size", "60MiB", "--out", str(tree / ".pack")], cwd=ROOT, capture_output=True, text=True)

@@ -46,7 +46,7 @@ def _mib(text: str, pattern: str) -> float:
 
 
 def test_sizes_count_shared_inodes_once_and_prune_frees_only_its_own(tmp_path):
-    text = lock.render([{"name": n, "version": metadata.version(n), "source": "index"} for n in ("numpy", "rich")],
+    text = lock.render([lock.Dist(n, metadata.version(n)) for n in ("numpy", "rich")],
                        platform.python_version())
     (tmp_path / "lock.txt").write_text(text)
     built = subprocess.run([sys.executable, "-c", HOLD.replace("sys.stdin.read()", "pass"), str(tmp_path / "lock.txt")],
@@ -68,7 +68,7 @@ def test_sizes_count_shared_inodes_once_and_prune_frees_only_its_own(tmp_path):
 
 
 def test_prune_lists_without_a_flag_goes_by_last_use_and_keeps_what_a_replay_holds(tmp_path):
-    text = lock.render([{"name": "rich", "version": metadata.version("rich"), "source": "index"}],
+    text = lock.render([lock.Dist("rich", metadata.version("rich"))],
                        platform.python_version())
     (tmp_path / "lock.txt").write_text(text)
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "lock.txt")], env=_env(tmp_path),

@@ -41,11 +41,11 @@ def fake_pack(root: Path, files: dict[str, bytes]) -> Path:
 def test_a_changed_extra_or_missing_wheel_is_refused_naming_it(tmp_path):
     house = fake_pack(tmp_path / "house", {"six-1.17.0-py2.py3-none-any.whl": b"six",
                                            "omegaconf-2.3.1-py3-none-any.whl": b"omegaconf"})
-    text = lock.render([{"name": "six", "version": "1.17.0", "source": "index"},
-                        {"name": "omegaconf", "version": "2.3.1", "source": "index"}], "3.11.7")
+    text = lock.render([lock.Dist("six", "1.17.0", "index"),
+                        lock.Dist("omegaconf", "2.3.1", "index")], "3.11.7")
     pack.check(house, text, "record r1")  # intact and complete: no error
-    missing = lock.render([{"name": "six", "version": "1.17.0", "source": "index"},
-                           {"name": "rich", "version": "15.0.0", "source": "index"}], "3.11.7")
+    missing = lock.render([lock.Dist("six", "1.17.0", "index"),
+                           lock.Dist("rich", "15.0.0", "index")], "3.11.7")
     with pytest.raises(pack.PackError, match=r"record r1: wheelhouse .* has no wheel for rich==15.0.0 \("):
         pack.check(house, missing, "record r1")
     wheel = house / pack.WHEELS / "six-1.17.0-py2.py3-none-any.whl"
@@ -116,7 +116,7 @@ def test_a_record_packed_replays_exact_offline_and_its_code_travels(tmp_path):
     made = co.repro("env", "pack", original["id"][:10], "--ledger", str(co.ledger), "--out", str(house))
     assert made.returncode == 0, made.stdout + made.stderr
     manifest = json.loads((house / pack.MANIFEST).read_text())
-    wanted = lock.parse(lock.load(co.ledger, original["environment"]["env_hash"]))["requirements"]
+    wanted = lock.parse(lock.load(co.ledger, original["environment"]["env_hash"])).requirements
     assert len(manifest["distributions"]) == len(wanted) == len(list((house / pack.WHEELS).iterdir()))
     assert manifest["records"] == [original["id"]] and manifest["commit"] == original["git"]["commit"]
     assert all(len(d["sha256"]) == 64 and d["source"] for d in manifest["distributions"])
@@ -185,9 +185,9 @@ def test_a_record_packed_replays_exact_offline_and_its_code_travels(tmp_path):
 @pytest.mark.slow
 def test_another_target_leaves_out_what_it_has_and_refuses_what_it_cannot_have(tmp_path):
     ledger = tmp_path / "ledger"
-    text = lock.render([{"name": "antlr4-python3-runtime", "version": "4.9.3", "source": "index"},  # an sdist only
-                        {"name": "omegaconf", "version": "2.3.1", "source": "index"},
-                        {"name": "pyyaml", "version": "6.0.3", "source": "index"}], "3.11.7")
+    text = lock.render([lock.Dist("antlr4-python3-runtime", "4.9.3", "index"),  # an sdist only
+                        lock.Dist("omegaconf", "2.3.1", "index"),
+                        lock.Dist("pyyaml", "6.0.3", "index")], "3.11.7")
     digest = lock.store(ledger, text)
     have = tmp_path / "image.txt"
     have.write_text("PyYAML==6.0.3\nomegaconf==2.3.0\ntorch==2.11.0+cu130\n")
@@ -208,7 +208,7 @@ def test_another_target_leaves_out_what_it_has_and_refuses_what_it_cannot_have(t
     assert kept.returncode == 0 and "the target's kept (--keep)" in kept.stdout, kept.stdout + kept.stderr
 
     # markupsafe 2.0.1 has no cp312 wheel, and its sdist builds a C extension for this machine only
-    lock.store(ledger, old := lock.render([{"name": "markupsafe", "version": "2.0.1", "source": "index"}], "3.11.7"))
+    lock.store(ledger, old := lock.render([lock.Dist("markupsafe", "2.0.1", "index")], "3.11.7"))
     refused = subprocess.run([*cmd[:5], lock.env_hash(old)[:12], *cmd[6:], "--out", str(tmp_path / "no")],
                              capture_output=True, text=True)
     assert refused.returncode == 2 and "cannot be had for Python 3.12" in refused.stderr, refused.stdout + refused.stderr

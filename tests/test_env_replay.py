@@ -128,15 +128,15 @@ def test_one_package_older_rebuilt_from_the_record(tmp_path):
 
 @pytest.mark.slow
 def test_lock_pins_and_refusals(tmp_path, monkeypatch):
-    text = lock.render([{"name": "numpy", "version": "2.4.6", "source": "index"},
-                        {"name": "optax", "version": "0.2.8", "source": "index"},
-                        {"name": "mine", "version": "1.0", "source": "editable", "url": "file:///src"}], "3.11.7")
+    text = lock.render([lock.Dist("numpy", "2.4.6", "index"),
+                        lock.Dist("optax", "0.2.8", "index"),
+                        lock.Dist("mine", "1.0", "editable", "file:///src")], "3.11.7")
     parsed = lock.parse(text)
-    assert parsed["python"] == "3.11.7" and parsed["requirements"] == {"numpy": "numpy==2.4.6", "optax": "optax==0.2.8"}
-    assert "mine" in parsed["local"]
+    assert parsed.python == "3.11.7" and parsed.requirements == {"numpy": "numpy==2.4.6", "optax": "optax==0.2.8"}
+    assert "mine" in parsed.local
     pinned = lock.with_pins(text, ["optax==0.2.7"])
     assert lock.versions(pinned)["optax"] == "0.2.7" and lock.env_hash(pinned) != lock.env_hash(text)
-    assert lock.parse(pinned)["local"] == parsed["local"]
+    assert lock.parse(pinned).local == parsed.local
     # records from before (no schema_version, no env_hash) stay valid; a malformed hash does not
     assert schema.errors({"id": "0" * 16, "kind": "run", "status": "ok", "created": "2025-01-01T00:00"}) == []
     assert schema.errors({"id": "0" * 16, "kind": "run", "status": "ok", "created": "2025-01-01T00:00",
@@ -147,7 +147,7 @@ def test_lock_pins_and_refusals(tmp_path, monkeypatch):
     monkeypatch.setenv("REPRO_ENV_CACHE", str(tmp_path))
     with pytest.raises(venvs.EnvError, match="editable"):
         venvs.ensure(text)
-    gone = lock.render([{"name": "optax", "version": "0.0.7", "source": "index"}], lock.parse(text)["python"])
+    gone = lock.render([lock.Dist("optax", "0.0.7", "index")], lock.parse(text).python)
     gone = gone.replace("3.11.7", __import__("platform").python_version())
     with pytest.raises(venvs.EnvError, match=r"optax==0.0.7.*--allow-substitutes"):
         venvs.ensure(gone, allow_substitutes=False)  # a replay: the flag exists there
@@ -155,7 +155,7 @@ def test_lock_pins_and_refusals(tmp_path, monkeypatch):
         venvs.ensure(gone)  # a run's env.packages: no such flag, so no hint to use it
     assert "--allow-substitutes" not in str(plain.value)
     venv, meta = venvs.ensure(gone, allow_substitutes=True, log=lambda _: None)
-    assert meta["substitutes"] == {"optax==0.0.7": "optax==0.0.6"}
+    assert meta.substitutes == {"optax==0.0.7": "optax==0.0.6"}
     assert lock.versions(lock.of_interpreter(venvs.python_of(venv), tmp_path / "locks"))["optax"] == "0.0.6"
 
 
@@ -212,7 +212,7 @@ def test_an_index_uv_cannot_reach_is_named_in_one_line_with_what_pip_would_use(t
     env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_DIR", "SSL_CERT_FILE")}  # only pip's bundle
     env |= {"PIP_CERT": str(bogus), "REPRO_ENV_CACHE": str(tmp_path / "cache"),
            "UV_CACHE_DIR": str(tmp_path / "uv"), "PIP_FIND_LINKS": "", "PIP_EXTRA_INDEX_URL": ""}
-    text = lock.render([{"name": "leftpad", "version": "0.0.7", "source": "index"}],
+    text = lock.render([lock.Dist("leftpad", "0.0.7", "index")],
                        __import__("platform").python_version())
     out = subprocess.run([sys.executable, "-c", "import sys; from repro.envs import venvs\n"
                           "try:\n    venvs.ensure(sys.stdin.read())\n"

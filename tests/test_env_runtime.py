@@ -36,7 +36,7 @@ def test_the_runtime_selection_leaves_out_test_and_replay_tools_naming_why(tmp_p
     text = lock.current()
     leave, selection = runtime.select({"x": text}, ROOT / "pyproject.toml", "3.12")
     for tool in ("pytest", "pytest-xdist", "hypothesis", "uv", "dvc"):
-        if tool in lock.parse(text)["requirements"]:
+        if tool in lock.parse(text).requirements:
             assert tool in leave and tool in selection["not_runtime_roots"]
     assert "test runner" in selection["not_runtime_roots"]["pytest"]
     assert "data/dvc_check.py" in selection["not_runtime_roots"]["dvc"]
@@ -44,7 +44,7 @@ def test_the_runtime_selection_leaves_out_test_and_replay_tools_naming_why(tmp_p
                    "jax", "torch", "transformers", "submitit"):
         assert needed not in leave, needed
     assert selection["runtime_only"] and selection["extras"] == list(runtime.RUNTIME_EXTRAS)
-    assert selection["needed"] + len(leave) == len([n for n in lock.parse(text)["requirements"] if n not in lock.OWN])
+    assert selection["needed"] + len(leave) == len([n for n in lock.parse(text).requirements if n not in lock.OWN])
     lines = runtime.describe(selection)
     assert lines[0].startswith(f"  runtime only: {selection['needed']} of the lock's distributions a run imports")
     bad = tmp_path / "pyproject.toml"
@@ -79,7 +79,7 @@ def test_pack_runtime_only_over_max_size_writes_nothing_and_bad_sizes_exit_2(tmp
     refused at 1 KiB, printing its size first; a bad --max-size exits 2 before anything is downloaded."""
     text = lock.current()
     have = tmp_path / "have.txt"
-    have.write_text("".join(f"{line}\n" for n, line in lock.parse(text)["requirements"].items()
+    have.write_text("".join(f"{line}\n" for n, line in lock.parse(text).requirements.items()
                             if n != "omegaconf" and "==" in line))
     base = [sys.executable, "-m", "repro", "env", "pack", "current", "--runtime-only", "--have", str(have)]
     bad = subprocess.run([*base, "--max-size", "lots", "--out", str(tmp_path / "bad")], capture_output=True,

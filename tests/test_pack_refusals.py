@@ -66,7 +66,7 @@ class Packer:
                         PIP_NO_CACHE_DIR="1")
 
     def lock(self, *names: str) -> str:
-        return lock.store(self.ledger, lock.render([{"name": n, "version": "1.0", "source": "index"} for n in names],
+        return lock.store(self.ledger, lock.render([lock.Dist(n, "1.0", "index") for n in names],
                                                    "3.11.7"))[:12]
 
     def cmd(self, what: str, *args: str) -> list[str]:

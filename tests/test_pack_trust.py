@@ -75,18 +75,17 @@ def test_a_wheel_and_its_installed_files_name_one_content(tmp_path):
     changed = _rebuilt(wheel, tmp_path / "x", "demo_pkg/__init__.py", "# one more line\n")
     assert lock.wheel_content(changed) != lock.wheel_content(wheel)
     # the lock names it, pip and uv skip the line, and a pin drops the content it no longer describes
-    text = lock.render([{"name": "demo-pkg", "version": "1.0", "source": "index", "content": "a" * 64},
-                        {"name": "zipp", "version": "3.0", "source": "index", "content": "b" * 64}], "3.11.7")
+    text = lock.render([lock.Dist("demo-pkg", "1.0", content="a" * 64),
+                        lock.Dist("zipp", "3.0", content="b" * 64)], "3.11.7")
     assert lock.contents(text) == {"demo-pkg": "a" * 64, "zipp": "b" * 64}
-    assert list(lock.parse(text)["requirements"].values()) == ["demo-pkg==1.0", "zipp==3.0"]
+    assert list(lock.parse(text).requirements.values()) == ["demo-pkg==1.0", "zipp==3.0"]
     assert lock.contents(lock.with_pins(text, ["zipp==3.1"])) == {"demo-pkg": "a" * 64}
 
 
 def test_a_rebuilt_and_rehashed_wheel_is_refused_against_the_record(tmp_path):
     """The probe's case: the wheel changed, its RECORD valid, its new sha256 in manifest.json and SHA256SUMS."""
     wheel = make_wheel(tmp_path / "w", "zipp", "3.99", {"zipp/__init__.py": "def path(): return 1\n"})
-    recorded = lock.render([{"name": "zipp", "version": "3.99", "source": "index",
-                             "content": lock.wheel_content(wheel)}], "3.11.7")
+    recorded = lock.render([lock.Dist("zipp", "3.99", content=lock.wheel_content(wheel))], "3.11.7")
     house = tmp_path / "pack"
     (house / pack.WHEELS).mkdir(parents=True)
     (house / pack.WHEELS / wheel.name).write_bytes(wheel.read_bytes())
@@ -110,9 +109,9 @@ def test_a_rebuilt_and_rehashed_wheel_is_refused_against_the_record(tmp_path):
     assert "the zipp 3.99 wheel holds other files than the record ran with" in line
     assert lock.wheel_content(bad)[:16] in line and lock.wheel_content(wheel)[:16] in line and "\n" not in line
     # a lock from before content digests can only be checked against the pack itself, and is
-    pack.check(house, lock.render([{"name": "zipp", "version": "3.99", "source": "index"}], "3.11.7"), "old")
+    pack.check(house, lock.render([lock.Dist("zipp", "3.99")], "3.11.7"), "old")
     # the venv cache: a build from this pack is never the one an index build or another pack of the lock made
-    plain = lock.render([{"name": "zipp", "version": "3.99", "source": "index"}], "3.11.7")
+    plain = lock.render([lock.Dist("zipp", "3.99")], "3.11.7")
     digest = lock.env_hash(plain)
     from_pack = venvs._key(digest, plain, house)
     assert venvs._key(digest, plain, None) == digest != from_pack
@@ -127,7 +126,7 @@ def test_the_code_bundle_is_covered_by_the_sums(tmp_path):
     manifest = {"what": "t", "target": {}, "distributions": [], "code": pack.BUNDLE,
                 "code_sha256": pack.sha256(house / pack.BUNDLE)}
     (house / pack.MANIFEST).write_text(json.dumps(manifest))
-    assert pack.verify(house)["code"] == pack.BUNDLE
+    assert pack.verify(house).code == pack.BUNDLE
     (house / pack.BUNDLE).write_bytes(b"another history")
     with pytest.raises(pack.PackError, match="code.bundle does not match its manifest"):
         pack.verify(house)
@@ -163,8 +162,8 @@ def test_no_credential_reaches_the_pack_the_ledger_or_the_caches(tmp_path):
     try:
         ledger, cache, home = tmp_path / "ledger", tmp_path / "cache", tmp_path / "home"
         home.mkdir()
-        text = lock.render([{"name": "demo-pkg", "version": "1.0", "source": "index"},
-                            {"name": "demo-dep", "version": "2.0", "source": "index"}], "3.11.7")
+        text = lock.render([lock.Dist("demo-pkg", "1.0"),
+                            lock.Dist("demo-dep", "2.0")], "3.11.7")
         digest = lock.store(ledger, text)
         url = f"http://user:{SECRET}@127.0.0.1:{port}/simple"
         (home / ".netrc").write_text(f"machine 127.0.0.1 login user password {SECRET}\n")

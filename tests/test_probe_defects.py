@@ -258,12 +258,13 @@ def test_resume_never_reuses_an_attempt_a_rerun_replaced(tmp_path):
     from repro.config.schema import as_dict
     from repro.ledger import Ledger
     from repro.job import resume
+    from repro.ledger.record import Environment
     from repro.worker import seeding
 
     (config,) = plan(["run.resume=true", "run.steps=5", "run.warmup=2", f"ledger.dir={tmp_path}"]).jobs
     chash, env = config_hash(as_dict(config)), seeding.worker_env(config)
     recorded = {"variables": {}, "framework": {"devices": ["cpu"]}}
-    recorded["fingerprint"] = resume.fingerprint_here(env, recorded)
+    recorded["fingerprint"] = resume.fingerprint_here(env, Environment(framework=recorded["framework"], variables={}))
     ledger = Ledger(tmp_path)
     base = {"kind": "run", "status": "ok", "config_hash": chash, "environment": recorded}
     flagged = ledger.append({**base, "repeat": {"index": 0, "count": 3, "group": "s/0"}})

@@ -109,18 +109,18 @@ def _minor(version: str | None) -> str | None:
 def changed(good_lock: str, bad_lock: str) -> list[Change]:
     """The distributions whose version differs between the locks, and those only one has, by name."""
     good, bad = lock.parse(good_lock), lock.parse(bad_lock)
-    if good["python"] and bad["python"] and _minor(good["python"]) != _minor(bad["python"]):
-        raise PackagesError(f"the two locks are for Python {good['python']} and {bad['python']}: package steps run in "
+    if good.python and bad.python and _minor(good.python) != _minor(bad.python):
+        raise PackagesError(f"the two locks are for Python {good.python} and {bad.python}: package steps run in "
                             "one interpreter; bisect between records made with one Python (major.minor)")
     g, b = lock.versions(good_lock), lock.versions(bad_lock)
     gc, bc = lock.contents(good_lock), lock.contents(bad_lock)
     out = []
-    for name in sorted(set(good["requirements"]) | set(bad["requirements"])):
-        if name in lock.OWN or name in good["local"] or name in bad["local"] or g.get(name) == b.get(name):
+    for name in sorted(set(good.requirements) | set(bad.requirements)):
+        if name in lock.OWN or name in good.local or name in bad.local or g.get(name) == b.get(name):
             continue
-        out.append(Change(name, g.get(name) if name in good["requirements"] else None,
-                          b.get(name) if name in bad["requirements"] else None,
-                          good["requirements"].get(name), bad["requirements"].get(name), gc.get(name), bc.get(name)))
+        out.append(Change(name, g.get(name) if name in good.requirements else None,
+                          b.get(name) if name in bad.requirements else None,
+                          good.requirements.get(name), bad.requirements.get(name), gc.get(name), bc.get(name)))
     return out
 
 
@@ -559,7 +559,7 @@ def moved(text: str, changes, end: str = "bad") -> str:
 
 def _pinned(text: str) -> dict[str, str]:
     parsed = lock.parse(text)
-    return {n: v for n, v in lock.versions(text).items() if n in parsed["requirements"] and n not in lock.OWN}
+    return {n: v for n, v in lock.versions(text).items() if n in parsed.requirements and n not in lock.OWN}
 
 
 def group_steps(good_lock: str, bad_lock: str, groups: list[Group]) -> list[str]:
@@ -669,19 +669,19 @@ def installable(lock_text: str, src: Source | list | None = None, only: list[str
     `uv pip install --dry-run --no-deps` into a throwaway venv: the wheel's tags and Requires-Python decide."""
     src = src if isinstance(src, Source) else source(src)
     parsed = lock.parse(lock_text)
-    lines = [line for name, line in parsed["requirements"].items()
+    lines = [line for name, line in parsed.requirements.items()
              if name not in lock.OWN and (only is None or name in only)]
     if not lines:
         return None
     args, env = src.uv_args()
     env = {**env, "UV_PYTHON_DOWNLOADS": "never"}
     with tempfile.TemporaryDirectory(prefix="repro-installable-") as tmp:
-        made = subprocess.run([*venvs.uv(), "venv", "-q", "--python", venvs._interpreter(parsed["python"]), f"{tmp}/v"],
+        made = subprocess.run([*venvs.uv(), "venv", "-q", "--python", venvs._interpreter(parsed.python), f"{tmp}/v"],
                               capture_output=True, text=True, env=env)
         if made.returncode:
-            return (f"no Python {parsed['python']} here to install {', '.join(lines[:3])} for "
+            return (f"no Python {parsed.python} here to install {', '.join(lines[:3])} for "
                     f"({made.stderr.strip().splitlines()[-1] if made.stderr.strip() else 'uv venv failed'}): "
-                    f"install one (`uv python install {parsed['python']}`)")
+                    f"install one (`uv python install {parsed.python}`)")
         (Path(tmp) / "req.txt").write_text("\n".join(lines) + "\n")
         done = subprocess.run([*venvs.uv(), "pip", "install", "--dry-run", "-q", "--no-deps", "--python",
                                f"{tmp}/v/bin/python", "-r", f"{tmp}/req.txt", *args],
@@ -691,7 +691,7 @@ def installable(lock_text: str, src: Source | list | None = None, only: list[str
     named = [line for line in lines if line.split(" @ ")[0] in done.stderr or
              re.search(re.escape(_name_of(line)).replace(r"\-", "[-_.]") + r"\b", done.stderr, re.I)]
     reason = " ".join(s.strip(" ×╰─▶") for s in done.stderr.strip().splitlines() if s.strip())[-400:]
-    return (f"{', '.join(named or lines[:3])} cannot be had for {target_words(parsed['python'])} from {src}: "
+    return (f"{', '.join(named or lines[:3])} cannot be had for {target_words(parsed.python)} from {src}: "
             f"{reason or 'uv refused it'}; give a wheelhouse that holds a wheel of it for this Python and platform, "
             "or bisect between records made here")
 
@@ -797,7 +797,7 @@ def version_walk(walk: Walk, k: int, src: Source | list | None = None, log=print
     positions 0 (walk's position k-1) .. m (walk's position k), labelled `describe`."""
     src = src if isinstance(src, Source) else source(src)
     group = walk.groups[k - 1]
-    between = versions(group, src, lock.parse(walk.locks[k - 1])["python"], log=log)
+    between = versions(group, src, lock.parse(walk.locks[k - 1]).python, log=log)
     steps = version_steps(walk.locks[k - 1], group, between, src)
     steps[-1] = walk.locks[k]  # the group step itself, verbatim (the last one is BAD's lock as recorded)
     return Walk(steps, [describe(group, s) for s in steps], [group])

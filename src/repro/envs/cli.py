@@ -4,10 +4,13 @@ and packs of recorded environments for a machine with no index (envs.pack)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from repro.envs import cache, lock, venvs, worktrees
 
@@ -16,25 +19,35 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB" if n < 10 * 2**20 else f"{n / 2**20:,.0f} MiB"
 
 
-def entries() -> list[dict]:
+@dataclass(frozen=True)
+class Entry:
+    """One cached environment: a venv or a worktree, its size and when it was last used."""
+
+    kind: str  # venv | worktree
+    path: Path
+    name: str
+    note: str
+    usage: Any = None  # cache.usage: own, shared, inodes
+    used: float = 0.0  # cache.last_used
+
+
+def entries() -> list[Entry]:
     out = []
     for path in sorted(cache.venvs().glob("*")) if cache.venvs().is_dir() else []:
         if path.is_dir():
-            meta = venvs.info(path) or {}
-            out.append({"kind": "venv", "path": path, "name": (meta.get("env_hash") or path.name)[:16],
-                        "note": (f"{meta.get('packages')} packages, python {meta.get('python')}"
-                                 + (f", substitutes {meta['substitutes']}" if meta.get("substitutes") else "")
-                                 if meta else "half-built (built again on next use)")})
+            meta = venvs.meta_of(path)
+            out.append(Entry("venv", path, ((meta and meta.env_hash) or path.name)[:16],
+                             (f"{meta.packages} packages, python {meta.python}"
+                              + (f", substitutes {meta.substitutes}" if meta.substitutes else "")
+                              if meta else "half-built (built again on next use)")))
     for path in sorted(cache.worktrees().glob("*")) if cache.worktrees().is_dir() else []:
         if path.is_dir():
-            out.append({"kind": "worktree", "path": path, "name": path.name, "note": "code of commit " + path.name})
-    for e in out:
-        e["usage"], e["used"] = cache.usage(e["path"]), cache.last_used(e["path"])
-    return out
+            out.append(Entry("worktree", path, path.name, "code of commit " + path.name))
+    return [dataclasses.replace(e, usage=cache.usage(e.path), used=cache.last_used(e.path)) for e in out]
 
 
-def _sizes(e: dict) -> str:
-    return f"{_mib(e['usage'].own):>10} own  {_mib(e['usage'].shared):>10} shared"
+def _sizes(e: Entry) -> str:
+    return f"{_mib(e.usage.own):>10} own  {_mib(e.usage.shared):>10} shared"
 
 
 def _ago(t: float) -> str:
@@ -48,9 +61,9 @@ def cmd_list(args) -> int:
         print(f"no cached environments under {cache.root()}")
         return 0
     for e in rows:
-        print(f"{e['kind']:8}  {e['name']:16}  {_sizes(e)}  {_ago(e['used'])}  {e['note']}")
-    own = sum(e["usage"].own for e in rows)
-    inodes = frozenset().union(*(e["usage"].inodes for e in rows))
+        print(f"{e.kind:8}  {e.name:16}  {_sizes(e)}  {_ago(e.used)}  {e.note}")
+    own = sum(e.usage.own for e in rows)
+    inodes = frozenset().union(*(e.usage.inodes for e in rows))
     uv_cache = cache.uv_cache_dir()
     uv_part = ""
     if args.sizes and uv_cache:
@@ -80,7 +93,7 @@ def cmd_show(args) -> int:
     except lock.EditedLock as e:
         print(f"repro env show: {e}", file=sys.stderr)
         return 1
-    print(f"environment {lock.env_hash(text)}  ({len(lock.parse(text)['requirements'])} distributions)")
+    print(f"environment {lock.env_hash(text)}  ({len(lock.parse(text).requirements)} distributions)")
     if venv:
         use = cache.usage(venv)
         print(f"venv {venv} ({_mib(use.own)} own, {_mib(use.shared)} shared with uv's cache): {venvs.info(venv)}")
@@ -93,25 +106,25 @@ def cmd_prune(args) -> int:
     rows = entries()
     if args.older_than is None and not args.all:
         for e in rows:
-            print(f"would remove {e['kind']} {e['name']} ({_mib(e['usage'].own)} own, {_ago(e['used'])})")
-        print(f"{len(rows)} entries, {_mib(sum(e['usage'].own for e in rows))} would be freed; nothing removed: "
+            print(f"would remove {e.kind} {e.name} ({_mib(e.usage.own)} own, {_ago(e.used)})")
+        print(f"{len(rows)} entries, {_mib(sum(e.usage.own for e in rows))} would be freed; nothing removed: "
               "`repro env prune --all` removes them, `--older-than DAYS` those unused for that long")
         return 0
     cutoff = time.time() - (args.older_than or 0) * 86400
     freed, gone, kept = 0, 0, 0
     for e in rows:
-        if e["used"] > cutoff:
+        if e.used > cutoff:
             continue
-        with cache.removable(e["path"]) as free:
+        with cache.removable(e.path) as free:
             if not free:
                 kept += 1
-                print(f"kept {e['kind']} {e['name']}: in use by a running replay or sweep")
+                print(f"kept {e.kind} {e.name}: in use by a running replay or sweep")
                 continue
-            now = cache.usage(e["path"]).own  # measured under the lock: what removing it frees now
-            (worktrees.remove if e["kind"] == "worktree" else cache.remove)(e["path"])
+            now = cache.usage(e.path).own  # measured under the lock: what removing it frees now
+            (worktrees.remove if e.kind == "worktree" else cache.remove)(e.path)
         freed += now
         gone += 1
-        print(f"removed {e['kind']} {e['name']} ({_mib(now)} freed)")
+        print(f"removed {e.kind} {e.name} ({_mib(now)} freed)")
     print(f"pruned {gone} entries, {_mib(freed)} freed" + (f", {kept} in use kept" if kept else "")
           + " (uv's own cache: `python -m uv cache prune`)")
     return 0

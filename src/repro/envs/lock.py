@@ -32,6 +32,7 @@ import platform
 import re
 import subprocess
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 HEADER = "# repro environment lock: `uv pip install --no-deps -r THIS_FILE` rebuilds it"
@@ -41,37 +42,59 @@ CONTENT_LINE = re.compile(r"^# content: (\S+?)==(\S+) sha256:([0-9a-f]{64})$")
 OWN = ("repro",)
 
 
+@dataclass(frozen=True)
+class Dist:
+    """One installed distribution as the lock names it."""
+
+    name: str  # normalised
+    version: str
+    source: str = "index"  # index | url | editable | local
+    url: str | None = None  # a url install's `VCS+URL@COMMIT` or archive, an editable's or a local folder's
+    content: str | None = None  # its installed files' digest (`installed_content`); None: no RECORD, or editable
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A lock read back: its python version, installable requirements {name: line}, uninstallable entries
+    {name: what it was} and the content digests it names {name: (version, sha256)}."""
+
+    python: str | None
+    requirements: dict[str, str]
+    local: dict[str, str]
+    content: dict[str, tuple[str, str]]
+
+
 def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def distributions() -> list[dict]:
+def distributions() -> list[Dist]:
     """Every distribution this interpreter sees: name, version, source (index | url | editable | local)."""
     from importlib import metadata
 
-    seen: dict[str, dict] = {}
+    seen: dict[str, Dist] = {}
     for dist in metadata.distributions():
-        name = dist.metadata["Name"]
+        name = dist.metadata["Name"]  # the core metadata's own field names (importlib.metadata's format)
         if not name or normalise(name) in seen:
             continue  # the first on sys.path is the one imported
-        entry = {"name": normalise(name), "version": dist.version, "source": "index"}
+        entry = Dist(normalise(name), dist.version)
         direct = dist.read_text("direct_url.json")
-        if direct:
+        if direct:  # PEP 610's direct_url.json, pip's own format: read as it writes it
             info = json.loads(direct)
             url = info.get("url", "")
             if "vcs_info" in info:
                 vcs = info["vcs_info"]
-                entry.update(source="url", url=f"{vcs['vcs']}+{url}@{vcs.get('commit_id', '')}")
+                entry = replace(entry, source="url", url=f"{vcs['vcs']}+{url}@{vcs.get('commit_id', '')}")
             elif "archive_info" in info:
-                entry.update(source="url", url=url)
+                entry = replace(entry, source="url", url=url)
             elif (info.get("dir_info") or {}).get("editable"):
-                entry.update(source="editable", url=url)
+                entry = replace(entry, source="editable", url=url)
             else:
-                entry.update(source="local", url=url)
-        if entry["source"] != "editable" and (digest := installed_content(dist)):
-            entry["content"] = digest
-        seen[entry["name"]] = entry
-    return sorted(seen.values(), key=lambda d: d["name"])
+                entry = replace(entry, source="local", url=url)
+        if entry.source != "editable" and (digest := installed_content(dist)):
+            entry = replace(entry, content=digest)
+        seen[entry.name] = entry
+    return sorted(seen.values(), key=lambda d: d.name)
 
 
 def _b64_sha256(data: bytes) -> str:
@@ -132,20 +155,20 @@ def wheel_content(path: Path) -> str | None:
     return _digest(pairs)
 
 
-def render(dists: list[dict], python_version: str) -> str:
+def render(dists: list[Dist], python_version: str) -> str:
     lines = [HEADER, f"# python {python_version}"]
     for d in dists:
-        if d["source"] == "index":
-            lines.append(f"{d['name']}=={d['version']}")
-        elif d["source"] == "url":
-            lines.append(f"{d['name']} @ {d['url']}")
+        if d.source == "index":
+            lines.append(f"{d.name}=={d.version}")
+        elif d.source == "url":
+            lines.append(f"{d.name} @ {d.url}")
         else:  # editable / local folder: the folder may have moved on; named, not installable
-            lines.append(f"# {d['source']}: {d['name']}=={d['version']} {d.get('url', '')}")
-    lines += [f"# content: {d['name']}=={d['version']} sha256:{d['content']}" for d in dists if d.get("content")]
+            lines.append(f"# {d.source}: {d.name}=={d.version} {d.url or ''}")
+    lines += [f"# content: {d.name}=={d.version} sha256:{d.content}" for d in dists if d.content]
     return "\n".join(lines) + "\n"
 
 
-def parse(text: str) -> dict:
+def parse(text: str) -> Parsed:
     """A lock's python version, installable requirements {name: line}, uninstallable entries and the
     content digests it names {name: (version, sha256)} (none in a lock from before they were kept)."""
     python, requirements, local, content = None, {}, {}, {}
@@ -161,21 +184,19 @@ def parse(text: str) -> dict:
         elif line and not line.startswith("#"):
             name = re.split(r"\s*(==|@)", line, maxsplit=1)[0]
             requirements[normalise(name)] = line
-    return {"python": python, "requirements": requirements, "local": local, "content": content}
+    return Parsed(python, requirements, local, content)
 
 
 def contents(text: str) -> dict[str, str]:
     """{name: content sha256} of a lock (envs.lock's docstring); empty for a lock from before content was kept."""
-    return {name: digest for name, (_, digest) in parse(text)["content"].items()}
+    return {name: digest for name, (_, digest) in parse(text).content.items()}
 
 
 def versions(text: str) -> dict[str, str]:
     """{name: version or URL} of a lock, for naming differences."""
     parsed = parse(text)
-    out = {n: re.split(r"==| @ ", line, maxsplit=1)[1] for n, line in parsed["requirements"].items()}
-    out.update({n: v for n, v in parsed["local"].items()})
-    out["python"] = parsed["python"]
-    return out
+    out = {n: re.split(r"==| @ ", line, maxsplit=1)[1] for n, line in parsed.requirements.items()}
+    return {**out, **parsed.local, "python": parsed.python}
 
 
 def env_hash(text: str) -> str:
@@ -185,22 +206,22 @@ def env_hash(text: str) -> str:
 def with_pins(text: str, pins: list[str]) -> str:
     """The lock with each `name==version` of `pins` in place of that distribution's line (or added)."""
     parsed = parse(text)
-    requirements = dict(parsed["requirements"])
+    requirements = dict(parsed.requirements)
     for pin in pins:
         name = re.split(r"\s*(==|@)", pin, maxsplit=1)[0]
         requirements[normalise(name)] = pin.strip()
-    lines = [HEADER, f"# python {parsed['python']}", *(requirements[n] for n in sorted(requirements))]
+    lines = [HEADER, f"# python {parsed.python}", *(requirements[n] for n in sorted(requirements))]
     lines += [f"# {line}" for line in text.splitlines() if line.startswith(("# editable: ", "# local: "))
               for line in [line[2:]]]
     pinned = {normalise(re.split(r"\s*(==|@)", pin, maxsplit=1)[0]) for pin in pins}
-    lines += [f"# content: {n}=={v} sha256:{d}" for n, (v, d) in sorted(parsed["content"].items())
+    lines += [f"# content: {n}=={v} sha256:{d}" for n, (v, d) in sorted(parsed.content.items())
               if n not in pinned]  # a pin's content is not known until it is installed
     return "\n".join(lines) + "\n"
 
 
 def current() -> str:
     """The lock of this interpreter, without this project's own distribution."""
-    return render([d for d in distributions() if d["name"] not in OWN], platform.python_version())
+    return render([d for d in distributions() if d.name not in OWN], platform.python_version())
 
 
 def _site_dirs(python: str | None) -> list[Path]:

@@ -31,12 +31,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import dataclasses
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
+from repro.blocks import typed
 from repro.envs import cache, lock
 from repro.envs.venvs import EnvError
+from repro.ledger.record import Git, view
 from repro.profile import sha256_file as sha256
 from repro.redaction import redact, redact_data
 
@@ -116,9 +120,9 @@ def source(ledger_root: Path, what: str, repo: Path) -> Source:
         from repro.paths import interpreter
 
         text = lock.of_interpreter(interpreter(None), cache.locks())
-        git = gitinfo.state(repo, Path(ledger_root))
+        git = typed(Git, gitinfo.state(repo, Path(ledger_root)))
         return Source("the current worker environment" + (" (the checkout is dirty: its bundle holds HEAD, not "
-                      "the uncommitted change)" if git.get("dirty") else ""), {lock.env_hash(text): text}, git.get("commit"))
+                      "the uncommitted change)" if git.dirty else ""), {lock.env_hash(text): text}, git.commit)
     envs = Path(ledger_root) / "envs"
     if re.fullmatch(r"[0-9a-f]{6,64}", what) and (found := sorted(envs.glob(f"{what}*.txt"))):
         if len(found) > 1:
@@ -136,12 +140,12 @@ def source(ledger_root: Path, what: str, repo: Path) -> Source:
             raise PackError(f"{what!r} is no environment hash, sweep or record id in {ledger_root}: "
                             "`repro ledger list` shows records, `repro env show HASH` an environment; "
                             "or pack `current`") from None
-        runs, label = [record], f"record {record['id']}"
-    locks = {h: _lock(ledger.root, h, r["id"]) for r in runs if (h := (r.get("environment") or {}).get("env_hash"))}
+        runs, label = [record], f"record {view(record).id}"
+    locks = {h: _lock(ledger.root, h, view(r).id) for r in runs if (h := view(r).environment.env_hash)}
     if not locks:
         raise PackError(f"{label} names no whole environment (environment.env_hash): nothing to pack")
-    commits = {(r.get("git") or {}).get("commit") for r in runs} - {None}
-    dirty = [r["id"] for r in runs if (r.get("git") or {}).get("dirty")]
+    commits = {view(r).git.commit for r in runs} - {None}
+    dirty = [view(r).id for r in runs if view(r).git.dirty]
     if len(commits) > 1 or dirty:
         raise PackError(f"{label} ran from " + (f"{len(commits)} commits" if len(commits) > 1 else
                         f"a dirty tree ({', '.join(dirty[:3])})") + ": pack its records one by one, or a clean one")
@@ -181,7 +185,7 @@ def requirements(locks: dict[str, str]) -> dict[str, str]:
     """Every installable line of the locks, `name==version` (or `name @ URL`), without repro itself."""
     out: dict[str, str] = {}
     for text in locks.values():
-        for name, line in lock.parse(text)["requirements"].items():
+        for name, line in lock.parse(text).requirements.items():
             if name not in lock.OWN:
                 out[line] = name
     return out
@@ -284,7 +288,7 @@ def _wheel_name(filename: str) -> tuple[str, str]:
 
 def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None, keep: tuple[str, ...] = (),
          repo: Path | None = None, log=print, leave: tuple[str, ...] = (), max_size: int | None = None,
-         selection: dict | None = None) -> dict:
+         selection: dict | None = None) -> Manifest:
     """Write the pack of `src` for `tgt` into `out` (a new or empty folder) and return its manifest.
     `leave`: names left out on purpose (what the target does not need, or cannot have), kept in the manifest.
     `max_size`: refused over it, before anything is written (envs.runtime.fits); `selection`: how `leave` was
@@ -300,8 +304,7 @@ def make(src: Source, tgt: Target, out: Path, have: dict[str, str] | None = None
             left_out.append(line)
         elif name in have:
             kept = keep_all or name in keep
-            differs.append({"name": name, "target_has": have[name], "lock": version,
-                            "packed": not kept})
+            differs.append(Differs(name, have[name], version, packed=not kept))
             if not kept:
                 wanted.append(line)
         else:
@@ -334,7 +337,7 @@ def writing(out: Path):
         yield
 
 
-def _make(src, tgt, out, wanted, left_out, differs, unwanted, repo, log, max_size, selection) -> dict:
+def _make(src, tgt, out, wanted, left_out, differs, unwanted, repo, log, max_size, selection) -> Manifest:
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / WHEELS).mkdir(parents=True)
@@ -361,29 +364,23 @@ def _make(src, tgt, out, wanted, left_out, differs, unwanted, repo, log, max_siz
             kept, digest = store(path)
             _link(kept, tmp / WHEELS / path.name)
             name, version = _wheel_name(path.name)
-            entry = {"name": name, "version": version, "file": path.name, "sha256": digest,
-                     "content": lock.wheel_content(kept), "bytes": kept.stat().st_size}
-            entry["source"] = {"built": built[name]} if name in built else origin(path.name)
-            dists.append(entry)
+            dists.append(Packed(name, version, path.name, digest, lock.wheel_content(kept), kept.stat().st_size,
+                                {"built": built[name]} if name in built else origin(path.name)))
         (tmp / "locks").mkdir()
         for digest, text in src.locks.items():
             (tmp / "locks" / f"{digest}.txt").write_text(redact(text))
-        sums = {d["file"]: d["sha256"] for d in dists}
+        sums = {d.file: d.sha256 for d in dists}
         if src.commit and repo:
             bundle(repo, src.commit, tmp / BUNDLE)
             sums[BUNDLE] = sha256(tmp / BUNDLE)
-        manifest = {"what": src.label, "locks": sorted(src.locks), "commit": src.commit,
-                    "records": [r["id"] for r in src.records], "target": tgt.describe(),
-                    "distributions": dists, "left_out": sorted(left_out), "differs": differs,
-                    "left_out_by_request": sorted(unwanted),
-                    **({"selection": selection} if selection else {}),
-                    "code": BUNDLE if src.commit and repo else None,
-                    "code_sha256": sums.get(BUNDLE),
-                    "bytes": sum(d["bytes"] for d in dists)}
+        made = Manifest(src.label, sorted(src.locks), src.commit, [view(r).id for r in src.records], tgt.describe(),
+                        tuple(dists), sorted(left_out), tuple(differs), sorted(unwanted), selection or None,
+                        BUNDLE if src.commit and repo else None, sums.get(BUNDLE), sum(d.bytes for d in dists))
         # the one redaction, over every field: an index URL's user and password (PIP_INDEX_URL=https://u:p@...),
         # a token in a query, a secret-named variable's value; the pack is made to be carried and pushed (--dvc)
-        manifest = redact_data(manifest)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        written = redact_data(made.as_dict())
+        (tmp / MANIFEST).write_text(json.dumps(written, indent=1) + "\n")
+        manifest = Manifest.of(written)
         # names as seen from wheels/ (`cd wheels && sha256sum -c ../SHA256SUMS`, as experiments/gpu's script checks)
         (tmp / SUMS).write_text("".join(f"{digest}  {name if name != BUNDLE else '../' + name}\n"
                                         for name, digest in sums.items()))
@@ -512,25 +509,118 @@ def bundle(repo: Path, commit: str, dest: Path) -> None:
 
 # ---- the other side: checking and installing a pack -------------------------------------------------
 
-def manifest_of(wheelhouse: Path) -> dict:
+@dataclass(frozen=True)
+class _Built:
+    sdist: str | None = None
+    how: str | None = None
+
+
+@dataclass(frozen=True)
+class _Origin:
+    """Where a packed wheel came from: built from an sdist, or a find-links folder's or an index's."""
+
+    built: Mapping | None = None
+    find_links: str | None = None
+    index: str | None = None
+
+
+@dataclass(frozen=True)
+class Packed:
+    """One wheel of a pack, as its manifest lists it."""
+
+    name: str | None = None
+    version: str | None = None
+    file: str | None = None
+    sha256: str | None = None
+    content: str | None = None  # its files' digest (lock.wheel_content)
+    bytes: int = 0
+    source: Mapping = field(default_factory=dict)  # {"built": {"sdist", "how"}} | {"find_links": ...} | {"index": ...}
+
+    @property
+    def where(self) -> str:
+        origin = typed(_Origin, self.source)
+        if origin.built is not None:
+            built = typed(_Built, origin.built)
+            return f"built from {built.sdist} ({built.how})"
+        return f"from {origin.find_links or origin.index}"
+
+
+@dataclass(frozen=True)
+class Differs:
+    """A distribution the target has at another version than the lock's, and whether the pack holds the lock's."""
+
+    name: str | None = None
+    target_has: str | None = None
+    lock: str | None = None
+    packed: bool = False
+
+
+@dataclass(frozen=True)
+class _Selection:
+    left_out: list | tuple = ()  # what --runtime-only left out (envs.runtime.select)
+
+
+@dataclass(frozen=True)
+class _Target:
+    python: str | None = None
+    platform: str | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A pack's manifest.json, typed; `as_dict` writes it in its order (older manifests read with the defaults)."""
+
+    what: str | None = None
+    locks: list = field(default_factory=list)
+    commit: str | None = None
+    records: list = field(default_factory=list)
+    target: Mapping = field(default_factory=dict)  # {"python", "platform"} (Target.describe)
+    distributions: tuple[Packed, ...] = ()
+    left_out: list = field(default_factory=list)
+    differs: tuple[Differs, ...] = ()
+    left_out_by_request: list = field(default_factory=list)
+    selection: Mapping | None = None  # how --runtime-only chose what to leave out (envs.runtime.select)
+    code: str | None = None  # the code bundle's file name, where the pack holds one
+    code_sha256: str | None = None
+    bytes: int = 0
+
+    @classmethod
+    def of(cls, node: Mapping) -> "Manifest":
+        made = typed(cls, node)
+        return dataclasses.replace(made, distributions=tuple(typed(Packed, d) for d in made.distributions),
+                                   differs=tuple(typed(Differs, d) for d in made.differs))
+
+    def as_dict(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if not self.selection:
+            del out["selection"]
+        return {**out, "distributions": [dataclasses.asdict(d) for d in self.distributions],
+                "differs": [dataclasses.asdict(d) for d in self.differs]}
+
+
+def _names_a_wheel(d: Packed) -> bool:
+    return all(isinstance(v, str) for v in (d.name, d.version, d.file, d.sha256))
+
+
+def manifest_of(wheelhouse: Path) -> Manifest:
     try:
         manifest = json.loads((Path(wheelhouse) / MANIFEST).read_text())
     except (OSError, ValueError) as e:
         raise PackError(f"--wheelhouse {wheelhouse} has no readable {MANIFEST} ({e.__class__.__name__}): "
                         "give a folder `repro env pack` wrote") from None
     fields = ("name", "version", "file", "sha256")
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("distributions"), list) or not all(
-            isinstance(d, dict) and all(isinstance(d.get(k), str) for k in fields) for d in manifest["distributions"]):
+    listed = typed(Manifest, manifest).distributions if isinstance(manifest, dict) else None  # as written: a list
+    if not isinstance(listed, list) or not all(isinstance(d, dict) and _names_a_wheel(typed(Packed, d)) for d in listed):
         raise PackError(f"--wheelhouse {wheelhouse}: its {MANIFEST} is not a pack's (it needs a `distributions` list, "
                         f"each with {', '.join(fields)}): pack again with `repro env pack`")
-    return manifest
+    return Manifest.of(manifest)
 
 
-def verify(wheelhouse: Path) -> dict:
+def verify(wheelhouse: Path) -> Manifest:
     """The manifest, once every wheel it names is there with its sha256 and no other file is."""
     wheelhouse = Path(wheelhouse)
     manifest = manifest_of(wheelhouse)
-    listed = {d["file"]: d for d in manifest["distributions"]}
+    listed = {d.file: d for d in manifest.distributions}
     for f in sorted((wheelhouse / WHEELS).iterdir()) if (wheelhouse / WHEELS).is_dir() else []:
         if f.name not in listed:
             raise PackError(f"wheelhouse {wheelhouse}: {f} is not in its manifest; remove it or pack again")
@@ -538,28 +628,28 @@ def verify(wheelhouse: Path) -> dict:
         path = wheelhouse / WHEELS / name
         if not path.is_file():
             raise PackError(f"wheelhouse {wheelhouse}: {path} is missing (the manifest names it): pack again")
-        if (got := sha256(path)) != d["sha256"]:
+        if (got := sha256(path)) != d.sha256:
             raise PackError(f"wheelhouse {wheelhouse}: {path} does not match its manifest (sha256 {got[:12]}, "
-                            f"the manifest says {d['sha256'][:12]}): it was changed after packing; pack again")
-    if manifest.get("code"):
-        path = wheelhouse / manifest["code"]
-        if not path.is_file() or (want := manifest.get("code_sha256")) is None or sha256(path) != want:
+                            f"the manifest says {d.sha256[:12]}): it was changed after packing; pack again")
+    if manifest.code:
+        path = wheelhouse / manifest.code
+        if not path.is_file() or (want := manifest.code_sha256) is None or sha256(path) != want:
             raise PackError(f"wheelhouse {wheelhouse}: {path} " + ("is missing" if not path.is_file() else
                             "is not covered by the manifest's sums" if want is None else
                             "does not match its manifest") + " (the code bundle): pack again")
     return manifest
 
 
-def missing(manifest: dict, text: str) -> list[str]:
+def missing(manifest: Manifest, text: str) -> list[str]:
     """The lock's requirements no wheel of the pack serves."""
-    served = {(d["name"], _version(d["version"])) for d in manifest["distributions"]}
+    served = {(d.name, _version(d.version)) for d in manifest.distributions}
     out = []
-    for name, line in lock.parse(text)["requirements"].items():
+    for name, line in lock.parse(text).requirements.items():
         if name in lock.OWN:
             continue
         if "==" in line and (name, _version(line.split("==", 1)[1].strip())) not in served:
             out.append(line)
-        elif " @ " in line and not any(d["name"] == name for d in manifest["distributions"]):
+        elif " @ " in line and not any(d.name == name for d in manifest.distributions):
             out.append(line)
     return out
 
@@ -580,7 +670,7 @@ def check(wheelhouse: Path, text: str, who: str) -> None:
     if gone := missing(manifest, text):
         raise PackError(f"{who}: wheelhouse {wheelhouse} has no wheel for {', '.join(gone[:8])}"
                         + (f" and {len(gone) - 8} more" if len(gone) > 8 else "")
-                        + f" (it packs {manifest.get('what')} for {manifest.get('target')}): pack this record's environment")
+                        + f" (it packs {manifest.what} for {manifest.target}): pack this record's environment")
     if changed := content_differs(Path(wheelhouse), manifest, text):
         name, version, packed, recorded = changed[0]
         raise PackError(f"{who}: wheelhouse {wheelhouse}: the {name} {version} wheel holds other files than the record "
@@ -590,43 +680,40 @@ def check(wheelhouse: Path, text: str, who: str) -> None:
                         "from the index its environment was installed from")
 
 
-def content_differs(wheelhouse: Path, manifest: dict, text: str) -> list[tuple[str, str, str, str]]:
+def content_differs(wheelhouse: Path, manifest: Manifest, text: str) -> list[tuple[str, str, str, str]]:
     """(name, version, the pack's wheel's content digest, the lock's) for each distribution whose wheel differs."""
-    recorded = lock.parse(text)["content"]
+    recorded = lock.parse(text).content
     out = []
-    for d in manifest["distributions"]:
-        want = recorded.get(d["name"])
-        if want and _version(want[0]) == _version(d["version"]):
-            got = lock.wheel_content(Path(wheelhouse) / WHEELS / d["file"])
+    for d in manifest.distributions:
+        want = recorded.get(d.name)
+        if want and _version(want[0]) == _version(d.version):
+            got = lock.wheel_content(Path(wheelhouse) / WHEELS / d.file)
             if got != want[1]:
-                out.append((d["name"], d["version"], got or "none", want[1]))
+                out.append((d.name, d.version, got or "none", want[1]))
     return out
 
 
-def describe(manifest: dict, out: Path) -> list[str]:
+def describe(manifest: Manifest, out: Path) -> list[str]:
     """What a pack holds, as lines: size, counts, the built, the differing, each distribution."""
-    dists = manifest["distributions"]
-    lines = [f"pack {out}: {len(dists)} wheels, {manifest['bytes'] / 2**20:,.1f} MiB, for Python "
-             f"{manifest['target']['python']} on {manifest['target']['platform']} ({manifest['what']})"]
-    if manifest["left_out"]:
-        lines.append(f"  left out (the target has them at these versions): {len(manifest['left_out'])}")
-    selected = set((manifest.get("selection") or {}).get("left_out", ()))
-    if asked := [x for x in manifest.get("left_out_by_request", ())
+    dists, target = manifest.distributions, typed(_Target, manifest.target)
+    lines = [f"pack {out}: {len(dists)} wheels, {manifest.bytes / 2**20:,.1f} MiB, for Python "
+             f"{target.python} on {target.platform} ({manifest.what})"]
+    if manifest.left_out:
+        lines.append(f"  left out (the target has them at these versions): {len(manifest.left_out)}")
+    selected = set((typed(_Selection, manifest.selection) or _Selection()).left_out)
+    if asked := [x for x in manifest.left_out_by_request
                  if lock.normalise(re.split(r"==| @ ", x, maxsplit=1)[0]) not in selected]:
         lines.append(f"  left out (--leave-out): {', '.join(asked)}")
-    if manifest.get("selection"):
+    if manifest.selection:
         from repro.envs import runtime
 
-        lines += runtime.describe(manifest["selection"])
-    for d in manifest["differs"]:
-        lines.append(f"  target has {d['name']} {d['target_has']}, the lock {d['lock']}: "
-                     + ("packed (installs over it)" if d["packed"] else "the target's kept (--keep)"))
+        lines += runtime.describe(manifest.selection)
+    for d in manifest.differs:
+        lines.append(f"  target has {d.name} {d.target_has}, the lock {d.lock}: "
+                     + ("packed (installs over it)" if d.packed else "the target's kept (--keep)"))
     for d in dists:
-        src = d["source"]
-        where = (f"built from {src['built']['sdist']} ({src['built']['how']})" if "built" in src
-                 else f"from {src.get('find_links') or src.get('index')}")
-        lines.append(f"  {d['name']}=={d['version']}  {d['bytes'] / 2**20:.1f} MiB  {d['sha256'][:12]}  {where}")
-    if manifest.get("code"):
-        lines.append(f"  code: commit {manifest['commit'][:12]} in {out / manifest['code']} "
-                     f"(`git clone {out / manifest['code']} DIR`)")
+        lines.append(f"  {d.name}=={d.version}  {d.bytes / 2**20:.1f} MiB  {d.sha256[:12]}  {d.where}")
+    if manifest.code:
+        lines.append(f"  code: commit {manifest.commit[:12]} in {out / manifest.code} "
+                     f"(`git clone {out / manifest.code} DIR`)")
     return lines

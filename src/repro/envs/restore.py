@@ -99,21 +99,20 @@ def restore(record: dict, ledger_root: Path, git_today: dict, allow_substitutes:
 
     venv, meta = venvs.ensure(workload_source.lock_without(text, record), bool(allow_substitutes), log=log,
                               wheelhouse=wheelhouse)
-    log(f"  restored: code {git.commit[:12]} ({where}); packages {meta['env_hash'][:12]} "
-        + ("(cached venv)" if meta["reused"] else f"(venv built in {meta['build_s']:.1f} s)")
-        + (f", substitutes {meta['substitutes']}" if meta["substitutes"] else ""))
-    if (src_of := meta.get("sources") or {}).get("wheelhouse"):
+    log(f"  restored: code {git.commit[:12]} ({where}); packages {meta.env_hash[:12]} "
+        + ("(cached venv)" if meta.reused else f"(venv built in {meta.build_s:.1f} s)")
+        + (f", substitutes {meta.substitutes}" if meta.substitutes else ""))
+    if (src_of := meta.sources or {}).get("wheelhouse"):  # pipconf.describe's words, or the wheelhouse's
         log(f"  package sources: the wheelhouse {src_of['wheelhouse']} only, offline (no index)")
     elif src_of:
         log("  package sources (pip's configuration, handed to uv): " + pipconf.one_line(src_of))
-    now_text = lock.with_pins(text, list(meta["substitutes"].values())) if meta["substitutes"] else text
+    now_text = lock.with_pins(text, list(meta.substitutes.values())) if meta.substitutes else text
     return Restored(
         place={"python": venvs.python_of(venv), "src": src},
         git={**restored_git, "restored_in": str(root)},
         code={"src_sha256": gitinfo.source_sha256(src / "repro")},
         lock_text=now_text,
-        info={"commit": git.commit, "env_hash": meta["env_hash"], "worktree": str(root), "venv": str(venv),
-              "substitutes": meta["substitutes"], "venv_reused": meta["reused"], "build_s": meta["build_s"],
-              "content_checked": meta.get("content_checked", 0),
-              "sources": meta.get("sources")},
+        info={"commit": git.commit, "env_hash": meta.env_hash, "worktree": str(root), "venv": str(venv),
+              "substitutes": meta.substitutes, "venv_reused": meta.reused, "build_s": meta.build_s,
+              "content_checked": meta.content_checked, "sources": meta.sources},
     )

@@ -31,8 +31,8 @@ def pinned(config, log=print) -> dict | None:
     base = _packed(config.env.wheelhouse) if config.env.wheelhouse else \
         lock.of_interpreter(resolve_python(config.framework.python), cache.locks())
     venv, meta = venvs.ensure(lock.with_pins(base, pins), log=log, wheelhouse=config.env.wheelhouse or None)
-    log(f"environment {meta['env_hash'][:12]} ({', '.join(pins) or 'the pack ' + config.env.wheelhouse}): "
-        + ("reused" if meta["reused"] else f"built in {meta['build_s']:.1f} s") + f" at {venv}")
+    log(f"environment {meta.env_hash[:12]} ({', '.join(pins) or 'the pack ' + config.env.wheelhouse}): "
+        + ("reused" if meta.reused else f"built in {meta.build_s:.1f} s") + f" at {venv}")
     return {"python": venvs.python_of(venv), "src": None}
 
 
@@ -41,10 +41,10 @@ def _packed(wheelhouse: str) -> str:
     from repro.envs import pack
 
     manifest = pack.manifest_of(Path(wheelhouse))
-    if len(manifest.get("locks") or []) != 1:
-        raise pack.PackError(f"env.wheelhouse={wheelhouse} packs {len(manifest.get('locks') or [])} environments: "
+    if len(manifest.locks or []) != 1:
+        raise pack.PackError(f"env.wheelhouse={wheelhouse} packs {len(manifest.locks or [])} environments: "
                              "a run takes a pack of one (`repro env pack RECORD` or an environment hash)")
-    return lock.checked(Path(wheelhouse) / "locks" / f"{manifest['locks'][0]}.txt")
+    return lock.checked(Path(wheelhouse) / "locks" / f"{manifest.locks[0]}.txt")
 
 
 def wheelhouse_refusal(config) -> str | None:

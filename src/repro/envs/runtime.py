@@ -142,7 +142,7 @@ def select(locks: dict[str, str], pyproject: Path, python: str, extras=RUNTIME_E
     """(the lock's distributions a run does not need, the manifest's `selection`) for the target's Python."""
     reqs, others = roots(pyproject, extras)
     needed = closure(reqs, python, skip=tuple(NOT_RUNTIME))
-    names = {n for text in locks.values() for n in lock.parse(text)["requirements"] if n not in lock.OWN}
+    names = {n for text in locks.values() for n in lock.parse(text).requirements if n not in lock.OWN}
     leave = sorted(names - set(needed))
     why = {}
     for extra, members in others.items():

@@ -29,8 +29,10 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from repro.blocks import typed
 from repro.envs import cache, lock, pipconf
 from repro.redaction import redact_data
 
@@ -62,6 +64,31 @@ def path_of(digest: str) -> Path:
 
 def python_of(venv: Path) -> str:
     return str(venv / "bin" / "python")
+
+
+@dataclass(frozen=True)
+class Meta:
+    """A built venv's marker (MARKER: written once, when it is built) and whether this process reused it."""
+
+    env_hash: str | None = None
+    python: str | None = None
+    substitutes: dict = field(default_factory=dict)  # {the lock's requirement: the nearest version installed instead}
+    content_checked: int = 0  # distributions whose installed files were checked against the lock's digests
+    built: str | None = None
+    build_s: float | None = None
+    packages: int | None = None
+    sources: dict | None = None  # the wheelhouse (offline), or pip's configuration handed to uv (pipconf.describe)
+    reused: bool = False  # not in the marker: this process found the venv built
+
+    def marker(self) -> dict:
+        return {"env_hash": self.env_hash, "python": self.python, "substitutes": self.substitutes,
+                "content_checked": self.content_checked, "built": self.built, "build_s": self.build_s,
+                "packages": self.packages, "sources": self.sources}
+
+
+def meta_of(venv: Path) -> Meta | None:
+    """The venv's marker, typed; None where it has none (half-built) or it cannot be read."""
+    return typed(Meta, info(venv))
 
 
 def info(venv: Path) -> dict | None:
@@ -126,7 +153,7 @@ def _key(digest: str, text: str, wheelhouse: Path | None) -> str:
 
     from repro.profile import sha256_file
 
-    wanted = {lock.normalise(re.split(r"\s*(==|@)", line, maxsplit=1)[0]) for line in lock.parse(text)["requirements"].values()}
+    wanted = {lock.normalise(re.split(r"\s*(==|@)", line, maxsplit=1)[0]) for line in lock.parse(text).requirements.values()}
     wheels = sorted(sha256_file(w) for w in (Path(wheelhouse) / "wheels").glob("*.whl")
                     if lock.normalise(w.name.split("-")[0]) in wanted)
     return hashlib.sha256("\n".join([digest, *wheels]).encode()).hexdigest()
@@ -140,12 +167,12 @@ def content_differs(text: str, venv: Path, skip: set[str] = frozenset()) -> list
         return []
     skipped = {lock.normalise(s.split("==")[0]) for s in skip}
     installed = lock.contents(lock.of_interpreter(python_of(venv), cache.locks()))
-    wanted = lock.parse(text)["requirements"]
+    wanted = lock.parse(text).requirements
     return [(name, installed.get(name, "none"), digest) for name, digest in sorted(recorded.items())
             if name in wanted and name not in skipped and installed.get(name) != digest]
 
 
-def ensure(text: str, allow_substitutes: bool | None = None, log=print, wheelhouse: Path | None = None) -> tuple[Path, dict]:
+def ensure(text: str, allow_substitutes: bool | None = None, log=print, wheelhouse: Path | None = None) -> tuple[Path, Meta]:
     """The venv of lock `text` (built once, then reused) and its info: hash, substitutes, build time, sources.
 
     `allow_substitutes` None: the caller has no --allow-substitutes flag (a run's env.packages), so
@@ -156,23 +183,23 @@ def ensure(text: str, allow_substitutes: bool | None = None, log=print, wheelhou
     cache.hold(venv)  # in use by this process until it exits: `repro env prune` keeps it
     with _locked(venv):
         cache.touch(venv)
-        if (have := info(venv)) and (not have["substitutes"] or allow_substitutes):
-            return venv, {**have, "reused": True}
+        if (have := meta_of(venv)) and (not have.substitutes or allow_substitutes):
+            return venv, replace(have, reused=True)
         parsed = lock.parse(text)
-        if parsed["local"]:
+        if parsed.local:
             raise EnvError("the recorded environment has distributions no index can rebuild: "
-                           + ", ".join(parsed["local"].values())
+                           + ", ".join(parsed.local.values())
                            + " (installed from a folder; install them from an index or a wheel to record them exactly)")
         cache.remove(venv)
         start = time.perf_counter()
         from_args, from_env = offline(wheelhouse) if wheelhouse else (sources(), uv_env())
         env = {**from_env, "UV_PYTHON_DOWNLOADS": "never"}
-        made = subprocess.run([*uv(), "venv", "-q", "--python", _interpreter(parsed["python"]), str(venv)],
+        made = subprocess.run([*uv(), "venv", "-q", "--python", _interpreter(parsed.python), str(venv)],
                               capture_output=True, text=True, env=env)
         if made.returncode:
-            raise EnvError(f"no Python {parsed['python']} for the recorded environment here ({made.stderr.strip()}): "
-                           f"install one (`uv python install {parsed['python']}`), then replay again")
-        requirements = dict(parsed["requirements"])
+            raise EnvError(f"no Python {parsed.python} for the recorded environment here ({made.stderr.strip()}): "
+                           f"install one (`uv python install {parsed.python}`), then replay again")
+        requirements = dict(parsed.requirements)
         substitutes: dict[str, str] = {}
         for _ in range(MAX_SUBSTITUTES + 1):
             req_file = venv / "requirements.lock.txt"
@@ -209,14 +236,12 @@ def ensure(text: str, allow_substitutes: bool | None = None, log=print, wheelhou
                            f"the recorded environment's (content sha256 {installed[:16]} installed, {recorded[:16]} "
                            f"recorded)" + (f", and {len(wrong) - 1} more" if len(wrong) > 1 else "")
                            + ": not the wheel the record ran with; nothing was kept")
-        meta = {"env_hash": digest, "python": parsed["python"], "substitutes": substitutes,
-                "content_checked": len(lock.contents(text)),
-                "built": time.strftime("%Y-%m-%dT%H:%M:%S"), "build_s": round(time.perf_counter() - start, 2),
-                "packages": len(requirements),
-                "sources": {"wheelhouse": str(Path(wheelhouse).resolve()), "offline": True} if wheelhouse
-                else pipconf.describe(pipconf.read())}
-        meta = redact_data(meta)  # an index URL's credentials (PIP_INDEX_URL=https://user:token@...) never reach a file
+        made = Meta(digest, parsed.python, substitutes, len(lock.contents(text)), time.strftime("%Y-%m-%dT%H:%M:%S"),
+                    round(time.perf_counter() - start, 2), len(requirements),
+                    {"wheelhouse": str(Path(wheelhouse).resolve()), "offline": True} if wheelhouse
+                    else pipconf.describe(pipconf.read()))
+        marker = redact_data(made.marker())  # an index URL's credentials (PIP_INDEX_URL=https://user:token@...) never reach a file
         (venv / "lock.txt").write_text(text)
-        (venv / MARKER).write_text(json.dumps(meta, indent=1))
+        (venv / MARKER).write_text(json.dumps(marker, indent=1))
         cache.touch(venv)
-        return venv, {**meta, "reused": False}
+        return venv, typed(Meta, marker)

@@ -11,13 +11,71 @@ the rebuilt venv), or says why it cannot.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import os
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Mapping
+
+from repro.blocks import typed
 
 KEY = "workload_source"
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """The installed distribution a workload's package came from."""
+
+    name: str | None = None
+    version: str | None = None
+    installed: str | None = None  # editable | local | index
+
+
+@dataclass(frozen=True)
+class GitState:
+    """The git checkout a workload's source lives in: its commit, whether its files were changed, and
+    where (`path` within `toplevel`); `worktree`: the cached worktree a bisection or replay ran it from."""
+
+    toplevel: str | None = None
+    commit: str | None = None
+    dirty: bool | None = None
+    diff_sha256: str | None = None
+    changed: list = dataclasses.field(default_factory=list)
+    path: str | None = None
+    worktree: str | None = None
+    raw: Mapping = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A record's `workload_source` block, typed (the block itself, `raw`, is what records carry on)."""
+
+    target: str | None = None
+    module: str | None = None
+    file: str | None = None
+    root: str | None = None
+    files: int | None = None
+    sha256: str | None = None  # None: its source could not be read (`error`)
+    distribution: Distribution | None = None
+    git: GitState | None = None
+    error: str | None = None
+    restored_from: str | None = None
+    raw: Mapping = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, node: Mapping | None) -> "Source":
+        node = node or {}
+        src = typed(cls, node)
+        git = typed(GitState, src.git)
+        return dataclasses.replace(src, distribution=typed(Distribution, src.distribution),
+                                   git=git and dataclasses.replace(git, raw=src.git), raw=node)
+
+    @property
+    def dist(self) -> Distribution:
+        return self.distribution or Distribution()
 
 
 def block(model_cfg) -> dict:
@@ -54,7 +112,7 @@ def _distribution(top: str) -> dict | None:
         dist = metadata.distribution(names[0])
     direct = dist.read_text("direct_url.json") or ""
     kind = "editable" if '"editable": true' in direct else "local" if '"dir_info"' in direct else "index"
-    return {"name": dist.metadata["Name"], "version": dist.version, "installed": kind}
+    return dataclasses.asdict(Distribution(dist.metadata["Name"], dist.version, kind))  # Name: the metadata's own key
 
 
 def describe(target: str) -> dict:
@@ -65,12 +123,10 @@ def describe(target: str) -> dict:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError) as e:
         return {"target": target, "error": f"{type(e).__name__}: {e}"}
-    out = {"target": target, "module": module, "file": str(spec.origin if spec else root),
-           "root": str(root), "files": len(files), "sha256": files_sha256(root, files),
-           "distribution": _distribution(top)}
-    if git := _git_state(root, files):
-        out["git"] = git
-    return out
+    git = _git_state(root, files)
+    return {"target": target, "module": module, "file": str(spec.origin if spec else root),
+            "root": str(root), "files": len(files), "sha256": files_sha256(root, files),
+            "distribution": _distribution(top), **({"git": git} if git else {})}
 
 
 def _git_state(root: Path, files: list[Path]) -> dict | None:
@@ -97,17 +153,16 @@ def _git_state(root: Path, files: list[Path]) -> dict | None:
 
 def differences(record: dict) -> dict[str, list]:
     """{"workload": [(key, then, now)]} where the recorded workload's source differs from today's."""
-    then = record.get(KEY)
-    if not then or "target" not in then:
+    then = Source.of(record.get(KEY))
+    if then.target is None:
         return {}
-    now = describe(then["target"])
-    rows = [(k, then.get(k), now.get(k)) for k in ("sha256", "file") if then.get(k) != now.get(k)]
-    for k in ("name", "version"):
-        a, b = (then.get("distribution") or {}).get(k), (now.get("distribution") or {}).get(k)
+    now = Source.of(describe(then.target))
+    rows = [(k, a, b) for k, a, b in (("sha256", then.sha256, now.sha256), ("file", then.file, now.file)) if a != b]
+    for k, a, b in (("name", then.dist.name, now.dist.name), ("version", then.dist.version, now.dist.version)):
         if a != b:
             rows.append((f"distribution.{k}", a, b))
-    for k in ("commit", "dirty"):
-        a, b = (then.get("git") or {}).get(k), (now.get("git") or {}).get(k)
+    git_then, git_now = then.git or GitState(), now.git or GitState()
+    for k, a, b in (("commit", git_then.commit, git_now.commit), ("dirty", git_then.dirty, git_now.dirty)):
         if a != b:
             rows.append((f"git.{k}", a, b))
     return {"workload": rows} if rows else {}
@@ -115,50 +170,53 @@ def differences(record: dict) -> dict[str, list]:
 
 def refusal(record: dict) -> str | None:
     """Why the recorded workload source cannot be restored (None: it can, or there is none)."""
-    src = record.get(KEY)
-    if not src:
+    from repro.ledger.record import view
+
+    if not record.get(KEY):
         return None
-    if "sha256" not in src:
-        return f"record {record['id']}'s workload {src.get('target')} could not be read when it ran ({src.get('error')})"
-    if describe(src["target"]).get("sha256") == src["sha256"]:
+    src, rid = Source.of(record.get(KEY)), view(record).id
+    if src.sha256 is None:
+        return f"record {rid}'s workload {src.target} could not be read when it ran ({src.error})"
+    if Source.of(describe(src.target)).sha256 == src.sha256:
         return None  # today's source is the recorded one
-    git, dist = src.get("git"), src.get("distribution") or {}
-    if git and not git.get("dirty"):
+    git, dist = src.git, src.dist
+    if git and not git.dirty:
         return None
-    if dist.get("installed") == "index":
+    if dist.installed == "index":
         return None  # the rebuilt venv installs the recorded version
-    why = ("ran from uncommitted changes to " + ", ".join(git.get("changed", [])[:5])) if git else \
-        f"was installed from a folder ({dist.get('installed')}) outside any git checkout"
-    return (f"record {record['id']}'s workload {src['target']} {why}: the record holds only its sha256 "
-            f"({src['sha256'][:12]}), and today's source differs. Commit the workload (or install it from an "
+    why = ("ran from uncommitted changes to " + ", ".join(git.changed[:5])) if git else \
+        f"was installed from a folder ({dist.installed}) outside any git checkout"
+    return (f"record {rid}'s workload {src.target} {why}: the record holds only its sha256 "
+            f"({src.sha256[:12]}), and today's source differs. Commit the workload (or install it from an "
             "index) before the runs you want to replay, or replay without --as-recorded")
 
 
 def restore(record: dict, place: dict, log=print) -> tuple[dict, dict]:
     """`place` (run_job's: python, src) with the recorded workload source first on the worker's path,
     and the replay record's `workload_source` (what it ran: the recorded source, and where from)."""
-    src = record.get(KEY)
-    if not src:
+    if not record.get(KEY):
         return place, {}
-    if describe(src["target"]).get("sha256") == src.get("sha256"):
-        log(f"  workload {src['target']}: today's source is the recorded one ({src['sha256'][:12]})")
-        return place, {KEY: describe(src["target"])}
-    git = src.get("git")
+    src = Source.of(record.get(KEY))
+    today = describe(src.target)
+    if Source.of(today).sha256 == src.sha256:
+        log(f"  workload {src.target}: today's source is the recorded one ({src.sha256[:12]})")
+        return place, {KEY: today}
+    git = src.git
     if not git:  # an index install: the rebuilt venv holds the recorded version
-        log(f"  workload {src['target']}: {src['distribution']['name']}=={src['distribution']['version']} "
-            "from the recorded environment")
-        return place, {KEY: {**src, "restored_from": "venv"}}
-    module_root, described = at_commit(src, git["commit"])
-    got, tree = described["sha256"], described["git"]["worktree"]
-    if got != src["sha256"]:
+        log(f"  workload {src.target}: {src.dist.name}=={src.dist.version} from the recorded environment")
+        return place, {KEY: {**src.raw, "restored_from": "venv"}}
+    module_root, described = at_commit(src.raw, git.commit)
+    there = Source.of(described)
+    got, tree = there.sha256, there.git.worktree
+    if got != src.sha256:
         from repro.envs.venvs import EnvError
 
-        raise EnvError(f"the worktree of {git['commit'][:12]} holds workload source {got[:12]}, not the recorded "
-                       f"{src['sha256'][:12]}: the record's git state does not name its source")
-    log(f"  restored: workload {src['target']} {git['commit'][:12]} (worktree {tree}, source {got[:12]})")
+        raise EnvError(f"the worktree of {git.commit[:12]} holds workload source {got[:12]}, not the recorded "
+                       f"{src.sha256[:12]}: the record's git state does not name its source")
+    log(f"  restored: workload {src.target} {git.commit[:12]} (worktree {tree}, source {got[:12]})")
     # run_job puts `src` first on the worker's PYTHONPATH: the worktree's module comes before the install
     return ({**place, "src": os.pathsep.join([str(place.get("src") or ""), str(module_root)])},
-            {KEY: {**src, "restored_from": str(module_root)}})
+            {KEY: {**src.raw, "restored_from": str(module_root)}})
 
 
 def at_commit(src: dict, commit: str) -> tuple[Path, dict]:
@@ -168,28 +226,28 @@ def at_commit(src: dict, commit: str) -> tuple[Path, dict]:
     EnvError where the commit is not in the repository."""
     from repro.envs import worktrees
 
-    git = src["git"]
-    tree = worktrees.restore(Path(git["toplevel"]), commit)
-    folder = tree / git["path"]
+    recorded = Source.of(src)
+    git = recorded.git
+    tree = worktrees.restore(Path(git.toplevel), commit)
+    folder = tree / git.path
     package = (folder / "__init__.py").exists()
     module_root = folder.parent if package else folder
     files = sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts) if package \
-        else [folder / Path(src["file"]).name]
+        else [folder / Path(recorded.file).name]
     return module_root, {**src, "sha256": files_sha256(folder, files),
-                         "git": {**git, "commit": commit, "dirty": False, "diff_sha256": None, "changed": [],
+                         "git": {**git.raw, "commit": commit, "dirty": False, "diff_sha256": None, "changed": [],
                                  "worktree": str(tree)}}
 
 
 def lock_without(text: str, record: dict) -> str:
     """The recorded lock without the workload's own distribution where its code comes from git
     (as repro's own does): an editable install is then no reason to refuse the environment."""
-    src = record.get(KEY) or {}
-    dist = src.get("distribution") or {}
-    if not src.get("git") or not dist.get("name"):
+    src = Source.of(record.get(KEY))
+    if not src.git or not src.dist.name:
         return text
     from repro.envs import lock
 
-    name = lock.normalise(dist["name"])
+    name = lock.normalise(src.dist.name)
     return "".join(line for line in text.splitlines(keepends=True)
                    if not (line.startswith(("# editable: ", "# local: "))
                            and lock.normalise(line.split(": ", 1)[1].split("==")[0]) == name)

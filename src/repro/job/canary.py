@@ -21,8 +21,13 @@ so another command's runs that end meanwhile join the history at the next comman
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
+
+from repro.ledger.record import RecordError, view
+from repro.blocks import typed
 
 MIN_HISTORY = 5
 HISTORY = 50  # the newest this many earlier canaries of a kind
@@ -34,20 +39,63 @@ _ledgers: dict[str, "_Known"] = {}  # ledger root -> its canaries, as this proce
 _told: set[tuple] = set()  # kinds whose building history was said
 
 
+@dataclass(frozen=True)
+class Measured:
+    """What the judge reads of a record's `canary` (worker/worker.py `canary_of`, backends/canary.py): its
+    seconds and what makes its kind; once judged, the verdict's fields too (`decide`)."""
+
+    seconds: float | None = None  # None: no canary ran
+    framework: str | None = None
+    threads: int | None = None
+    processes: int = 1  # the run's processes on its host, each running its canary at the same time
+    version: int | None = None  # the kernels' version
+    history: int = 0
+    median_s: float | None = None
+    threshold_s: float | None = None
+    margin: float | None = None
+    slow: bool | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What `decide` adds to a canary block, in this order."""
+
+    history: int  # how many earlier canaries it was compared to
+    median_s: float | None
+    threshold_s: float | None
+    margin: float
+    slow: bool | None  # None: too little history
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Cpu:
+    model: str | None = None
+
+
 def kind_of(record: dict) -> tuple | None:
     """(host, CPU model, framework, threads, processes, kernels' version) of a record's canary; None where
     it has no number."""
-    canary, machine = record.get("canary"), record.get("machine")
-    if not isinstance(canary, dict) or not isinstance(canary.get("seconds"), (int, float)) or not isinstance(machine, dict):
+    try:
+        rec = view(record)
+        node, machine = rec.canary.raw, rec.machine
+    except RecordError:  # a canary or machine that is no object
         return None
-    cpu = ((record.get("environment") or {}).get("cpu") or {}) if isinstance(record.get("environment"), dict) else {}
-    return machine.get("host"), cpu.get("model") if isinstance(cpu, dict) else None, canary.get("framework"), \
-        canary.get("threads"), canary.get("processes", 1), canary.get("version")
+    measured = typed(Measured, node)
+    if not isinstance(measured.seconds, (int, float)) or record.get("machine") is None:
+        return None
+    try:
+        cpu = rec.environment.cpu
+    except RecordError:  # an environment that is no object
+        cpu = {}
+    model = typed(_Cpu, cpu).model if isinstance(cpu, dict) else None
+    return machine.host, model, measured.framework, measured.threads, measured.processes, measured.version
 
 
 def quiet(record: dict) -> bool:
     """Whether a run's canary may join the history: other processes were quiet in its window."""
-    return ((record.get("machine") or {}).get("other_cpu_share") or 0) <= QUIET_SHARE
+    return (view(record).machine.other_cpu_share or 0) <= QUIET_SHARE
 
 
 def decide(canary: dict, history: list[float], margin: float) -> dict:
@@ -55,22 +103,28 @@ def decide(canary: dict, history: list[float], margin: float) -> dict:
     `median_s`, `threshold_s`, `margin`, `slow` (True | False | None: too little history) and `reason`."""
     n = len(history)
     if n < MIN_HISTORY:
-        return {**canary, "history": n, "median_s": None, "threshold_s": None, "margin": margin, "slow": None,
-                "reason": f"canary history {n} of {MIN_HISTORY} on this host: no run flagged (building it)"}
-    median = statistics.median(history)
-    block = {**canary, "history": n, "median_s": median, "threshold_s": median * (1 + margin), "margin": margin}
-    block["slow"] = canary["seconds"] > block["threshold_s"]
-    block["reason"] = slow_reason(block) if block["slow"] else \
-        f"its canary took {_ms(canary['seconds'])}, within {_ms(block['threshold_s'])} ({_against(block)})"
-    return block
+        verdict = Verdict(n, None, None, margin, None,
+                          f"canary history {n} of {MIN_HISTORY} on this host: no run flagged (building it)")
+    else:
+        seconds, median = typed(Measured, canary).seconds, statistics.median(history)
+        threshold = median * (1 + margin)
+        judged = Measured(seconds=seconds, history=n, median_s=median, threshold_s=threshold, margin=margin)
+        slow = seconds > threshold
+        verdict = Verdict(n, median, threshold, margin, slow, _slow(judged) if slow else
+                          f"its canary took {_ms(seconds)}, within {_ms(threshold)} ({_against(judged)})")
+    return {**canary, **dataclasses.asdict(verdict)}
 
 
 def slow_reason(block: dict) -> str:
-    return f"its canary took {_ms(block['seconds'])} against {_against(block)}"
+    return _slow(typed(Measured, block))
 
 
-def _against(block: dict) -> str:
-    return f"this host's median {_ms(block['median_s'])} over {block['history']} runs (margin {block['margin']:g})"
+def _slow(judged: Measured) -> str:
+    return f"its canary took {_ms(judged.seconds)} against {_against(judged)}"
+
+
+def _against(judged: Measured) -> str:
+    return f"this host's median {_ms(judged.median_s)} over {judged.history} runs (margin {judged.margin:g})"
 
 
 def _ms(seconds: float) -> str:
@@ -85,23 +139,26 @@ def history(ledger_root: str | Path, kind: tuple) -> list[float]:
     return _ledgers[root].seconds(kind)
 
 
-def judge(record: dict, ledger_root: str | Path, margin: float, say) -> None:
-    """Decide an ok run's canary in place, before its record is written, and add it to the history (a quiet one);
-    `say`: how the first run of a kind that builds its history says so (once per kind and process)."""
+def judge(record: dict, ledger_root: str | Path, margin: float, say) -> dict | None:
+    """An ok run's canary block decided, before its record is written (None: nothing to judge; the record
+    keeps its block as it is), and added to the history (a quiet one); `say`: how the first run of a kind
+    that builds its history says so (once per kind and process)."""
     kind = kind_of(record)
-    if record.get("status") != "ok" or kind is None:
-        return
+    if view(record).status != "ok" or kind is None:
+        return None
+    measured = view(record).canary.raw
     try:
         past = history(ledger_root, kind)
     except Exception as e:  # noqa: BLE001 - the record is worth more than its canary's verdict
-        record["canary"] = {**record["canary"], "slow": None, "reason": f"the canary history could not be read: {e}"}
-        return
-    record["canary"] = decide(record["canary"], past, margin)
-    if record["canary"]["slow"] is None and kind not in _told:
+        return {**measured, "slow": None, "reason": f"the canary history could not be read: {e}"}
+    block = decide(measured, past, margin)
+    judged = typed(Measured, block)
+    if judged.slow is None and kind not in _told:
         _told.add(kind)
-        say(f"{kind[2]}, {kind[3]} threads: {record['canary']['reason']}")
+        say(f"{kind[2]}, {kind[3]} threads: {judged.reason}")
     if quiet(record):
-        _ledgers[str(Path(ledger_root).resolve())].added.append((kind, record["canary"]["seconds"]))
+        _ledgers[str(Path(ledger_root).resolve())].added.append((kind, judged.seconds))
+    return block
 
 
 class _Known:
@@ -131,5 +188,5 @@ class _Known:
             found = kind_of(record)
             self.bare = 0 if "canary" in record else self.bare + 1
             if found is not None and quiet(record):
-                self.read.append((found, float(record["canary"]["seconds"])))
+                self.read.append((found, float(typed(Measured, view(record).canary.raw).seconds)))
         return [s for k, s in [*self.read[::-1], *self.added] if k == kind][-HISTORY:]

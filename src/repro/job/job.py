@@ -11,12 +11,14 @@ tracking store that is down costs a warning, and `repro sync` fills it in later.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from repro import __version__, paths
 from repro.console import console as terminal
@@ -25,6 +27,7 @@ from repro.config import config_hash
 from repro.config.schema import Config, as_dict
 from repro.config.workerspec import WorkerSpec
 from repro.ledger import Ledger, LedgerError
+from repro.ledger.record import view
 from repro.ledger.schema import SCHEMA_VERSION
 from repro.ledger.store import now_iso, record_id
 from repro.envs import runs as envs_runs
@@ -32,6 +35,8 @@ from repro.envs.venvs import EnvError
 from repro.envs import workload_source
 from repro.job import canary, cluster, launch, resume, scheduler, snapshot, spool, wall_split
 from repro.worker import envcapture, lifeline, seeding
+from repro.blocks import typed
+from repro.worker.events import Events
 from repro.job.host import JobHost
 from repro.usertext import markup
 
@@ -55,9 +60,9 @@ def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: P
                 steps: int | None = None, sweep_id: str | None = None) -> launch.WorkerOutcome:
     spec_path = WorkerSpec(config, chash, str(run_dir), _cache_dir(config, run_dir, chash, sweep_id), rdzv,
                            injected_gap=gap, steps=steps).write(launch.spec_path_of(run_dir))
-    place = place or {}
-    return launch.run_worker(spec_path, run_dir / "worker.log", place.get("python") or config.framework.python,
-                             env, config.run.timeout_s, on_event, place.get("src"), beside_start, warm,
+    where = typed(_Place, place) or _Place()
+    return launch.run_worker(spec_path, run_dir / "worker.log", where.python or config.framework.python,
+                             env, config.run.timeout_s, on_event, where.src, beside_start, warm,
                              config.tracking.projector_wait_s)
 
 
@@ -79,6 +84,45 @@ def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
     return {"status": "ok", "follower": True, "node_rank": rdzv.node_rank}
 
 
+@dataclass(frozen=True)
+class _Place:
+    """Where a worker runs when not in this environment (run_job's `place`): an interpreter, repro's code."""
+
+    python: str | None = None
+    src: str | None = None
+
+
+@dataclass(frozen=True)
+class _Profiled:
+    """What the job reads of a profiled run's `results.profile`: the trace files it names (profile/store.py keeps them)."""
+
+    files: list = dataclasses.field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """A later repeat's step count: its config's first ok run's (loop/step_counts.py)."""
+
+    count: int | None = None
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """What the loop's fields of a record (`extra`) tell the job itself: a replayed adaptive run's step
+    count, or the count a later repeat takes from its config's first run."""
+
+    replay_steps: int | None = None
+    steps_resolved: Mapping | None = None
+
+    @classmethod
+    def of(cls, base: dict) -> "_Fields":
+        return typed(cls, base)
+
+    @property
+    def steps(self) -> int | None:
+        return self.replay_steps or (typed(_Resolved, self.steps_resolved) or _Resolved()).count
+
+
 @dataclass
 class _Run:
     """One job's state between its stages."""
@@ -92,6 +136,7 @@ class _Run:
     env: dict[str, str]
     rdzv: cluster.Rendezvous
     base: dict
+    scheduler: scheduler.Block = scheduler.Block()
     started: dict | None = None
     run_dir: Path | None = None
     env_hash: str | None = None
@@ -121,7 +166,7 @@ def run_job(config: Config, host: JobHost, job: int, overrides: list[str], extra
     run.base = _base(run, overrides, extra)
     held = _start(run)
     try:  # from here on, whatever happens (Ctrl-C, SIGTERM, no disk) ends in a "finished" record
-        reserved = _run(run, held, place, (extra or {}).get("calibration", {}).get("gap", 0.0))
+        reserved = _run(run, held, place, view(run.base).calibration.gap or 0.0)
         interrupted = run.outcome.status == "interrupted"  # before _finish names a scheduler's end instead
         final, written, ended = _finish(run, reserved)
         if written:  # MLflow is a view of the ledger: a record only in the spool waits for recover + sync
@@ -139,17 +184,18 @@ def _resumed(run: _Run, done: dict, extra: dict | None) -> dict:
     counts that record once (by id), as this job: in this sweep's view it carries this sweep and
     job (`sweep`), this job's `repeat`, and names the sweep it came from (`resumed_from`); the ledger
     keeps it as it was, and the sweep's record lists it (report/trajectory.py `store`)."""
-    resume.say_skipped(run.name, done["id"])
-    view = {**done, "resumed_from": (done.get("sweep") or {}).get("id"), "sweep": run.host.sweep_info(run.job)}
-    if extra and "repeat" in extra:
-        view["repeat"] = extra["repeat"]
-    run.host.finished(view)
+    kept = view(done)
+    resume.say_skipped(run.name, kept.id)
+    repeat = {"repeat": extra["repeat"]} if extra and "repeat" in extra else {}  # the loop's own field, as given
+    seen = {**done, "resumed_from": kept.sweep.id, "sweep": run.host.sweep_info(run.job), **repeat}
+    run.host.finished(seen)
     _supersede_lost(run.ledger, done)
-    return view
+    return seen
 
 
 def _base(run: _Run, overrides: list[str], extra: dict | None) -> dict:
-    """What both of the job's records say."""
+    """What both of the job's records say (its `scheduler` block kept typed in `run`)."""
+    run.scheduler = scheduler.Block.here()
     return {
         "kind": "run",
         "config_hash": run.chash,
@@ -160,7 +206,7 @@ def _base(run: _Run, overrides: list[str], extra: dict | None) -> dict:
         "code": run.host.code,
         **workload_source.block(run.config.model),  # a model outside repro: its package, version, sha256, git
         "cluster": run.rdzv.as_dict(),
-        "scheduler": scheduler.block(),  # provenance, outside `config` and its hash
+        "scheduler": run.scheduler.as_dict(),  # provenance, outside `config` and its hash
         **(extra or {}),
         "repro_version": __version__,
     }
@@ -195,14 +241,15 @@ def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: floa
         held.release()  # raises the KeyboardInterrupt that came while `started` was written, if one did
         if snapshot.ensure_active():  # the code its record names, rebuilt if a cleanup took it (else: fails naming it)
             host.warm.discard()
-        reserved = spool.reserve(run.ledger.root, run.started["id"], config.run.steps)
+        reserved = spool.reserve(run.ledger.root, view(run.started).id, config.run.steps)
         place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
-        python = (place or {}).get("python") or config.framework.python
+        where = typed(_Place, place) or _Place()
+        python = where.python or config.framework.python
         run.env_hash = envs_runs.record_hash(run.ledger.root, python)
-        warm = host.warm.take(python, run.env, (place or {}).get("src"), config.framework.backend)  # started while the last job started
+        warm = host.warm.take(python, run.env, where.src, config.framework.backend)  # started while the last job started
         run.run_dir = warm.run_dir if warm else launch.make_run_dir()
         host.display.job_started(run.job, run.name, config.run.steps)
-        restore_sigterm = scheduler.interrupt_on_sigterm(run.base["scheduler"])  # SLURM's end, recorded while it waits
+        restore_sigterm = scheduler.interrupt_on_sigterm(run.scheduler)  # SLURM's end, recorded while it waits
 
         def on_event(ev: dict) -> None:
             host.display.event(run.job, ev)
@@ -212,8 +259,7 @@ def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: floa
         run.outcome = _run_worker(config, run.chash, run.rdzv, run.run_dir, run.env, on_event, place,
                                   lambda: beside_start(host, config), warm, gap,  # while the worker starts
                                   # a replayed adaptive run: the count it took; a later repeat: its config's first
-                                  run.base.get("replay_steps") or (run.base.get("steps_resolved") or {}).get("count"),
-                                  sweep_id=(run.base.get("sweep") or {}).get("id"))
+                                  _Fields.of(run.base).steps, sweep_id=view(run.base).sweep.id)
     except KeyboardInterrupt:
         run.outcome = launch.WorkerOutcome("interrupted", None, reason="interrupted (Ctrl-C or SIGTERM) before the worker ran")
     except OSError as e:
@@ -236,16 +282,18 @@ def _finish(run: _Run, reserved: Path | None) -> tuple[dict, bool, tuple | None]
     _keep_profiles(run.ledger, outcome)
     held = lifeline.HeldInterrupts()
     try:
-        if outcome.status != "ok" and (ended := scheduler.ended_by_scheduler(run.base["scheduler"])):
+        if outcome.status != "ok" and (ended := scheduler.ended_by_scheduler(run.scheduler)):
             # SLURM ended the job (scancel, time limit, requeue): its SIGTERM killed the worker or us
             # (the interrupt it raised here was SLURM's SIGTERM, not a Ctrl-C: only the worker's end is kept)
             outcome.status, outcome.reason = ended[0], ended[1] + ("" if interrupted else f"; {outcome.reason}")
-        record = _finished_record(run.base, run.started, outcome, run.config.tracking)
-        if "environment" in record and run.env_hash:  # the whole environment, kept once in <ledger>/envs/
-            record["environment"]["env_hash"] = run.env_hash
+        ends = Finished.of(view(run.started).id, outcome, run.config.tracking)
+        if ends.environment is not None and run.env_hash:  # the whole environment, kept once in <ledger>/envs/
+            ends = dataclasses.replace(ends, environment={**ends.environment, "env_hash": run.env_hash})
         if host.beside:  # its measured steps ran beside an MLflow projector (waited for, in vain)
-            record.setdefault("machine", {})["beside_projector"] = host.beside
-        canary.judge(record, run.ledger.root, run.config.verdict.canary_margin, host.say)  # before it is written
+            ends = dataclasses.replace(ends, machine={**(ends.machine or {}), "beside_projector": host.beside})
+        record = {**run.base, **ends.as_dict()}
+        if judged := canary.judge(record, run.ledger.root, run.config.verdict.canary_margin, host.say):  # before it is written
+            record = {**record, "canary": judged}
         final, written = _append_finished(run.ledger, reserved, record, host, run.name)
     finally:
         if interrupted:
@@ -253,7 +301,7 @@ def _finish(run: _Run, reserved: Path | None) -> tuple[dict, bool, tuple | None]
         held.release()  # raises a Ctrl-C that came meanwhile, now that the record is kept
     host.display.job_finished(run.job, final, in_ledger=written)
     host.finished(final)
-    if written and final["status"] == "ok" and run.config.run.resume:
+    if written and view(final).status == "ok" and run.config.run.resume:
         _supersede_lost(run.ledger, final)
     return final, written, ended
 
@@ -261,7 +309,8 @@ def _finish(run: _Run, reserved: Path | None) -> tuple[dict, bool, tuple | None]
 def _hand_over(run: _Run, final: dict, ended: tuple | None) -> None:
     """The finished record to MLflow's projector; a job SLURM ended is handed over, not drained
     (SLURM kills what is left after KillWait: `repro sync` finishes it)."""
-    run.host.project(final, run.outcome.events.get("result", {}).get("ir_files", []),
+    result = Events.of(run.outcome.events).result
+    run.host.project(final, result.ir_files if result else [],
                      run.run_dir / "worker.log" if run.run_dir else None, drain=not ended)
 
 
@@ -269,20 +318,20 @@ def _supersede_lost(ledger: Ledger, ok: dict) -> None:
     """`run.resume=true`: a lost run of this config, now recorded ok, is marked superseded by it."""
     try:
         for r in ledger.supersede_lost(ok):
-            terminal().print(f"resume: the lost run {r['prev']} is superseded by run {ok['id']}")
+            terminal().print(f"resume: the lost run {r['prev']} is superseded by run {view(ok).id}")
     except LedgerError as e:  # the run itself is recorded; `repro ledger recover` marks it later
         terminal().print(f"resume: could not mark lost runs superseded ({e}); `repro ledger recover` does it")
 
 
 def _keep_profiles(ledger: Ledger, outcome: launch.WorkerOutcome) -> None:
     """run.profile's trace files into the ledger's store, before the record that names them."""
-    result = outcome.events.get("result") or {}
-    files = result.get("profile_files") or []
+    result = Events.of(outcome.events).result
+    files = result.profile_files if result else []
     if files:
         from repro.profile import store
 
         try:
-            store.keep(ledger.root, files, result["results"]["profile"]["files"])
+            store.keep(ledger.root, files, typed(_Profiled, result.results.get("profile")).files)
         except OSError as e:  # the record is worth more than its trace: say so, keep going
             terminal().print(f"[yellow]warning:[/] the profile trace could not be kept in {ledger.root}: {e}")
 
@@ -291,8 +340,8 @@ def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, host: 
     """The `finished` record, spooled first; a failed ledger write is retried, then its spool named.
     Returns the record and whether the ledger holds it."""
     # Set here, not by append, so that the spool holds them too: the recovered record gets the same id.
-    record["created"] = now_iso()
-    record["schema_version"] = SCHEMA_VERSION
+    record = {**record, "created": now_iso(), "schema_version": SCHEMA_VERSION}
+    status = view(record).status
     spooled, error = None, None
     try:
         spooled = spool.write(reserved, record) if reserved else None
@@ -311,42 +360,62 @@ def _append_finished(ledger: Ledger, reserved: Path | None, record: dict, host: 
             spool.discard(reserved)
         return final, True
     if spooled:
-        host.failed(f"the {record['status']} record of {name} could not be written to the "
+        host.failed(f"the {status} record of {name} could not be written to the "
                     f"ledger ({error}); its results are kept in {spooled}: free space, then run "
                     f"`repro ledger recover --ledger {ledger.root}`")
     else:  # neither the spool nor the ledger took it: the terminal is the last place left
-        host.failed(f"the {record['status']} record of {name} could not be written to the "
+        host.failed(f"the {status} record of {name} could not be written to the "
                        f"ledger nor spooled ({error}); here it is:\n{json.dumps(record, default=str)}")
     return {**record, "id": record_id(record)}, False
 
 
-def _finished_record(base: dict, started: dict, outcome: launch.WorkerOutcome, tracking) -> dict:
-    ev = outcome.events
-    record = {**base, "status": outcome.status, "prev": started["id"],
-              "mlflow": {"tracking_uri": tracking.uri, "experiment": tracking.experiment},
-              "wall_s": outcome.wall_s}
-    if wall := wall_split.split(ev, outcome.started_at, outcome.wall_s):  # where the wall went
-        record["wall_split"] = wall
-    if "environment" in ev:
-        record["environment"] = ev["environment"]["environment"]
-        record["seeds"] = ev["environment"]["seeds"]
-        record["data"] = ev["environment"]["data"]
-    if "result" in ev:
-        result = ev["result"]
-        record["results"] = result["results"]
-        record["results"]["loss"] = result["series"]["loss"]
-        record["results"]["step_time_s"] = result["series"]["step_time_s"]
-        record["effective"] = result["effective"]
-        if "machine" in result:
-            record["machine"] = result["machine"]
-        if "canary" in result:
-            record["canary"] = result["canary"]
-    if outcome.status != "ok":
-        record["error"] = {
-            "reason": envcapture.redact(outcome.reason),
-            "returncode": outcome.returncode,
-            "traceback": ev.get("error", {}).get("traceback", []),
-            "requested_bytes": ev.get("error", {}).get("requested_bytes"),
-            "log_tail": [envcapture.redact(line) for line in outcome.log_tail],
-        }
-    return record
+@dataclass(frozen=True)
+class Finished:
+    """What a `finished` record adds to the job's header (`_base`): how the worker ended, where its wall
+    went, what it ran in and measured, and why it failed; each block from the worker's events, typed
+    once (worker/events.py). A block the run never reached is left out of the record."""
+
+    status: str
+    prev: str  # the `started` record's id
+    mlflow: dict
+    wall_s: float
+    wall_split: dict | None = None
+    environment: Mapping | None = None
+    seeds: Mapping | None = None
+    data: Mapping | None = None
+    results: dict | None = None
+    effective: Mapping | None = None
+    machine: Mapping | None = None
+    canary: Mapping | None = None
+    error: dict | None = None
+
+    @classmethod
+    def of(cls, started_id: str, outcome: launch.WorkerOutcome, tracking) -> "Finished":
+        ev = Events.of(outcome.events)
+        env, result = ev.environment, ev.result
+        blocks = {}
+        if env is not None:
+            blocks.update(environment=env.environment, seeds=env.seeds, data=env.data)
+        if result is not None:
+            blocks.update(results={**result.results, "loss": result.series.loss,
+                                   "step_time_s": result.series.step_time_s},
+                          effective=result.effective, machine=result.machine, canary=result.canary)
+        if outcome.status != "ok":
+            blocks.update(error={
+                "reason": envcapture.redact(outcome.reason),
+                "returncode": outcome.returncode,
+                "traceback": ev.error.traceback if ev.error else [],
+                "requested_bytes": ev.error.requested_bytes if ev.error else None,
+                "log_tail": [envcapture.redact(line) for line in outcome.log_tail],
+            })
+        return cls(outcome.status, started_id, {"tracking_uri": tracking.uri, "experiment": tracking.experiment},
+                   outcome.wall_s, wall_split.split(ev, outcome.started_at, outcome.wall_s), **blocks)
+
+    def as_dict(self) -> dict:
+        """The record's keys, in the order they are written (the ledger sorts them on disk)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {k: v for k, v in out.items() if v is not None or k in _ALWAYS}
+
+
+_ALWAYS = frozenset({"status", "prev", "mlflow", "wall_s"})
+

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from repro import paths
-from repro.worker.events import EVENTS_FD_ENV, GATE_FD_ENV, open_gate, read_events, read_ready
+from repro.worker.events import EVENTS_FD_ENV, GATE_FD_ENV, Events, open_gate, read_events, read_ready
 from repro.worker import pinning
 from repro.worker.lifeline import PARENT_PID_ENV, interrupt_came
 from repro.worker import machine_locks
@@ -56,9 +56,8 @@ def _status(events: dict, returncode: int | None, timed_out: bool) -> tuple[str,
         return "failed", "timed out (run.timeout_s) and was killed"
     if "result" in events and returncode == 0:
         return "ok", ""
-    if "error" in events:
-        err = events["error"]
-        return err["status"], f"{err['type']}: {err['message']}"
+    if (err := Events.of(events).error) is not None:
+        return err.status, f"{err.type}: {err.message}"
     if returncode is not None and returncode < 0:
         name = signal.Signals(-returncode).name
         return "killed", f"worker killed by {name}"

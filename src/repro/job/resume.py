@@ -14,23 +14,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import dataclasses
 import os
 
 from repro.ledger import Ledger
-from repro.ledger.record import view
+from repro.ledger.record import Environment, view
 from repro.worker import envcapture
 
 if TYPE_CHECKING:
     from repro.config.schema import Config
 
 
-def fingerprint_here(worker_env: dict[str, str], recorded_env: dict) -> str:
-    env = envcapture.capture({"devices": (recorded_env.get("framework") or {}).get("devices")})
+def fingerprint_here(worker_env: dict[str, str], recorded: Environment) -> str:
+    """This machine's environment fingerprint for a worker started with `worker_env`, beside a recorded one
+    (its devices, and the variables its framework set itself)."""
+    here = envcapture.Captured.here({"devices": recorded.framework.get("devices")})
     start = {**os.environ, **worker_env}
     # Variables a framework sets itself on import (JAX: TPU_SKIP_MDS_QUERY) come with its version.
-    added = {k: v for k, v in (recorded_env.get("variables") or {}).items() if k not in start}
-    env["variables"] = {**envcapture.result_variables(start), **added}
-    return envcapture.fingerprint(env)
+    added = {k: v for k, v in recorded.variables.items() if k not in start}
+    return dataclasses.replace(here, variables={**envcapture.result_variables(start), **added}).fingerprint
 
 
 def taken(host) -> tuple[set[str], int]:
@@ -68,7 +70,7 @@ def recorded_ok(config: Config, chash: str, ledger: Ledger, worker_env: dict[str
             continue
         env = rec.environment
         if (rec.kind == "run" and rec.status == "ok" and rec.config_hash == chash
-                and env.raw and fingerprint_here(worker_env, env.raw) == env.fingerprint):
+                and env.raw and fingerprint_here(worker_env, env) == env.fingerprint):
             if nth == 0:
                 return record
             nth -= 1

@@ -16,14 +16,18 @@ the three that make the rendezvous). A launcher that runs rounds elsewhere names
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
+
+from repro.blocks import typed
 
 LOCAL = {"name": "local"}
 _ELSEWHERE: Callable[[], dict] | None = None  # a launcher's block for this process's records (`running_under`)
@@ -68,6 +72,81 @@ ENDING_STATES = {"COMPLETING": None, "CANCELLED": "cancelled", "TIMEOUT": "timeo
                  "REQUEUE_HOLD": "requeued", "REQUEUE_FED": "requeued", "PENDING": None}
 NODE_REASONS = ("NodeDown", "NodeFail", "Node_fail", "NODE_FAIL")
 NODE_DOWN_STATES = ("DOWN", "FAIL", "NOT_RESPONDING")  # `scontrol show node` State= parts (DOWN*, IDLE+FAIL...)
+
+
+@dataclass(frozen=True)
+class Block:
+    """A record's `scheduler` block, typed: where the run ran (`name`: local, slurm, or a launcher's own,
+    such as ray) and, under SLURM, its job, array task, step, nodes, partition, account, QOS, the
+    submission's resources, its logs and its attempt. A launcher's block (`running_under`) is kept as
+    it gave it (`given`), its keys its own."""
+
+    name: str = "local"
+    cluster: str | None = None
+    job_id: str | None = None
+    array_job_id: str | None = None
+    array_task_id: str | None = None
+    step_id: str | None = None
+    nodes: str | None = None
+    node: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    resources: Mapping | None = None  # SLURM's own words for them: cpus, gpus, mem, mem_per_cpu, time_limit
+    stdout: str | None = None
+    stderr: str | None = None
+    attempt: int = 1  # a requeued job runs again under its id: SLURM_RESTART_COUNT + 1
+    given: Mapping | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, node: Mapping | "Block") -> "Block":
+        """A stored (or a launcher's) block, typed; the whole of it kept to be written as it was."""
+        if isinstance(node, Block):
+            return node
+        return dataclasses.replace(typed(cls, node), given=node)
+
+    @classmethod
+    def here(cls, environ: Mapping[str, str] = os.environ) -> "Block":
+        """The block of a record made in this process."""
+        if not environ.get("SLURM_JOB_ID"):
+            return cls.of(_ELSEWHERE()) if _ELSEWHERE is not None else cls()
+        found = {key: value for key, var in VARIABLES.items() if (value := environ.get(var))}
+        slurm = cls("slurm", **found)
+        info = job_info(slurm.ref, environ)  # `scontrol show job`: SLURM's own Key=Value, read as it says them
+        resources = {}
+        for key, (field, var) in RESOURCES.items():
+            value = info.get(field) if field else None
+            if not value or value in ("0", "0M", "(null)"):
+                value = environ.get(var) if var else None
+            if value:
+                resources[key] = value
+        if gpus := _gpus(info.get("TRES", "")):
+            resources["gpus"] = gpus
+        told = {key: info.get(field) for key, field in (("partition", "Partition"), ("account", "Account"), ("qos", "QOS"))
+                if key not in found and info.get(field) not in (None, "", "(null)")}
+        return dataclasses.replace(slurm, **told, step_id=slurm.step_id or "batch",  # a batch script's own process
+                                   resources=resources or None, stdout=info.get("StdOut") or None,
+                                   stderr=info.get("StdErr") or None,
+                                   attempt=int(environ.get("SLURM_RESTART_COUNT") or 0) + 1)
+
+    @property
+    def slurm(self) -> bool:
+        return self.name == "slurm"
+
+    @property
+    def ref(self) -> str:
+        """How SLURM's commands name this job: `ARRAY_TASK` for an array task (its plain job id can be the
+        array's own, which `scancel` or `scontrol show job` read as every task of the array)."""
+        return f"{self.array_job_id}_{self.array_task_id}" if self.array_task_id else self.job_id
+
+    def as_dict(self) -> dict:
+        """The block as a record stores it: the fields it has (a launcher's block: as given)."""
+        if self.given is not None:
+            return dict(self.given)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "given"}
+        if not self.slurm:
+            del out["attempt"]  # only SLURM counts attempts
+        return {k: v for k, v in out.items() if v is not None}
 
 
 def _seconds(slurm_time: str) -> float | None:
@@ -116,12 +195,9 @@ def _cause(info: dict[str, str], attempt: int, node: dict[str, str] | None = Non
     return (cause, "") if cause else None
 
 
-def job_ref(sched: Mapping[str, str]) -> str:
-    """How SLURM's commands name this job: `ARRAY_TASK` for an array task (its plain job id can be the
-    array's own, which `scancel` or `scontrol show job` read as every task of the array)."""
-    if sched.get("array_task_id"):
-        return f"{sched['array_job_id']}_{sched['array_task_id']}"
-    return sched["job_id"]
+def job_ref(sched: Mapping[str, str] | Block) -> str:
+    """How SLURM's commands name this job (`Block.ref`)."""
+    return Block.of(sched).ref
 
 
 def _scontrol(args: list[str], environ: Mapping[str, str]) -> dict[str, str]:
@@ -158,34 +234,7 @@ def _gpus(tres: str) -> str | None:
 
 def block(environ: Mapping[str, str] = os.environ) -> dict:
     """The `scheduler` block of a record made in this process."""
-    job_id = environ.get("SLURM_JOB_ID")
-    if not job_id:
-        return _ELSEWHERE() if _ELSEWHERE is not None else dict(LOCAL)
-    out: dict = {"name": "slurm"}
-    for key, var in VARIABLES.items():
-        if value := environ.get(var):
-            out[key] = value
-    info = job_info(job_ref(out), environ)
-    out.setdefault("step_id", "batch")  # a batch script's own process has no step variable
-    resources = {}
-    for key, (field, var) in RESOURCES.items():
-        value = info.get(field) if field else None
-        if not value or value in ("0", "0M", "(null)"):
-            value = environ.get(var) if var else None
-        if value:
-            resources[key] = value
-    if gpus := _gpus(info.get("TRES", "")):
-        resources["gpus"] = gpus
-    if resources:
-        out["resources"] = resources
-    for key, field in (("stdout", "StdOut"), ("stderr", "StdErr")):
-        if info.get(field):
-            out[key] = info[field]
-    for key, field in (("partition", "Partition"), ("account", "Account"), ("qos", "QOS")):
-        if key not in out and info.get(field) not in (None, "", "(null)"):
-            out[key] = info[field]
-    out["attempt"] = int(environ.get("SLURM_RESTART_COUNT") or 0) + 1
-    return out
+    return Block.here(environ).as_dict()
 
 
 def running_under(read: Callable[[], dict] | None) -> None:
@@ -214,14 +263,14 @@ def final_state(job: str, environ: Mapping[str, str] = os.environ) -> str | None
     return lines[-1] if out.returncode == 0 and lines else None
 
 
-def interrupt_on_sigterm(sched: dict) -> Callable[[], None]:
+def interrupt_on_sigterm(sched: Block | Mapping) -> Callable[[], None]:
     """Under SLURM, until the worker's measured steps begin, SLURM's SIGTERM (scancel, a time limit)
     interrupts this process; returns what restores the handler it replaced. A submitit job process
     ignores SIGTERM (submitit's own handler only logs it): where SLURM ended the job while it waited
     before its steps (for an MLflow projector at work), the process waited on and was SIGKILLed after
     KillWait, its run left `lost`; interrupted, it records how SLURM ended it (`ended_by_scheduler`).
     Once the steps run, SLURM's SIGTERM ends the worker, and its end says so as before."""
-    if sched.get("name") != "slurm" or threading.current_thread() is not threading.main_thread():
+    if not Block.of(sched).slurm or threading.current_thread() is not threading.main_thread():
         return lambda: None
     from repro.worker import lifeline
 
@@ -237,13 +286,14 @@ def interrupt_on_sigterm(sched: dict) -> Callable[[], None]:
     return restore
 
 
-def ended_by_scheduler(sched: dict, environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
+def ended_by_scheduler(sched: Block | Mapping, environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
     """(status, reason) when the scheduler itself ended this job (scancel, time limit, preemption, requeue,
     node failure); None when it did not (the job still runs, or the run is not under a scheduler)."""
-    if sched.get("name") != "slurm" or "job_id" not in sched:
+    sched = Block.of(sched)
+    if not sched.slurm or sched.job_id is None:
         return None
     found = _how_ended(sched, environ)
-    return (found[0], f"{found[1]}; SLURM job {job_ref(sched)}") if found else None
+    return (found[0], f"{found[1]}; SLURM job {sched.ref}") if found else None
 
 
 def job_ended(job_id: str, watcher_state: str | None = None,
@@ -252,24 +302,24 @@ def job_ended(job_id: str, watcher_state: str | None = None,
     round's job of hydra/launcher=submitit_slurm): `scontrol show job` (it keeps JobState=CANCELLED for
     MinJobAge), else sacct, else `watcher_state`, submitit's own view of it (CANCELLED, TIMEOUT, ...);
     None where none of them says SLURM ended it."""
-    found = _how_ended({"name": "slurm", "job_id": job_id}, environ, final=watcher_state)
+    found = _how_ended(Block("slurm", job_id=job_id), environ, final=watcher_state)
     if found is None:
         return None
     return found[0], f"{found[1]} (JobState={found[2]})"
 
 
-def _how_ended(sched: dict, environ: Mapping[str, str], final: str | None = None) -> tuple[str, str, str] | None:
+def _how_ended(sched: Block, environ: Mapping[str, str], final: str | None = None) -> tuple[str, str, str] | None:
     """(status, what happened, SLURM's state) of a job SLURM ended; None where it did not."""
-    info = job_info(job_ref(sched), environ)
-    node = node_info(sched["node"], environ) if sched.get("node") else {}
-    final = final_state(job_ref(sched), environ) or final
-    found = _cause(info, sched.get("attempt", 1), node, final)
+    info = job_info(sched.ref, environ)
+    node = node_info(sched.node, environ) if sched.node else {}
+    final = final_state(sched.ref, environ) or final
+    found = _cause(info, sched.attempt, node, final)
     if found is None:
         return None
     cause, why = found
     status, what = ENDED_BY_SLURM[cause]
-    requeued = int(info.get("Restarts", "0") or 0) >= sched.get("attempt", 1)
-    next_attempt = sched.get("attempt", 1) + 1
+    requeued = int(info.get("Restarts", "0") or 0) >= sched.attempt
+    next_attempt = sched.attempt + 1
     reason = what.format(TimeLimit=info.get("TimeLimit", "?"), next=next_attempt, why=why,
                          requeue=f"; requeued, it runs again as attempt {next_attempt}" if requeued else "")
     state = info.get("JobState") or (final or "").split(" ")[0] or cause.upper()

@@ -7,17 +7,20 @@ credentials inside URLs, from free text (error tails) before it is stored.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import re
 import sys
+from dataclasses import dataclass
 from importlib import metadata
 
 from repro import hardware
 from repro.hashing import sha256_json
 from repro.redaction import is_secret, redact
+from repro.blocks import typed
 
-__all__ = ["is_secret", "redact", "result_variables", "package_versions", "capture", "fingerprint"]
+__all__ = ["is_secret", "redact", "result_variables", "package_versions", "capture", "fingerprint", "Captured"]
 # Variables that change results or speed. Prefixes match whole families (XLA_FLAGS, JAX_*).
 RESULT_VARS = re.compile(
     r"^(XLA_|JAX_|TF_CPP_|TF_XLA_|TF_FORCE_|TF_GPU_|TORCH|PYTORCH_|CUDA_|CUBLAS_|CUDNN_|NCCL_|NVIDIA_|PJRT_|TPU_|LIBTPU|"
@@ -45,36 +48,94 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+@dataclass(frozen=True)
+class _Python:
+    version: str | None = None
+    implementation: str | None = None
+    executable: str | None = None
+
+
+@dataclass(frozen=True)
+class _Os:
+    system: str | None = None
+    release: str | None = None
+    machine: str | None = None
+
+
+@dataclass(frozen=True)
+class _Cpu:
+    """What the fingerprint reads of hardware's CPU description (repro.hardware: its own keys)."""
+
+    model: str | None = None
+    isa: str | None = None  # the model string alone hid an AVX-512 / AVX2-only pair
+    affinity: list | None = None
+
+
+@dataclass(frozen=True)
+class _Gpu:
+    name: str | None = None
+    driver: str | None = None
+
+
+@dataclass(frozen=True)
+class _Framework:
+    devices: list | None = None
+
+
+@dataclass(frozen=True)
+class Captured:
+    """A run's environment as the record's `environment` block holds it (its `fingerprint` added)."""
+
+    python: dict
+    os: dict
+    cpu: dict  # model, cores, affinity, isa
+    gpus: list
+    packages: dict
+    variables: dict
+    framework: dict  # what the backend reports: versions, devices, threads, build flags
+
+    @classmethod
+    def here(cls, framework: dict) -> "Captured":
+        return cls(python=dataclasses.asdict(_Python(platform.python_version(), platform.python_implementation(),
+                                                     sys.executable)),
+                   os=dataclasses.asdict(_Os(platform.system(), platform.release(), platform.machine())),
+                   cpu=dict(hardware.host_cpu().devices()[0]), gpus=list(hardware.accelerators()),
+                   packages=package_versions(), variables=result_variables(), framework=framework)
+
+    @classmethod
+    def of(cls, env: dict) -> "Captured":
+        """A stored block (its fingerprint is made again, not read)."""
+        return cls(**{f.name: env[f.name] for f in dataclasses.fields(cls)})
+
+    @property
+    def fingerprint(self) -> str:
+        """A short hash of what decides bitwise results: versions, processors, threads, variables."""
+        cpu = typed(_Cpu, self.cpu)
+        keyed = {
+            "python": typed(_Python, self.python).version,
+            "machine": typed(_Os, self.os).machine,
+            "cpu": cpu.model,
+            "isa": cpu.isa,
+            "cores": cpu.affinity,
+            "gpus": [(gpu.name, gpu.driver) for gpu in (typed(_Gpu, g) for g in self.gpus)],
+            "packages": {k: v for k, v in self.packages.items() if k != "repro"},
+            # Per-run values (fresh cache folders, the seed-derived hash seed) are not environment.
+            "variables": {k: v for k, v in self.variables.items()
+                          if not k.endswith("_CACHE_DIR") and not k.startswith("XLA_PERSISTENT_CACHE_")
+                          and k != "PYTHONHASHSEED"},
+            "devices": typed(_Framework, self.framework).devices,
+        }
+        return sha256_json(keyed)[:16]
+
+    def as_dict(self) -> dict:
+        return {**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, "fingerprint": self.fingerprint}
+
+
 def capture(framework: dict) -> dict:
     """`framework` is what the backend reports: versions, devices, threads, build flags."""
-    env = {
-        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
-                   "executable": sys.executable},
-        "os": {"system": platform.system(), "release": platform.release(), "machine": platform.machine()},
-        "cpu": dict(hardware.host_cpu().devices()[0]),  # model, cores, affinity, isa
-        "gpus": list(hardware.accelerators()),
-        "packages": package_versions(),
-        "variables": result_variables(),
-        "framework": framework,
-    }
-    env["fingerprint"] = fingerprint(env)
-    return env
+    return Captured.here(framework).as_dict()
 
 
 def fingerprint(env: dict) -> str:
     """A short hash of what decides bitwise results: versions, processors, threads, variables."""
-    keyed = {
-        "python": env["python"]["version"],
-        "machine": env["os"]["machine"],
-        "cpu": env["cpu"]["model"],
-        "isa": env["cpu"].get("isa"),  # the model string alone hid an AVX-512 / AVX2-only pair
-        "cores": env["cpu"]["affinity"],
-        "gpus": [(g["name"], g["driver"]) for g in env["gpus"]],
-        "packages": {k: v for k, v in env["packages"].items() if k != "repro"},
-        # Per-run values (fresh cache folders, the seed-derived hash seed) are not environment.
-        "variables": {k: v for k, v in env["variables"].items()
-                      if not k.endswith("_CACHE_DIR") and not k.startswith("XLA_PERSISTENT_CACHE_")
-                      and k != "PYTHONHASHSEED"},
-        "devices": env["framework"].get("devices"),
-    }
-    return sha256_json(keyed)[:16]
+    return Captured.of(env).fingerprint

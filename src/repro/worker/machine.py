@@ -54,6 +54,7 @@ import os
 import resource
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -166,16 +167,60 @@ def _repro_others(parent_pid: int | None) -> tuple[dict[int, tuple[float, float,
     return out, reaped
 
 
-def repro_cpu_s(start: dict, now: tuple[dict[int, tuple[float, float, str]], float]) -> dict[str, float]:
+@dataclass(frozen=True)
+class Counters:
+    """The machine's counters at one moment (`early`; the start of `before`'s snapshot)."""
+
+    busy_s: float  # every process's CPU seconds since boot
+    steal_s: float  # the hypervisor's steal since boot
+    own_s: float  # the run's own process tree's CPU seconds
+    ours_s: float  # this command's (the repro parent's tree)
+    t: float  # time.monotonic()
+    wall: float  # time.time()
+    others: tuple  # `_repro_others`: ({pid: (CPU seconds, create time, part)}, the parent's reaped children's seconds)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One thread of this process (`_tasks`): the CPU it last ran on, its CPU ticks and, where the kernel
+    shows them, its `sched` counters (SCHED_KEYS' names; None: not shown)."""
+
+    cpu: int
+    ticks: int
+    run_ms: float | None = None
+    migrations: float | None = None
+    involuntary: float | None = None
+
+    @property
+    def ran(self) -> float:
+        """How much it has run: the scheduler's runtime where shown, else its ticks."""
+        return self.ticks if self.run_ms is None else self.run_ms
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The machine right before the first timed step (`before`): its counters, load, GPUs, threads and faults."""
+
+    load: list
+    gpus: list
+    counters: Counters
+    parent_pid: int | None
+    run_root: int | None
+    early: Counters | None  # the worker's snapshot at its start, if it took one
+    tasks: dict[str, Task]
+    faults: tuple[int, int]
+
+
+def repro_cpu_s(start: Counters, now: tuple[dict[int, tuple[float, float, str]], float]) -> dict[str, float]:
     """CPU seconds repro's other processes used between the snapshot `start` and `now`: this
     command's (the parent and its other children) and the projectors' (any ledger's, on this machine)."""
-    before, reaped_before = start["others"]
+    before, reaped_before = start.others
     after, reaped_after = now
     used = {"command": max(0.0, reaped_after - reaped_before), "projectors": 0.0}
     for pid, (cpu, created, part) in after.items():
         if pid in before:
             used[part] += max(0.0, cpu - before[pid][0])
-        elif created >= start["wall"] - 0.01:  # started in the window: all of it (one that was not is unknown)
+        elif created >= start.wall - 0.01:  # started in the window: all of it (one that was not is unknown)
             used[part] += cpu
     return used
 
@@ -186,10 +231,10 @@ def _steal_s() -> float:
     return getattr(psutil.cpu_times(), "steal", 0.0)
 
 
-def _tasks() -> dict[str, dict]:
+def _tasks() -> dict[str, Task]:
     """Per thread of this process: the CPU it last ran on (/proc/self/task/*/stat field 39), its CPU
     ticks (fields 14 and 15) and, where the kernel shows them, its `sched` counters (SCHED_KEYS)."""
-    out: dict[str, dict] = {}
+    out: dict[str, Task] = {}
     try:
         tids = os.listdir(TASKS)
     except OSError:
@@ -200,32 +245,35 @@ def _tasks() -> dict[str, dict]:
         except OSError:  # the thread ended meanwhile
             continue
         fields = stat[stat.rindex(")") + 2:].split()  # from field 3 (its name may hold spaces)
-        out[tid] = {"cpu": int(fields[36]), "ticks": int(fields[11]) + int(fields[12])}
+        sched = {}
         try:
             lines = (TASKS / tid / "sched").read_text().splitlines()
         except OSError:
-            continue
+            lines = []
         for line in lines:
             key, _, value = line.partition(":")
             if (name := SCHED_KEYS.get(key.strip())) is not None:
-                out[tid][name] = float(value)
+                sched[name] = float(value)
+        out[tid] = Task(int(fields[36]), int(fields[11]) + int(fields[12]), **sched)
     return out
 
 
-def placement(start: dict[str, dict], now: dict[str, dict]) -> dict:
+def placement(start: dict[str, Task], now: dict[str, Task]) -> dict:
     """Where the threads that ran between the two reads of `_tasks()` ran (module docstring)."""
-    def ran(tid: str, t: dict) -> bool:
-        was = start.get(tid, {})
-        return t.get("run_ms", t["ticks"]) > was.get("run_ms", was.get("ticks", -1))
+    def ran(tid: str, t: Task) -> bool:
+        was = start.get(tid)
+        return t.ran > (-1 if was is None else was.ran)
+
+    def grew(counter) -> int:  # a sched counter's rise over the moving threads (0 where a read lacks it)
+        return int(sum((counter(t) or 0) - (counter(start[tid]) or 0 if tid in start else 0) for tid, t in moving.items()))
 
     moving = {tid: t for tid, t in now.items() if ran(tid, t)}
-    cpus = {t["cpu"] for t in moving.values()} | {start[tid]["cpu"] for tid in moving if tid in start}
+    cpus = {t.cpu for t in moving.values()} | {start[tid].cpu for tid in moving if tid in start}
     out: dict = {"cpus": sorted(cpus), "threads_ran": len(moving)}
-    if all("migrations" in t for t in moving.values()):
-        for key, name in (("migrations", "migrations"), ("involuntary", "involuntary_switches")):
-            out[name] = int(sum(t.get(key, 0) - start.get(tid, {}).get(key, 0) for tid, t in moving.items()))
-        return {**out, "source": "sched"}
-    return {**out, "migrations": sum(tid in start and start[tid]["cpu"] != t["cpu"] for tid, t in moving.items()),
+    if all(t.migrations is not None for t in moving.values()):
+        return {**out, "migrations": grew(lambda t: t.migrations), "involuntary_switches": grew(lambda t: t.involuntary),
+                "source": "sched"}
+    return {**out, "migrations": sum(tid in start and start[tid].cpu != t.cpu for tid, t in moving.items()),
             "source": "stat"}
 
 
@@ -246,66 +294,67 @@ def memory_pages() -> dict:
     return {"anon_huge_pages_kb": huge, "thp_enabled": chosen}
 
 
-def _counters(parent_pid: int | None, run_root: int | None) -> dict:
-    return {"busy_s": _busy_s(), "steal_s": _steal_s(), "own_s": _tree_s(_root(run_root)), "ours_s": _tree_s(_root(parent_pid)),
-            "t": time.monotonic(), "wall": time.time(), "others": _repro_others(parent_pid)}
+def _counters(parent_pid: int | None, run_root: int | None) -> Counters:
+    return Counters(busy_s=_busy_s(), steal_s=_steal_s(), own_s=_tree_s(_root(run_root)), ours_s=_tree_s(_root(parent_pid)),
+                    t=time.monotonic(), wall=time.time(), others=_repro_others(parent_pid))
 
 
-def early(parent_pid: int | None = None, run_root: int | None = None) -> dict:
+def early(parent_pid: int | None = None, run_root: int | None = None) -> Counters:
     """A snapshot taken when the worker starts its pipeline: where the window of a loop shorter
     than MIN_WINDOW_S begins instead of the first step (module docstring)."""
     return _counters(parent_pid, run_root)
 
 
-def before(parent_pid: int | None = None, early: dict | None = None, run_root: int | None = None) -> dict:
+def before(parent_pid: int | None = None, early: Counters | None = None, run_root: int | None = None) -> Snapshot:
     """A snapshot taken right before the first timed step. `parent_pid`: the repro parent that
     started this worker (its tree's CPU time is this command's, not other processes'); `early`:
     the worker's `early()` snapshot, if it took one; `run_root`: in one of a run's several
     processes, the worker that launched them (their CPU is the run's own)."""
-    return {"load": list(os.getloadavg()), "gpus": gpus(), **_counters(parent_pid, run_root), "parent_pid": parent_pid,
-            "run_root": run_root, "early": early, "tasks": _tasks(), "faults": _faults()}
+    load, gpus_now, counters = list(os.getloadavg()), gpus(), _counters(parent_pid, run_root)
+    return Snapshot(load, gpus_now, counters, parent_pid, run_root, early, _tasks(), _faults())
 
 
-def after(start: dict, threads: int, processes: int = 1) -> dict:
+def after(start: Snapshot, threads: int, processes: int = 1) -> dict:
     """The record's `machine`: what happened on this machine between `start` (or, for a loop
     shorter than MIN_WINDOW_S, the worker's early snapshot) and now; repro's own CPU beside the
     steps is counted from `start`. `processes`: the run's processes on this host, each with
     `threads` compute threads (the load a run of several makes itself)."""
-    base = start
-    if (first := start.get("early")) and time.monotonic() - start["t"] < MIN_WINDOW_S:
+    first_step = start.counters
+    base = first_step
+    if (first := start.early) and time.monotonic() - first_step.t < MIN_WINDOW_S:
         base = first
-    if (wait := MIN_WINDOW_S - (time.monotonic() - base["t"])) > 0:
+    if (wait := MIN_WINDOW_S - (time.monotonic() - base.t)) > 0:
         time.sleep(wait)
     tasks, (minor, major) = _tasks(), _faults()  # where this process ran: from the first step (`start`)
-    own_s, ours_s, others, busy_s, now = (_tree_s(_root(start.get("run_root"))), _tree_s(_root(start["parent_pid"])),
-                                          _repro_others(start["parent_pid"]), _busy_s(), time.monotonic())
-    window = now - base["t"]
+    own_s, ours_s, others, busy_s, now = (_tree_s(_root(start.run_root)), _tree_s(_root(start.parent_pid)),
+                                          _repro_others(start.parent_pid), _busy_s(), time.monotonic())
+    window = now - base.t
     # The worker's reaped children count in its own tree, not in the parent's (live descendants only)
-    command_s = max(own_s - base["own_s"], ours_s - base["ours_s"])
+    command_s = max(own_s - base.own_s, ours_s - base.ours_s)
     # projectors write between windows: before the first step theirs is repro's CPU, not other processes'
-    projectors_before_s = repro_cpu_s(base, start["others"])["projectors"] if base is not start else 0.0
-    other = max(0.0, (busy_s - base["busy_s"]) - command_s - projectors_before_s)
+    projectors_before_s = repro_cpu_s(base, first_step.others)["projectors"] if base is not first_step else 0.0
+    other = max(0.0, (busy_s - base.busy_s) - command_s - projectors_before_s)
     return {
         "host": socket.gethostname(),
         "cores": os.cpu_count(),
         "threads": threads,
         "processes": processes,
-        "load_before": [round(x, 2) for x in start["load"]],
+        "load_before": [round(x, 2) for x in start.load],
         "load_after": [round(x, 2) for x in os.getloadavg()],
         "window_s": round(window, 3),
-        "window_from": "first step" if base is start else "worker start",
+        "window_from": "first step" if base is first_step else "worker start",
         "other_cpu_share": round(other / window, 3),
         # of which the hypervisor's steal: another tenant had these cores (in cores over the window)
-        "steal_share": round(max(0.0, _steal_s() - base.get("steal_s", 0.0)) / window, 3),
-        "own_cpu_share": round((own_s - base["own_s"]) / window, 3),
+        "steal_share": round(max(0.0, _steal_s() - base.steal_s) / window, 3),
+        "own_cpu_share": round((own_s - base.own_s) / window, 3),
         "command_cpu_share": round(command_s / window, 3),
-        "repro_cpu_s": round(sum((repro := repro_cpu_s(start, others)).values()), 3),
+        "repro_cpu_s": round(sum((repro := repro_cpu_s(first_step, others)).values()), 3),
         "repro_cpu_parts_s": {k: round(v, 3) for k, v in repro.items()},
         **({"pinned": pinned} if (pinned := pinning.recorded()) else {}),
-        "placement": placement(start.get("tasks", {}), tasks),
-        "page_faults": {"minor": minor - start.get("faults", (0, 0))[0], "major": major - start.get("faults", (0, 0))[1]},
+        "placement": placement(start.tasks, tasks),
+        "page_faults": {"minor": minor - start.faults[0], "major": major - start.faults[1]},
         **memory_pages(),
         "cpu_frequency": cpu_frequency(),
-        "gpus_before": start["gpus"],
+        "gpus_before": start.gpus,
         "gpus_after": gpus(),
     }

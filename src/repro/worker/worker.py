@@ -17,6 +17,7 @@ import dataclasses
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 from repro import backends, models
@@ -29,7 +30,8 @@ from repro.config.schema import Config
 from repro.config.workerspec import WorkerSpec
 from repro.data import make_batches
 from repro.worker import envcapture, flops, lifeline, machine, measure, pinning, rank_progress, seeding
-from repro.worker.events import EVENTS_FD_ENV, READY_LINE, EventWriter, Gate
+from repro.blocks import typed
+from repro.worker.events import EVENTS_FD_ENV, READY_LINE, EnvironmentPayload, EventWriter, Gate, ResultPayload, Series, Setup
 from repro.worker.window import SERIES_STEPS, StepPlan, adaptive, shared_count
 
 TRACEBACK_LINES = 30
@@ -37,7 +39,41 @@ IMPORTED_AHEAD: dict[str, float] = {}  # a worker started ahead (--warm BACKEND)
 WAITED_AHEAD: list[float] = []  # a worker started ahead: the seconds it waited, ready, for its spec
 
 
-def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run_root: int | None = None) -> dict:
+@dataclass(frozen=True)
+class Output:
+    """One process's measured run: its "environment" and "result" payloads (rank 0's are the record's)."""
+
+    environment: EnvironmentPayload
+    result: ResultPayload
+
+    def with_ranks(self, ranks: list) -> "Output":
+        """Rank 0's output with every rank's summary in its results (`results.ranks`)."""
+        return dataclasses.replace(self, result=dataclasses.replace(self.result,
+                                                                    results={**self.result.results, "ranks": ranks}))
+
+
+@dataclass(frozen=True)
+class _RankFigures:
+    """What a rank's summary reads of its `results`."""
+
+    steady_median_s: float | None = None
+    first_step_s: float | None = None
+    second_step_s: float | None = None
+    peak_memory: dict | None = None
+    sharding: dict | None = None  # a sharded run's layout: param_bytes_per_device, ...
+
+
+@dataclass(frozen=True)
+class _Fingerprinted:
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class _Layout:
+    param_bytes_per_device: int | None = None
+
+
+def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run_root: int | None = None) -> Output:
     """The measured pipeline of one process (`rank` of a run of several: 0 is the one recorded;
     `run_root`: then the worker that launched them, whose tree is the run's own processes);
     returns its "environment" and "result" payloads. Before the measured steps it waits at `gate`
@@ -73,8 +109,8 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
 
         workload = WithGap(workload, spec.injected_gap, run_cfg.warmup)
     t2 = time.perf_counter()
-    environment = {"environment": envcapture.capture(workload.framework_info()), "seeds": seeds, "data": data_record}
-    emit("environment", **environment)
+    environment = EnvironmentPayload(envcapture.capture(workload.framework_info()), seeds, data_record)
+    emit("environment", **environment.payload())
 
     if gate:
         gate.wait()
@@ -88,29 +124,25 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
     emit("measure_end", at=time.time())
     t_end = time.perf_counter()
 
-    results = measure.summarise(times, losses, run_cfg.warmup, run_cfg.batch_size)
-    results["params_sha256"] = workload.params_sha256()
-    results["init_params_sha256"] = workload.init_params_sha256()
-    results["peak_memory"] = workload.peak_memory()
-    results["compile"] = workload.compile_info()
-    results["compile_cache"] = {"mode": run_cfg.compile_cache, "state": cache_state,
-                                **compile_cache.counts(config.framework.backend)}
-    if spec.injected_gap:
-        results["injected_gap"] = workload.record()
-    results["setup"] = {"import_s": import_s, "build_s": t2 - t_built, "data_s": t_built - t_data,
-                        "imported_ahead": config.framework.backend in IMPORTED_AHEAD,
-                        "waited_ahead_s": WAITED_AHEAD[0] if WAITED_AHEAD else None}
-    results["param_count"] = entry.param_count(dims) or workload.effective().get("param_count")
+    summary = measure.summarise(times, losses, run_cfg.warmup, run_cfg.batch_size)
+    # Read in this order (the peak memory before the evaluation, the settings after the IR): one block, built once.
+    results = {**summary, "params_sha256": workload.params_sha256(), "init_params_sha256": workload.init_params_sha256(),
+               "peak_memory": workload.peak_memory(), "compile": workload.compile_info(),
+               "compile_cache": {"mode": run_cfg.compile_cache, "state": cache_state,
+                                 **compile_cache.counts(config.framework.backend)},
+               **({"injected_gap": workload.record()} if spec.injected_gap else {}),
+               "setup": None,  # its place in the block: measured last (below)
+               "param_count": entry.param_count(dims) or workload.effective().get("param_count")}
     if sharding := workload.sharding_info():
-        results["sharding"] = sharding
+        results = {**results, "sharding": sharding}
     if eval_set is not None:
-        results["test_accuracy"] = workload.evaluate(*eval_set)
-    results.update(flops.per_step(config, entry, dims, workload, results["steady_median_s"]))
+        results = {**results, "test_accuracy": workload.evaluate(*eval_set)}
+    results = {**results, **flops.per_step(config, entry, dims, workload, summary["steady_median_s"])}
     ir_texts = workload.ir()
     if ir_texts:
         from repro.ir import histograms  # only where IR was captured: it imports the ledger and report
 
-        results["ir_ops"] = histograms(ir_texts)
+        results = {**results, "ir_ops": histograms(ir_texts)}
     ir_files = []
     for name, text in ir_texts.items():
         path = Path(spec.out_dir) / name
@@ -118,20 +150,23 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
         ir_files.append(str(path))
     effective = workload.effective()
     machine_state = machine.after(state, threads, local_processes(spec) if run_root else 1)
-    results["setup"]["results_s"] = time.perf_counter() - t_end  # hashes, evaluation, FLOPs, IR, settings
+    setup = Setup(import_s=import_s, build_s=t2 - t_built, data_s=t_built - t_data,
+                  imported_ahead=config.framework.backend in IMPORTED_AHEAD,
+                  waited_ahead_s=WAITED_AHEAD[0] if WAITED_AHEAD else None,
+                  results_s=time.perf_counter() - t_end)  # hashes, evaluation, FLOPs, IR, settings
     emit("window_end", at=time.time())  # this machine's projectors may write again
     profile_files = []
     if run_cfg.profile:  # after everything above is read: the profiled steps change the state
         from repro import profile
 
         t_profile = time.perf_counter()
-        results["profile"], profile_files = profile.run(workload, len(times), _profile_dir(spec.out_dir, rank))
-        results["setup"]["profile_s"] = time.perf_counter() - t_profile
+        profiled, profile_files = profile.run(workload, len(times), _profile_dir(spec.out_dir, rank))
+        setup = dataclasses.replace(setup, profile_s=time.perf_counter() - t_profile)
+        results = {**results, "profile": profiled}
     # the record keeps the first SERIES_STEPS steps (worker/window.py); every statistic is of all
-    result = {"results": results, "series": {"loss": losses[:SERIES_STEPS], "step_time_s": times[:SERIES_STEPS]},
-              "effective": effective, "ir_files": ir_files, "profile_files": profile_files,
-              "machine": machine_state, "canary": canary_block}
-    return {"environment": environment, "result": result}
+    result = ResultPayload({**results, "setup": setup.as_dict()}, Series(losses[:SERIES_STEPS], times[:SERIES_STEPS]),
+                           effective, ir_files, profile_files, machine_state, canary_block)
+    return Output(environment, result)
 
 
 def canary_of(config: Config, threads: int, processes: int) -> dict:
@@ -180,17 +215,18 @@ def local_processes(spec: WorkerSpec) -> int:
     return process_count(spec.config, rdzv.nodes, rdzv.jax_processes) // rdzv.nodes
 
 
-def _rank_summary(rank: int, out: dict, node: int) -> dict:
-    res, env = out["result"]["results"], out["environment"]["environment"]
-    return {"rank": rank, "node": node, "host": socket.gethostname(), "fingerprint": env["fingerprint"],
+def _rank_summary(rank: int, out: Output, node: int) -> dict:
+    res = typed(_RankFigures, out.result.results)
+    return {"rank": rank, "node": node, "host": socket.gethostname(),
+            "fingerprint": typed(_Fingerprinted, out.environment.environment).fingerprint,
             **({"slurm_node": name} if (name := os.environ.get("SLURMD_NODENAME")) else {}),  # a node's SLURM name
-            "steady_median_s": res["steady_median_s"], "first_step_s": res["first_step_s"],
-            "second_step_s": res["second_step_s"],
-            "param_bytes_per_device": (res.get("sharding") or {}).get("param_bytes_per_device"),
-            "peak_memory": res["peak_memory"]}
+            "steady_median_s": res.steady_median_s, "first_step_s": res.first_step_s,
+            "second_step_s": res.second_step_s,
+            "param_bytes_per_device": (typed(_Layout, res.sharding) or _Layout()).param_bytes_per_device,
+            "peak_memory": res.peak_memory}
 
 
-def torch_rank_main(spec: WorkerSpec) -> dict:
+def torch_rank_main(spec: WorkerSpec) -> Output:
     """One rank of a sharded torch run (started by torch's elastic launcher)."""
     import torch.distributed as dist
 
@@ -202,13 +238,12 @@ def torch_rank_main(spec: WorkerSpec) -> dict:
         out = execute(spec, rank_progress.emitter(spec, rank == 0), rank=rank, run_root=os.getppid())
         ranks = [None] * dist.get_world_size()  # every node's ranks, so that rank 0 records them all
         dist.all_gather_object(ranks, _rank_summary(rank, out, spec.rendezvous.node_rank))
-        out["result"]["results"]["ranks"] = ranks
-        return out
+        return out.with_ranks(ranks)
     finally:
         dist.destroy_process_group()
 
 
-def jax_process_main(spec: WorkerSpec, local_index: int, joined) -> dict:
+def jax_process_main(spec: WorkerSpec, local_index: int, joined) -> Output:
     """One process of a multi-process JAX run (started by repro.worker.processes)."""
     from repro.backends import jax_distributed
 
@@ -218,11 +253,10 @@ def jax_process_main(spec: WorkerSpec, local_index: int, joined) -> dict:
     rank = jax_distributed.process_id(rdzv, local_index)
     out = execute(spec, rank_progress.emitter(spec, rank == 0), rank=rank, run_root=os.getppid())
     summary = _rank_summary(rank, out, rdzv.node_rank)
-    out["result"]["results"]["ranks"] = jax_distributed.allgather_json(summary)
-    return out
+    return out.with_ranks(jax_distributed.allgather_json(summary))
 
 
-def _launch(spec: WorkerSpec) -> dict[int, dict]:
+def _launch(spec: WorkerSpec) -> dict[int, Output]:
     """{global rank: its output} for this node's processes of a parallel run."""
     if parallel(spec) == PER_RANK:
         from repro.backends import torch_distributed
@@ -275,8 +309,8 @@ def run(spec: WorkerSpec, events: EventWriter, gate: Gate) -> None:
             events.emit("result", follower=True, ranks=sorted(ranks))
             return
         out = ranks[0]
-        events.emit("environment", **out["environment"])
-    events.emit("result", **out["result"])
+        events.emit("environment", **out.environment.payload())
+    events.emit("result", **out.result.payload())
 
 
 def _spec_path(framework_first_s: float | None = None) -> str:
