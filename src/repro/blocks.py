@@ -13,7 +13,8 @@ T = TypeVar("T")
 
 
 @functools.lru_cache(maxsize=None)
-def _names(kind: type) -> frozenset[str]:
+def names(kind: type) -> frozenset[str]:
+    """The keys a block reads: its dataclass's field names."""
     return frozenset(f.name for f in dataclasses.fields(kind))
 
 
@@ -22,5 +23,5 @@ def typed(kind: type[T], node: Mapping | None) -> T | None:
     dataclass does not name are not read (they stay in the object). None for no object."""
     if node is None:
         return None
-    names = _names(kind)
-    return kind(**{k: v for k, v in node.items() if k in names})
+    known = names(kind)
+    return kind(**{k: v for k, v in node.items() if k in known})

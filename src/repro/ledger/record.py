@@ -25,6 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from repro import blocks
 from repro.config import schema
 from repro.config.schema import Config
 
@@ -359,15 +360,11 @@ class Scheduler:
     node: str = ""
 
 
-@functools.lru_cache(maxsize=None)
-def _names(block_type: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(block_type))
-
-
 def _fill(block_type: type, node: Mapping) -> Any:
     """A typed block from a stored one: each field the node holds (not None), the rest at the block's
-    defaults (written once, in its dataclass), the whole node as `raw` where the block keeps it."""
-    names = _names(block_type)
+    defaults (written once, in its dataclass), the whole node as `raw` where the block keeps it (unlike
+    blocks.typed, a stored null reads as the default: an old record's null and a missing key are one)."""
+    names = blocks.names(block_type)
     known = {k: v for k, v in node.items() if k in names and v is not None}
     if "raw" in names:
         known["raw"] = node
