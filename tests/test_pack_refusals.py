@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from wheels import make_wheel, simple_index
+from wheels import QuietServer, make_wheel, simple_index
 
 from repro.envs import lock, pack
 
@@ -52,7 +52,7 @@ def index(tmp_path_factory):
         z.writestr("big_pkg/blob.bin", os.urandom(8 << 20))
     simple_index(root / "served", [*wheels, big])
     handler = type("Handler", (_Index,), {"slow_s": 30.0})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(root / "served")))
+    server = QuietServer(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(root / "served")))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/simple"
     server.shutdown()

@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from wheels import make_wheel, simple_index
+from wheels import QuietServer, make_wheel, simple_index
 
 from repro.envs import lock, pack, venvs
 
@@ -156,7 +156,7 @@ def test_no_credential_reaches_the_pack_the_ledger_or_the_caches(tmp_path):
               make_wheel(tmp_path / "w", "demo-dep", "2.0", {"demo_dep/__init__.py": "Y = 2\n"})]
     simple_index(tmp_path / "index", wheels)
     handler = lambda *a: _Index(*a, directory=str(tmp_path / "index"))  # noqa: E731
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = QuietServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
     try:

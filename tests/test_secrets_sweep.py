@@ -17,12 +17,13 @@ import subprocess
 import sys
 import threading
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO, free_port, mlflow_server
+from wheels import QuietServer
 
 SECRETS = {
     "tracking.uri": "CFG-S3CRET-11",
@@ -99,7 +100,7 @@ def basic_auth_gate(target: str, users: dict[str, str]):
         def log_message(self, *args) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Gate)
+    server = QuietServer(("127.0.0.1", 0), Gate)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", counts

@@ -3,14 +3,34 @@
 
     make_wheel(folder, "slowpkg", "1.5", {"slowpkg/__init__.py": "def work(): ..."}, requires=["other==2.0"])
     simple_index(root, [wheel, ...])   # a PEP 503 /simple/ tree of them, for http.server or file://
+    server = QuietServer(("127.0.0.1", 0), handler)   # serves them (or a proxy) on a thread of the test
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import http.server
 import zipfile
 from pathlib import Path
+
+
+class QuietServer(http.server.ThreadingHTTPServer):
+    """A test's local HTTP server whose request threads print nothing. socketserver prints a request's
+    exception (a client that went away: pip's timeout, a killed command) to sys.stderr, and a request
+    thread can outlive its test (a handler asleep past `shutdown()`): the traceback then lands in
+    whatever a later test of the same process is capturing (a redirect_stderr that asserts no
+    Traceback). What the test checks is its command's output, never the server's; the errors are kept
+    in `errors` for a test that wants them."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.errors: list[str] = []
+
+    def handle_error(self, request, client_address) -> None:
+        import sys
+
+        self.errors.append(f"{client_address}: {sys.exc_info()[1]!r}")
 
 
 def _hash(data: bytes) -> str:
