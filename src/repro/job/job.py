@@ -36,7 +36,6 @@ from repro.envs import workload_source
 from repro.job import canary, cluster, launch, resume, scheduler, snapshot, spool, wall_split
 from repro.worker import envcapture, lifeline, seeding
 from repro.blocks import typed
-from repro.worker.events import Events
 from repro.job.host import JobHost
 from repro.usertext import markup
 
@@ -309,7 +308,7 @@ def _finish(run: _Run, reserved: Path | None) -> tuple[dict, bool, tuple | None]
 def _hand_over(run: _Run, final: dict, ended: tuple | None) -> None:
     """The finished record to MLflow's projector; a job SLURM ended is handed over, not drained
     (SLURM kills what is left after KillWait: `repro sync` finishes it)."""
-    result = Events.of(run.outcome.events).result
+    result = run.outcome.typed_events.result
     run.host.project(final, result.ir_files if result else [],
                      run.run_dir / "worker.log" if run.run_dir else None, drain=not ended)
 
@@ -325,7 +324,7 @@ def _supersede_lost(ledger: Ledger, ok: dict) -> None:
 
 def _keep_profiles(ledger: Ledger, outcome: launch.WorkerOutcome) -> None:
     """run.profile's trace files into the ledger's store, before the record that names them."""
-    result = Events.of(outcome.events).result
+    result = outcome.typed_events.result
     files = result.profile_files if result else []
     if files:
         from repro.profile import store
@@ -391,7 +390,7 @@ class Finished:
 
     @classmethod
     def of(cls, started_id: str, outcome: launch.WorkerOutcome, tracking) -> "Finished":
-        ev = Events.of(outcome.events)
+        ev = outcome.typed_events
         env, result = ev.environment, ev.result
         blocks = {}
         if env is not None:

@@ -9,6 +9,7 @@ when the parent dies, the worker sees EOF and ends too (see worker/lifeline.py).
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -42,6 +43,12 @@ class WorkerOutcome:
     log_tail: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     started_at: float | None = None  # the wall clock when the worker was started (or handed its spec)
+
+    @functools.cached_property
+    def typed_events(self) -> Events:
+        """`events` read as typed payloads, once for every reader of this outcome (the record, the wall
+        split, the hand-over, the profiles)."""
+        return Events.of(self.events)
 
 
 def _kill_group(pid: int) -> None:
