@@ -156,10 +156,19 @@ def _recover(ledger: Ledger, args: argparse.Namespace) -> int:
 ACTIONS = {"list": _list, "show": _show, "diff": _diff, "verify": _verify, "recover": _recover, "schema": _schema}
 
 
+_last: list = []  # the last command's Ledger, kept (see run)
+
+
 def run(args: argparse.Namespace) -> int:
-    """`repro ledger ACTION`: one function per action (export is its own module); a LedgerError is one line, exit 2."""
+    """`repro ledger ACTION`: one function per action (export is its own module); a LedgerError is one line, exit 2.
+
+    The Ledger is kept until the next command: `repro` ends by os._exit (repro.cli.main), and
+    freeing what a command over 100,000 records built (listing, index, checks) took 0.19 s of
+    its wall on the 2-core machine, after its output was written."""
     try:
-        return ACTIONS[args.action](Ledger(args.ledger) if args.ledger else None, args)
+        ledger = Ledger(args.ledger) if args.ledger else None
+        _last[:] = [ledger]
+        return ACTIONS[args.action](ledger, args)
     except LedgerError as e:
         print(f"repro ledger: {e}", file=sys.stderr)
         return 2

@@ -26,7 +26,7 @@ from typing import Iterator
 from repro import redaction
 from repro.ledger import place, recordfile, schema, travel, verified
 from repro.ledger.place import write_error
-from repro.ledger.index import Entry, Index, bulk, record_files
+from repro.ledger.index import Entry, Index, bulk, newest, record_files
 from repro.ledger.record import view
 from repro.ledger.recordfile import record_id
 from repro.ledger.state import state_of
@@ -260,6 +260,11 @@ class Ledger:
         if len(unknown) < RESOLVE_FROM:
             return {}
         found = self.check(summaries=True)
+        if self._last_check is not None and self._last_check[0] is self._held and found is self._last_check[2]:
+            # this one_scan()'s listing, checked as it was: every stat `unknown` holds is the one checked
+            summaries = found.summaries
+            return summaries if len(unknown) == len(self._checked_stats) else \
+                {n: s for n, s in summaries.items() if n in unknown}
         stats = self._checked_stats
         out = {}
         for n, s in found.summaries.items():
@@ -413,7 +418,7 @@ class Ledger:
                                                  for p in disputed[:1])]
         found.problems += damaged
         # a file within its clock tick may change unseen: such a check is reused only within its one_scan()
-        racy = any(now - max(st.st_mtime_ns, st.st_ctime_ns) < verified.RACY_NS for st in stats.values())
+        racy = now - newest(list(stats.values())) < verified.RACY_NS
         self._last_check = (scan, summaries or full, found, racy)
         return found
 

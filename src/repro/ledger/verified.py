@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from repro.ledger import recordfile, schema
-from repro.ledger.index import FOLDER, RACY_NS, save_derived
+from repro.ledger.index import FOLDER, RACY_NS, newest, save_derived
 
 FILE = "verified.json"
 FORMAT = 1
@@ -71,11 +71,16 @@ class Cache:
         `segments`: the travelling index's files (name -> size) once they cover every file kept."""
         if not passed and len(trusted) == len(self.files) and segments == self.segments:
             return  # nothing read, nothing gone: the cache is as it was
-        files = {name: self.files[name] for name in trusted}
-        for name, (d, kept) in passed.items():
-            st = stats[name]
-            key = stat_key(st) if now_ns - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS else [-1, 0, 0, 0]
-            files[name] = [*key, d, kept]
+        old = self.files
+        files = {name: old[name] for name in trusted}
+        if passed and now_ns - newest(list(map(stats.__getitem__, passed))) >= RACY_NS:  # none racy: one pass, no test each
+            files.update({name: [(st := stats[name]).st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, d, kept]
+                          for name, (d, kept) in passed.items()})
+        else:
+            for name, (d, kept) in passed.items():
+                st = stats[name]
+                key = stat_key(st) if now_ns - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS else [-1, 0, 0, 0]
+                files[name] = [*key, d, kept]
         save_derived(self.path, {"format": FORMAT, "checker": self.checker, "files": files,
                                  "segments": segments})  # else: all read again
 
