@@ -26,7 +26,8 @@ from typing import Iterator
 from repro import redaction
 from repro.ledger import place, recordfile, schema, travel, verified
 from repro.ledger.place import write_error
-from repro.ledger.index import Entry, Index, bulk, newest, record_files
+from repro.ledger.index import (FOLDER, MAX_RECORD_BYTES, Entry, FileStat, Index, Listing, bulk, newest,
+                                record_files, stat_or_why)
 from repro.ledger.record import view
 from repro.ledger.recordfile import record_id
 from repro.ledger.state import state_of
@@ -228,13 +229,33 @@ class Ledger:
             if not self._holding:
                 self._held = None
 
-    def _files(self) -> list[tuple[str, os.stat_result | str]]:
-        """record_files' answer: listed now, or as this one_scan() block listed it."""
+    def _files(self) -> Listing:
+        """record_files' answer: listed now, or as this one_scan() block listed it. Where nothing
+        derived is there to compare the files' stats with (no index, no verify cache: a clone), they
+        are listed without a stat each (Listing.stated False): the check that reads every file fills
+        them in from fstat on the opened files (in the forked workers), or `_fill` stats them."""
         if not self._holding:
-            return list(record_files(self.root))
+            return self._list()
         if self._held is None:
-            self._held = list(record_files(self.root))
+            self._held = self._list()
         return self._held
+
+    def _list(self) -> Listing:
+        stated = self._index.known() or (self.root / FOLDER / verified.FILE).exists()
+        out = Listing(record_files(self.root, stat=stated))
+        out.stated = stated
+        return out
+
+    def _fill(self, scan: Listing, read: dict[str, tuple | None] | None = None) -> None:
+        """The stats of a listing made without them, put in place (the same list: one_scan's): each
+        file's as a check read it (`read`: name -> verify's stat key), else a stat now."""
+        if scan.stated:
+            return
+        make, root, read = tuple.__new__, self.root, read or {}
+        scan[:] = [(n, st) if st is not None else (n, make(FileStat, key) if (key := read.get(n)) is not None
+                                                    and key[0] <= MAX_RECORD_BYTES else stat_or_why(root / n))
+                   for n, st in scan]
+        scan.stated = True
 
     def entries(self) -> list[Entry]:
         """The index entry of every readable record, once per id, in file-name order."""
@@ -244,7 +265,12 @@ class Ledger:
             return []
         out, seen = [], set()
         with self.one_scan(), bulk():  # the index and the check that may resolve it: one listing
-            for e in self._index.entries(self._resolve, self._files()):
+            files = self._files()
+            if not files.stated:  # no index: the check that would resolve it, first (it fills in the stats)
+                if len(files) >= RESOLVE_FROM:
+                    self.check(summaries=True)
+                self._fill(files)
+            for e in self._index.entries(self._resolve, files):
                 if e.problem:
                     self._damaged.append(e.path)
                     self._warn(e.path, e.problem)
@@ -366,9 +392,12 @@ class Ledger:
     def _check(self, full: bool, summaries: bool) -> Verification:
         now = time.time_ns()
         scan = self._files()
-        if not full and (last := self._last_check) is not None and (last[1] or not summaries) and (
+        if (last := self._last_check) is not None and last[0] is not scan:
+            self._fill(scan)  # compared with the last check's
+        if not full and last is not None and (last[1] or not summaries) and (
                 last[0] is scan or not last[3] and _stat_keys(last[0]) == _stat_keys(scan)):
             return last[2]  # nothing changed since this ledger's last check (list: its index, then its rows)
+        read = None if scan.stated else {}  # no stats yet: every file is read, its stat as read kept here
         stats, damaged = {}, []
         for name, st in scan:
             if type(st) is str:
@@ -376,9 +405,8 @@ class Ledger:
             else:
                 stats[name] = st
         names = sorted(stats)
-        self._checked_stats = stats
         cache = verified.Cache(self.root, KEPT)
-        trusted = {} if full else cache.trusted(stats)
+        trusted = {} if full or read is not None else cache.trusted(stats)
         keep = travel.active(self.root, len(names)) and travel.writable(self.root)
         on_disk = travel.Segments.names(self.root)
         if not (full or summaries) and on_disk and on_disk == cache.segments:
@@ -394,7 +422,13 @@ class Ledger:
             seen = {**cache.by_digest(), **segments.seen} if cache.files else segments.seen
         unread = [n for n in names if n not in trusted] if trusted else names
         audit = travel.audit_sample(unread, len(unread) if full else None) if segments.seen else set()
-        found = verify(self.root, names, trusted, seen, audit, segments.seen)
+        found = verify(self.root, names, trusted, seen, audit, segments.seen, read)
+        if read is not None:
+            self._fill(scan, read)
+            if any(key is None or key[0] > MAX_RECORD_BYTES for key in read.values()):
+                return self._check(full, summaries)  # gone, unopened or too large: checked as listed, stat'ed
+            stats = {name: st for name, st in scan if type(st) is not str}
+        self._checked_stats = stats
         disputed = found.disputed
         distrusted = bool(disputed)
         if distrusted:  # a segment lied: nothing it says is used; every file read in full

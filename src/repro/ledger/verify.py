@@ -21,7 +21,7 @@ from hashlib import sha256
 
 from repro.ledger import recordfile, schema, verified
 from repro.ledger.verified import DIGEST_LEN
-from repro.ledger.index import SUMMARY, summary_of
+from repro.ledger.index import MAX_RECORD_BYTES, SUMMARY, summary_of, too_large
 from repro.ledger.state import state_of
 
 PARALLEL_FROM = 2000  # files; below that a fork costs more than it saves
@@ -56,6 +56,7 @@ class Verification:
 # (the record's KEPT keys or None, what is wrong, digest of the bytes, its index.SUMMARY values or None)
 Checked = tuple[dict | None, list[str], str, list | None]
 Seen = dict[str, tuple | list]  # digest -> (kept, summary or None) of bytes that passed before
+StatKey = tuple[int, int, int, int]  # a file's (size, mtime_ns, ctime_ns, inode) as it was read
 
 
 def usable(known) -> bool:
@@ -73,28 +74,41 @@ def check_file(path: Path | str, seen: Seen | None = None) -> Checked:
     """Read and check one file. `seen`: digest -> (kept, summary) of bytes that passed before: such
     bytes are the same content, and only the file name is checked. A `str` path spares the Path
     objects (100,000 cost 0.3 s)."""
+    return _check_path(str(path), seen)[0]
+
+
+def _check_path(path: str, seen: Seen | None) -> tuple[Checked, StatKey | None]:
+    """check_file, and the file's stat as it was read (None: it could not be opened)."""
     try:
-        data, digest = _read(path)
+        data, digest, key = _read(path)
     except OSError as e:
-        return None, [f"unreadable ({e.strerror})"], "", None
-    return _check_bytes(str(path), data, digest, seen)
+        return (None, [f"unreadable ({e.strerror})"], "", None), None
+    if data is None:
+        return (None, [too_large(key[0])], "", None), key
+    return _check_bytes(path, data, digest, seen), key
 
 
-def _read(path: Path | str) -> tuple[bytes, str]:
-    """The file's bytes and their digest (verified.digest, inline: it runs once a file). os.open,
-    one fstat for the size, os.read: four system calls a file, where open().readall() makes more
-    (100,000 files: part of the forked workers' system time). A read of the size and one byte more
-    that returns the size is the whole file; one that does not (the file grew or shrank meanwhile)
-    is read on until a read returns nothing."""
+def _read(path: str) -> tuple[bytes | None, str, StatKey]:
+    """The file's bytes, their digest (verified.digest, inline: it runs once a file) and its stat
+    as read, (size, mtime_ns, ctime_ns, inode) from fstat on the opened file: a command that lists
+    a clone's files without a stat each (Ledger._files) has them from here, and the bytes hashed are
+    those of that stat. os.open, fstat, os.read, close: four system calls a file, where
+    open().readall() makes more. A read of the size and one byte more that returns the size is the
+    whole file; one that does not (the file grew or shrank meanwhile) is read on until a read returns
+    nothing. A file larger than any record (MAX_RECORD_BYTES) is not read: None."""
     fd = os.open(path, _RDONLY)
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        size = st.st_size
+        key = (size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        if size > MAX_RECORD_BYTES:
+            return None, "", key
         data = os.read(fd, size + 1)
         if len(data) != size:
             data += b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
     finally:
         os.close(fd)
-    return data, sha256(data).hexdigest()[:DIGEST_LEN]
+    return data, sha256(data).hexdigest()[:DIGEST_LEN], key
 
 
 _RDONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
@@ -126,26 +140,39 @@ def _check_bytes(path: str, data: bytes, digest: str, seen: Seen | None) -> Chec
 _seen: Seen | None = None  # check_files' `seen`, inherited by its forked workers
 
 
-def _check_files(paths: list[str]) -> list[Checked]:
-    return [check_file(p, _seen) for p in paths]
+def _check_files(paths: list[str], keys: list | None = None) -> list[Checked]:
+    """check_file of each path; `keys`: each file's stat as read is appended to it (see _read)."""
+    if keys is None:
+        return [check_file(p, _seen) for p in paths]
+    out = []
+    for p in paths:
+        checked, key = _check_path(p, _seen)
+        out.append(checked)
+        keys.append(key)
+    return out
 
 
-def _check_files_forked(paths: list[str]) -> list[Checked | str]:
+def _check_files_forked(paths: list[str], keys: bool = False) -> tuple[list[Checked | str], list | None]:
     """_check_files in a forked worker, where bytes `seen` knows are answered by their bare digest:
     the parent checks the entry and the name. The worker tests `digest in seen` and never takes
     `seen`'s entries: a reference taken writes to the entry's memory, which the fork shares with the
     parent until then, and each page so written is copied (100,000 entries: 2 s of system time on
-    the 2-core machine); nor are 100,000 entries sent back through a pipe."""
+    the 2-core machine); nor are 100,000 entries sent back through a pipe. `keys`: each file's
+    stat as read, sent back too (plain tuples: 100,000 cost ~0.05 s to unpickle)."""
     seen = _seen or {}
-    out = []
+    out, stats = [], [] if keys else None
     for path in paths:
         try:
-            data, digest = _read(path)
+            data, digest, key = _read(path)
         except OSError:
-            out.append(check_file(path))  # says why
-            continue
-        out.append(digest if digest in seen else _check_bytes(path, data, digest, None))
-    return out
+            checked, key = _check_path(path, None)  # says why
+            out.append(checked)
+        else:
+            out.append(digest if data is not None and digest in seen else
+                       (None, [too_large(key[0])], "", None) if data is None else _check_bytes(path, data, digest, None))
+        if keys:
+            stats.append(key)
+    return out, stats
 
 
 def workers_for(files: int) -> int:
@@ -170,9 +197,10 @@ def _vouched(path: str, digest: str, seen: Seen) -> Checked:
         [f"file name does not match the record id {kept['id']}"], digest, summary
 
 
-def _answers(paths: list[str], seen: Seen | None) -> list[Checked | str]:
+def _answers(paths: list[str], seen: Seen | None, keys: list | None = None) -> list[Checked | str]:
     """check_file of each path, or, from a forked worker, the bare digest of bytes `seen` knows
-    (see _check_files_forked; _vouched makes its Checked)."""
+    (see _check_files_forked; _vouched makes its Checked). `keys`: each file's stat as read (see
+    _read; None where it could not be opened) is appended to it, in the order of `paths`."""
     global _seen
     if not paths:
         return []
@@ -180,30 +208,41 @@ def _answers(paths: list[str], seen: Seen | None) -> list[Checked | str]:
     try:
         workers = workers_for(len(paths))
         if workers < 2:
-            return _check_files(paths)
+            return _check_files(paths, keys)
         size = -(-len(paths) // workers)
         chunks = [paths[i:i + size] for i in range(0, len(paths), size)]
+        out: list = []
         with ProcessPoolExecutor(len(chunks), mp_context=multiprocessing.get_context("fork")) as pool:
-            return [result for chunk in pool.map(_check_files_forked, chunks) for result in chunk]
+            for answers, stats in pool.map(_check_files_forked, chunks, [keys is not None] * len(chunks)):
+                out += answers
+                if keys is not None:
+                    keys += stats
+        return out
     finally:
         _seen = None
 
 
 def verify(root: Path, names: list[str], trusted: dict[str, dict] | None = None,
            seen: Seen | None = None, audit: set[str] | frozenset = frozenset(),
-           claims: Seen | None = None) -> Verification:
+           claims: Seen | None = None, stats: dict[str, StatKey | None] | None = None) -> Verification:
     """Check the files `names` (`<folder>/<file>` under `root`, in order); `trusted`: name -> kept
     of files unchanged since they passed (not read); `seen`: digest -> (kept, summary) of bytes that
     passed before (see check_file); `audit`: names read and checked in full whatever `seen` says,
     and held to `claims` (a travelling index's digest -> (kept, summary)): one it misstates is `disputed`.
-    Paths are made only where a file is read or named: 100,000 cost 0.3 s."""
+    Paths are made only where a file is read or named: 100,000 cost 0.3 s. `stats`: filled with
+    the name -> stat as read (see _read; None: it could not be opened) of every file read."""
     trusted = trusted or {}
     out = Verification(len(names))
     unread = [n for n in names if n not in trusted] if trusted else names
     audited = [n for n in unread if n in audit] if audit else []
     rest = [n for n in unread if n not in audit] if audited else unread
     base = f"{root}{os.sep}"
-    audit_checked = dict(zip(audited, check_files([base + n for n in audited])))
+    keys: list | None = [] if stats is not None else None
+    audit_paths = [base + n for n in audited]
+    audit_checked = dict(zip(audited, _answers(audit_paths, None, keys)))  # (no `seen`: no bare digest)
+    if keys:
+        stats.update(zip(audited, keys))
+        keys.clear()
     out.read = len(unread)
     if claims:
         for n, (kept, problems, digest, summary) in audit_checked.items():
@@ -213,7 +252,9 @@ def verify(root: Path, names: list[str], trusted: dict[str, dict] | None = None,
                                                       f"full: {why}"))
     # One pass over every file, its steps inline (100,000 files: each call, dict or Path saved is
     # ~0.05 s): the answers of `rest` are taken in order, a forked worker's bare digest checked here
-    answers = iter(_answers([base + n for n in rest], seen))
+    answers = iter(_answers([base + n for n in rest], seen, keys))
+    if keys:
+        stats.update(zip(rest, keys))
     vouched = 0
     claimed = claims.__contains__ if claims else None
     first: dict[str, str] = {}
