@@ -197,3 +197,41 @@ def test_two_branches_that_both_ran_and_verified_merge_without_conflict_and_a_cl
     assert found.problems == [] and found.warnings == [] and (found.files, found.vouched) == (34, 34)
     listed = {e.id for e in Ledger(clone).entries()}
     assert set(ids["a"] + ids["b"]) <= listed
+
+
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_a_clone_listed_without_a_stat_per_file_checks_and_lists_as_a_stated_listing_does(ledger, monkeypatch,
+                                                                                          workers):
+    """No `.index/`: the files are listed without a stat each, and the check that reads them all
+    (in forked workers, or here) takes each stat from the opened file. It finds and lists what a
+    listing with a stat per file finds, a file too large for a record included (the check goes
+    back to a stat'ed listing for it), and keeps the stats as read: the next check reads nothing."""
+    import os
+    import time
+
+    from repro.ledger import index, store, verified, verify
+
+    monkeypatch.setattr(verify, "workers_for", lambda files: workers)
+    for module in (index, store, verify):
+        monkeypatch.setattr(module, "MAX_RECORD_BYTES", 64 << 10)
+    for module in (index, verified):  # files settle 10 ms after they were written (the real margin is 2 s)
+        monkeypatch.setattr(module, "RACY_NS", 10_000_000)
+    big = next(ledger.glob("2026-*/")) / "0123456789abcdef.json"
+    big.write_bytes(b'{"id": "0123456789abcdef", "rows": [' + b"1," * (40 << 10) + b"1]}")
+    time.sleep(0.05)
+    stated = Ledger(ledger)
+    assert stated._list().stated  # (.index/ is there)
+    expected, entries = stated.check(full=True), stated.entries()
+    assert any("larger than any record" in p.reason for p in expected.problems)
+    for with_big in (True, False):
+        if not with_big:
+            big.unlink()
+            expected, entries = Ledger(ledger).check(full=True), Ledger(ledger).entries()
+        cold = _cold(ledger)
+        assert not cold._list().stated
+        assert cold.check() == expected and cold.entries() == entries
+        again = Ledger(ledger)
+        assert again.check() == expected and again.check().read == 0  # the verify cache's stats are the files'
+        saved = again._index._load()
+        assert saved and all(saved[n][:3] == [(st := os.stat(ledger / n)).st_size, st.st_mtime_ns, st.st_ino]
+                             for n in saved)  # the list index's too
