@@ -252,7 +252,13 @@ class Index:
         racy: set[str] = set()
         unknown = {}
         get = known.get
-        for name, st in scan:
+        if not known:  # (a clone: every file is unknown)
+            scan = scan if isinstance(scan, list) else list(scan)
+            unknown = {name: st for name, st in scan if type(st) is not str}
+            files = dict.fromkeys(unknown)
+            skipped = [Entry(root, name, problem=st) for name, st in scan if type(st) is str] \
+                if len(unknown) < len(scan) else []
+        for name, st in scan if known else ():
             if type(st) is str:
                 skipped.append(Entry(root, name, problem=st))
                 continue

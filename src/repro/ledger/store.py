@@ -48,6 +48,7 @@ def _stat_keys(scan: list) -> list[tuple]:
     return [(n, st) if type(st) is str else (n, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for n, st in scan]
 
 
+_NAME = operator.itemgetter(0)
 _CREATED_ID = operator.attrgetter("created", "id")  # an entry's (created, id): a C key (100,000 heads: ~0.03 s less)
 
 
@@ -245,8 +246,9 @@ class Ledger:
         return self._held
 
     def _list(self) -> Listing:
+        """In name order: the check's and the index's sorts of it then take one pass each."""
         stated = self._index.known() or (self.root / FOLDER / verified.FILE).exists()
-        out = Listing(record_files(self.root, stat=stated))
+        out = Listing(sorted(record_files(self.root, stat=stated), key=_NAME))
         out.stated = stated
         return out
 
