@@ -26,7 +26,7 @@ from repro import paths
 from repro.config.schema import Config, ProgressConfig, as_dict
 from repro.report import varied
 from repro import gitinfo
-from repro.job import snapshot
+from repro.job import forked, snapshot
 from repro.worker import lifeline
 from repro.job.warm import WarmStart
 from repro.tracking import handoff
@@ -174,6 +174,7 @@ class Session:
 
         self.closed = True
         self.warm.discard()
+        forked.close_all()  # run.start=fork: the sweep's fork servers
         try:
             return sweep_close.close(self, interrupted)
         except Exception as e:  # noqa: BLE001

@@ -32,6 +32,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 TASKS = ("train", "forward")
 OPTIMIZERS = ("sgd", "adamw")
 CACHE_STATES = ("cold", "warm", "repeats")  # backends/compile_cache.py
+STARTS = ("fresh", "fork")  # run.start: how a worker process starts (job/launch.py)
 PROGRESS_MODES = ("auto", "rich", "plain", "none")
 INIT_MODES = ("native", "shared")
 MODEL_IMPLS = ("native", "hf")  # ours | transformers' classes (repro.models.hf)
@@ -152,6 +153,10 @@ class RunConfig:
     # (on under deterministic algorithms). Elsewhere it does not apply, and the preflight drops it (None).
     fill_uninitialized_memory: Optional[bool] = None
     compile_cache: str = choice("cold", CACHE_STATES)  # cold: an empty compile cache per run; warm: one shared on this machine; repeats: a config's later repeats reuse its first's
+    # How each worker process starts: fresh (a new interpreter imports its framework, as a bare script
+    # does) or fork (forked by a server that imported the framework once for the sweep's workers of its
+    # kind: job/forked.py); a condition every verdict states (report/comparison.py)
+    start: str = choice("fresh", STARTS)
     capture_ir: bool = False  # keep the lowered step's IR with the run (`repro ir diff` compares op counts)
     # after the timed loop, a few more steps under the framework's own profiler: the trace is
     # kept and reduced to one vocabulary of categories (repro.profile); never inside the timed steps

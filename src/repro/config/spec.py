@@ -16,7 +16,7 @@ ADDED_AT_DEFAULT = {"cluster": {"nodes": 1, "jax_processes": 1},
                     **{f"model.{k}": v for k, v in MODEL_ADDED_AT.items()},
                     "run.init": "native", "env": {"packages": []}, "run.profile": False,
                     "run.min_steady_steps": 200, "run.min_steady_s": 1.0, "run.max_steps": 10000,
-                    "run.fill_uninitialized_memory": None}
+                    "run.fill_uninitialized_memory": None, "run.start": "fresh"}
 # The adaptive window's bounds (worker/window.py): they change nothing of a run of a fixed count.
 WINDOW_KEYS = ("min_steady_steps", "min_steady_s", "max_steps")
 

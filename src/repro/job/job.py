@@ -62,7 +62,8 @@ def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: P
     where = typed(_Place, place) or _Place()
     return launch.run_worker(spec_path, run_dir / "worker.log", where.python or config.framework.python,
                              env, config.run.timeout_s, on_event, where.src, beside_start, warm,
-                             config.tracking.projector_wait_s)
+                             config.tracking.projector_wait_s,
+                             fork=config.framework.backend if config.run.start == "fork" else None)
 
 
 def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
@@ -245,7 +246,8 @@ def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: floa
         where = typed(_Place, place) or _Place()
         python = where.python or config.framework.python
         run.env_hash = envs_runs.record_hash(run.ledger.root, python)
-        warm = host.warm.take(python, run.env, where.src, config.framework.backend)  # started while the last job started
+        warm = host.warm.take(python, run.env, where.src, config.framework.backend,  # started while the last job started
+                              config.run.start == "fork")
         run.run_dir = warm.run_dir if warm else launch.make_run_dir()
         host.display.job_started(run.job, run.name, config.run.steps)
         restore_sigterm = scheduler.interrupt_on_sigterm(run.scheduler)  # SLURM's end, recorded while it waits

@@ -154,27 +154,33 @@ class Warm:
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
-def warm_key(python: str | None, env: dict[str, str], src: Path | None, backend: str | None = None) -> tuple:
-    return resolve_python(python), tuple(sorted(env.items())), str(src or ""), backend or ""
+def warm_key(python: str | None, env: dict[str, str], src: Path | None, backend: str | None = None,
+             fork: bool = False) -> tuple:
+    return resolve_python(python), tuple(sorted(env.items())), str(src or ""), backend or "", fork
 
 
-def _spawn(command: list[str], log_path: Path, env: dict[str, str], src: Path | None):
+def _spawn(command: list[str], log_path: Path, env: dict[str, str], src: Path | None, fork: str | None = None):
     """The worker process with its event and gate pipes: (proc, read_fd, gate_write), or the
-    failed outcome where its interpreter could not be started."""
+    failed outcome where its interpreter could not be started. `fork`: the backend whose fork
+    server forks it (run.start=fork, job/forked.py), its command then a worker started ahead's."""
     read_fd, write_fd = os.pipe()
     gate_read, gate_write = os.pipe()
-    full_env = {**os.environ, **env, EVENTS_FD_ENV: str(write_fd), GATE_FD_ENV: str(gate_read),
-                PARENT_PID_ENV: str(os.getpid()), **pinning.pin_parent()}
-    full_env["PYTHONIOENCODING"] = "utf-8"  # its log is a file: UTF-8 whatever the terminal's encoding
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src or paths.src_dir()), os.environ.get("PYTHONPATH")]))
+    base_env = {**os.environ, **env, PARENT_PID_ENV: str(os.getpid()), **pinning.pin_parent()}
+    base_env["PYTHONIOENCODING"] = "utf-8"  # its log is a file: UTF-8 whatever the terminal's encoding
+    base_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src or paths.src_dir()), os.environ.get("PYTHONPATH")]))
     with open(log_path, "w") as log:
         try:
-            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log,
-                                    stderr=subprocess.STDOUT, env=full_env, pass_fds=(write_fd, gate_read),
-                                    start_new_session=True)
+            if fork is not None:
+                proc = _forked(command, base_env, fork, log.fileno(), write_fd, gate_read, src)
+            else:
+                proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                        env={**base_env, EVENTS_FD_ENV: str(write_fd), GATE_FD_ENV: str(gate_read)},
+                                        pass_fds=(write_fd, gate_read), start_new_session=True)
         except OSError as e:
             for fd in (read_fd, write_fd, gate_read, gate_write):
                 os.close(fd)
+            if fork is not None:
+                return WorkerOutcome("failed", None, reason=f"could not fork the worker (run.start=fork): {e}")
             return WorkerOutcome("failed", None, reason=(
                 f"could not start the worker interpreter {command[0]!r} (framework.python): {e}. "
                 "For framework=torch_xla, run `make xla-env` (scripts/make_xla_env.sh) to create it, "
@@ -185,26 +191,53 @@ def _spawn(command: list[str], log_path: Path, env: dict[str, str], src: Path | 
     return proc, read_fd, gate_write
 
 
+def _forked(command: list[str], base_env: dict[str, str], backend: str, log_fd: int, events_fd: int, gate_fd: int,
+            src: Path | None):
+    """The worker forked by this backend's fork server (started on first use, job/forked.py), with
+    the pipes a started worker has; a server that cannot start or answer is an OSError here, so the
+    run is recorded failed with its reason, never started another way."""
+    from repro.backends.capabilities import BACKENDS
+    from repro.job import forked
+
+    if command[1:3] != ["-m", "repro.worker.worker_main"]:
+        raise OSError(f"run.start=fork needs today's worker ({command[2]} is an older repro's): run it with run.start=fresh")
+    caps = BACKENDS.get(backend)
+    server_command = [command[0], "-m", "repro.worker.forkserver", backend, *(caps.packages if caps else ())]
+    key = (tuple(server_command), tuple(sorted(base_env.items())))
+    stdin_read, stdin_write = os.pipe()
+    try:
+        server = forked.server(key, server_command, base_env, make_run_dir)
+        return server.fork(command[3:], {PARENT_PID_ENV: str(os.getpid())}, [stdin_read, log_fd, events_fd, gate_fd],
+                           stdin_write)
+    except forked.ServerError as e:
+        os.close(stdin_write)
+        raise OSError(str(e)) from e
+    finally:
+        os.close(stdin_read)
+
+
 def warm_start(run_dir: Path, python: str | None, env: dict[str, str], src: Path | None = None,
-               backend: str | None = None) -> Warm | None:
+               backend: str | None = None, fork: bool = False) -> Warm | None:
     """Start the next job's worker interpreter now (its env as that job will have it), to be
     handed its spec by `run_worker(..., warm=)`; None where it could not be started. `backend`:
     the framework backend it imports while it waits (the job's `setup.import_s` is that import's
-    time, outside the measured region either way)."""
+    time, outside the measured region either way). `fork`: forked by the backend's fork server
+    (run.start=fork), which imported it once for every worker of its kind."""
     from repro.backends.capabilities import BACKENDS
 
     caps = BACKENDS.get(backend or "")
     ahead = [backend, *caps.packages] if caps else [backend] if backend else []
-    spawned = _spawn(worker_command(python, spec_path_of(run_dir), WARM, *ahead, src=src), run_dir / "worker.log", env, src)
+    spawned = _spawn(worker_command(python, spec_path_of(run_dir), WARM, *ahead, src=src), run_dir / "worker.log", env, src,
+                     fork=backend if fork and backend else None)
     if isinstance(spawned, WorkerOutcome):
         return None
-    return Warm(*spawned, run_dir=run_dir, key=warm_key(python, env, src, backend))
+    return Warm(*spawned, run_dir=run_dir, key=warm_key(python, env, src, backend, fork))
 
 
 def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[str, str],
                timeout_s: float, on_event: Callable[[dict], None], src: Path | None = None,
                beside_start: Callable[[], None] | None = None, warm: Warm | None = None,
-               window_wait_s: float = WINDOW_WAIT_S) -> WorkerOutcome:
+               window_wait_s: float = WINDOW_WAIT_S, fork: str | None = None) -> WorkerOutcome:
     """Run the worker to its end. `src`: the folder repro's worker is imported from (default: this
     repro's; a replay's restored worktree). `beside_start`: the parent's own work (MLflow's side of
     the run, the next job's worker started and made ready: job/job.py), done while the worker
@@ -212,7 +245,8 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
     from the gate to the worker's `window_end` this machine's projectors hold their writes
     (tracking/handoff.py: open_window, quiet_turn).
     `warm`: a worker started ahead for this job (`warm_start`, its log at `log_path`, `spec_path`
-    the one it was told); it is told to go, and its wall time counts from then."""
+    the one it was told); it is told to go, and its wall time counts from then. `fork`: the backend
+    whose fork server forks the worker (run.start=fork: job/forked.py), where none was started ahead."""
     start, started_at = time.perf_counter(), time.time()
     if warm is not None:
         if Path(spec_path) != spec_path_of(warm.run_dir):
@@ -224,10 +258,14 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
         except OSError:  # it ended while waiting: its log and exit code say why (below)
             pass
     else:
-        spawned = _spawn(worker_command(python, spec_path, src=src), log_path, env, src)
+        ahead = (WARM, fork) if fork else ()  # a forked worker is one started ahead, told to go once it is ready
+        spawned = _spawn(worker_command(python, spec_path, *ahead, src=src), log_path, env, src, fork=fork)
         if isinstance(spawned, WorkerOutcome):
             return spawned
         proc, read_fd, gate_write = spawned
+        if fork and read_ready(read_fd, WINDOW_WAIT_S):
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
     timed_out = threading.Event()
 
     def on_timeout() -> None:

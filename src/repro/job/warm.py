@@ -37,7 +37,7 @@ class WarmStart:
             rdzv = cluster.resolve(config.cluster)
             env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
             self._warm = launch.warm_start(launch.make_run_dir(), config.framework.python, env, src,
-                                           backend=config.framework.backend)
+                                           backend=config.framework.backend, fork=config.run.start == "fork")
         except Exception:  # noqa: BLE001 - an early start is an optimisation: the job starts its own
             self._warm = None
 
@@ -57,14 +57,15 @@ class WarmStart:
         if self._warm is not None and not self._warm.wait_ready(READY_WAIT_S):
             self.discard()
 
-    def take(self, python: str | None, env: dict[str, str], src, backend: str):
-        """The worker started ahead, if it was started for this job's interpreter, env, code and backend."""
+    def take(self, python: str | None, env: dict[str, str], src, backend: str, fork: bool = False):
+        """The worker started ahead, if it was started for this job's interpreter, env, code, backend
+        and start (`fork`: run.start=fork)."""
         from repro.job import launch
 
         warm, self._warm = self._warm, None
         if warm is None:
             return None
-        if warm.key == launch.warm_key(python, env, src, backend) and warm.proc.poll() is None:
+        if warm.key == launch.warm_key(python, env, src, backend, fork) and warm.proc.poll() is None:
             return warm
         warm.discard()
         return None

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
+from repro.job import forked
 from repro.job.host import JobHost
 from repro.ledger.record import view
 from repro.loop.launchers import HERE, Launch, launcher
@@ -204,6 +205,7 @@ def run_elsewhere(attach: Callable, jobs: Sequence, first_job_no: int, taken: Se
     finally:
         if host is not None:
             host.warm.discard()
+        forked.close_all()  # run.start=fork: this round's servers (a Ray worker outlives its rounds)
         if listening is not None:
             listening.close()
     if not interrupted:

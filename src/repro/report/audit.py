@@ -95,6 +95,7 @@ CHECKS: list[tuple[str, tuple[str, ...], Callable[[dict], Any]]] = [
     ("steps / warm-up", ("run.steps", "run.warmup"), lambda r: (_get(r, "config.run.steps"), _get(r, "config.run.warmup"))),
     ("attention implementation", ("model",), lambda r: _get(r, "config.model.attention") or "eager"),
     ("compile cache", ("run.compile_cache",), lambda r: _get(r, "config.run.compile_cache")),
+    ("worker start", ("run.start",), lambda r: _get(r, "config.run.start") or "fresh"),  # before the key: fresh
     ("threads", ("run.threads",), lambda r: _get(r, "environment.variables.REPRO_THREADS")),
     ("deterministic kernels", ("run.deterministic", "hardware"), _determinism("deterministic_kernels")),
     ("autotuning", ("run.deterministic", "hardware"), _determinism("autotuning")),

@@ -300,7 +300,7 @@ def _disjoint(x: dict, y: dict) -> bool:
 COMPARED = ("framework", "env.packages", "run.deterministic", "run.fill_uninitialized_memory")
 # The conditions a verdict is measured under (backends/determinism.py): said in every sentence, and two
 # sides measured under different ones are not compared unless they are the axis varied on purpose.
-MODE_KEYS = ("run.deterministic", "run.fill_uninitialized_memory")
+MODE_KEYS = ("run.deterministic", "run.fill_uninitialized_memory", "run.start")
 
 
 def round_of(record: dict) -> tuple | None:
@@ -328,13 +328,20 @@ def _side(name: str, row: Row) -> verdict.Side:
                         busy_at=flags, nodes=tuple(_node(r) for r in ok))
 
 
-def mode_of(record: dict) -> str:
-    """The determinism mode a run was asked for, in words: the condition its verdicts were measured in."""
+def mode_of(record: dict, determinism: bool = True) -> str:
+    """The conditions a run was measured in, in words, as its verdicts say them: the determinism mode
+    (unless `determinism` is False: the axis varied), and a forked start (run.start=fork: job/forked.py;
+    a fresh interpreter per worker, the default, is what a bare script of the framework is)."""
     run = view(record).config.run
+    start = "each worker forked from an interpreter that had imported its framework (run.start=fork)" \
+        if run.start == "fork" else ""
+    if not determinism:
+        return f"with {start}" if start else ""
+    start = f", {start}" if start else ""
     if not run.deterministic:
-        return "with each library's default kernels (run.deterministic=false)"
+        return f"with each library's default kernels (run.deterministic=false){start}"
     fill = " without torch's NaN fill" if run.fill_uninitialized_memory is False else ""
-    return f"in deterministic mode{fill} (run.deterministic=true)"
+    return f"in deterministic mode{fill} (run.deterministic=true){start}"
 
 
 def _unfair(a: Row, b: Row, what: str, why: str, axis: str = "framework") -> verdict.Verdict:
@@ -366,7 +373,7 @@ def _verdicts(model: str, rows: list[Row], keys: list[str], ledger_dir=None, swe
                 refused.append(replace(_unfair(a, b, what, "", key), a=name_a, b=name_b, same=same))  # not judged
                 continue
             if key in MODE_KEYS:  # the mode is the axis: the fill is compared within deterministic mode
-                mode_a = mode_a if key == "run.fill_uninitialized_memory" else ""
+                mode_a = mode_a if key == "run.fill_uninitialized_memory" else mode_of(a.records[0], determinism=False)
             elif mode_a != mode_b:
                 refused.append(_unfair(a, b, what, f"{a.name} was measured {mode_a}, {b.name} {mode_b}; compare runs "
                                        "of one mode, or sweep run.deterministic=true,false to measure its price"))

@@ -111,10 +111,13 @@ class Setup:
     waited_ahead_s: float | None = None
     results_s: float | None = None  # hashes, evaluation, FLOPs, IR, settings
     profile_s: float | None = None  # run.profile's steps; None: not profiled (the key is left out)
+    # run.start=fork: the pid of the fork server that forked this worker, and whose import `import_s`
+    # is, shared by every worker it forked (job/forked.py); None: a fresh interpreter (the key is left out)
+    forked_by: int | None = None
 
     def as_dict(self) -> dict:
         out = dataclasses.asdict(self)
-        for optional in ("results_s", "profile_s"):  # absent until measured
+        for optional in ("results_s", "profile_s", "forked_by"):  # absent until measured
             if out[optional] is None:
                 del out[optional]
         return out

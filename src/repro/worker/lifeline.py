@@ -20,6 +20,9 @@ import sys
 import threading
 
 PARENT_PID_ENV = "REPRO_PARENT_PID"
+# A worker forked by a fork server (worker/forkserver.py, run.start=fork): the server's pid, its
+# parent process; the server is tied to the repro parent as a worker is, so the chain holds.
+FORKED_BY_ENV = "REPRO_FORKED_BY"
 PR_SET_PDEATHSIG = 1
 
 
@@ -40,11 +43,17 @@ def is_gone(parent: dict | None) -> bool:
 
 
 _parent_pid: int | None = None
+_forked_by: int | None = None  # the fork server this worker was forked by (its parent process), if one
 
 
 def parent_pid() -> int | None:
     """In the worker: the repro parent's pid (None where it was not started by one)."""
     return _parent_pid
+
+
+def forked_by() -> int | None:
+    """In the worker: the pid of the fork server that forked it (run.start=fork), else None."""
+    return _forked_by
 
 
 def die_with_parent(run_dir: str, watch_stdin: bool = True) -> None:
@@ -56,16 +65,18 @@ def die_with_parent(run_dir: str, watch_stdin: bool = True) -> None:
         shutil.rmtree(run_dir, ignore_errors=True)
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
-    global _parent_pid
-    expected = os.environ.pop(PARENT_PID_ENV, None)
+    global _parent_pid, _forked_by
+    expected, server = os.environ.pop(PARENT_PID_ENV, None), os.environ.pop(FORKED_BY_ENV, None)
     if expected is not None:
         _parent_pid = int(expected)
+    if server is not None:
+        _forked_by = int(server)
     if _parent_pid is None:  # not started by a repro parent (run by hand): nothing to follow
         return
     signal.signal(signal.SIGTERM, die)
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != _parent_pid:  # the parent died before prctl took effect
+    if os.getppid() != (_forked_by or _parent_pid):  # the parent died before prctl took effect
         die()
     if not watch_stdin or not stat.S_ISFIFO(os.fstat(0).st_mode):
         return

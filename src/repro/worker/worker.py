@@ -152,7 +152,7 @@ def execute(spec: WorkerSpec, emit, gate: Gate | None = None, rank: int = 0, run
     machine_state = machine.after(state, threads, local_processes(spec) if run_root else 1)
     setup = Setup(import_s=import_s, build_s=t2 - t_built, data_s=t_built - t_data,
                   imported_ahead=config.framework.backend in IMPORTED_AHEAD,
-                  waited_ahead_s=WAITED_AHEAD[0] if WAITED_AHEAD else None,
+                  waited_ahead_s=WAITED_AHEAD[0] if WAITED_AHEAD else None, forked_by=lifeline.forked_by(),
                   results_s=time.perf_counter() - t_end)  # hashes, evaluation, FLOPs, IR, settings
     emit("window_end", at=time.time())  # this machine's projectors may write again
     profile_files = []
