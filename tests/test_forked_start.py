@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -147,3 +148,18 @@ def test_a_fork_server_that_cannot_start_fails_its_run_naming_why_and_never_star
     assert run["error"]["reason"].startswith("could not fork the worker (run.start=fork): the fork server "
                                     "(repro.worker.forkserver torch torch) did not start"), run["reason"]
     assert _servers_in(sandbox.root) == []
+
+
+@pytest.mark.slow
+def test_a_closed_server_ends_on_its_own_not_killed(tmp_path):
+    """close_all shuts its control socket down: the server sees EOF and exits 0 (a close alone left the
+    reader thread's recv holding the socket open, and the server was killed after 10 s, each sweep's close)."""
+    import sys
+
+    from repro.job import forked, launch
+
+    env = {**os.environ, "PYTHONPATH": str(Path(forked.__file__).parents[2]), "JAX_PLATFORMS": "cpu"}
+    server = forked.server(("test",), [sys.executable, "-m", SERVER, "jax", "jax"], env, launch.make_run_dir)
+    assert server.alive()
+    forked.close_all()
+    assert server.proc.returncode == 0 and not server.folder.exists()
