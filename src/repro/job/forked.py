@@ -1,6 +1,7 @@
 """The parent's side of `run.start=fork`: workers forked by a fork server (worker/forkserver.py).
 
-One server per interpreter, environment, code and backend (launch.warm_key), started when the
+One server per command and environment (its interpreter, code and backend among them: job/launch.py
+`_forked` makes the key), started when the
 first worker of that kind is asked for and kept for this process's later runs of the same kind, so
 a sweep imports each framework once instead of once per run. `close_all` ends them (the sweep's
 close, and this process's exit). A worker it forks is handed the same pipes a started worker has
@@ -82,7 +83,6 @@ class Server:
             said = self.tail()
             self.close()
             raise ServerError(f"the fork server ({' '.join(command[2:])}) did not start: {said}")
-        self.import_s = hello["import_s"]
         self.sock.settimeout(None)
         threading.Thread(target=self._read, name="repro-forkserver", daemon=True).start()
 
@@ -98,7 +98,7 @@ class Server:
     def fork(self, argv: list[str], env: dict[str, str], fds: list[int], stdin_fd: int) -> ForkedProc:
         """A worker forked with these arguments (the worker's command after `-m MODULE`), extra
         environment and pipes (stdin, log, events, gate: the server dups them; the caller closes its copies)."""
-        request = json.dumps({"id": len(self._pids), "argv": argv, "env": env, "cwd": os.getcwd()}).encode()
+        request = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd()}).encode()
         with self._lock:
             try:
                 socket.send_fds(self.sock, [request], fds)

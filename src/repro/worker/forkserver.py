@@ -113,7 +113,7 @@ def serve(control: socket.socket, import_s: float) -> None:
     from repro.worker.lifeline import FORKED_BY_ENV
 
     os.environ[FORKED_BY_ENV] = str(os.getpid())  # its children's parent (worker/lifeline.py)
-    control.send(json.dumps({"ready": os.getpid(), "import_s": import_s}).encode())
+    control.send(json.dumps({"ready": os.getpid()}).encode())
     while True:
         readable, _, _ = select.select([control, wake_read], [], [])
         if wake_read in readable:
@@ -130,7 +130,7 @@ def serve(control: socket.socket, import_s: float) -> None:
             _child(request, fds, control, (wake_read, wake_write), import_s)
         for fd in fds:
             os.close(fd)
-        control.send(json.dumps({"pid": pid, "id": request["id"]}).encode())
+        control.send(json.dumps({"pid": pid}).encode())
 
 
 def main() -> None:
