@@ -100,7 +100,8 @@ SLOWER = "x = x + 0.0 * (x @ self.layers[0].weight)  # one more matmul a step, f
 # `python tests/test_bisect.py OUT 1` runs the 10 % one by hand.
 EXTRA = 72
 YAML = "_target_: deepmlp.DeepMLP\npreset: bisect\n"
-RUN = ("framework=torch", "model=deepmlp", "run.steps=16", "run.warmup=3", "run.batch_size=32", "run.threads=1")
+RUN = ("framework=torch", "model=deepmlp", "run.steps=16", "run.warmup=3", "run.batch_size=32", "run.threads=1",
+       "run.start=fork")  # each probe's runs of one commit forked by one server: the test's subject is not the start
 
 
 # ---- fast: refusals before anything runs ------------------------------------------------------

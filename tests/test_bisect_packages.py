@@ -301,7 +301,8 @@ class SlowMLP(Model):
                              nn.Linear(dims["width"], dims["classes"]))
 '''
 
-RUN = ("framework=jax", "model=slowmlp", "run.steps=60", "run.warmup=5", "run.batch_size=32", "run.threads=1")
+RUN = ("framework=jax", "model=slowmlp", "run.steps=60", "run.warmup=5", "run.batch_size=32", "run.threads=1",
+       "run.start=fork")  # each probe's runs of one environment forked by one server: the test's subject is not the start
 # The bisection's walk: GOOD, otherpkg, quietpkg, then slowpkg's versions between in the wheelhouse (1.4 1.5 1.6 1.7),
 # the culprit at position 4 of 6: a noiseless search takes 4 probes (all eight versions: 9 positions, 5 probes).
 # EXTRA matmuls from 1.5 on: 12 made a 20x slower step (9-12 ms against 0.4-0.7 ms a step, 3 runs each at a load
