@@ -284,11 +284,47 @@ def run_cli(args: list[str], work: Path, tag: str) -> tuple[dict, float]:
     """The real CLI against an isolated ledger and the work folder's sqlite store."""
     ledger = work / f"ledger-{tag}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{work / 'mlflow.db'}"}
+    began = time.time()
     proc, wall = _run([PY, "-m", "repro", *args, f"ledger.dir={ledger}", "progress.mode=none"],
                       cwd=work, env=env)  # cwd: Hydra's outputs/ land in the work folder
     _check(proc, f"repro {' '.join(args)}")
+    SPANS.append((began, began + wall, ledger))
     BACKGROUND.append(wait_for_background())
     return newest_ok(ledger), wall
+
+
+SPANS: list[tuple[float, float, Path]] = []  # each CLI command's start and end (wall clock) and its ledger
+
+
+def _epoch(created: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+
+
+def where_it_lies(record: dict, span: tuple[float, float, Path]) -> dict:
+    """A single run's fixed cost placed by its records' own stamps (ms resolution): the parent before
+    the run's `started` record, between it and the end record less the worker's wall (the worker's
+    start until its go, the end record made), after the end record (the closing table, the sweep's
+    close, the exit); the worker's parts beside its import, build and steps (job/wall_split.py), the
+    canary's share of `setup` (job/canary.py)."""
+    began, ended, ledger = span
+    started = next((r for r in map(lambda q: json.loads(q.read_text()), ledger.glob("*/*.json"))
+                    if r.get("id") == record.get("prev")), None)
+    parts = (record.get("wall_split") or {}).get("parts") or {}
+    out = {}
+    if started:
+        out["parent: before the run's started record (interpreter, compose+check, session)"] = \
+            _epoch(started["created"]) - began
+        out["parent: started record to end record, beside the worker's wall (its start, the end record)"] = \
+            _epoch(record["created"]) - _epoch(started["created"]) - record["wall_s"]
+    out["parent: after the end record (closing table, the sweep's close, exit)"] = ended - _epoch(record["created"])
+    for name in ("data", "setup", "results", "handover"):
+        if name in parts:
+            out[f"worker: {name} (job/wall_split.py)"] = parts[name]
+    if (canary := record.get("canary") or {}).get("wall_s") is not None:
+        out["worker:   of which its canary (job/canary.py)"] = canary["wall_s"]
+    return out
 
 
 def projector_tree() -> bool:
@@ -455,7 +491,7 @@ def fixed_cost(work: Path, runs: int = 5) -> dict:
         (f"{rec['config']['run']['steps']} steps (incl. compile {compile_s * 1e3:.0f} ms)", steps_sum),
     ]
     # What the pieces leave of the measured walls: parent = CLI wall - worker wall.
-    parent.append(("other: Hydra run setup, 2nd compose, table, exit",
+    parent.append(("other: the session, the worker until its go, the closing table, exit",
                    wall - worker_wall - sum(v for name, v in parent if not name.startswith("background:"))))
     worker.append(("other: data, hashes, results, exit", worker_wall - sum(v for _, v in worker)))
     return {
@@ -471,6 +507,7 @@ def fixed_cost(work: Path, runs: int = 5) -> dict:
         "framework_import_s": res["setup"]["import_s"],
         "build_s": res["setup"]["build_s"],
         "fixed_beyond_framework_s": beyond[median_at - 1],
+        "where_it_lies": where_it_lies(rec, SPANS[-1 - runs + median_at]),
         "fixed_beyond_framework_runs_s": beyond,
         "plan_warm_s": probe["plan_warm"],
         "mlflow_open_fresh_store_s": probes[0]["mlflow_open"],
@@ -552,6 +589,8 @@ def print_report(console, rows, fixed, load, sweep=None) -> None:
         t.add_row(f"[bold]fixed cost beyond framework import and compile[/] (median of {len(runs_)}: "
                   f"{ms(min(runs_))}–{ms(max(runs_))})", f"[bold]{ms(fixed['fixed_beyond_framework_s'])}[/]")
         t.add_row("  = CLI wall − steps (compile incl.) − framework import − build, the median run's", "")
+        for name, v in (fixed.get("where_it_lies") or {}).items():
+            t.add_row(f"  where: {name}", ms(v))
         if fixed.get("background_after_return_s"):
             t.add_row("MLflow projector after the command returned (background, not in the wall)",
                       ms(fixed["background_after_return_s"]))
