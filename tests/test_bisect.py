@@ -100,8 +100,7 @@ SLOWER = "x = x + 0.0 * (x @ self.layers[0].weight)  # one more matmul a step, f
 # `python tests/test_bisect.py OUT 1` runs the 10 % one by hand.
 EXTRA = 72
 YAML = "_target_: deepmlp.DeepMLP\npreset: bisect\n"
-RUN = ("framework=torch", "model=deepmlp", "run.steps=16", "run.warmup=3", "run.batch_size=32", "run.threads=1",
-       "run.start=fork")  # each probe's runs of one commit forked by one server: the test's subject is not the start
+RUN = ("framework=torch", "model=deepmlp", "run.steps=16", "run.warmup=3", "run.batch_size=32", "run.threads=1")
 
 
 # ---- fast: refusals before anything runs ------------------------------------------------------
@@ -291,8 +290,13 @@ class Planted:
     package in its own git repository with COMMITS commits (the CULPRIT-th adds a matmul), a ledger
     and an MLflow store in a work folder; sweeps at commit 1 and at commit COMMITS."""
 
-    def __init__(self, root: Path, extra: int = EXTRA, commits: int = COMMITS, culprit: int = CULPRIT):
+    def __init__(self, root: Path, extra: int = EXTRA, commits: int = COMMITS, culprit: int = CULPRIT,
+                 start: str = "fork"):
         self.root = root
+        # run.start of both sweeps, so of every probe: "fork" here, where a probe's runs of one commit come from one
+        # server (the test's subject is the search's bookkeeping, not the start); a launcher that runs each round in
+        # a process of its own (SLURM) starts a server per round and saves nothing: it keeps "fresh"
+        self.start = start
         self.repro = root / "repro"
         for part in ("src", "conf"):
             shutil.copytree(paths.repo_root() / part, self.repro / part,
@@ -324,7 +328,7 @@ class Planted:
 
     def sweep_at(self, commit_no: int) -> dict:
         _git(self.pkg, "checkout", "-q", self.commits[commit_no - 1])
-        out = self.repro_("--config-dir", str(self.pkg / "conf"), *RUN, f"ledger.dir={self.ledger}",
+        out = self.repro_("--config-dir", str(self.pkg / "conf"), *RUN, f"run.start={self.start}", f"ledger.dir={self.ledger}",
                           "progress.mode=none")
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         return self.records()[-1]

@@ -351,7 +351,7 @@ def test_a_bisection_runs_its_rounds_as_slurm_jobs_and_resumes_in_this_process(s
 
     # positions 0..3; commit 2 (position 1) is ~6x slower: a noiseless search calls position 1 twice (2 probes;
     # commit 3 as the culprit took 4: positions 1, 2, 1, 2), each probe 3 rounds, each round a SLURM job
-    p = Planted(tmp_path, commits=4, culprit=2)
+    p = Planted(tmp_path, commits=4, culprit=2, start="fresh")  # each round its own SLURM job: no server would serve two runs
     p.good, p.bad = p.sweep_at(1), p.sweep_at(4)
     args = ("bisect", p.good["id"][:10], p.bad["id"][:10], "verdict.max_reruns=0", "bisect.max_rounds=3",
             "--progress", "none", "--ledger", str(p.ledger))
