@@ -314,16 +314,16 @@ def where_it_lies(record: dict, span: tuple[float, float, Path]) -> dict:
     parts = (record.get("wall_split") or {}).get("parts") or {}
     out = {}
     if started:
-        out["parent: before the run's started record (interpreter, compose+check, session)"] = \
-            _epoch(started["created"]) - began
-        out["parent: started record to end record, beside the worker's wall (its start, the end record)"] = \
+        out["parent, to the started record (compose+check, session)"] = _epoch(started["created"]) - began
+        out["parent, started to end record, beyond the worker's wall"] = \
             _epoch(record["created"]) - _epoch(started["created"]) - record["wall_s"]
-    out["parent: after the end record (closing table, the sweep's close, exit)"] = ended - _epoch(record["created"])
+    out["parent, after the end record (table, close, exit)"] = ended - _epoch(record["created"])
+    canary = (record.get("canary") or {}).get("wall_s")
     for name in ("data", "setup", "results", "handover"):
         if name in parts:
-            out[f"worker: {name} (job/wall_split.py)"] = parts[name]
-    if (canary := record.get("canary") or {}).get("wall_s") is not None:
-        out["worker:   of which its canary (job/canary.py)"] = canary["wall_s"]
+            out[f"worker {name}"] = parts[name]
+        if name == "setup" and canary is not None:
+            out["worker   of which the canary"] = canary
     return out
 
 
