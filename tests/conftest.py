@@ -425,6 +425,17 @@ def _guarded_popen_init(self, args, *rest, **kwargs):
     return _popen_init(self, args, *rest, **kwargs)
 
 
+# The suite's PyTorch workers wait in OpenMP as a loaded machine's processes should: asleep, not
+# spinning. The suite runs more processes than cores (4 test workers on 2), and GNU OpenMP's default
+# spin-wait makes a torch worker whose thread is descheduled at a barrier spin on the other core for
+# every op: a tiny-ViT run of 150 steps beside 3 busy processes took 90-188 s of wall and 77-185 s of
+# CPU with its 2 threads spinning, 7.4 s and 5.8 s with OMP_WAIT_POLICY=PASSIVE, 9 s and 6.5 s with
+# run.threads=1 (2026-11-30, this 2-core VM). What the spin cost was CPU the other tests waited for.
+# A user's runs keep the library's default; this variable is recorded in every run's environment
+# (worker/envcapture.py RESULT_VARS), as any OMP_ variable is. setdefault: a value set outside wins.
+SUITE_OMP_WAIT = ("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def pytest_configure(config):
     import multiprocessing.util
 
@@ -435,6 +446,7 @@ def pytest_configure(config):
     machine = tempfile.mkdtemp(prefix="repro-machine-")
     os.environ["REPRO_MACHINE_DIR"] = machine
     atexit.register(shutil.rmtree, machine, True)
+    os.environ.setdefault(*SUITE_OMP_WAIT)
 
     subprocess.Popen.__init__ = _guarded_popen_init
     spawn = multiprocessing.util.spawnv_passfds
