@@ -220,8 +220,11 @@ def test_disk_full_at_the_end_keeps_the_results_in_the_spool(sandbox):
 def test_parent_sigkill_takes_its_worker_and_temp_folder_along(sandbox):
     parent = _start(sandbox, *ENDLESS)
     try:
-        worker = worker_of(parent)
-        run_dir = Path(worker.cmdline()[-1]).parent
+        worker = worker_of(parent)  # a single run's worker starts ahead of its session (cli.py: warm.ahead_of_session),
+        run_dir = Path(worker.cmdline()[-1]).parent  # so before its `started` record: killed mid-job is after both
+        deadline = time.time() + 120
+        while not sandbox.heads() and time.time() < deadline:
+            time.sleep(0.05)
         time.sleep(1)
     finally:
         parent.send_signal(signal.SIGKILL)
