@@ -436,6 +436,28 @@ def _guarded_popen_init(self, args, *rest, **kwargs):
 SUITE_OMP_WAIT = ("OMP_WAIT_POLICY", "PASSIVE")
 
 
+def _end_writers_under(folder: str) -> None:
+    """SIGTERM the MLflow writers whose socket is under `folder` (this process's machine folder, or its
+    tests' temp folders): idle, a writer stays up for tracking.writer_idle_s after its last command,
+    which would be after the suite."""
+    import psutil
+
+    for p in psutil.process_iter(["cmdline"]):
+        cmdline = p.info["cmdline"] or []
+        if "repro.tracking.writer" in cmdline and any(a.startswith(folder + os.sep) for a in cmdline):
+            try:
+                p.terminate()
+            except psutil.Error:
+                pass
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _writers_end_with_the_session(tmp_path_factory):
+    """The writers of the tests that give their commands a machine folder of their own end with the session."""
+    yield
+    _end_writers_under(str(tmp_path_factory.getbasetemp()))
+
+
 def pytest_configure(config):
     import multiprocessing.util
 
@@ -446,6 +468,7 @@ def pytest_configure(config):
     machine = tempfile.mkdtemp(prefix="repro-machine-")
     os.environ["REPRO_MACHINE_DIR"] = machine
     atexit.register(shutil.rmtree, machine, True)
+    atexit.register(_end_writers_under, machine)  # atexit runs last-in first: before the folder goes
     os.environ.setdefault(*SUITE_OMP_WAIT)
 
     subprocess.Popen.__init__ = _guarded_popen_init

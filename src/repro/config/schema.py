@@ -215,8 +215,11 @@ class TrackingConfig:
     # a job run in a launcher's own process (submitit, SLURM) projects its run for at most this long
     inline_drain_s: float = positive(120.0)
     # how long this machine's MLflow writer (tracking/writer.py) stays up with nothing to write, keeping
-    # MLflow imported for the next command; 0: a projector process per command (each imports MLflow)
-    writer_idle_s: float = non_negative(60.0)
+    # MLflow imported for the next command; 0: a projector process per command (each imports MLflow).
+    # Ten minutes: a working session's next command, after its table is read, finds it up. At 60 s, one
+    # test suite's writers of one code started 37 times or more, each importing MLflow again (4-5 s of
+    # CPU); idle, a writer sleeps (no CPU; ~220 MB resident)
+    writer_idle_s: float = non_negative(600.0)
 
 
 @dataclass
