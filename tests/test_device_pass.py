@@ -84,10 +84,12 @@ def test_the_device_pass_rehearsed_on_cpu_both_calls(tmp_path):
     assert "vit_l4: rc 0 in" in one and "gpu_tests: rc 0 in" in one and " skipped" in one
     assert (work / "reports" / "vit_l4" / "report.md").is_file()
     assert "price: rc 0 in" in two
-    for aa in ("aa_torch", "aa_jax"):  # done, or cut at its budget: then calibrate records its runs as interrupted
+    for aa in ("aa_torch", "aa_jax"):  # done, or cut at its budget (runs cut are recorded interrupted)
         assert re.search(rf"{aa}: rc (0 in|124 in .*: cut at its budget)", two), two
         log = (work / f"c2-{aa}.log").read_text()
-        assert "run-to-run noise" in log if f"{aa}: rc 0 in" in two else "interrupted after" in log
+        # cut at its budget: during its trials, or after it stored them, while it exited (both seen at 60 s)
+        assert "run-to-run noise" in log if f"{aa}: rc 0 in" in two else ("interrupted after" in log
+                                                                           or "\nstored: ledger " in log), log[-2000:]
     assert (work / "reports" / "price_of_determinism" / "report.md").is_file()
     # the fill decision, one line; JAX's two modes on XLA:CPU are one program: no verdict, said so
     assert "fill decision: torch deterministic with fill_uninitialized_memory=false: " in two
