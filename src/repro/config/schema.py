@@ -217,7 +217,7 @@ class TrackingConfig:
     # how long this machine's MLflow writer (tracking/writer.py) stays up with nothing to write, keeping
     # MLflow imported for the next command; 0: a projector process per command (each imports MLflow).
     # Ten minutes: a working session's next command, after its table is read, finds it up. At 60 s, one
-    # test suite's writers of one code started 37 times or more, each importing MLflow again (4-5 s of
+    # test suite's writers of one code started 51 times or more, each importing MLflow again (4-5 s of
     # CPU); idle, a writer sleeps (no CPU; ~220 MB resident)
     writer_idle_s: float = non_negative(600.0)
 
