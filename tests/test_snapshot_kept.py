@@ -71,6 +71,66 @@ def test_without_the_bytes_the_checkout_rebuilds_it_while_it_hashes_the_same(tak
         snapshot.ensure_active()
 
 
+@pytest.fixture
+def reads(monkeypatch) -> list[str]:
+    """The files job/snapshot.py reads from here on (a fresh memo of what it read)."""
+    monkeypatch.setattr(snapshot, "_READ", {})
+    seen, read = [], snapshot._read
+
+    def counted(path):
+        seen.append(str(path))
+        return read(path)
+
+    monkeypatch.setattr(snapshot, "_read", counted)
+    return seen
+
+
+def test_a_file_whose_stat_did_not_move_is_not_read_again(taken, checkout, reads, monkeypatch):
+    """As git's index: the snapshot and the checkout are read once, then only what moved (RACY_S 0:
+    every file counts as changed long before it was read)."""
+    monkeypatch.setattr(snapshot, "RACY_S", 0.0)
+    assert snapshot.ensure_active() is False and len(reads) == len(taken.files)
+    assert snapshot.changed(taken) == [] and len(reads) == 2 * len(taken.files)
+    del reads[:]
+    assert snapshot.ensure_active() is False and snapshot.changed(taken) == [] and reads == []
+    target = taken.src / "repro/models/mlp/torch_model.py"
+    before = target.read_bytes()
+    tmp = target.with_name("replaced.tmp")  # another file in its place (a new inode), same size, same mtime
+    tmp.write_bytes(bytes(len(before)))
+    os.utime(tmp, ns=(target.stat().st_atime_ns, target.stat().st_mtime_ns))
+    os.replace(tmp, target)
+    edited = checkout / "conf/model/mlp.yaml"
+    edited.write_text(edited.read_text() + "# edited\n")
+    assert snapshot.ensure_active() is True and target.read_bytes() == before
+    assert snapshot.changed(taken) == ["conf/model/mlp.yaml"]
+    assert sorted(reads) == sorted([str(target), str(edited)])
+
+
+def test_a_file_changed_just_before_it_was_read_is_read_again(taken, reads):
+    """The racy case: the snapshot was written moments ago (within RACY_S of its reads), so a write in the
+    same clock tick could keep a file's stat: nothing of it is kept, and each check reads it all again."""
+    assert snapshot.ensure_active() is False and snapshot.ensure_active() is False
+    assert len(reads) == 2 * len(taken.files) and not set(snapshot._READ) & set(reads)
+
+
+def test_an_unreadable_checkout_file_is_named_and_nothing_is_taken(checkout, tmp_path, monkeypatch):
+    """A file that goes between the listing and its read (an editor's save): one line naming it, no snapshot."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(paths, "src_dir", lambda **_: checkout / "src")
+    monkeypatch.setenv("REPRO_ROOT", str(checkout))
+    target, read = checkout / "src/repro/models/mlp/torch_model.py", snapshot._read
+
+    def vanishing(path):
+        if path == target:
+            target.unlink()
+        return read(path)
+
+    monkeypatch.setattr(snapshot, "_read", vanishing)
+    with pytest.raises(snapshot.SnapshotError, match=r"cannot read the checkout's .*mlp/torch_model.py: No such file"):
+        snapshot.take()
+    assert not (tmp_path / "cache/repro/snapshots").exists()
+
+
 def test_a_worker_refuses_code_from_outside_its_snapshot(monkeypatch, tmp_path):
     """The folder it was given is gone: Python imported repro from elsewhere (here, the checkout)."""
     monkeypatch.setenv(snapshot.ENV, str(tmp_path / "snap"))

@@ -18,7 +18,8 @@ newest 20.
 
 A snapshot is what its records name: before each job `ensure_active()` checks every file of the
 running snapshot against its manifest (a cache clean, a full disk or another sweep's cleanup may
-have taken it meanwhile) and puts back what is missing or changed, from the bytes this process
+have taken it meanwhile; a file this process hashed is read again only where its stat moved since,
+as git's index does: `_known_sha`) and puts back what is missing or changed, from the bytes this process
 copied (`take` keeps them) or from the checkout where its file still hashes the same; else the job
 fails naming the snapshot. A worker refuses to run code imported from anywhere but the folder it was
 given (worker/worker.py), so the checkout's code never runs under a snapshot's name.
@@ -70,23 +71,71 @@ def _cache() -> Path:
 
 
 def _sources(src: Path, conf: Path) -> dict[str, Path]:
-    """Snapshot path -> checkout file, for repro's source, its Hydra plugin and conf/."""
+    """Snapshot path -> checkout file, for repro's source, its Hydra plugin and conf/, in path order.
+    os.walk, not Path.rglob: its directory entries say what is a file without a stat of each, and
+    __pycache__ is not walked into (a third of rglob's 10-15 ms a call, twice a command)."""
     out = {}
     for top, base in ((src / "repro", src), (src / "hydra_plugins", src), (conf, conf.parent)):
-        for path in sorted(top.rglob("*")) if top.is_dir() else []:
-            if path.is_file() and "__pycache__" not in path.parts and not path.name.endswith((".pyc", ".egg-info")):
-                out[("src/" if base == src else "") + str(path.relative_to(base))] = path
-    return out
+        prefix = "src/" if base == src else ""
+        for folder, dirs, names in os.walk(top):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in names:
+                if not name.endswith((".pyc", ".egg-info")) and os.path.isfile(path := os.path.join(folder, name)):
+                    out[prefix + os.path.relpath(path, base)] = Path(path)
+    return dict(sorted(out.items()))
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# What this process last read of a file, by path: the file's stat signature then, and its sha256.
+# `changed` (the checkout at the close) and `ensure_active` (the snapshot before each job) read
+# again only the files whose signature moved since, as git's index does. A signature is kept only
+# where the file's last change (its ctime, which no utime can set back) lies RACY_S or more before
+# it was read: a write in the same clock tick as the read could leave the signature as it was (git's
+# "racy" entries), so a file changed that recently is read again next time.
+_READ: dict[str, tuple[tuple, str]] = {}
+RACY_S = 2.0
+
+
+def _signature(path: Path) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _read(path: Path) -> tuple[bytes, str]:
+    """A file's bytes and their sha256, its signature kept for `_known_sha` (raises OSError)."""
+    sig, read_at = _signature(path), time.time_ns()
+    data = path.read_bytes()
+    sha = _sha(data)
+    if sig is not None and sig[3] <= read_at - RACY_S * 1e9:
+        _READ[str(path)] = (sig, sha)
+    else:
+        _READ.pop(str(path), None)
+    return data, sha
+
+
+def _known_sha(path: Path) -> str | None:
+    """A file's sha256 (None: it cannot be read), read again only where it moved since this process
+    last read it."""
+    known = _READ.get(str(path))
+    if known is not None and known[0] == _signature(path):
+        return known[1]
+    try:
+        return _read(path)[1]
+    except OSError:
+        _READ.pop(str(path), None)
+        return None
+
+
 def manifest(src: Path | None = None, conf: Path | None = None) -> dict[str, str]:
     """Each file's sha256, by its path in a snapshot (of the checkout, by default)."""
     src, conf = src or paths.src_dir(checkout=True), conf or paths.conf_dir(checkout=True)
-    return {name: _sha(path.read_bytes()) for name, path in _sources(src, conf).items()}
+    return {name: _known_sha(path) for name, path in _sources(src, conf).items()}
 
 
 def _id(files: dict[str, str]) -> str:
@@ -97,8 +146,12 @@ def take() -> Snapshot:
     """The checkout's code and conf/ as they are now, copied once per content (atomically: a
     folder renamed into place, so a concurrent sweep of the same code finds it whole)."""
     src, conf = paths.src_dir(checkout=True), paths.conf_dir(checkout=True)
-    blobs = {name: path.read_bytes() for name, path in _sources(src, conf).items()}
-    files = {name: _sha(data) for name, data in blobs.items()}
+    blobs, files = {}, {}
+    for name, path in _sources(src, conf).items():
+        try:
+            blobs[name], files[name] = _read(path)
+        except OSError as e:  # gone since the listing (an editor's save), or unreadable
+            raise SnapshotError(f"cannot read the checkout's {path}: {e.strerror or e}") from None
     snap_id = _id(files)
     root = _cache() / snap_id[:16]
     _HELD[snap_id] = blobs
@@ -164,7 +217,7 @@ def ensure_active() -> bool:
         raise SnapshotError(f"the sweep's code snapshot {root} is gone, and this process does not know its "
                             "content: its jobs cannot run the code their records name; run the sweep again")
     whole = not (root / MANIFEST).exists()
-    bad = sorted(files) if whole else sorted(name for name, sha in files.items() if _hash_of(root / name) != sha)
+    bad = sorted(files) if whole else sorted(name for name, sha in files.items() if _known_sha(root / name) != sha)
     if not bad:
         _touch(root)
         return False
@@ -215,13 +268,6 @@ def _recorded_bytes(snap_id: str, name: str, sha: str) -> bytes | None:
     except OSError:
         return None
     return data if _sha(data) == sha else None
-
-
-def _hash_of(path: Path) -> str | None:
-    try:
-        return _sha(path.read_bytes())
-    except OSError:
-        return None
 
 
 def _touch(root: Path) -> None:
