@@ -147,3 +147,28 @@ def test_the_aa_says_whether_its_processes_were_bit_identical(deterministic, div
     assert s.identity.processes == 8 and s.identity.identical is (not diverged)
     line = next(x for x in calibrate.lines(s, "h") if "bit-identical" in x)
     assert says in line, line
+
+
+@pytest.mark.slow
+def test_an_interrupt_while_the_summary_is_computed_ends_as_one_during_the_trials(tmp_path):
+    """The device pass's budget once cut an A/A after its trials, in its summary: a traceback, and no
+    calibration record. Now it ends as an interrupt during the trials does: one line, the trials recorded."""
+    import json
+    import os
+    import re
+    import subprocess
+    import sys
+
+    cut = ("import sys\nfrom repro.report import allocation\n"
+           "def cut(*a, **k):\n    raise KeyboardInterrupt\n"
+           "allocation.recommend = cut\nfrom repro.cli import dispatch\nsys.exit(dispatch(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", cut, "calibrate", "--trials", "2", "--repeats", "2", "framework=jax",
+                           "model=mlp", "model.preset=tiny", "run.steps=20", "run.warmup=2",
+                           f"ledger.dir={tmp_path / 'l'}", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}",
+                           "progress.mode=none"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "REPRO_MACHINE_DIR": str(tmp_path / "m")})
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    assert re.search(r"repro calibrate: interrupted after 2 of 2 trials; \d+ runs recorded\n", proc.stderr), proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "run-to-run noise" in proc.stdout
+    kinds = [json.loads(p.read_text()) for p in (tmp_path / "l").rglob("*.json")]
+    assert [r["status"] for r in kinds if r.get("kind") == "calibration"] == ["interrupted"]

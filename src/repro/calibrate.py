@@ -217,14 +217,21 @@ def run(args) -> int:
 
         machine_locks.WINDOWS = False
     seed = sweep.order_seed(session.sweep_id) if args.order != "fixed" else None
-    try:
+    stored: list[dict] = []
+    try:  # an interrupt while the summary is computed ends as one during the trials (the device pass's budget cut one there)
         records = sweep.run(session, policy, seed, config.verdict.max_reruns, launcher)
+        return _summarised(config, overrides, session, records, args, policy, stored)
     except KeyboardInterrupt:
         done = [r for r in session.records if "calibration" in r]
-        _store(config, overrides, session, done, args, policy, status="interrupted")
+        if not stored:
+            _store(config, overrides, session, done, args, policy, status="interrupted")
         print(f"repro calibrate: interrupted after {policy.trial} of {args.trials} trials; "
-              f"{len(done)} runs recorded", file=sys.stderr)
+              f"{len(done)} runs recorded{'; the calibration was stored' if stored else ''}", file=sys.stderr)
         return 130
+
+
+def _summarised(config, overrides, session, records, args, policy, stored: list) -> int:
+    """The trials' summary printed and stored (`stored` gets the record once it is in the ledger)."""
     if policy.failure:
         print(f"repro calibrate: stopped after the first run that did not end ok ({policy.failure}); "
               "nothing stored: fix the config, then calibrate again", file=sys.stderr)
@@ -251,6 +258,7 @@ def run(args) -> int:
         print("repro calibrate: no ok runs to measure noise from; nothing stored", file=sys.stderr)
         return 1
     record = _store(config, overrides, session, calibration, args, policy, summary=summary, host=host)
+    stored.append(record)
     from repro.report import floor
 
     print(f"stored: ledger {record['id']} (kind {floor.KIND}, host {host}); a \"faster\" verdict on this host "
