@@ -76,10 +76,52 @@ def _busy_s() -> float:
     return sum(t) - idle - guest
 
 
-def _tree_s(root: psutil.Process) -> float:
+def _ppid_map() -> dict[int, int]:
+    """{pid: its parent's pid} for every process on this machine, in one scan. psutil's own map: the
+    one each `Process.children()` scans again on every call (1.5-2.5 ms a scan with 66 processes on
+    the 2-core reference machine, growing with the host's process count). psutil does not export it;
+    where a psutil lacks it, its public iteration stands in (a slower scan, still one)."""
+    scan = getattr(psutil, "_ppid_map", None)
+    if scan is not None:
+        return scan()
+    return {p.pid: p.info["ppid"] for p in psutil.process_iter(["ppid"])}
+
+
+class _Tree:
+    """The machine's processes by parent, from one scan: every process tree one snapshot reads
+    (the run's, the command's, the projectors', this process's own) comes from the same moment and
+    costs no scan of its own."""
+
+    def __init__(self) -> None:
+        self.kids: dict[int, list[int]] = {}
+        for pid, ppid in _ppid_map().items():
+            if pid != ppid:  # pid 0 is its own parent on some platforms
+                self.kids.setdefault(ppid, []).append(pid)
+
+    def descendants(self, root: int) -> list[int]:
+        """`root`'s live descendants, at any depth (not `root`)."""
+        out, todo = [], list(self.kids.get(root, ()))
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            todo.extend(self.kids.get(pid, ()))
+        return out
+
+    def processes(self, root: psutil.Process) -> list[psutil.Process]:
+        """`root` and its live descendants (those that ended since the scan left out)."""
+        found = [root]
+        for pid in self.descendants(root.pid):
+            try:
+                found.append(psutil.Process(pid))
+            except psutil.Error:  # ended since the scan
+                continue
+        return found
+
+
+def _tree_s(root: psutil.Process, tree: _Tree) -> float:
     """CPU seconds of this process, its live descendants and the children it has reaped."""
     total = 0.0
-    for p in [root, *root.children(recursive=True)]:
+    for p in tree.processes(root):
         try:
             t = p.cpu_times()
         except psutil.Error:  # ended between listing and reading
@@ -104,17 +146,17 @@ def cpu_frequency() -> dict:
     return hardware.host_cpu().telemetry(set())[0]
 
 
-def _own_pids() -> set[int]:
-    me = psutil.Process()
-    return {me.pid, *(p.pid for p in me.children(recursive=True))}
+def _own_pids(tree: _Tree) -> set[int]:
+    me = os.getpid()
+    return {me, *tree.descendants(me)}
 
 
-def gpus() -> list[dict]:
+def gpus(tree: _Tree | None = None) -> list[dict]:
     """Per accelerator (every registered vendor's: hardware.py `Vendor`): utilisation %, clocks (MHz),
-    temperature and the processes on it that are not this run's."""
+    temperature and the processes on it that are not this run's (`tree`: the snapshot's scan, else one of its own)."""
     from repro import hardware
 
-    return hardware.telemetry(_own_pids())
+    return hardware.telemetry(_own_pids(tree or _Tree()))
 
 
 def _root(pid: int | None) -> psutil.Process:
@@ -129,13 +171,12 @@ def _root(pid: int | None) -> psutil.Process:
     return psutil.Process()
 
 
-def _repro_others(parent_pid: int | None) -> tuple[dict[int, tuple[float, float, str]], float]:
+def _repro_others(parent_pid: int | None, tree: _Tree) -> tuple[dict[int, tuple[float, float, str]], float]:
     """repro's processes other than this worker's tree: {pid: (CPU seconds, create time, "command" |
     "projectors")}, and the CPU seconds of the parent's reaped children."""
     from repro.worker.machine_locks import projectors_at_work
 
-    me = psutil.Process()
-    mine = {me.pid, *(p.pid for p in me.children(recursive=True))}
+    mine = _own_pids(tree)
     roots, reaped = [], 0.0
     if parent_pid is not None:
         try:
@@ -152,11 +193,7 @@ def _repro_others(parent_pid: int | None) -> tuple[dict[int, tuple[float, float,
             continue
     out: dict[int, tuple[float, float, str]] = {}
     for root, part in roots:
-        try:
-            tree = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            continue
-        for p in tree:
+        for p in tree.processes(root):
             if p.pid in mine or p.pid in out:
                 continue
             try:
@@ -294,9 +331,11 @@ def memory_pages() -> dict:
     return {"anon_huge_pages_kb": huge, "thp_enabled": chosen}
 
 
-def _counters(parent_pid: int | None, run_root: int | None) -> Counters:
-    return Counters(busy_s=_busy_s(), steal_s=_steal_s(), own_s=_tree_s(_root(run_root)), ours_s=_tree_s(_root(parent_pid)),
-                    t=time.monotonic(), wall=time.time(), others=_repro_others(parent_pid))
+def _counters(parent_pid: int | None, run_root: int | None, tree: _Tree | None = None) -> Counters:
+    tree = tree or _Tree()
+    return Counters(busy_s=_busy_s(), steal_s=_steal_s(), own_s=_tree_s(_root(run_root), tree),
+                    ours_s=_tree_s(_root(parent_pid), tree), t=time.monotonic(), wall=time.time(),
+                    others=_repro_others(parent_pid, tree))
 
 
 def early(parent_pid: int | None = None, run_root: int | None = None) -> Counters:
@@ -310,7 +349,8 @@ def before(parent_pid: int | None = None, early: Counters | None = None, run_roo
     started this worker (its tree's CPU time is this command's, not other processes'); `early`:
     the worker's `early()` snapshot, if it took one; `run_root`: in one of a run's several
     processes, the worker that launched them (their CPU is the run's own)."""
-    load, gpus_now, counters = list(os.getloadavg()), gpus(), _counters(parent_pid, run_root)
+    tree = _Tree()
+    load, gpus_now, counters = list(os.getloadavg()), gpus(tree), _counters(parent_pid, run_root, tree)
     return Snapshot(load, gpus_now, counters, parent_pid, run_root, early, _tasks(), _faults())
 
 
@@ -326,8 +366,9 @@ def after(start: Snapshot, threads: int, processes: int = 1) -> dict:
     if (wait := MIN_WINDOW_S - (time.monotonic() - base.t)) > 0:
         time.sleep(wait)
     tasks, (minor, major) = _tasks(), _faults()  # where this process ran: from the first step (`start`)
-    own_s, ours_s, others, busy_s, now = (_tree_s(_root(start.run_root)), _tree_s(_root(start.parent_pid)),
-                                          _repro_others(start.parent_pid), _busy_s(), time.monotonic())
+    tree = _Tree()
+    own_s, ours_s, others, busy_s, now = (_tree_s(_root(start.run_root), tree), _tree_s(_root(start.parent_pid), tree),
+                                          _repro_others(start.parent_pid, tree), _busy_s(), time.monotonic())
     window = now - base.t
     # The worker's reaped children count in its own tree, not in the parent's (live descendants only)
     command_s = max(own_s - base.own_s, ours_s - base.ours_s)
@@ -356,5 +397,5 @@ def after(start: Snapshot, threads: int, processes: int = 1) -> dict:
         **memory_pages(),
         "cpu_frequency": cpu_frequency(),
         "gpus_before": start.gpus,
-        "gpus_after": gpus(),
+        "gpus_after": gpus(tree),
     }
