@@ -484,6 +484,8 @@ def main(argv: list[str] | None = None) -> None:
     code = dispatch(list(sys.argv[1:] if argv is None else argv))
     if _end_joblib_workers():
         sys.exit(code)
+    if launch := sys.modules.get("repro.job.launch"):  # its last worker's end, not waited for until now
+        launch.settle()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -2,13 +2,16 @@
 
 The parent blocks on the worker's event pipe (no polling). A watcher thread reaps the
 worker and kills its process group, so helpers it forked (compile workers) cannot hold the
-pipe open. A timer enforces `run.timeout_s`. Ctrl-C (or SIGTERM, which repro turns into one)
+pipe open. A worker's last event says the code it exits with (worker.exit_now): the parent goes
+on from there while the kernel frees the worker's memory, and waits for its end (`settle`) only
+before the next worker is told to go and before this process ends. A timer enforces `run.timeout_s`. Ctrl-C (or SIGTERM, which repro turns into one)
 kills the worker and is re-raised. The worker's stdin is a pipe only the parent writes to:
 when the parent dies, the worker sees EOF and ends too (see worker/lifeline.py).
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from repro import paths
-from repro.worker.events import EVENTS_FD_ENV, GATE_FD_ENV, Events, open_gate, read_events, read_ready
+from repro.worker.events import EVENTS_FD_ENV, EXIT, GATE_FD_ENV, Events, open_gate, read_events, read_ready
 from repro.worker import pinning
 from repro.worker.lifeline import PARENT_PID_ENV, interrupt_came
 from repro.worker import machine_locks
@@ -32,6 +35,24 @@ LOG_TAIL_LINES = 40
 # The most a worker's measured window waits for a projector's turn to end (tracking/handoff.py);
 # a job passes its tracking.projector_wait_s.
 WINDOW_WAIT_S = 30.0
+# The most a worker that said it exits is given to be gone (`settle`) before its process group is killed.
+EXIT_WAIT_S = 30.0
+_EXITING: list[tuple[int, threading.Thread]] = []  # (pid, its reaper) of workers that said they exit
+
+
+def settle() -> None:
+    """Wait until every worker that said it exits (its EXIT event) is gone: the kernel has freed its
+    memory (an accelerator's too) and the stragglers of its process group are killed. Run before the
+    next worker is told to go (`run_worker`) and before this process ends (cli.main; atexit)."""
+    while _EXITING:
+        pid, reaper = _EXITING.pop()
+        reaper.join(EXIT_WAIT_S)
+        if reaper.is_alive():  # said it exits, and did not: what a timeout would have done
+            _kill_group(pid)
+            reaper.join(EXIT_WAIT_S)
+
+
+atexit.register(settle)
 
 
 @dataclass
@@ -247,6 +268,7 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
     `warm`: a worker started ahead for this job (`warm_start`, its log at `log_path`, `spec_path`
     the one it was told); it is told to go, and its wall time counts from then. `fork`: the backend
     whose fork server forks the worker (run.start=fork: job/forked.py), where none was started ahead."""
+    settle()  # the worker before this one is gone (its memory freed) before this one builds
     start, started_at = time.perf_counter(), time.time()
     if warm is not None:
         if Path(spec_path) != spec_path_of(warm.run_dir):
@@ -279,8 +301,10 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
     timer = threading.Timer(timeout_s, on_timeout)
     timer.daemon = True
     timer.start()
-    threading.Thread(target=reap, daemon=True).start()
+    reaper = threading.Thread(target=reap, daemon=True)
+    reaper.start()
     events: dict = {}
+    said = None  # the code the worker said it exits with (EXIT, its last event); None: it said none
     window = None  # this machine's windows lock, held from the gate to the worker's window_end
     try:
         try:
@@ -295,12 +319,18 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
             open_gate(gate_write)
         with os.fdopen(read_fd) as stream:
             for event in read_events(stream):
+                if event["event"] == EXIT:
+                    said = event.get("code")
+                    break
                 events[event["event"]] = event
                 if event["event"] == "window_end" and window:
                     window.close()
                     window = None
                 on_event(event)
-        proc.wait()
+        if said is None:  # a worker of older code, or one that ended without saying: its end is its exit
+            proc.wait()
+        else:
+            _EXITING.append((proc.pid, reaper))
     except KeyboardInterrupt:
         _kill_group(proc.pid)
         proc.wait()
@@ -311,9 +341,9 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
             window.close()
         timer.cancel()
         proc.stdin.close()
-    status, reason = _status(events, proc.returncode, timed_out.is_set())
-    return WorkerOutcome(status, proc.returncode, events, reason, _tail(log_path), time.perf_counter() - start,
-                         started_at)
+    code = proc.returncode if said is None else said
+    status, reason = _status(events, code, timed_out.is_set())
+    return WorkerOutcome(status, code, events, reason, _tail(log_path), time.perf_counter() - start, started_at)
 
 
 def _tail(path: Path) -> list[str]:

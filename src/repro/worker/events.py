@@ -20,6 +20,7 @@ EVENTS_FD_ENV = "REPRO_EVENTS_FD"
 GATE_FD_ENV = "REPRO_GATE_FD"
 READY = "warm_ready"  # a worker started ahead has imported what it imports before its job (job/launch.py Warm)
 READY_LINE = (json.dumps({"event": READY}) + "\n").encode()
+EXIT = "exit"  # the worker's last event: the code it exits with, said before its memory is freed (worker.exit_now)
 
 
 class EventWriter:
