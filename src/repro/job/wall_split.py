@@ -15,7 +15,8 @@ started the worker and when the worker ended. Each part is one of those:
     first_step   the first step: trace, compile, execute (`first_step_s`, as the closing table's "first")
     steady       every step after the first
     results      hashes, evaluation, FLOPs, IR, settings read back (and run.profile's steps)
-    handover     the result to the parent and the worker's exit
+    handover     the result to the parent and the worker's word that it exits (its EXIT event: the
+                 kernel frees its memory after, beside the parent's close: job/launch.py settle)
 
 A part whose stamps never came (a worker that failed or was killed) is missing; the wall the
 parts do not cover is `rest_s`, and where it exceeds REST_SHARE of the wall, `rest` says where it

@@ -20,7 +20,7 @@ WALL_PARTS = {
     "steady": "steady steps (every step after the first)",
     "results": "results (hashes, evaluation, FLOPs, IR)",
     "profile": "profiled steps (run.profile)",
-    "handover": "results to the parent and the worker's exit",
+    "handover": "results to the parent and the worker's word that it exits",
 }
 
 # What of a scheduler block says where a run ran (not its ids, logs or attempt): replay lists a difference in these.
