@@ -152,3 +152,51 @@ def test_placement_counts_the_threads_that_ran_from_the_kernels_counters_or_thei
     bare = {tid: Task(cpu=t.cpu, ticks=t.ticks) for tid, t in now.items()}  # /proc/*/task/*/sched unreadable
     assert machine.placement({tid: Task(cpu=t.cpu, ticks=t.ticks) for tid, t in start.items()}, bare) == \
         {"cpus": [0, 1], "threads_ran": 2, "migrations": 1, "source": "stat"}
+
+
+@pytest.fixture
+def kept_in(tmp_path, monkeypatch):
+    """JAX's canary executables kept in a cache root of the test's own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    from repro.backends import canary as kernels
+
+    return tmp_path / "repro" / kernels.EXECUTABLES
+
+
+def test_jaxs_canary_kernels_compile_once_then_load_and_time_the_same_work(kept_in):
+    from repro.backends import canary as kernels
+
+    first = kernels.run("jax")
+    assert first["executables"] == "compiled"
+    files = sorted(p.name for p in kept_in.iterdir())
+    assert [f.split("-")[0] for f in files] == ["matmul", "sweep"] and not any(f.endswith(".tmp") for f in files)
+    again = kernels.run("jax")
+    assert again["executables"] == "loaded" and sorted(p.name for p in kept_in.iterdir()) == files
+    for block in (first, again):  # the same measurement either way
+        assert block["seconds"] > 0 and block["repeats"] == kernels.REPEATS and block["version"] == kernels.VERSION
+        assert set(block["kernels"]) == {"matmul_s", "sweep_s"} and all(v > 0 for v in block["kernels"].values())
+    assert "executables" not in kernels.run("torch")  # eager: nothing compiled, nothing kept
+
+
+def test_a_kept_executable_that_cannot_be_loaded_is_compiled_again_and_replaced(kept_in):
+    from repro.backends import canary as kernels
+
+    kernels.run("jax")
+    for path in kept_in.iterdir():
+        path.write_bytes(b"not an executable")
+    assert kernels.run("jax")["executables"] == "compiled"
+    assert all(p.read_bytes() != b"not an executable" for p in kept_in.iterdir())
+    assert kernels.run("jax")["executables"] == "loaded"
+
+
+def test_other_xla_flags_or_several_processes_never_load_anothers_executable(kept_in, monkeypatch):
+    import jax
+
+    from repro.backends import canary as kernels
+
+    kernels.run("jax")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")  # read at the key, not by this process's XLA
+    assert kernels.run("jax")["executables"] == "compiled"  # kept under a key of its own
+    assert len(list(kept_in.iterdir())) == 4
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    assert kernels.run("jax")["executables"] == "compiled" and len(list(kept_in.iterdir())) == 4

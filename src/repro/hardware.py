@@ -27,17 +27,24 @@ ISA_PREFIXES = {"flags": ("sse4", "avx", "fma", "f16c", "amx"), "Features": ("as
 
 
 @functools.lru_cache(maxsize=1)
-def cpu_isa() -> tuple[str, ...]:
-    """The vector extensions this CPU reports, sorted (empty where /proc/cpuinfo is missing)."""
+def cpu_flags() -> tuple[str, tuple[str, ...]]:
+    """("flags" or "Features", every feature the first CPU of /proc/cpuinfo reports, sorted); ("", ())
+    where it is missing. All of them: what a compiler targeting the host may use."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 key, _, value = line.partition(":")
                 if key.strip() in ISA_PREFIXES:
-                    return tuple(sorted(x for x in value.split() if x.startswith(ISA_PREFIXES[key.strip()])))
+                    return key.strip(), tuple(sorted(value.split()))
     except OSError:
         pass
-    return ()
+    return "", ()
+
+
+def cpu_isa() -> tuple[str, ...]:
+    """The vector extensions this CPU reports, sorted (empty where /proc/cpuinfo is missing)."""
+    key, flags = cpu_flags()
+    return tuple(x for x in flags if x.startswith(ISA_PREFIXES[key])) if key else ()
 
 
 def nvidia_smi(*args: str) -> list[list[str]]:
