@@ -188,3 +188,20 @@ def test_deleting_the_snapshot_mid_sweep_changes_nothing_it_runs(checkout, tmp_p
     assert len(heads) == 2 and {h["status"] for h in heads} == {"ok"}, [(h["status"], h.get("error")) for h in heads]
     assert {h["code"]["snapshot"] for h in heads} == {json.loads((root / snapshot.MANIFEST).read_text())["id"]}
     assert "the checkout" not in (root / "src/repro/report/table.py").read_text()
+
+
+def test_the_listing_holds_sources_and_conf_and_leaves_out_caches_builds_and_linked_folders(tmp_path):
+    src, conf = tmp_path / "src", tmp_path / "conf"
+    files = ["src/repro/__init__.py", "src/repro/job/deep/x.py", "src/repro/data.json", "src/hydra_plugins/p/__init__.py",
+             "conf/config.yaml", "conf/model/mlp.yaml"]
+    left_out = ["src/repro/__pycache__/x.cpython-311.pyc", "src/repro/job/y.pyc", "src/repro.egg-info/PKG-INFO",
+                "src/other/z.py"]
+    for name in files + left_out:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    (src / "repro" / "linked").symlink_to(src / "other", target_is_directory=True)  # a linked folder: not walked
+    (src / "repro" / "linked.py").symlink_to(src / "other" / "z.py")  # a linked file: listed, as a file
+    listed = snapshot._sources(src, conf)
+    assert list(listed) == sorted(files + ["src/repro/linked.py"])
+    assert all(listed[name] == tmp_path / name for name in files)
+    assert snapshot._sources(tmp_path / "none", tmp_path / "none") == {}

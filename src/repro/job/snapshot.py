@@ -72,16 +72,27 @@ def _cache() -> Path:
 
 def _sources(src: Path, conf: Path) -> dict[str, Path]:
     """Snapshot path -> checkout file, for repro's source, its Hydra plugin and conf/, in path order.
-    os.walk, not Path.rglob: its directory entries say what is a file without a stat of each, and
-    __pycache__ is not walked into."""
-    out = {}
-    for top, base in ((src / "repro", src), (src / "hydra_plugins", src), (conf, conf.parent)):
-        prefix = "src/" if base == src else ""
-        for folder, dirs, names in os.walk(top):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            for name in names:
-                if not name.endswith((".pyc", ".egg-info")) and os.path.isfile(path := os.path.join(folder, name)):
-                    out[prefix + os.path.relpath(path, base)] = Path(path)
+    Listed on every check (`take`, `ensure_active`, `changed`), so by os.scandir itself: its entries
+    say what is a file or a folder without a stat of each, and the names are joined as strings (the
+    os.walk with isfile and relpath it replaces took 8-10 ms for the checkout's 269 files on the
+    2-core reference machine). __pycache__ is not walked into, nor a linked folder (as os.walk)."""
+    out: dict[str, Path] = {}
+
+    def walk(folder: str, name: str) -> None:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:  # gone, or not a folder: nothing of it is listed
+            return
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name != "__pycache__":
+                    walk(entry.path, f"{name}{entry.name}/")
+            elif not entry.name.endswith((".pyc", ".egg-info")) and entry.is_file():
+                out[name + entry.name] = Path(entry.path)
+
+    for top, name in ((src / "repro", "src/repro/"), (src / "hydra_plugins", "src/hydra_plugins/"),
+                      (conf, f"{conf.name}/")):
+        walk(str(top), name)
     return dict(sorted(out.items()))
 
 
