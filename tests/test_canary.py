@@ -200,3 +200,18 @@ def test_other_xla_flags_or_several_processes_never_load_anothers_executable(kep
     assert len(list(kept_in.iterdir())) == 4
     monkeypatch.setattr(jax, "process_count", lambda: 2)
     assert kernels.run("jax")["executables"] == "compiled" and len(list(kept_in.iterdir())) == 4
+
+
+def test_an_executable_that_cannot_be_kept_costs_the_canary_nothing(kept_in, monkeypatch):
+    from jax.experimental import serialize_executable
+
+    from repro.backends import canary as kernels
+
+    def refuse(_compiled):
+        raise RuntimeError("this backend does not serialise")
+
+    monkeypatch.setattr(serialize_executable, "serialize", refuse)
+    for _ in range(2):  # nothing kept: each run compiles its own
+        block = kernels.run("jax")
+        assert block["executables"] == "compiled" and block["seconds"] > 0
+    assert not kept_in.exists() or list(kept_in.iterdir()) == []

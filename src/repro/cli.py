@@ -485,7 +485,10 @@ def main(argv: list[str] | None = None) -> None:
     if _end_joblib_workers():
         sys.exit(code)
     if launch := sys.modules.get("repro.job.launch"):  # its last worker's end, not waited for until now
-        launch.settle()
+        try:
+            launch.settle()
+        except KeyboardInterrupt:  # everything is recorded and said: the worker, already exiting, ends alone
+            pass
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -128,17 +128,19 @@ class _Kept:
         compiled = self.jax.jit(fn).lower(arg).compile()
         self.compiled = True
         if self.keep:
-            self._write(path, serialize_executable.serialize(compiled)[0])
+            self._write(path, lambda: serialize_executable.serialize(compiled)[0])
         return compiled
 
-    def _write(self, path, payload: bytes) -> None:
-        """Whole or not at all (a temp file renamed), and a cache that cannot be written costs nothing."""
+    def _write(self, path, payload) -> None:
+        """Whole or not at all (a temp file renamed); an executable that cannot be serialised or a cache
+        that cannot be written costs the canary nothing: the next run compiles again."""
         try:
+            data = payload()
             self.folder.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(payload)
+            tmp.write_bytes(data)
             os.replace(tmp, path)
-        except OSError:
+        except Exception:  # noqa: BLE001 - see above
             pass
 
 
