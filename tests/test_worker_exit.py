@@ -24,6 +24,12 @@ events.write(json.dumps({{"event": "result", "at": time.time()}}) + "\\n")
 mode = os.environ["STAND_IN_MODE"]
 if mode != "silent":
     events.write(json.dumps({{"event": "exit", "code": 0, "at": time.time()}}) + "\\n")
+if mode == "watches":  # as the worker's lifeline: EOF on its stdin is its parent's end, and its folder goes
+    import select
+    if select.select([0], [], [], 2.0)[0] and not os.read(0, 1):
+        os.remove(os.environ["STAND_IN_LOG"])
+        os._exit(3)
+    os._exit(0)
 time.sleep(3600 if mode == "hangs" else 1.0)  # its memory being freed: longer than a parent needs to go on
 os._exit(0)
 """
@@ -51,7 +57,8 @@ def _run(stand_in: Path, mode: str, seen: list) -> tuple[launch.WorkerOutcome, i
     launch._spawn = spawn
     try:
         outcome = launch.run_worker(stand_in.parent / "spec.json", stand_in.parent / "worker.log", str(stand_in),
-                                    {"STAND_IN_MODE": mode}, timeout_s=600, on_event=seen.append)
+                                    {"STAND_IN_MODE": mode, "STAND_IN_LOG": str(stand_in.parent / "worker.log")},
+                                    timeout_s=600, on_event=seen.append)
     finally:
         launch._spawn = real
     return outcome, pids[0]
@@ -68,7 +75,7 @@ def test_a_worker_that_says_it_exits_is_settled_later_not_waited_for(stand_in):
     outcome, pid = _run(stand_in, "says", seen)
     assert (outcome.status, outcome.returncode) == ("ok", 0), outcome.reason
     assert [e["event"] for e in seen] == ["result"]  # the exit is the protocol's, not an event of the run
-    assert [p for p, _ in launch._EXITING] == [pid]  # its end is owed
+    assert [p for p, *_ in launch._EXITING] == [pid]  # its end is owed
     launch.settle()
     assert launch._EXITING == [] and _gone(pid)
 
@@ -94,6 +101,16 @@ def test_the_next_worker_goes_only_once_the_one_before_is_gone(stand_in):
     _, first = _run(stand_in, "says", [])
     _, second = _run(stand_in, "says", [])  # run_worker settles the first before it starts the second
     assert _gone(first)
-    assert [p for p, _ in launch._EXITING] == [second]
+    assert [p for p, *_ in launch._EXITING] == [second]
     launch.settle()
     assert _gone(second)
+
+
+@pytest.mark.slow
+def test_a_worker_between_its_word_and_its_exit_does_not_see_its_parent_gone(stand_in):
+    """Its stdin stays open until it is gone: a lifeline reading EOF there would remove its run folder,
+    its log with it, before the parent hands the log to MLflow (suite 19a: a sweep's worker.log was lost)."""
+    outcome, pid = _run(stand_in, "watches", [])
+    assert (outcome.status, outcome.returncode) == ("ok", 0), outcome.reason
+    launch.settle()
+    assert _gone(pid) and (stand_in.parent / "worker.log").exists()

@@ -37,7 +37,10 @@ LOG_TAIL_LINES = 40
 WINDOW_WAIT_S = 30.0
 # The most a worker that said it exits is given to be gone (`settle`) before its process group is killed.
 EXIT_WAIT_S = 30.0
-_EXITING: list[tuple[int, threading.Thread]] = []  # (pid, its reaper) of workers that said they exit
+# (pid, its reaper, its stdin) of workers that said they exit. Their stdin stays open until they are gone:
+# a worker's lifeline reads EOF on it as its parent's end, and would remove its run folder (its log
+# with it) in the moment between its word and its exit (worker/lifeline.py).
+_EXITING: list[tuple[int, threading.Thread, object]] = []
 
 
 def settle() -> None:
@@ -45,11 +48,12 @@ def settle() -> None:
     memory (an accelerator's too) and the stragglers of its process group are killed. Run before the
     next worker is told to go (`run_worker`) and before this process ends (cli.main; atexit)."""
     while _EXITING:
-        pid, reaper = _EXITING.pop()
+        pid, reaper, stdin = _EXITING.pop()
         reaper.join(EXIT_WAIT_S)
         if reaper.is_alive():  # said it exits, and did not: what a timeout would have done
             _kill_group(pid)
             reaper.join(EXIT_WAIT_S)
+        stdin.close()
 
 
 atexit.register(settle)
@@ -305,6 +309,7 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
     reaper.start()
     events: dict = {}
     said = None  # the code the worker said it exits with (EXIT, its last event); None: it said none
+    owed = False  # its end is owed to `settle` (which closes its stdin then)
     window = None  # this machine's windows lock, held from the gate to the worker's window_end
     try:
         try:
@@ -330,7 +335,8 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
         if said is None:  # a worker of older code, or one that ended without saying: its end is its exit
             proc.wait()
         else:
-            _EXITING.append((proc.pid, reaper))
+            _EXITING.append((proc.pid, reaper, proc.stdin))
+            owed = True
     except KeyboardInterrupt:
         _kill_group(proc.pid)
         proc.wait()
@@ -340,7 +346,8 @@ def run_worker(spec_path: Path, log_path: Path, python: str | None, env: dict[st
         if window:
             window.close()
         timer.cancel()
-        proc.stdin.close()
+        if not owed:
+            proc.stdin.close()
     code = proc.returncode if said is None else said
     status, reason = _status(events, code, timed_out.is_set())
     return WorkerOutcome(status, code, events, reason, _tail(log_path), time.perf_counter() - start, started_at)
