@@ -10,8 +10,8 @@ It leaves the run as it found it: no random number is drawn, its buffers are fre
 persistent compile cache neither keeps its executables nor counts its look-ups (the run's
 `compile_cache` counts are the model's). torch_xla reuses torch's kernel (eager torch on the CPU).
 
-JAX's two kernels compiled in every run (50-60 ms of the canary's ~95 on the 2-core reference
-machine, its timed repeats ~12). They are compiled once per host, JAX and flags: the executables are
+Compiling JAX's two kernels took 50-60 ms of the canary's ~95 on the 2-core reference machine (its
+timed repeats ~12), in every run. They are compiled once per host, JAX and flags: the executables are
 kept in repro's cache (`EXECUTABLES`, JAX's own serialisation) and loaded by later runs (~2 ms each),
 the same code run on the same inputs, so the timed repeats time what they timed before. A kept one
 that cannot be loaded is compiled again and replaced; a run of several JAX processes compiles its own.

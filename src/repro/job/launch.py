@@ -4,9 +4,10 @@ The parent blocks on the worker's event pipe (no polling). A watcher thread reap
 worker and kills its process group, so helpers it forked (compile workers) cannot hold the
 pipe open. A worker's last event says the code it exits with (worker.exit_now): the parent goes
 on from there while the kernel frees the worker's memory, and waits for its end (`settle`) only
-before the next worker is told to go and before this process ends. A timer enforces `run.timeout_s`. Ctrl-C (or SIGTERM, which repro turns into one)
-kills the worker and is re-raised. The worker's stdin is a pipe only the parent writes to:
-when the parent dies, the worker sees EOF and ends too (see worker/lifeline.py).
+before the next worker is told to go and before this process ends. A timer enforces
+`run.timeout_s`. Ctrl-C (or SIGTERM, which repro turns into one) kills the worker and is
+re-raised. The worker's stdin is a pipe only the parent writes to: when the parent dies, the
+worker sees EOF and ends too (see worker/lifeline.py).
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ def settle() -> None:
         if reaper.is_alive():  # said it exits, and did not: what a timeout would have done
             _kill_group(pid)
             reaper.join(EXIT_WAIT_S)
-        stdin.close()
+        try:
+            stdin.close()
+        except OSError:  # nothing was left to flush to a worker that is gone
+            pass
 
 
 atexit.register(settle)
