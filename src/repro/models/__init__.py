@@ -88,38 +88,15 @@ def _entry_points_on(path: tuple[str, ...]) -> dict[str, tuple[str, str]]:
     install, a removal or an edit changes them). The scan reads every installed distribution's
     metadata (~35 ms, and importlib.metadata's import ~15 ms, on every run's way to its worker);
     the key is a listing and a stat per distribution (~2 ms). An unreadable entry is a miss."""
-    import contextlib
-    import hashlib
-    import json
-    import os
+    from repro import kept, paths
 
-    from repro import paths
-
-    stamp = [[str(p), _mtime_ns(p / "entry_points.txt")] for p in paths.distribution_metadata(list(path))]
-    kept = paths.cache_root() / "entry-points" / f"{hashlib.sha256(json.dumps(stamp).encode()).hexdigest()[:32]}.json"
-    try:
-        return {name: tuple(value) for name, value in json.loads(kept.read_text()).items()}
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass
+    stamp = [[str(p), kept.mtime_ns(p / "entry_points.txt")] for p in paths.distribution_metadata(list(path))]
+    known = kept.load("entry-points", stamp)
+    if isinstance(known, dict):
+        return {name: tuple(value) for name, value in known.items()}
     found = entry_points()
-    tmp = kept.with_name(f".{kept.name}.{os.getpid()}")
-    try:
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(found))
-        os.replace(tmp, kept)
-        for old in sorted(kept.parent.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-KEPT_ENTRY_POINTS]:
-            old.unlink(missing_ok=True)
-    except OSError:  # a cache: the next process scans again (a half-written copy is not left behind)
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+    kept.keep("entry-points", stamp, found, newest=KEPT_ENTRY_POINTS)
     return found
-
-
-def _mtime_ns(path: Path) -> int | None:
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
-        return None
 
 
 def entry_of(model_cfg):

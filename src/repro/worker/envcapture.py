@@ -13,9 +13,8 @@ import platform
 import re
 import sys
 from dataclasses import dataclass
-from importlib import metadata
 
-from repro import hardware
+from repro import hardware, kept, paths
 from repro.hashing import sha256_json
 from repro.redaction import is_secret, redact
 from repro.blocks import typed
@@ -38,13 +37,32 @@ def result_variables(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in sorted(environ.items()) if RESULT_VARS.match(k) and not is_secret(k)}
 
 
+def _normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+WANTED = frozenset(map(_normalised, PACKAGES))
+
+
 def package_versions() -> dict[str, str]:
+    """The installed versions of PACKAGES, from their metadata as importlib.metadata reads it, kept
+    on disk (repro.kept) under the import path's metadata folders of those names and their METADATA
+    files' mtimes: an install, an upgrade, a removal or an edit changes that stamp. Parsing them was
+    ~12 ms of every worker's start, before its measured steps; the stamp is a listing and a stat each."""
+    stamp = [[str(p), kept.mtime_ns(p / "METADATA"), kept.mtime_ns(p / "PKG-INFO")]
+             for p in paths.distribution_metadata() if _normalised(p.name.rsplit(".", 1)[0].split("-")[0]) in WANTED]
+    known = kept.load("package-versions", stamp)
+    if isinstance(known, dict) and all(isinstance(v, str) for v in known.values()):
+        return known
+    from importlib import metadata
+
     versions = {}
     for name in PACKAGES:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
+    kept.keep("package-versions", stamp, versions)
     return versions
 
 
