@@ -75,6 +75,7 @@ def test_without_the_bytes_the_checkout_rebuilds_it_while_it_hashes_the_same(tak
 def reads(monkeypatch) -> list[str]:
     """The files job/snapshot.py reads from here on (a fresh memo of what it read)."""
     monkeypatch.setattr(snapshot, "_READ", {})
+    monkeypatch.setattr(snapshot, "_CHECKED", {})
     seen, read = [], snapshot._read
 
     def counted(path):
@@ -106,6 +107,37 @@ def test_a_file_whose_stat_did_not_move_is_not_read_again(taken, checkout, reads
     assert sorted(reads) == sorted([str(target), str(edited)])
 
 
+def test_a_later_process_starts_from_the_signatures_kept_in_the_snapshot(taken, reads, monkeypatch):
+    """The first check writes what matched into the snapshot's folder (snapshot.CHECKED); a new process (an empty
+    memo) then reads nothing that did not move, reads again a file put in another's place with its size and mtime,
+    and an index that cannot be read is no index: every file read, the index written again."""
+    monkeypatch.setattr(snapshot, "RACY_S", 0.0)
+
+    def new_process():
+        monkeypatch.setattr(snapshot, "_READ", {})
+        monkeypatch.setattr(snapshot, "_CHECKED", {})
+        del reads[:]
+
+    assert snapshot.ensure_active() is False and len(reads) == len(taken.files)
+    index = json.loads((taken.root / snapshot.CHECKED).read_text())
+    assert sorted(index) == sorted(taken.files)
+    new_process()
+    assert snapshot.ensure_active() is False and reads == []
+    target = taken.src / "repro/models/mlp/torch_model.py"
+    before = target.read_bytes()
+    tmp = target.with_name("replaced.tmp")
+    tmp.write_bytes(bytes(len(before)))
+    os.utime(tmp, ns=(target.stat().st_atime_ns, target.stat().st_mtime_ns))
+    os.replace(tmp, target)
+    new_process()
+    assert snapshot.ensure_active() is True and target.read_bytes() == before and reads == [str(target)]
+    (taken.root / snapshot.CHECKED).write_text("{not json")
+    new_process()
+    assert snapshot.ensure_active() is False and len(reads) == len(taken.files)
+    assert sorted(json.loads((taken.root / snapshot.CHECKED).read_text())) == sorted(taken.files)
+    assert _whole(taken)
+
+
 def test_a_file_changed_just_before_it_was_read_is_read_again(taken, reads, monkeypatch):
     """The racy case: a file changed within RACY_S of its read (here every file: RACY_S an hour, so the test
     holds on a machine of any speed) could keep its stat through a write in the same clock tick: nothing of
@@ -113,6 +145,7 @@ def test_a_file_changed_just_before_it_was_read_is_read_again(taken, reads, monk
     monkeypatch.setattr(snapshot, "RACY_S", 3600.0)
     assert snapshot.ensure_active() is False and snapshot.ensure_active() is False
     assert len(reads) == 2 * len(taken.files) and not set(snapshot._READ) & set(reads)
+    assert not (taken.root / snapshot.CHECKED).exists()  # nothing trusted, nothing kept for the next process
 
 
 def test_an_unreadable_checkout_file_is_named_and_nothing_is_taken(checkout, tmp_path, monkeypatch):
