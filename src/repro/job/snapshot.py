@@ -111,7 +111,7 @@ _READ: dict[str, tuple[tuple, str]] = {}
 RACY_S = 2.0
 
 
-def _signature(path: Path) -> tuple | None:
+def _signature(path: Path | str) -> tuple | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -119,10 +119,11 @@ def _signature(path: Path) -> tuple | None:
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-def _read(path: Path) -> tuple[bytes, str]:
+def _read(path: Path | str) -> tuple[bytes, str]:
     """A file's bytes and their sha256, its signature kept for `_known_sha` (raises OSError)."""
     sig, read_at = _signature(path), time.time_ns()
-    data = path.read_bytes()
+    with open(path, "rb") as f:
+        data = f.read()
     sha = _sha(data)
     if sig is not None and sig[3] <= read_at - RACY_S * 1e9:
         _READ[str(path)] = (sig, sha)
@@ -131,7 +132,7 @@ def _read(path: Path) -> tuple[bytes, str]:
     return data, sha
 
 
-def _known_sha(path: Path) -> str | None:
+def _known_sha(path: Path | str) -> str | None:
     """A file's sha256 (None: it cannot be read), read again only where it moved since this process
     last read it."""
     known = _READ.get(str(path))
@@ -166,7 +167,7 @@ def _trust_checked(root: Path, files: dict[str, str]) -> None:
     if isinstance(kept, dict):
         for name, sig in kept.items():
             if name in files and isinstance(sig, list) and len(sig) == 4 and all(isinstance(v, int) for v in sig):
-                _READ.setdefault(str(root / name), (tuple(sig), files[name]))
+                _READ.setdefault(f"{root}{os.sep}{name}", (tuple(sig), files[name]))
                 trusted += 1
     _CHECKED[str(root)] = trusted
 
@@ -177,8 +178,9 @@ def _keep_checked(root: Path, files: dict[str, str]) -> None:
     if _CHECKED.get(str(root)) == len(files):
         return
     sigs = {}
+    base = f"{root}{os.sep}"
     for name, sha in files.items():
-        known = _READ.get(str(root / name))
+        known = _READ.get(base + name)
         if known is not None and known[1] == sha:
             sigs[name] = list(known[0])
     if len(sigs) <= _CHECKED.get(str(root), 0):
@@ -283,7 +285,8 @@ def ensure_active() -> bool:
     whole = not (root / MANIFEST).exists()
     if not whole:
         _trust_checked(root, files)
-    bad = sorted(files) if whole else sorted(name for name, sha in files.items() if _known_sha(root / name) != sha)
+    base = f"{root}{os.sep}"  # names joined as strings: a Path per file was a third of a check's time
+    bad = sorted(files) if whole else sorted(name for name, sha in files.items() if _known_sha(base + name) != sha)
     if not bad:
         _keep_checked(root, files)
         _touch(root)
