@@ -76,6 +76,7 @@ def reads(monkeypatch) -> list[str]:
     """The files job/snapshot.py reads from here on (a fresh memo of what it read)."""
     monkeypatch.setattr(snapshot, "_READ", {})
     monkeypatch.setattr(snapshot, "_CHECKED", {})
+    monkeypatch.setattr(snapshot, "_KEPT_AT", {})
     seen, read = [], snapshot._read
 
     def counted(path):
@@ -116,6 +117,7 @@ def test_a_later_process_starts_from_the_signatures_kept_in_the_snapshot(taken, 
     def new_process():
         monkeypatch.setattr(snapshot, "_READ", {})
         monkeypatch.setattr(snapshot, "_CHECKED", {})
+        monkeypatch.setattr(snapshot, "_KEPT_AT", {})
         del reads[:]
 
     assert snapshot.ensure_active() is False and len(reads) == len(taken.files)
@@ -131,6 +133,9 @@ def test_a_later_process_starts_from_the_signatures_kept_in_the_snapshot(taken, 
     os.replace(tmp, target)
     new_process()
     assert snapshot.ensure_active() is True and target.read_bytes() == before and reads == [str(target)]
+    assert snapshot.ensure_active() is False and reads == [str(target)] * 2  # put back: a new signature, read once
+    new_process()
+    assert snapshot.ensure_active() is False and reads == []  # ... and kept for the next process
     (taken.root / snapshot.CHECKED).write_text("{not json")
     new_process()
     assert snapshot.ensure_active() is False and len(reads) == len(taken.files)

@@ -22,8 +22,8 @@ have taken it meanwhile; a file this process hashed is read again only where its
 as git's index does: `_known_sha`, and a later process of the same snapshot starts from the
 signatures kept in its folder: `CHECKED`) and puts back what is missing or changed, from the bytes
 this process copied (`take` keeps them) or from the checkout where its file still hashes the same;
-else the job fails naming the snapshot. A worker refuses to run code imported from anywhere but the folder it was
-given (worker/worker.py), so the checkout's code never runs under a snapshot's name.
+else the job fails naming the snapshot. A worker refuses to run code imported from anywhere but the
+folder it was given (worker/worker.py), so the checkout's code never runs under a snapshot's name.
 """
 
 from __future__ import annotations
@@ -109,6 +109,7 @@ def _sha(data: bytes) -> str:
 # "racy" entries), so a file changed that recently is read again next time.
 _READ: dict[str, tuple[tuple, str]] = {}
 RACY_S = 2.0
+_READS = [0]  # files this process has read (`_read`): a check that read none has nothing new to keep
 
 
 def _signature(path: Path | str) -> tuple | None:
@@ -122,6 +123,7 @@ def _signature(path: Path | str) -> tuple | None:
 def _read(path: Path | str) -> tuple[bytes, str]:
     """A file's bytes and their sha256, its signature kept for `_known_sha` (raises OSError)."""
     sig, read_at = _signature(path), time.time_ns()
+    _READS[0] += 1
     with open(path, "rb") as f:
         data = f.read()
     sha = _sha(data)
@@ -152,7 +154,8 @@ def _known_sha(path: Path | str) -> str | None:
 # only where its sha was the manifest's; a file replaced, rewritten or touched moves its ctime, which
 # no utime sets back, and is read again. An index that cannot be read is no index.
 CHECKED = ".checked.json"
-_CHECKED: dict[str, int] = {}  # snapshot folder -> how many signatures its index holds (this process's view)
+_CHECKED: dict[str, dict[str, list[int]]] = {}  # snapshot folder -> its index as this process last read or wrote it
+_KEPT_AT: dict[str, int] = {}  # snapshot folder -> _READS when its index was last compared with _READ
 
 
 def _trust_checked(root: Path, files: dict[str, str]) -> None:
@@ -163,27 +166,26 @@ def _trust_checked(root: Path, files: dict[str, str]) -> None:
         kept = json.loads((root / CHECKED).read_text())
     except (OSError, ValueError):
         kept = None
-    trusted = 0
+    held = {}
     if isinstance(kept, dict):
         for name, sig in kept.items():
             if name in files and isinstance(sig, list) and len(sig) == 4 and all(isinstance(v, int) for v in sig):
                 _READ.setdefault(f"{root}{os.sep}{name}", (tuple(sig), files[name]))
-                trusted += 1
-    _CHECKED[str(root)] = trusted
+                held[name] = sig
+    _CHECKED[str(root)] = held
 
 
 def _keep_checked(root: Path, files: dict[str, str]) -> None:
-    """The signatures that matched the manifest, written to the snapshot's index where they are more
-    than it holds (a failure costs the next process its reads, nothing else)."""
-    if _CHECKED.get(str(root)) == len(files):
-        return
+    """The signatures that matched the manifest, written to the snapshot's index where they differ
+    from what it holds (a file read again since, a racy one left out); a failure costs the next
+    process its reads, nothing else."""
     sigs = {}
     base = f"{root}{os.sep}"
     for name, sha in files.items():
         known = _READ.get(base + name)
         if known is not None and known[1] == sha:
             sigs[name] = list(known[0])
-    if len(sigs) <= _CHECKED.get(str(root), 0):
+    if not sigs or sigs == _CHECKED.get(str(root)):
         return
     tmp = root / f"{CHECKED}.{os.getpid()}.tmp"
     try:
@@ -195,7 +197,7 @@ def _keep_checked(root: Path, files: dict[str, str]) -> None:
         except OSError:
             pass
         return
-    _CHECKED[str(root)] = len(sigs)
+    _CHECKED[str(root)] = sigs
 
 
 def manifest(src: Path | None = None, conf: Path | None = None) -> dict[str, str | None]:
@@ -288,7 +290,9 @@ def ensure_active() -> bool:
     base = f"{root}{os.sep}"  # names joined as strings: a Path per file was a third of a check's time
     bad = sorted(files) if whole else sorted(name for name, sha in files.items() if _known_sha(base + name) != sha)
     if not bad:
-        _keep_checked(root, files)
+        if _KEPT_AT.get(str(root)) != _READS[0]:  # else every file was trusted as at the last comparison
+            _keep_checked(root, files)
+            _KEPT_AT[str(root)] = _READS[0]
         _touch(root)
         return False
     blobs = {name: data for name in bad if (data := _recorded_bytes(snap_id, name, files[name])) is not None}
