@@ -76,7 +76,6 @@ def reads(monkeypatch) -> list[str]:
     """The files job/snapshot.py reads from here on (a fresh memo of what it read)."""
     monkeypatch.setattr(snapshot, "_READ", {})
     monkeypatch.setattr(snapshot, "_CHECKED", {})
-    monkeypatch.setattr(snapshot, "_KEPT_AT", {})
     seen, read = [], snapshot._read
 
     def counted(path):
@@ -117,7 +116,6 @@ def test_a_later_process_starts_from_the_signatures_kept_in_the_snapshot(taken, 
     def new_process():
         monkeypatch.setattr(snapshot, "_READ", {})
         monkeypatch.setattr(snapshot, "_CHECKED", {})
-        monkeypatch.setattr(snapshot, "_KEPT_AT", {})
         del reads[:]
 
     assert snapshot.ensure_active() is False and len(reads) == len(taken.files)

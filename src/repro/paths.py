@@ -83,6 +83,13 @@ def interpreter(python: str | None) -> str | None:
     return python
 
 
+def distribution_name(name: str) -> str:
+    """A distribution's name as PEP 503 normalises it (`Hydra_Core` -> `hydra-core`)."""
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def distribution_metadata(path: list[str] | tuple[str, ...] | None = None) -> list[Path]:
     """Every installed distribution's metadata folder (`*.dist-info`, `*.egg-info`) on the import
     path, by a listing of its folders: what decides the installed versions and entry points,

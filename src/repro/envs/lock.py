@@ -35,6 +35,8 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from repro import paths
+
 HEADER = "# repro environment lock: `uv pip install --no-deps -r THIS_FILE` rebuilds it"
 PYTHON_LINE = re.compile(r"^# python (\S+)")
 CONTENT_LINE = re.compile(r"^# content: (\S+?)==(\S+) sha256:([0-9a-f]{64})$")
@@ -65,7 +67,7 @@ class Parsed:
 
 
 def normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return paths.distribution_name(name)
 
 
 def distributions() -> list[Dist]:

@@ -109,7 +109,6 @@ def _sha(data: bytes) -> str:
 # "racy" entries), so a file changed that recently is read again next time.
 _READ: dict[str, tuple[tuple, str]] = {}
 RACY_S = 2.0
-_READS = [0]  # files this process has read (`_read`): a check that read none has nothing new to keep
 
 
 def _signature(path: Path | str) -> tuple | None:
@@ -123,7 +122,6 @@ def _signature(path: Path | str) -> tuple | None:
 def _read(path: Path | str) -> tuple[bytes, str]:
     """A file's bytes and their sha256, its signature kept for `_known_sha` (raises OSError)."""
     sig, read_at = _signature(path), time.time_ns()
-    _READS[0] += 1
     with open(path, "rb") as f:
         data = f.read()
     sha = _sha(data)
@@ -155,7 +153,6 @@ def _known_sha(path: Path | str) -> str | None:
 # no utime sets back, and is read again. An index that cannot be read is no index.
 CHECKED = ".checked.json"
 _CHECKED: dict[str, dict[str, list[int]]] = {}  # snapshot folder -> its index as this process last read or wrote it
-_KEPT_AT: dict[str, int] = {}  # snapshot folder -> _READS when its index was last compared with _READ
 
 
 def _trust_checked(root: Path, files: dict[str, str]) -> None:
@@ -290,9 +287,7 @@ def ensure_active() -> bool:
     base = f"{root}{os.sep}"  # names joined as strings: a Path per file was a third of a check's time
     bad = sorted(files) if whole else sorted(name for name, sha in files.items() if _known_sha(base + name) != sha)
     if not bad:
-        if _KEPT_AT.get(str(root)) != _READS[0]:  # else every file was trusted as at the last comparison
-            _keep_checked(root, files)
-            _KEPT_AT[str(root)] = _READS[0]
+        _keep_checked(root, files)
         _touch(root)
         return False
     blobs = {name: data for name in bad if (data := _recorded_bytes(snap_id, name, files[name])) is not None}

@@ -92,7 +92,7 @@ def _entry_points_on(path: tuple[str, ...]) -> dict[str, tuple[str, str]]:
 
     stamp = [[str(p), kept.mtime_ns(p / "entry_points.txt")] for p in paths.distribution_metadata(list(path))]
     known = kept.load("entry-points", stamp)
-    if isinstance(known, dict):
+    if isinstance(known, dict) and all(isinstance(value, list) for value in known.values()):
         return {name: tuple(value) for name, value in known.items()}
     found = entry_points()
     kept.keep("entry-points", stamp, found, newest=KEPT_ENTRY_POINTS)

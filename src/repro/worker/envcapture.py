@@ -37,11 +37,7 @@ def result_variables(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in sorted(environ.items()) if RESULT_VARS.match(k) and not is_secret(k)}
 
 
-def _normalised(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-WANTED = frozenset(map(_normalised, PACKAGES))
+WANTED = frozenset(map(paths.distribution_name, PACKAGES))
 
 
 def package_versions() -> dict[str, str]:
@@ -50,7 +46,7 @@ def package_versions() -> dict[str, str]:
     files' mtimes: an install, an upgrade, a removal or an edit changes that stamp. Parsing them was
     ~12 ms of every worker's start, before its measured steps; the stamp is a listing and a stat each."""
     stamp = [[str(p), kept.mtime_ns(p / "METADATA"), kept.mtime_ns(p / "PKG-INFO")]
-             for p in paths.distribution_metadata() if _normalised(p.name.rsplit(".", 1)[0].split("-")[0]) in WANTED]
+             for p in paths.distribution_metadata() if paths.distribution_name(p.name.rsplit(".", 1)[0].split("-")[0]) in WANTED]
     known = kept.load("package-versions", stamp)
     if isinstance(known, dict) and all(isinstance(v, str) for v in known.values()):
         return known
