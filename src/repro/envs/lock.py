@@ -35,8 +35,6 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from repro import paths
-
 HEADER = "# repro environment lock: `uv pip install --no-deps -r THIS_FILE` rebuilds it"
 PYTHON_LINE = re.compile(r"^# python (\S+)")
 CONTENT_LINE = re.compile(r"^# content: (\S+?)==(\S+) sha256:([0-9a-f]{64})$")
@@ -67,7 +65,9 @@ class Parsed:
 
 
 def normalise(name: str) -> str:
-    return paths.distribution_name(name)
+    """PEP 503's name, written here again as in `repro.paths.distribution_name`: this file runs as
+    `python -I lock.py` in an interpreter without repro, so it imports nothing of repro's."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def distributions() -> list[Dist]:

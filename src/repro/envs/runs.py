@@ -10,12 +10,20 @@ from repro.envs import cache, lock, venvs
 from repro.paths import interpreter as resolve_python
 
 
-def record_hash(ledger_root: Path, python: str | None) -> str | None:
-    """The hash of `python`'s lock, the lock kept once in `<ledger>/envs/` (None: it could not be read)."""
+def record_hash(ledger_root: Path, python: str | None, say=print) -> str | None:
+    """The hash of `python`'s lock, the lock kept once in `<ledger>/envs/` (None: it could not be
+    read, and `say` was told why: the record will name no whole environment, so `repro env pack`
+    and `repro replay --as-recorded` will refuse it)."""
     try:
         return lock.store(ledger_root, lock.of_interpreter(resolve_python(python), cache.locks()))
-    except (OSError, subprocess.CalledProcessError):
+    except OSError:
         return None  # an interpreter that does not start fails the run with its own message
+    except subprocess.CalledProcessError as e:  # it started, and its lock could not be read
+        last = (e.stderr or "").strip().splitlines()[-1:] or ["(nothing on stderr)"]
+        say(f"the environment lock of {python or 'this interpreter'} could not be read (exit {e.returncode}: "
+            f"{last[0]}): this run's record names no environment.env_hash, so it cannot be packed or "
+            "replayed as recorded")
+        return None
 
 
 def pinned(config, log=print) -> dict | None:

@@ -245,7 +245,7 @@ def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: floa
         place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
         where = typed(_Place, place) or _Place()
         python = where.python or config.framework.python
-        run.env_hash = envs_runs.record_hash(run.ledger.root, python)
+        run.env_hash = envs_runs.record_hash(run.ledger.root, python, host.say)
         warm = host.warm.take(python, run.env, where.src, config.framework.backend,  # started while the last job started
                               config.run.start == "fork")
         run.run_dir = warm.run_dir if warm else launch.make_run_dir()
