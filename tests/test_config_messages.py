@@ -24,3 +24,8 @@ def test_the_warmup_error_suggests_the_fix():
 
     with pytest.raises(ConfigError, match=r"set run\.warmup=4 or fewer, or run\.steps=6 or more"):
         plan(["run.steps=5"])
+    for overrides, fix in ((["run.warmup=1", "run.steps=3"], "set run.warmup=2"), (["run.warmup=0", "run.steps=2"],
+                           "set run.warmup=2 and run.steps=3 or more"), (["run.steps=2"], "set run.steps=6 or more")):
+        with pytest.raises(ConfigError) as e:
+            plan(overrides)
+        assert str(e.value).endswith(fix) and "or fewer" not in str(e.value), (overrides, str(e.value))

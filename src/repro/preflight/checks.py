@@ -157,9 +157,7 @@ def _check_values(cfg: schema.Config) -> None:
         raise ConfigError(
             f"run.warmup={run.warmup} must be at least 2 (the first and second steps are "
             f"measured apart) and below run.steps={run.steps}, leaving steady-state steps: "
-            + (f"set run.warmup={max(2, run.steps - 1)} or fewer, or run.steps={run.warmup + 1} or more"
-               if run.steps > 2 else f"set run.steps={max(run.warmup, 2) + 1} or more")
-        )
+            + _window_fix(run.warmup, run.steps))
     for key in ("batch_size", "memory_limit_gb"):
         if getattr(run, key) is not None and not getattr(run, key) > 0:
             raise ConfigError(f"run.{key}={getattr(run, key)!r} must be > 0 (or null)")
@@ -171,6 +169,15 @@ def _check_values(cfg: schema.Config) -> None:
             f"precision={precision.name} needs a GPU, but hardware={hardware.name} is a "
             f"{hardware.platform} profile; choose another precision (fp32, tf32, bf16, amp_bf16)"
         )
+
+
+def _window_fix(warmup: int, steps: int) -> str:
+    """The change that makes 2 <= run.warmup < run.steps hold."""
+    if warmup < 2:  # too few warm-up steps: raise it (and the steps above it)
+        return "set run.warmup=2" + (" and run.steps=3 or more" if steps < 3 else "")
+    if steps > 2:  # too many: lower it, or raise the steps
+        return f"set run.warmup={steps - 1} or fewer, or run.steps={warmup + 1} or more"
+    return f"set run.steps={warmup + 1} or more"
 
 
 def _check_window(run: schema.RunConfig) -> None:
