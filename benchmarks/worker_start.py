@@ -8,7 +8,8 @@ For each start it prints the command's wall (median over pairs), its runs and re
 setup, first step, steady) with the steady-state step medians and the peak host RSS; then the ratios
 fork / fresh measured in this run: the sweep's wall, and each row's steady median (a forked worker
 must measure the same steps as a fresh one: its ratio near 1). The store is created before the clock
-starts (a new store's first hand-over waits for it). The script measures the tree PYTHONPATH names.
+starts (the writer makes a new one after the command returns, and the next command's measured steps
+would wait for it). The script measures the tree PYTHONPATH names.
 """
 
 from __future__ import annotations

@@ -117,3 +117,35 @@ def test_writer_idle_s_0_is_a_projector_per_command(tmp_path):
         assert "repro.tracking.projector" in " ".join(taken.cmdline())
     assert [r.data.tags["repro.ledger_id"] for r in box.mlflow_runs("own")] == [box.heads()[0]["id"]]
     assert not list(machine.glob("writer-*"))
+
+
+def test_a_command_on_a_new_store_returns_before_the_store_is_made(tmp_path):
+    """The first runs into a new sqlite store: the command says it is being made and returns without
+    waiting for MLflow's import and its tables (the test holds the ledger's lock, so nothing is made
+    before the command ends); once the lock is free the writer makes it beside its path, links it in
+    and writes the run; nothing of the making is left beside it."""
+    machine, box = tmp_path / "machine", Sandbox(tmp_path / "box", store_template=False)
+    with handoff.lock(box.ledger):
+        out = box.run(*TINY, "tracking.experiment=new", REPRO_MACHINE_DIR=str(machine), timeout=100)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+        assert "creating the store" in out.stdout + out.stderr
+        assert not box.db.exists()  # the command did not wait for it
+    box.projected()
+    assert [r.data.tags["repro.ledger_id"] for r in box.mlflow_runs("new")] == [box.heads()[0]["id"]]
+    assert sorted(p.name for p in box.root.iterdir() if p.name.startswith(".mlflow.db")) == []
+
+
+def test_a_store_another_client_made_first_is_the_store(tmp_path):
+    """A client without repro's file lock (the MLflow UI, a script) that made the store while repro made
+    its own beside it keeps its file: repro's link never replaces it, and what repro made is removed."""
+    from mlflow.tracking import MlflowClient
+
+    from repro.tracking import mlflow_tracker
+
+    db = tmp_path / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{db}").create_experiment("theirs")
+    theirs = db.stat().st_ino
+    assert mlflow_tracker._create_aside(db) is False
+    assert db.stat().st_ino == theirs and sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
+    tracker = mlflow_tracker.Tracker(f"sqlite:///{db}", "ours")
+    assert {e.name for e in tracker.client.search_experiments()} >= {"theirs", "ours"}

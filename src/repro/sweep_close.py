@@ -98,11 +98,9 @@ def _hand_over(session, status: str, sweep_record: dict | None, report_dir: Path
             if report_dir:
                 handoff.start_projector(session.ledger_dir, writer_idle_s=session.writer_idle_s)
             return
-    new = [uri for uri, _ in stores if handoff.new_sqlite_store(uri)]
-    if new:  # its first runs: the command returns once the projector has created it
+    if new := [uri for uri, _ in stores if handoff.new_sqlite_store(uri)]:  # made by the writer, not waited for
         report.console().print(f"[dim]MLflow: creating the store {markup(redact(new[0]))} (its first runs)[/]")
-    handoff.start_projector(session.ledger_dir, writer_idle_s=session.writer_idle_s,
-                            wait_for_stores=bool(new))
+    handoff.start_projector(session.ledger_dir, writer_idle_s=session.writer_idle_s)
     report.console().print(f"[dim]MLflow: {len(session.handed) or len(records)} run(s) being written in the "
                            f"background (log {markup(handoff.folder(session.ledger_dir) / handoff.LOG)}); "
                            "`repro sync` finishes what it does not[/]")

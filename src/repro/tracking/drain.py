@@ -148,11 +148,10 @@ def store_of(record: dict) -> tuple[str, str]:
     return tracking.uri, tracking.experiment
 
 
-def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = None, opened=None) -> dict[str, int]:
+def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = None) -> dict[str, int]:
     """Write the announced reports, then project every pending entry; the caller holds
     `handoff.lock`. Per store, a failure stops that store's entries (left for later) and is
-    recorded (and said, with `say`); the others go on. `opened()` is called once every store
-    is open (created, for a new one)."""
+    recorded (and said, with `say`); the others go on."""
     ledger = ledger or Ledger(ledger_root)
     counts = {"pushed": 0, "sweeps": 0, "left": 0}
     write_reports(ledger, handoff.entries(ledger_root))
@@ -186,8 +185,6 @@ def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = Non
                 trackers[key] = open_store(*key)
         except Exception as e:  # noqa: BLE001 - said below, with the store's entries
             trackers[key] = e
-    if opened:
-        opened()
     failed = False
     for (uri, experiment), items in by_store.items():
         parents: dict[str, str] = {}

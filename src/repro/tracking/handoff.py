@@ -382,46 +382,37 @@ def _projector_env() -> dict:
             **({redaction.REAL_URIS_VAR: json.dumps(real)} if real else {})}
 
 
-def start_projector(ledger_root: str | Path, *, writer_idle_s: float, wait_for_stores: bool = False,
-                    timeout_s: float = 120) -> int:
+def start_projector(ledger_root: str | Path, *, writer_idle_s: float) -> int:
     """The ledger's pending entries handed to this machine's MLflow writer (tracking/writer.py,
     started where none is up; `writer_idle_s`: tracking.writer_idle_s, 0 for none), else to a
     projector of its own, detached (its own session: a Ctrl-C or the terminal closing does not
     reach it), its output appended to the pending folder's log; the pid of the one that took them.
     Either holds the ledger's lock from the moment this returns where it is free (a next command
-    sees it busy), else waits for the one at work. `wait_for_stores`: return only once the stores
-    are open (a new sqlite store is created then: a client another process opens meanwhile would
-    race its creation), or timed out."""
-    import select
-
+    sees it busy), else waits for the one at work. A new sqlite store is made aside and put in place
+    whole (tracking/mlflow_tracker.py), so no command waits for its creation."""
     base = folder(ledger_root)
     base.mkdir(parents=True, exist_ok=True)
     if writer_idle_s > 0:
         from repro.tracking import writer_socket
 
-        pid = writer_socket.hand_over(ledger_root, writer_idle_s, _projector_env(), wait_for_stores, timeout_s, base / LOG)
+        pid = writer_socket.hand_over(ledger_root, writer_idle_s, _projector_env(), base / LOG)
         if pid is not None:
             return pid
-    ready_read, ready_write = os.pipe() if wait_for_stores else (None, None)
     with open(base / LOCK, "a") as held, open(machine_lock(), "a") as shared, open(base / LOG, "ab") as log:
         try:
             fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             pass  # the one at work holds it: the new one waits for it (projector.main)
         fcntl.flock(shared, fcntl.LOCK_SH)
-        fds = (held.fileno(), shared.fileno(), *((ready_write,) if wait_for_stores else ()))
         proc = subprocess.Popen([sys.executable, "-m", "repro.tracking.projector", str(Path(ledger_root)),
-                                 str(held.fileno()), *((str(ready_write),) if wait_for_stores else ())],
+                                 str(held.fileno())],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, pass_fds=fds, env=_projector_env())
+                                start_new_session=True, pass_fds=(held.fileno(), shared.fileno()),
+                                env=_projector_env())
     try:  # named from now on, for a command that waits for it (the projector itself says so again)
         _register(proc.pid, ledger_root)
     except OSError:
         pass
-    if wait_for_stores:  # a byte once open, or EOF if it ended first
-        os.close(ready_write)
-        select.select([ready_read], [], [], timeout_s)
-        os.close(ready_read)
     return proc.pid  # our copies of the lock files are closed: the locks are the projector's alone
 
 

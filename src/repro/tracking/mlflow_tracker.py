@@ -10,8 +10,9 @@ connection fails at once whatever the timeout; the timeout is for a server that 
 busy (one worker serving parallel jobs on a loaded machine answered in over 5 s in CI), which
 must not be taken for a dead one. A new sqlite
 store is created under an inter-process file lock (MLflow's alembic migrations race when
-several processes create one store at once), and a write that meets "database is locked"
-is retried a few times.
+several processes create one store at once), in a file beside its path that is then linked
+into place whole (`_create_aside`), and a write that meets "database is locked" is retried a
+few times.
 """
 
 from __future__ import annotations
@@ -101,6 +102,48 @@ def retry_locked(call, *args, **kwargs):
             time.sleep(LOCKED_WAIT_S * (attempt + 1))
 
 
+def _create_aside(db: Path) -> bool:
+    """A new sqlite store's tables made in a file beside it, then put in place whole (a hard link,
+    which never replaces a file another client made meanwhile). Other repro processes wait on the
+    file lock; a client that takes no lock (the MLflow UI, a script) and opens the store while it is
+    made finds no file and makes its own, which is then the store: it never meets half a migration,
+    so no command needs to wait for the creation. False where that client's file was there first."""
+    aside = db.with_name(f".{db.name}.{os.getpid()}.{time.monotonic_ns()}.creating")
+    client = MlflowClient(tracking_uri=f"sqlite:///{aside}")
+    try:
+        client.search_experiments(max_results=1)  # the store's first use makes its tables
+        os.link(aside, db)
+        return True
+    except FileExistsError:
+        return False  # made by another client meanwhile: that one is the store
+    except OSError:  # a file system without hard links: MLflow makes it in place, as it would alone
+        return True
+    finally:
+        _dispose(client)
+        _forget_stores()  # MLflow's cached store on the file beside, which is gone
+        aside.unlink(missing_ok=True)
+
+
+def retry_racing(call, wait_s: float = 30.0):
+    """`call()`, again for up to `wait_s` while it fails: a store that another client (one without
+    repro's file lock) is still making fails to open until its tables are all there."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return call()
+        except Exception:  # noqa: BLE001 - MLflow's and sqlite's errors of a half-made store vary by version
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
+def _dispose(client) -> None:
+    """Close a client's database connections. Why private MLflow API: its client has no close."""
+    engine = getattr(getattr(getattr(client, "_tracking_client", None), "store", None), "engine", None)
+    if engine is not None:
+        engine.dispose()
+
+
 # sqlite files this process opened a store on, with their device and inode; None for a relative
 # path (MLflow caches its store by the URI as written, which names another file from another folder)
 _opened: dict[Path, tuple[int, int] | None] = {}
@@ -118,10 +161,14 @@ def forget_changed_stores() -> None:
     """MLflow keeps each store it opened (one per URI, its sqlite engine with it). Where a sqlite file a
     store was opened on is gone or another file now (a user rebuilt mlflow.db), or was named by a
     relative path, every store is opened again on next use, so that the current file is written, not
-    the unlinked one (the MLflow writer, tracking/writer.py, before each drain). Why private MLflow
-    API: its store cache has no public clear."""
-    if not any(seen is None or _identity(db) != seen for db, seen in _opened.items()):
-        return
+    the unlinked one (the MLflow writer, tracking/writer.py, before each drain)."""
+    if any(seen is None or _identity(db) != seen for db, seen in _opened.items()):
+        _forget_stores()
+
+
+def _forget_stores() -> None:
+    """Every store MLflow keeps is opened again on its next use. Why private MLflow API: its store
+    cache has no public clear."""
     from mlflow.tracking._tracking_service.registry import TrackingStoreRegistry
 
     TrackingStoreRegistry._get_store_with_resolved_uri.cache_clear()
@@ -139,7 +186,10 @@ class Tracker:
             return
         db.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(f"{db}.lock", timeout=CREATE_LOCK_TIMEOUT_S):  # creation and migration, one process at a time
-            self._open()
+            if db.exists() or _create_aside(db):
+                self._open()
+            else:  # another client's, perhaps half made yet
+                retry_racing(self._open)
         _opened[db.resolve()] = _identity(db) if db.is_absolute() else None
 
     def _open(self) -> None:
@@ -156,9 +206,7 @@ class Tracker:
         """Close the store's database connections (a sqlite file: none kept open once a drain is done, so a
         long-lived writer holds no file of a disk someone unmounts); the store reconnects when used again.
         Why private MLflow API: its client has no close."""
-        engine = getattr(getattr(getattr(self.client, "_tracking_client", None), "store", None), "engine", None)
-        if engine is not None:
-            engine.dispose()
+        _dispose(self.client)
 
     def find_runs(self, tag: str, value: str | None = None) -> list:
         """Runs of this experiment that carry `tag` (with `value`, when given), deleted ones left out."""

@@ -17,11 +17,8 @@ from repro.tracking import drain, handoff
 
 
 def main(argv: list[str]) -> int:
-    """`LEDGER [LOCK_FD [READY_FD]]`: LOCK_FD is the ledger's lock file as the session opened it
-    (and locked it where it was free; taking it again through the same open file is immediate);
-    READY_FD a pipe told once the stores are open (a session waiting for a new store's creation)."""
-    import os
-
+    """`LEDGER [LOCK_FD]`: LOCK_FD is the ledger's lock file as the session opened it (and locked it
+    where it was free; taking it again through the same open file is immediate)."""
     from repro.console import guard_streams
 
     guard_streams()  # its log: redacted lines (a store's error names its URI, credentials and all)
@@ -30,13 +27,9 @@ def main(argv: list[str]) -> int:
     if len(argv) > 1:
         import fcntl
 
-        def opened() -> None:
-            os.write(int(argv[2]), b"1")
-            os.close(int(argv[2]))
-
         fcntl.flock(int(argv[1]), fcntl.LOCK_EX)
         with handoff.at_work(ledger_root):
-            counts = drain.drain(ledger_root, opened=opened if len(argv) > 2 else None)
+            counts = drain.drain(ledger_root)
     else:
         with handoff.lock(ledger_root), handoff.at_work(ledger_root):
             counts = drain.drain(ledger_root)

@@ -36,7 +36,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from repro.tracking.writer_socket import HandOver, address
@@ -52,7 +52,6 @@ class Job:
     env: dict
     cwd: str
     held: object | None  # the ledger's lock file, locked; None: another holds it (the drain waits for it)
-    waiting: list = field(default_factory=list)  # connections told once the stores are open
 
 
 class Writer:
@@ -125,17 +124,14 @@ class Writer:
                     job.env, job.cwd = env, request.cwd  # joined: one hold per job
                 self.idle_s = request.idle_s or self.idle_s
                 handoff._register(os.getpid(), ledger)  # named from now on (the drain says so again)
-                if request.wait:
-                    job.waiting.append(conn)  # told "opened", then closed, by the drain
         finally:
             if holds:
                 self._release()
-        try:
-            conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
-        except OSError:
-            return  # drained and closed already: the command hands over again (nothing is left to drain)
-        if not request.wait:
-            conn.close()
+        with conn:
+            try:
+                conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+            except OSError:
+                pass  # the command went away or gave up waiting: it starts a projector of its own
 
     def run(self) -> None:
         while True:
@@ -152,8 +148,6 @@ class Writer:
             try:
                 self._drain(job)
             finally:
-                for conn in job.waiting:
-                    conn.close()
                 if job.held is not None:
                     job.held.close()
                 with self.guard:
@@ -182,18 +176,11 @@ class Writer:
             except OSError:
                 os.chdir("/")
 
-            def opened() -> None:
-                for conn in job.waiting:
-                    try:
-                        conn.sendall(b"opened\n")
-                    except OSError:
-                        pass
-
             if job.held is None:
                 job.held = open(handoff.folder(job.ledger) / handoff.LOCK, "a")
                 fcntl.flock(job.held, fcntl.LOCK_EX)
             with handoff.at_work(job.ledger):
-                counts = drain.drain(job.ledger, opened=opened)
+                counts = drain.drain(job.ledger)
             print(f"repro writer pid {os.getpid()} {time.strftime('%Y-%m-%dT%H:%M:%S')}: {counts['pushed']} run(s) and "
                   f"{counts['sweeps']} sweep(s) into MLflow, {counts['left']} left, {time.time() - start:.1f} s")
         except Exception as e:  # noqa: BLE001 - the entries stay for the next drain or `repro sync`

@@ -24,14 +24,13 @@ REPLY_S = 5.0  # the most a command waits for a writer's answer before it starts
 @dataclass(frozen=True)
 class HandOver:
     """A command's one line to the writer: the ledger to drain, the command's environment (its store's
-    credentials, MLflow's settings) and folder, how long the writer idles before it ends, and whether
-    the command waits until the stores are open."""
+    credentials, MLflow's settings) and folder, and how long the writer idles before it ends. (A
+    `wait` key an earlier repro sent is read past: no command waits for a store's creation now.)"""
 
     ledger: str
     env: dict
     cwd: str = "/"
     idle_s: float = 0.0  # 0: the writer keeps the idle time it has
-    wait: bool = False
 
     def line(self) -> bytes:
         return json.dumps(asdict(self)).encode() + b"\n"
@@ -41,7 +40,7 @@ class HandOver:
         """The request a command sent (ValueError, KeyError or TypeError where it is not one)."""
         given = json.loads(line)
         return cls(ledger=str(given["ledger"]), env=dict(given["env"]), cwd=str(given.get("cwd") or "/"),
-                   idle_s=float(given.get("idle_s") or 0.0), wait=bool(given.get("wait")))
+                   idle_s=float(given.get("idle_s") or 0.0))
 
 
 def _code_stamp() -> str:
@@ -68,18 +67,16 @@ def socket_path() -> Path:
     return paths.machine_dir() / f"writer-{key}.sock"
 
 
-def hand_over(ledger_root: str | Path, idle_s: float, env: dict, wait_for_stores: bool = False,
-              timeout_s: float = 120, log: Path | None = None) -> int | None:
+def hand_over(ledger_root: str | Path, idle_s: float, env: dict, log: Path | None = None) -> int | None:
     """Hand `ledger_root`'s pending entries to this machine's writer (started where none answers):
     its pid once it has queued them and holds the ledger's lock, or None where no writer could take
-    them (the caller starts a projector). `wait_for_stores`: return only once the stores are open
-    (a new sqlite store is created then), or `timeout_s` passed."""
+    them (the caller starts a projector)."""
     path = socket_path()
     try:
         cwd = os.getcwd()
     except OSError:  # removed under the command: the drain runs from /
         cwd = "/"
-    request = HandOver(str(Path(ledger_root).resolve()), env, cwd, idle_s, wait_for_stores)
+    request = HandOver(str(Path(ledger_root).resolve()), env, cwd, idle_s)
     for _ in range(2):  # a writer that was ending as we connected: start another, once
         conn = _connect(path)
         if conn is None:
@@ -91,8 +88,7 @@ def hand_over(ledger_root: str | Path, idle_s: float, env: dict, wait_for_stores
             try:
                 conn.settimeout(REPLY_S)  # its accepting thread answers at once, importing or draining
                 conn.sendall(request.line())
-                reply = conn.makefile("rb")
-                line = reply.readline()
+                line = conn.makefile("rb").readline()
             except OSError:
                 return None  # alive but not answering (stopped, say): a projector of our own
             if not line:
@@ -101,12 +97,6 @@ def hand_over(ledger_root: str | Path, idle_s: float, env: dict, wait_for_stores
                 pid = int(json.loads(line)["pid"])
             except (ValueError, KeyError, TypeError):
                 return None
-            if wait_for_stores:
-                conn.settimeout(timeout_s)
-                try:
-                    reply.readline()  # "opened", or EOF where the drain ended first
-                except OSError:
-                    pass
             return pid
     return None
 
