@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SUITE_OMP_WAIT
+from conftest import REPO, SUITE_OMP_WAIT, Sandbox
 
 DOCS = REPO / "docs"
 sys.path.insert(0, str(DOCS / "_ext"))
@@ -291,6 +291,7 @@ def test_the_tutorial_runs_end_to_end_in_a_fresh_clone(tmp_path):
     for block in steps:
         for command, quoted in block.commands:  # the quickstart may take the test's whole budget under load
             _check(block, command, quoted, _run(command, clone, env, timeout=TUTORIAL_COMMAND_S))
+    Sandbox(clone).projected()  # MLflow is written, and the sweep's report drawn, after the command returns
     assert (clone / "mlflow.db").is_file() and list((clone / "ledger" / ".reports").glob("*/report.md"))
 
 

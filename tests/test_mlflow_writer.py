@@ -137,7 +137,8 @@ def test_a_command_on_a_new_store_returns_before_the_store_is_made(tmp_path):
 
 def test_a_store_another_client_made_first_is_the_store(tmp_path):
     """A client without repro's file lock (the MLflow UI, a script) that made the store while repro made
-    its own beside it keeps its file: repro's link never replaces it, and what repro made is removed."""
+    its own beside it keeps its file: repro's link never replaces it, and what repro made is removed, as
+    is what a creator killed midway had left beside it."""
     from mlflow.tracking import MlflowClient
 
     from repro.tracking import mlflow_tracker
@@ -145,6 +146,7 @@ def test_a_store_another_client_made_first_is_the_store(tmp_path):
     db = tmp_path / "mlflow.db"
     MlflowClient(tracking_uri=f"sqlite:///{db}").create_experiment("theirs")
     theirs = db.stat().st_ino
+    (tmp_path / ".mlflow.db.1.2.creating").write_bytes(b"a creator killed midway left this")
     assert mlflow_tracker._create_aside(db) is False
     assert db.stat().st_ino == theirs and sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
     tracker = mlflow_tracker.Tracker(f"sqlite:///{db}", "ours")

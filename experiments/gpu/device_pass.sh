@@ -53,6 +53,10 @@ finish() {  # always: the summary's results, and what the call made, into OUT; r
     grep -hE "^- .*(faster than|equivalent within|cannot tell yet|no price to measure|deterministic mode costs)" \
       "${REPORTS[@]}"
   } 2>/dev/null | clip 300 | head -30 >> "$SUMMARY"
+  # MLflow is written in the background after each command: the tarball's mlflow.db waits for it (bounded;
+  # the ledger in the tarball is the truth, and `repro sync` there rebuilds whatever is missing)
+  [ -d "$W/ledger" ] && { timeout 20 python3 -m repro sync --ledger "$W/ledger" > "$W/c$CALL-sync.log" 2>&1 \
+    || say "sync: rc $? (the tarball's mlflow.db may lack runs: \`repro sync --ledger ledger\` rebuilds them)"; }
   mkdir -p "$W"; tar -czf "$OUT/call$CALL.tar.gz" -C "$W" . 2>/dev/null
   ls -la "$OUT"
   exit "$rc"

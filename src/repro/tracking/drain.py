@@ -149,12 +149,13 @@ def store_of(record: dict) -> tuple[str, str]:
 
 
 def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = None) -> dict[str, int]:
-    """Write the announced reports, then project every pending entry; the caller holds
-    `handoff.lock`. Per store, a failure stops that store's entries (left for later) and is
-    recorded (and said, with `say`); the others go on."""
+    """Open the sqlite stores, write the announced reports, open the other stores, then project every
+    pending entry; the caller holds `handoff.lock`. Per store, a failure stops that store's entries
+    (left for later) and is recorded (and said, with `say`); the others go on. A new sqlite store is
+    made first: the command that handed it over has returned, and until it is made a client that opens
+    it (the MLflow UI) makes its own (mlflow_tracker.Tracker)."""
     ledger = ledger or Ledger(ledger_root)
     counts = {"pushed": 0, "sweeps": 0, "left": 0}
-    write_reports(ledger, handoff.entries(ledger_root))
     by_store: dict[tuple[str, str], list] = defaultdict(list)
     for entry, data in handoff.entries(ledger_root):
         if data.kind == "run":
@@ -179,12 +180,18 @@ def drain(ledger_root: str | Path, say: bool = True, ledger: Ledger | None = Non
         else:
             handoff.done(entry)
     trackers = {}
-    for key in by_store:
-        try:
-            with handoff.quiet_turn():  # MLflow's import and the store's opening: seconds of CPU
-                trackers[key] = open_store(*key)
-        except Exception as e:  # noqa: BLE001 - said below, with the store's entries
-            trackers[key] = e
+
+    def open_stores(local: bool) -> None:
+        for key in (k for k in by_store if k[0].startswith("sqlite:") == local):
+            try:
+                with handoff.quiet_turn():  # MLflow's import and the store's opening: seconds of CPU
+                    trackers[key] = open_store(*key)
+            except Exception as e:  # noqa: BLE001 - said below, with the store's entries
+                trackers[key] = e
+
+    open_stores(local=True)
+    write_reports(ledger, handoff.entries(ledger_root))  # whatever becomes of the stores
+    open_stores(local=False)  # a server, slow or unreachable, holds back no report
     failed = False
     for (uri, experiment), items in by_store.items():
         parents: dict[str, str] = {}

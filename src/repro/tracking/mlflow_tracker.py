@@ -17,6 +17,7 @@ few times.
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import os
@@ -107,7 +108,10 @@ def _create_aside(db: Path) -> bool:
     which never replaces a file another client made meanwhile). Other repro processes wait on the
     file lock; a client that takes no lock (the MLflow UI, a script) and opens the store while it is
     made finds no file and makes its own, which is then the store: it never meets half a migration,
-    so no command needs to wait for the creation. False where that client's file was there first."""
+    so no command needs to wait for the creation. False where that client's file was there first.
+    The caller holds the file lock: a file another creator left beside it is a killed one's."""
+    for stale in glob.glob(glob.escape(str(db.with_name(f".{db.name}."))) + "*.creating"):
+        Path(stale).unlink(missing_ok=True)
     aside = db.with_name(f".{db.name}.{os.getpid()}.{time.monotonic_ns()}.creating")
     client = MlflowClient(tracking_uri=f"sqlite:///{aside}")
     try:
@@ -124,7 +128,7 @@ def _create_aside(db: Path) -> bool:
         aside.unlink(missing_ok=True)
 
 
-def retry_racing(call, wait_s: float = 30.0):
+def _retry_racing(call, wait_s: float = 30.0):
     """`call()`, again for up to `wait_s` while it fails: a store that another client (one without
     repro's file lock) is still making fails to open until its tables are all there."""
     deadline = time.monotonic() + wait_s
@@ -189,7 +193,7 @@ class Tracker:
             if db.exists() or _create_aside(db):
                 self._open()
             else:  # another client's, perhaps half made yet
-                retry_racing(self._open)
+                _retry_racing(self._open)
         _opened[db.resolve()] = _identity(db) if db.is_absolute() else None
 
     def _open(self) -> None:
@@ -204,8 +208,7 @@ class Tracker:
 
     def close(self) -> None:
         """Close the store's database connections (a sqlite file: none kept open once a drain is done, so a
-        long-lived writer holds no file of a disk someone unmounts); the store reconnects when used again.
-        Why private MLflow API: its client has no close."""
+        long-lived writer holds no file of a disk someone unmounts); the store reconnects when used again."""
         _dispose(self.client)
 
     def find_runs(self, tag: str, value: str | None = None) -> list:
