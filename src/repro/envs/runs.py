@@ -10,7 +10,7 @@ from repro.envs import cache, lock, venvs
 from repro.paths import interpreter as resolve_python
 
 
-def record_hash(ledger_root: Path, python: str | None, say=print) -> str | None:
+def record_hash(ledger_root: Path, python: str | None, say) -> str | None:
     """The hash of `python`'s lock, the lock kept once in `<ledger>/envs/` (None: it could not be
     read, and `say` was told why: the record will name no whole environment, so `repro env pack`
     and `repro replay --as-recorded` will refuse it)."""

@@ -24,8 +24,7 @@ REPLY_S = 5.0  # the most a command waits for a writer's answer before it starts
 @dataclass(frozen=True)
 class HandOver:
     """A command's one line to the writer: the ledger to drain, the command's environment (its store's
-    credentials, MLflow's settings) and folder, and how long the writer idles before it ends. (A
-    `wait` key an earlier repro sent is read past: no command waits for a store's creation now.)"""
+    credentials, MLflow's settings) and folder, and how long the writer idles before it ends."""
 
     ledger: str
     env: dict
