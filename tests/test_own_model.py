@@ -116,13 +116,21 @@ def outside(tmp_path_factory):
     return Outside(tmp_path_factory.mktemp("own"))
 
 
-@pytest.mark.slow
-def test_found_by_config_dir_trained_alike_from_one_start(outside):
+@pytest.fixture(scope="module")
+def trained(outside) -> tuple[dict, dict]:
+    """The package's model swept over JAX and torch from one start (its JAX run is what the replay test
+    replays): a fixture, so each test that reads it runs alone as in its module."""
     out = outside.repro("--config-dir", str(outside.pkg / "conf"), "-m", "framework=jax,torch", "model=resconv",
                         "run.init=shared", "run.steps=50", "run.warmup=5", "run.batch_size=8",
                         f"ledger.dir={outside.ledger}", "progress.mode=none")
     assert out.returncode == 0, out.stdout + out.stderr
     jax_run, torch_run = sorted(outside.records(), key=lambda r: r["config"]["framework"]["name"])
+    return jax_run, torch_run
+
+
+@pytest.mark.slow
+def test_found_by_config_dir_trained_alike_from_one_start(outside, trained):
+    jax_run, torch_run = trained
     assert {jax_run["status"], torch_run["status"]} == {"ok"}
     assert jax_run["config"]["model"]["_target_"] == "own_model.ResConvNet"
     assert jax_run["results"]["init_params_sha256"] == torch_run["results"]["init_params_sha256"]
@@ -162,8 +170,8 @@ def test_layouts_and_backends_it_does_not_declare_are_refused(outside):
 
 
 @pytest.mark.slow
-def test_replay_names_a_changed_source_and_as_recorded_restores_it(outside):
-    original = next(r for r in outside.records() if r["config"]["framework"]["name"] == "jax")
+def test_replay_names_a_changed_source_and_as_recorded_restores_it(outside, trained):
+    original = trained[0]
     module = outside.pkg / "own_model.py"
     module.write_text(module.read_text().replace("x.mean(axis=(1, 2))", "x.max(axis=(1, 2))")
                       .replace("x.mean(dim=(2, 3))", "x.amax(dim=(2, 3))"))

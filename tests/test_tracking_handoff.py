@@ -198,6 +198,67 @@ def test_a_single_runs_worker_starts_before_its_session_and_a_sweeps_from_its_lo
         assert later._warm is None, others
 
 
+@pytest.mark.slow  # starts workers
+def test_a_single_runs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_path, monkeypatch):
+    """job/warm.py `before_plan`: a command line whose single run was planned before in this folder
+    starts that run's worker before it is planned, from its hint. The plan still decides: the worker
+    is kept where the plan asks for that very worker, in the environment the hint was made in, and
+    ended otherwise (one for the plan then starts); a changed environment starts nothing early."""
+    from repro.job import warm as warm_module
+    from repro.job.warm import WarmStart
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    argv = [*TINY]
+    single = plan(argv)
+
+    def early(warm: WarmStart):
+        return warm._early[0]
+
+    first = WarmStart()
+    first.before_plan(argv)
+    assert early(first) is None and not warm_module.hint_path(argv).exists()  # never planned here
+    first.ahead_of_session(single)
+    started = first._warm
+    first.discard()
+    assert started.proc.returncode is not None and warm_module.hint_path(argv).is_file()
+
+    second = WarmStart()
+    second.before_plan(argv)
+    ahead = early(second)
+    assert ahead is not None and ahead.proc.poll() is None
+    second.ahead_of_session(single)
+    assert second._warm is ahead  # the plan's own worker: kept
+    config = single.jobs[0]
+    assert second.take(config.framework.python, seeding.worker_env(config), None, config.framework.backend) is ahead
+    ahead.discard()
+
+    third = WarmStart()  # the same command line, a plan that asks for another worker (another hash seed)
+    third.before_plan(argv)
+    ahead = early(third)
+    other = plan([*TINY, "run.seed=7"])
+    third.ahead_of_session(other)
+    assert ahead.proc.returncode is not None  # ended
+    assert third._warm is not None and third._warm is not ahead
+    assert dict(third._warm.key[1])["PYTHONHASHSEED"] == seeding.worker_env(other.jobs[0])["PYTHONHASHSEED"]
+    third.discard()
+
+    monkeypatch.setenv("REPRO_TEST_CHANGED", "1")  # the parent's environment, which a worker inherits
+    fourth = WarmStart()
+    fourth.before_plan(argv)
+    assert early(fourth) is None
+    fourth.ahead_of_session(single)  # started after the plan, as before, and the hint made anew
+    assert fourth._warm is not None
+    fourth.discard()
+    fifth = WarmStart()
+    fifth.before_plan(argv)
+    ahead = early(fifth)
+    assert ahead is not None
+    fifth.ahead_of_session(plan(["-m", *TINY, "run.seed=0,1"]))  # a sweep starts its first worker from its loop
+    assert ahead.proc.returncode is not None and fifth._warm is None
+    assert all(not p.name.startswith(".") for p in warm_module.hint_path(argv).parent.iterdir())  # no temp left
+
+
 def test_the_next_jobs_worker_is_ready_before_the_running_jobs_steps_and_idle_beside_them(sandbox):
     """In a sweep, each job's worker is started while the job before it starts (the first: as the
     sweep starts), and that job's measured steps wait until it has imported its framework: the

@@ -408,13 +408,19 @@ def _run_experiment(argv: list[str], info_only: bool) -> int:
         sys.argv = [sys.argv[0]] + argv
         hydra_main()
         return 0
-    plan = _checked_plan(argv)
-    if plan is None:
-        return EXIT_CONFIG_ERROR
     from repro.job.warm import WarmStart
 
     warm = WarmStart()
-    warm.ahead_of_session(plan)  # a single run's worker starts now, while the session is made
+    warm.before_plan(argv)  # the worker this command line's single run had last time, while it is planned
+    try:
+        plan = _checked_plan(argv)
+    except BaseException:
+        warm.discard()
+        raise
+    if plan is None:
+        warm.discard()
+        return EXIT_CONFIG_ERROR
+    warm.ahead_of_session(plan)  # a single run's worker, if not started already: now, while the session is made
     from repro.api import admit, launcher_for, plan_session, run_jobs
     from repro.config import ConfigError
     from repro.ledger import LedgerError

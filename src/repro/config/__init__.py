@@ -6,7 +6,7 @@ The checks that turn a composed config into a checked one live one floor up, in
 
 import importlib
 
-_NAMES = {"ConfigError": "schema", "config_hash": "spec", "semantic": "spec"}
+_NAMES = {"ConfigError": "errors", "config_hash": "spec", "semantic": "spec"}
 
 __all__ = list(_NAMES)
 

@@ -26,6 +26,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
+from repro.config.errors import ConfigError  # noqa: F401 - raised here, and imported from here by most
+
 PLATFORMS = ("cpu", "gpu", "tpu")
 MATMUL_PRECISIONS = ("highest", "high", "medium", "default")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -39,10 +41,6 @@ MODEL_IMPLS = ("native", "hf")  # ours | transformers' classes (repro.models.hf)
 DATASETS = ("synthetic", "digits")
 LAYOUTS = ("none", "dp", "fsdp", "tp", "dp_tp")
 CLUSTERS = ("local", "slurm")
-
-
-class ConfigError(ValueError):
-    """A config that cannot run: names the key, the bad value and what would be valid."""
 
 
 def choice(default: str, allowed: tuple[str, ...]) -> Any:

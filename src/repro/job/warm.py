@@ -7,49 +7,135 @@ and the running job's measured steps wait until it has imported what it imports 
 it runs beside no measured step. The next job then starts from its build: the Python start,
 repro's and the framework's imports are off the sweep's path. Where it is not ready within
 READY_WAIT_S (an import that hangs), it is ended and the next job starts its own worker.
+
+A single run's worker starts earlier still, before the command line is planned (`before_plan`),
+where the same command line was planned before in this folder: its hint (`hint_path`) keeps what
+that worker was started with and the parent's environment then. The plan still decides: a worker
+started from a hint that is not what the plan asks for, or whose environment has changed since, is
+ended and one is started as before (`ahead_of_session`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import sys
 from pathlib import Path
+from typing import Sequence
+
+from repro import paths
 
 READY_WAIT_S = 20.0
+HINT_FORMAT = 1  # bump when a hint's fields change
+
+
+def hint_path(argv: Sequence[str]) -> Path:
+    """Where the worker a command line started last time is kept: by the interpreter, the folder (a
+    relative path means another file there) and the command line, where the ledger and the MLflow
+    store it names are placeholders, as in the compose cache (they start no other worker)."""
+    from repro.config import compose_cache
+
+    keyed, _ = compose_cache.with_placeholders(argv)
+    key = json.dumps([HINT_FORMAT, sys.executable, os.getcwd(), keyed])
+    return paths.cache_root() / "warm" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+
+def environ_digest() -> str:
+    """This process's environment, which a worker inherits beside its own variables (`launch._spawn`)."""
+    return hashlib.sha256(json.dumps(sorted(os.environ.items())).encode()).hexdigest()
 
 
 class WarmStart:
     def __init__(self) -> None:
         self.upcoming = None  # the Config of the job after the one running (api.run_jobs sets it)
         self._warm = None
+        self._early = None  # (the worker started before the plan, its hint's path, the environment then)
 
-    def start_next(self, src: Path | None = None) -> None:
-        """Start the upcoming job's worker. A job with its own venv (env.packages) or on several
-        nodes starts its worker as usual."""
+    @staticmethod
+    def _spawn_args(config, src: Path | None = None) -> dict | None:
+        """What a worker started ahead for `config` is started with (`launch.warm_start`'s arguments
+        but its folder), or None for a job that starts its worker as usual: with its own venv
+        (env.packages) or on several nodes."""
         from repro.backends.layouts import process_count
-        from repro.job import cluster, launch, snapshot
+        from repro.job import cluster
         from repro.worker import seeding
 
+        if config.env.packages or config.env.wheelhouse or config.cluster.name != "local":
+            return None
+        rdzv = cluster.resolve(config.cluster)
+        return dict(python=config.framework.python, src=src, backend=config.framework.backend,
+                    fork=config.run.start == "fork",
+                    env=seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes)))
+
+    @staticmethod
+    def _start(args: dict):
+        from repro.job import launch, snapshot
+
+        snapshot.ensure_active()  # whole before a worker imports from it (else the job's own check says why)
+        return launch.warm_start(launch.make_run_dir(), args["python"], args["env"], args["src"],
+                                 backend=args["backend"], fork=args["fork"])
+
+    def start_next(self, src: Path | None = None) -> None:
+        """Start the upcoming job's worker (none for a job `_spawn_args` leaves to start as usual)."""
         config, self.upcoming = self.upcoming, None
-        if (self._warm is not None or config is None or config.env.packages or config.env.wheelhouse
-                or config.cluster.name != "local"):
+        if self._warm is not None or config is None:
             return
         try:
-            snapshot.ensure_active()  # whole before a worker imports from it (else the job's own check says why)
-            rdzv = cluster.resolve(config.cluster)
-            env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
-            self._warm = launch.warm_start(launch.make_run_dir(), config.framework.python, env, src,
-                                           backend=config.framework.backend, fork=config.run.start == "fork")
+            if (args := self._spawn_args(config, src)) is not None:
+                self._warm = self._start(args)
         except Exception:  # noqa: BLE001 - an early start is an optimisation: the job starts its own
             self._warm = None
+
+    def before_plan(self, argv: Sequence[str]) -> None:
+        """Start the worker the same command line's single run was started with last time, where
+        this process's environment is what it was then: its Python start and imports then run while
+        the command line is composed and checked. Nothing is started without a hint (the first time,
+        a sweep, a job `_spawn_args` leaves alone), and `ahead_of_session` keeps it only if the plan
+        asks for that very worker."""
+        path = hint_path(argv)
+        self._early = (None, path, None)  # without a worker, the hint is made anew once the plan says what to start
+        try:
+            hint = json.loads(path.read_text())
+            environ, args = hint["environ"], {**hint["spawn"], "src": None}
+        except (OSError, ValueError, TypeError, KeyError):  # none yet, or unreadable: the plan decides as before
+            return
+        if environ != environ_digest():
+            return
+        try:
+            self._early = (self._start(args), path, environ)
+        except Exception:  # noqa: BLE001 - as start_next: an early start is an optimisation
+            pass
 
     def ahead_of_session(self, plan) -> None:
         """A single run in this process (the command a person types most): its worker starts as soon
         as the plan is checked, so its Python start and imports run while this process makes the
-        session (the ledger's estimate, the sweep's id, the source hash), instead of after it. A
-        sweep starts its first worker from the loop (loop/sweep.py), where its order is known; a job
-        that turns out to differ (`take` compares the key) or never runs is ended as any other."""
-        if plan.runs == 1 and not plan.multirun and plan.launcher.in_process:
+        session (the ledger's estimate, the sweep's id, the source hash), instead of after it; or
+        before the plan (`before_plan`), where that worker is the one the plan asks for. A sweep
+        starts its first worker from the loop (loop/sweep.py), where its order is known; a job that
+        turns out to differ (`take` compares the key) or never runs is ended as any other."""
+        from repro.job import launch
+
+        early, path, environ = self._early or (None, None, None)
+        self._early = None
+        single = plan.runs == 1 and not plan.multirun and plan.launcher.in_process
+        try:
+            args = self._spawn_args(plan.jobs[0]) if single else None
+        except Exception:  # noqa: BLE001 - as start_next: the job starts its own worker and says why
+            args = None
+        if early is not None:
+            same = (args is not None and early.key == launch.warm_key(**args) and environ == environ_digest()
+                    and early.proc.poll() is None)
+            if same:
+                self._warm = early
+            else:
+                early.discard()
+        if single and self._warm is None:
             self.upcoming = plan.jobs[0]
             self.start_next()
+        if path is not None and args is not None and self._warm is not None:
+            _write_hint(path, {"environ": environ_digest(),
+                               "spawn": {k: v for k, v in args.items() if k != "src"}})
 
     def settle(self) -> None:
         """Before the running job's measured steps: wait until the worker started ahead is ready
@@ -71,7 +157,23 @@ class WarmStart:
         return None
 
     def discard(self) -> None:
-        """A job that will not run (interrupted, failed, resumed): its early worker ends."""
-        if self._warm is not None:
-            self._warm.discard()
-            self._warm = None
+        """A job that will not run (interrupted, failed, resumed, a plan refused): its early worker ends."""
+        early, self._early = (self._early or (None,))[0], None
+        for warm in (early, self._warm):
+            if warm is not None:
+                warm.discard()
+        self._warm = None
+
+
+def _write_hint(path: Path, hint: dict) -> None:
+    """Kept whole (a temp file renamed) and only when it changed; one that cannot be written is skipped."""
+    text = json.dumps(hint, sort_keys=True)
+    try:
+        if path.is_file() and path.read_text() == text:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass

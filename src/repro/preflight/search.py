@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from repro.config.schema import ConfigError
+from repro.config.errors import ConfigError
 
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
 SEARCHPATH = "hydra.searchpath"
