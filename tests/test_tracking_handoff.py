@@ -204,24 +204,29 @@ def test_a_single_runs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_
     starts that run's worker before it is planned, from its hint. The plan still decides: the worker
     is kept where the plan asks for that very worker, in the environment the hint was made in, and
     ended otherwise (one for the plan then starts); a changed environment starts nothing early."""
+    from repro import kept
     from repro.job import warm as warm_module
     from repro.job.warm import WarmStart
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
-    argv = [*TINY]
+    argv = [*TINY, f"ledger.dir={tmp_path / 'ledger'}"]
     single = plan(argv)
 
     def early(warm: WarmStart):
         return warm._early[0]
 
+    def hint(args):
+        return kept.load(warm_module.HINTS, warm_module.hint_stamp(args))
+
     first = WarmStart()
     first.before_plan(argv)
-    assert early(first) is None and not warm_module.hint_path(argv).exists()  # never planned here
+    assert early(first) is None and hint(argv) is None  # never planned here
     first.ahead_of_session(single)
     started = first._warm
     first.discard()
-    assert started.proc.returncode is not None and warm_module.hint_path(argv).is_file()
+    assert started.proc.returncode is not None and hint(argv)["spawn"]["backend"] == "jax"
+    assert hint([*TINY, f"ledger.dir={tmp_path / 'elsewhere'}"]) == hint(argv)  # another ledger: the same worker
 
     second = WarmStart()
     second.before_plan(argv)
@@ -236,7 +241,7 @@ def test_a_single_runs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_
     third = WarmStart()  # the same command line, a plan that asks for another worker (another hash seed)
     third.before_plan(argv)
     ahead = early(third)
-    other = plan([*TINY, "run.seed=7"])
+    other = plan([*argv, "run.seed=7"])
     third.ahead_of_session(other)
     assert ahead.proc.returncode is not None  # ended
     assert third._warm is not None and third._warm is not ahead
@@ -256,7 +261,16 @@ def test_a_single_runs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_
     assert ahead is not None
     fifth.ahead_of_session(plan(["-m", *TINY, "run.seed=0,1"]))  # a sweep starts its first worker from its loop
     assert ahead.proc.returncode is not None and fifth._warm is None
-    assert all(not p.name.startswith(".") for p in warm_module.hint_path(argv).parent.iterdir())  # no temp left
+
+    secret = [*TINY, "tracking.uri=http://bob:s3cret!@localhost:1"]  # a credential: no hint, nor its hash
+    assert warm_module.hint_stamp(secret) is None
+    sixth = WarmStart()
+    sixth.before_plan(secret)
+    sixth.ahead_of_session(single)
+    assert sixth._warm is not None  # started after the plan, as before
+    sixth.discard()
+    hints = list((tmp_path / "cache" / "repro" / warm_module.HINTS).iterdir())
+    assert len(hints) == 1 and not any("s3cret" in p.read_text() for p in hints)  # TINY's alone, whole
 
 
 def test_the_next_jobs_worker_is_ready_before_the_running_jobs_steps_and_idle_beside_them(sandbox):

@@ -9,7 +9,7 @@ repro's and the framework's imports are off the sweep's path. Where it is not re
 READY_WAIT_S (an import that hangs), it is ended and the next job starts its own worker.
 
 A single run's worker starts earlier still, before the command line is planned (`before_plan`),
-where the same command line was planned before in this folder: its hint (`hint_path`) keeps what
+where the same command line was planned before in this folder: its hint (`hint_stamp`) keeps what
 that worker was started with and the parent's environment then. The plan still decides: a worker
 started from a hint that is not what the plan asks for, or whose environment has changed since, is
 ended and one is started as before (`ahead_of_session`).
@@ -24,26 +24,33 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from repro import paths
-
 READY_WAIT_S = 20.0
 HINT_FORMAT = 1  # bump when a hint's fields change
+HINTS = "warm"  # repro.kept's kind: under <cache>/repro/warm/
+KEEP_HINTS = 64  # command lines (and folders) whose workers are kept: the newest
 
 
-def hint_path(argv: Sequence[str]) -> Path:
-    """Where the worker a command line started last time is kept: by the interpreter, the folder (a
-    relative path means another file there) and the command line, where the ledger and the MLflow
-    store it names are placeholders, as in the compose cache (they start no other worker)."""
+def hint_stamp(argv: Sequence[str]) -> list | None:
+    """What a hint is kept under (repro.kept): the interpreter, the folder (a relative path means
+    another file there) and the command line, where the ledger and MLflow store it names are
+    placeholders as in the compose cache (they start no other worker). None where the command line
+    holds a credential: nothing of it reaches a file, its hash included."""
     from repro.config import compose_cache
+    from repro.redaction import redact
 
-    keyed, _ = compose_cache.with_placeholders(argv)
-    key = json.dumps([HINT_FORMAT, sys.executable, os.getcwd(), keyed])
-    return paths.cache_root() / "warm" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+    if any(redact(a) != a for a in argv):
+        return None
+    return [HINT_FORMAT, sys.executable, os.getcwd(), compose_cache.with_placeholders(argv)[0]]
 
 
 def environ_digest() -> str:
-    """This process's environment, which a worker inherits beside its own variables (`launch._spawn`)."""
-    return hashlib.sha256(json.dumps(sorted(os.environ.items())).encode()).hexdigest()
+    """This process's environment, which a worker inherits beside its own variables (`launch._spawn`),
+    as a digest of its redacted text: a credential's value reaches no file, its hash included (a
+    worker started early inherits the real value all the same: it starts with this environment)."""
+    from repro.redaction import redact
+
+    text = redact("\n".join(f"{k}={v}" for k, v in sorted(os.environ.items())))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class WarmStart:
@@ -93,17 +100,19 @@ class WarmStart:
         the command line is composed and checked. Nothing is started without a hint (the first time,
         a sweep, a job `_spawn_args` leaves alone), and `ahead_of_session` keeps it only if the plan
         asks for that very worker."""
-        path = hint_path(argv)
-        self._early = (None, path, None)  # without a worker, the hint is made anew once the plan says what to start
+        from repro import kept
+
+        stamp = hint_stamp(argv)
+        hint = kept.load(HINTS, stamp) if stamp is not None else None
+        self._early = (None, stamp, hint)  # without a worker, the hint is made anew once the plan says what to start
         try:
-            hint = json.loads(path.read_text())
             environ, args = hint["environ"], {**hint["spawn"], "src": None}
-        except (OSError, ValueError, TypeError, KeyError):  # none yet, or unreadable: the plan decides as before
+        except (TypeError, KeyError):  # none yet, or not one: the plan decides as before
             return
         if environ != environ_digest():
             return
         try:
-            self._early = (self._start(args), path, environ)
+            self._early = (self._start(args), stamp, hint)
         except Exception:  # noqa: BLE001 - as start_next: an early start is an optimisation
             pass
 
@@ -114,9 +123,10 @@ class WarmStart:
         before the plan (`before_plan`), where that worker is the one the plan asks for. A sweep
         starts its first worker from the loop (loop/sweep.py), where its order is known; a job that
         turns out to differ (`take` compares the key) or never runs is ended as any other."""
+        from repro import kept
         from repro.job import launch
 
-        early, path, environ = self._early or (None, None, None)
+        early, stamp, hint = self._early or (None, None, None)
         self._early = None
         single = plan.runs == 1 and not plan.multirun and plan.launcher.in_process
         try:
@@ -124,8 +134,8 @@ class WarmStart:
         except Exception:  # noqa: BLE001 - as start_next: the job starts its own worker and says why
             args = None
         if early is not None:
-            same = (args is not None and early.key == launch.warm_key(**args) and environ == environ_digest()
-                    and early.proc.poll() is None)
+            same = (args is not None and early.key == launch.warm_key(**args)
+                    and hint["environ"] == environ_digest() and early.proc.poll() is None)
             if same:
                 self._warm = early
             else:
@@ -133,9 +143,10 @@ class WarmStart:
         if single and self._warm is None:
             self.upcoming = plan.jobs[0]
             self.start_next()
-        if path is not None and args is not None and self._warm is not None:
-            _write_hint(path, {"environ": environ_digest(),
-                               "spawn": {k: v for k, v in args.items() if k != "src"}})
+        if stamp is not None and args is not None and self._warm is not None:
+            made = {"environ": environ_digest(), "spawn": {k: v for k, v in args.items() if k != "src"}}
+            if made != hint:
+                kept.keep(HINTS, stamp, made, newest=KEEP_HINTS)
 
     def settle(self) -> None:
         """Before the running job's measured steps: wait until the worker started ahead is ready
@@ -164,16 +175,3 @@ class WarmStart:
                 warm.discard()
         self._warm = None
 
-
-def _write_hint(path: Path, hint: dict) -> None:
-    """Kept whole (a temp file renamed) and only when it changed; one that cannot be written is skipped."""
-    text = json.dumps(hint, sort_keys=True)
-    try:
-        if path.is_file() and path.read_text() == text:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except OSError:
-        pass
