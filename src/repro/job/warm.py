@@ -57,7 +57,7 @@ class WarmStart:
     def __init__(self) -> None:
         self.upcoming = None  # the Config of the job after the one running (api.run_jobs sets it)
         self._warm = None
-        self._early = None  # (the worker started before the plan, its hint's path, the environment then)
+        self._early = None  # (the worker started before the plan or None, its hint's stamp, the hint read)
 
     @staticmethod
     def _spawn_args(config, src: Path | None = None) -> dict | None:
