@@ -63,36 +63,39 @@ class WarmStart:
     def _spawn_args(config, src: Path | None = None) -> dict | None:
         """What a worker started ahead for `config` is started with (`launch.warm_start`'s arguments
         but its folder), or None for a job that starts its worker as usual: with its own venv
-        (env.packages) or on several nodes."""
+        (env.packages) or on several nodes, or where they cannot be worked out (the job's own start
+        then says why)."""
         from repro.backends.layouts import process_count
         from repro.job import cluster
         from repro.worker import seeding
 
         if config.env.packages or config.env.wheelhouse or config.cluster.name != "local":
             return None
-        rdzv = cluster.resolve(config.cluster)
+        try:
+            rdzv = cluster.resolve(config.cluster)
+            env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
+        except Exception:  # noqa: BLE001 - an early start is an optimisation: the job starts its own
+            return None
         return dict(python=config.framework.python, src=src, backend=config.framework.backend,
-                    fork=config.run.start == "fork",
-                    env=seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes)))
+                    fork=config.run.start == "fork", env=env)
 
     @staticmethod
     def _start(args: dict):
+        """The worker started with `args` (a hint's or `_spawn_args`'), or None where it could not be."""
         from repro.job import launch, snapshot
 
-        snapshot.ensure_active()  # whole before a worker imports from it (else the job's own check says why)
-        return launch.warm_start(launch.make_run_dir(), args["python"], args["env"], args["src"],
-                                 backend=args["backend"], fork=args["fork"])
+        try:
+            snapshot.ensure_active()  # whole before a worker imports from it (else the job's own check says why)
+            return launch.warm_start(launch.make_run_dir(), args["python"], args["env"], args["src"],
+                                     backend=args["backend"], fork=args["fork"])
+        except Exception:  # noqa: BLE001 - an early start is an optimisation: the job starts its own
+            return None
 
     def start_next(self, src: Path | None = None) -> None:
         """Start the upcoming job's worker (none for a job `_spawn_args` leaves to start as usual)."""
         config, self.upcoming = self.upcoming, None
-        if self._warm is not None or config is None:
-            return
-        try:
-            if (args := self._spawn_args(config, src)) is not None:
-                self._warm = self._start(args)
-        except Exception:  # noqa: BLE001 - an early start is an optimisation: the job starts its own
-            self._warm = None
+        if self._warm is None and config is not None and (args := self._spawn_args(config, src)) is not None:
+            self._warm = self._start(args)
 
     def before_plan(self, argv: Sequence[str]) -> None:
         """Start the worker the same command line's single run was started with last time, where
@@ -109,12 +112,8 @@ class WarmStart:
             environ, args = hint["environ"], {**hint["spawn"], "src": None}
         except (TypeError, KeyError):  # none yet, or not one: the plan decides as before
             return
-        if environ != environ_digest():
-            return
-        try:
+        if environ == environ_digest():
             self._early = (self._start(args), stamp, hint)
-        except Exception:  # noqa: BLE001 - as start_next: an early start is an optimisation
-            pass
 
     def ahead_of_session(self, plan) -> None:
         """A single run in this process (the command a person types most): its worker starts as soon
@@ -129,10 +128,7 @@ class WarmStart:
         early, stamp, hint = self._early or (None, None, None)
         self._early = None
         single = plan.runs == 1 and not plan.multirun and plan.launcher.in_process
-        try:
-            args = self._spawn_args(plan.jobs[0]) if single else None
-        except Exception:  # noqa: BLE001 - as start_next: the job starts its own worker and says why
-            args = None
+        args = self._spawn_args(plan.jobs[0]) if single else None
         if early is not None:
             same = (args is not None and early.key == launch.warm_key(**args)
                     and hint["environ"] == environ_digest() and early.proc.poll() is None)
@@ -140,9 +136,8 @@ class WarmStart:
                 self._warm = early
             else:
                 early.discard()
-        if single and self._warm is None:
-            self.upcoming = plan.jobs[0]
-            self.start_next()
+        if args is not None and self._warm is None:  # none kept from before the plan: its own starts now
+            self._warm = self._start(args)
         if stamp is not None and args is not None and self._warm is not None:
             made = {"environ": environ_digest(), "spawn": {k: v for k, v in args.items() if k != "src"}}
             if made != hint:
