@@ -199,11 +199,12 @@ def test_a_single_runs_worker_starts_before_its_session_and_a_sweeps_from_its_lo
 
 
 @pytest.mark.slow  # starts workers
-def test_a_single_runs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_path, monkeypatch):
-    """job/warm.py `before_plan`: a command line whose single run was planned before in this folder
-    starts that run's worker before it is planned, from its hint. The plan still decides: the worker
+def test_a_first_jobs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_path, monkeypatch):
+    """job/warm.py `before_plan`: a command line whose first job was planned before in this folder
+    starts that job's worker before it is planned, from its hint. The plan still decides: the worker
     is kept where the plan asks for that very worker, in the environment the hint was made in, and
-    ended otherwise (one for the plan then starts); a changed environment starts nothing early."""
+    ended otherwise (one for the plan then starts); a changed environment starts nothing early. A
+    sweep in this process keeps it until its loop starts the first job; another launcher ends it."""
     from repro import kept
     from repro.job import warm as warm_module
     from repro.job.warm import WarmStart
@@ -259,8 +260,36 @@ def test_a_single_runs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_
     fifth.before_plan(argv)
     ahead = early(fifth)
     assert ahead is not None
-    fifth.ahead_of_session(plan(["-m", *TINY, "run.seed=0,1"]))  # a sweep starts its first worker from its loop
+    fifth.ahead_of_session(plan(["-m", *TINY, "hydra/launcher=joblib", "run.seed=0,1"]))  # another launcher's sweep
     assert ahead.proc.returncode is not None and fifth._warm is None
+
+    # a sweep in this process: its first job's worker (both jobs ask for the same one: only the steps differ)
+    swept = ["-m", *TINY, "run.steps=6,7", f"ledger.dir={tmp_path / 'ledger'}"]
+    sweep = plan(swept)
+
+    def loop_starts(warm: WarmStart):  # what loop/sweep.py does before its first round
+        warm.upcoming = sweep.jobs[0]
+        warm.start_next()
+        return warm._warm
+
+    never = WarmStart()
+    never.before_plan(swept)
+    assert early(never) is None  # never planned here
+    never.ahead_of_session(sweep)
+    assert never._warm is None  # the loop starts it
+    assert loop_starts(never) is not None and hint(swept)["spawn"]["backend"] == "jax"
+    never.discard()
+    again = WarmStart()
+    again.before_plan(swept)
+    ahead = early(again)
+    assert ahead is not None
+    again.ahead_of_session(sweep)
+    assert ahead.proc.poll() is None and again._warm is None  # it waits for the loop
+    assert loop_starts(again) is ahead and again._early is None
+    again.upcoming = sweep.jobs[1]
+    again.start_next()  # the second job: one is running ahead already, none other starts
+    assert again._warm is ahead
+    again.discard()
 
     secret = [*TINY, "tracking.uri=http://bob:s3cret!@localhost:1"]  # a credential: no hint, nor its hash
     assert warm_module.hint_stamp(secret) is None
@@ -270,7 +299,7 @@ def test_a_single_runs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_
     assert sixth._warm is not None  # started after the plan, as before
     sixth.discard()
     hints = list((tmp_path / "cache" / "repro" / warm_module.HINTS).iterdir())
-    assert len(hints) == 1 and not any("s3cret" in p.read_text() for p in hints)  # TINY's alone, whole
+    assert len(hints) == 2 and not any("s3cret" in p.read_text() for p in hints)  # TINY's and the sweep's, whole
 
 
 def test_the_next_jobs_worker_is_ready_before_the_running_jobs_steps_and_idle_beside_them(sandbox):

@@ -8,11 +8,12 @@ it runs beside no measured step. The next job then starts from its build: the Py
 repro's and the framework's imports are off the sweep's path. Where it is not ready within
 READY_WAIT_S (an import that hangs), it is ended and the next job starts its own worker.
 
-A single run's worker starts earlier still, before the command line is planned (`before_plan`),
-where the same command line was planned before in this folder: its hint (`hint_stamp`) keeps what
-that worker was started with and the parent's environment then. The plan still decides: a worker
-started from a hint that is not what the plan asks for, or whose environment has changed since, is
-ended and one is started as before (`ahead_of_session`).
+The first job's worker (a single run's, or a sweep's in this process) starts earlier still, before
+the command line is planned (`before_plan`), where the same command line was planned before in this
+folder: its hint (`hint_stamp`) keeps what that worker was started with and the parent's environment
+then. The plan still decides: a worker started from a hint that is not what the plan's first job asks
+for, or whose environment has changed since, is ended and one is started as before (`_adopt`, from
+`ahead_of_session` for a single run and from the sweep loop's first `start_next`).
 """
 
 from __future__ import annotations
@@ -92,17 +93,19 @@ class WarmStart:
             return None
 
     def start_next(self, src: Path | None = None) -> None:
-        """Start the upcoming job's worker (none for a job `_spawn_args` leaves to start as usual)."""
+        """Start the upcoming job's worker (none for a job `_spawn_args` leaves to start as usual). A
+        sweep's first call keeps the worker started before its plan, where it is that job's (`_adopt`)."""
         config, self.upcoming = self.upcoming, None
-        if self._warm is None and config is not None and (args := self._spawn_args(config, src)) is not None:
-            self._warm = self._start(args)
+        early, self._early = self._early or (None, None, None), None
+        args = self._spawn_args(config, src) if self._warm is None and config is not None else None
+        self._adopt(*early, args)
 
     def before_plan(self, argv: Sequence[str]) -> None:
-        """Start the worker the same command line's single run was started with last time, where
+        """Start the worker the same command line's first job was started with last time, where
         this process's environment is what it was then: its Python start and imports then run while
         the command line is composed and checked. Nothing is started without a hint (the first time,
-        a sweep, a job `_spawn_args` leaves alone), and `ahead_of_session` keeps it only if the plan
-        asks for that very worker."""
+        another launcher, a job `_spawn_args` leaves alone), and `_adopt` keeps it only if the plan's
+        first job asks for that very worker."""
         from repro import kept
 
         stamp = hint_stamp(argv)
@@ -119,16 +122,23 @@ class WarmStart:
         """A single run in this process (the command a person types most): its worker starts as soon
         as the plan is checked, so its Python start and imports run while this process makes the
         session (the ledger's estimate, the sweep's id, the source hash), instead of after it; or
-        before the plan (`before_plan`), where that worker is the one the plan asks for. A sweep
-        starts its first worker from the loop (loop/sweep.py), where its order is known; a job that
-        turns out to differ (`take` compares the key) or never runs is ended as any other."""
+        before the plan (`before_plan`), where that worker is the one the plan asks for. A sweep in
+        this process starts its first worker from the loop (loop/sweep.py), where its order is known:
+        one started before the plan waits for it there (`start_next`). A job that turns out to differ
+        (`take` compares the key) or never runs is ended as any other."""
+        single = plan.runs == 1 and not plan.multirun and plan.launcher.in_process
+        if plan.launcher.in_process and not single:
+            return  # the loop's first `start_next` keeps or ends the early worker
+        early, self._early = self._early or (None, None, None), None
+        self._adopt(*early, self._spawn_args(plan.jobs[0]) if single else None)
+
+    def _adopt(self, early, stamp, hint, args: dict | None) -> None:
+        """The first job's worker, from `args` (None: one that starts as usual): the one started before
+        the plan where it was started with those very arguments in this environment (else it is ended),
+        or one started now; and the command line's hint made or refreshed to say so."""
         from repro import kept
         from repro.job import launch
 
-        early, stamp, hint = self._early or (None, None, None)
-        self._early = None
-        single = plan.runs == 1 and not plan.multirun and plan.launcher.in_process
-        args = self._spawn_args(plan.jobs[0]) if single else None
         if early is not None:
             same = (args is not None and early.key == launch.warm_key(**args)
                     and hint["environ"] == environ_digest() and early.proc.poll() is None)
