@@ -302,6 +302,55 @@ def test_a_first_jobs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_p
     assert len(hints) == 2 and not any("s3cret" in p.read_text() for p in hints)  # TINY's and the sweep's, whole
 
 
+@pytest.mark.slow  # starts a worker
+def test_the_next_jobs_worker_imports_while_a_projector_at_work_is_waited_for(tmp_path):
+    """job/job.py `beside_start`: the next job's worker starts before the wait for a projector still at
+    work (held here as a projector holds it: the machine lock, shared), so its imports run during the
+    wait, not after it. Here the projector ends only once that worker is ready: with the wait first,
+    the worker would not start until the wait gave up."""
+    import fcntl
+    import threading
+
+    from repro.job import job
+    from repro.job.warm import WarmStart
+    from repro.tracking import handoff
+
+    config = plan([*TINY]).jobs[0]
+    said, order = [], []
+
+    class Host:  # what beside_start asks of its sweep (job/host.py JobHost)
+        warm, beside = WarmStart(), None
+
+        def prepare_tracking(self, config) -> None:
+            self.beside = handoff.wait_for_projectors(30, said.append)
+            order.append("waited")
+
+    host = Host()
+    host.warm.upcoming = config
+    with open(handoff.machine_lock(), "a") as projector:
+        fcntl.flock(projector, fcntl.LOCK_SH)
+
+        def projector_at_work() -> None:  # until the next worker is ready, or the wait has given up
+            deadline = time.monotonic() + 40
+            while time.monotonic() < deadline and not (host.warm._warm and host.warm._warm.wait_ready(0.1)):
+                time.sleep(0.05)
+            order.append("ready" if host.warm._warm else "none started")
+            fcntl.flock(projector, fcntl.LOCK_UN)
+
+        at_work = threading.Thread(target=projector_at_work)
+        at_work.start()
+        try:
+            job.beside_start(host, config)
+        finally:
+            at_work.join()
+    ready = host.warm._warm
+    try:
+        assert order == ["ready", "waited"] and host.beside is None, (order, host.beside, said)
+        assert ready is not None and ready.proc.poll() is None  # kept for the next job
+    finally:
+        host.warm.discard()
+
+
 def test_the_next_jobs_worker_is_ready_before_the_running_jobs_steps_and_idle_beside_them(sandbox):
     """In a sweep, each job's worker is started while the job before it starts (the first: as the
     sweep starts), and that job's measured steps wait until it has imported its framework: the

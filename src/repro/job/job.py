@@ -226,10 +226,11 @@ def _start(run: _Run) -> lifeline.HeldInterrupts:
 
 def beside_start(host: JobHost, config: Config) -> None:
     """The parent's work while a worker starts, imports and builds, all before its measured steps
-    (the gate waits for it): MLflow's side of the run, and the next job's worker started and
-    made ready (job/warm.py)."""
-    host.prepare_tracking(config)
+    (the gate waits for it): the next job's worker started first, so that its imports run while a
+    projector still at work is waited for (none of it is measured), MLflow's side of the run, and
+    that worker made ready (job/warm.py)."""
     host.warm.start_next()
+    host.prepare_tracking(config)
     host.warm.settle()
 
 
