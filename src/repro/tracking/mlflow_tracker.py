@@ -42,16 +42,19 @@ def apply_defaults() -> None:
 
 apply_defaults()
 
+import mlflow  # noqa: E402
 from filelock import FileLock  # noqa: E402
 from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from repro.redaction import redact, redact_data  # noqa: E402
+from repro.tracking import store_template  # noqa: E402
 
 # MLflow's per-call limits for log_batch.
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 
 LOCKED_RETRIES, LOCKED_WAIT_S = 5, 0.5
+DEFAULT_EXPERIMENT = "0"  # the experiment every MLflow store has, made by MLflow on a store's first open
 CREATE_LOCK_TIMEOUT_S = 120
 
 # MLflow's sqlite store logs every database error at ERROR with two chained tracebacks (~60
@@ -109,13 +112,22 @@ def _create_aside(db: Path) -> bool:
     file lock; a client that takes no lock (the MLflow UI, a script) and opens the store while it is
     made finds no file and makes its own, which is then the store: it never meets half a migration,
     so no command needs to wait for the creation. False where that client's file was there first.
-    The caller holds the file lock: a file another creator left beside it is a killed one's."""
+    The file beside starts as a copy of the empty store kept for this MLflow (store_template.py), whose
+    first open here makes its Default experiment; where that copy cannot be had or is not opened so,
+    MLflow makes the tables. The caller holds the file lock: a file another creator left beside it is
+    a killed one's."""
     for stale in glob.glob(glob.escape(str(db.with_name(f".{db.name}."))) + "*.creating"):
         Path(stale).unlink(missing_ok=True)
-    aside = db.with_name(f".{db.name}.{os.getpid()}.{time.monotonic_ns()}.creating")
-    client = MlflowClient(tracking_uri=f"sqlite:///{aside}")
+    def beside() -> Path:  # a new name each time: MLflow keeps an engine per URI, on the file it first opened
+        return db.with_name(f".{db.name}.{os.getpid()}.{time.monotonic_ns()}.creating")
+
+    aside = copied = beside()
     try:
-        client.search_experiments(max_results=1)  # the store's first use makes its tables
+        if not (store_template.copy_to(copied, mlflow.__version__, _make_store) and _opens_as_made(copied)):
+            if copied.exists():  # a template this MLflow does not open as its own: made anew next time
+                store_template.forget(mlflow.__version__)
+            aside = beside()
+            _make_store(aside)
         os.link(aside, db)
         return True
     except FileExistsError:
@@ -123,9 +135,34 @@ def _create_aside(db: Path) -> bool:
     except OSError:  # a file system without hard links: MLflow makes it in place, as it would alone
         return True
     finally:
-        _dispose(client)
-        _forget_stores()  # MLflow's cached store on the file beside, which is gone
+        copied.unlink(missing_ok=True)
         aside.unlink(missing_ok=True)
+
+
+def _make_store(path: Path) -> None:
+    """MLflow's own creation of a sqlite store at `path`: its first use runs the migrations."""
+    client = MlflowClient(tracking_uri=f"sqlite:///{path}")
+    try:
+        client.search_experiments(max_results=1)
+    finally:
+        _dispose(client)
+        _forget_stores()  # MLflow's cached store on that file, which is renamed or gone next
+
+
+def _opens_as_made(path: Path) -> bool:
+    """Whether MLflow opens the copied template at `path` as a store it made: its first open made the
+    Default experiment there, whose artifacts lie beside the store as a store made from scratch has them."""
+    client = None
+    try:
+        client = MlflowClient(tracking_uri=f"sqlite:///{path}")  # opens the store
+        default = client.get_experiment(DEFAULT_EXPERIMENT)
+        return default is not None and default.name == "Default"
+    except Exception:  # noqa: BLE001 - MLflow's and sqlite's errors vary by version: the store is made anew
+        return False
+    finally:
+        if client is not None:
+            _dispose(client)
+        _forget_stores()
 
 
 def _retry_racing(call, wait_s: float = 30.0):
