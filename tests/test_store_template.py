@@ -17,10 +17,17 @@ mlflow = pytest.importorskip("mlflow")
 from repro.tracking import mlflow_tracker, store_template  # noqa: E402
 
 
+def _statement(sql: str | None) -> tuple[str, ...]:
+    """A CREATE statement's clauses, in any order: MLflow's migrations write a table's constraints in
+    an order that varies from one process to the next (two stores it made from scratch differ so)."""
+    return tuple(sorted(line.strip().rstrip(",") for line in (sql or "").splitlines()))
+
+
 def _contents(db: Path) -> tuple[list, dict[str, list]]:
     """The store's schema and every table's rows, the experiments' times left out."""
     with closing(sqlite3.connect(db)) as c:
-        schema = sorted(c.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+        schema = sorted((kind, name, table, _statement(sql))
+                        for kind, name, table, sql in c.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
         tables = [name for (name,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         rows = {t: sorted(map(tuple, c.execute(f'SELECT * FROM "{t}"'))) for t in tables if t != "experiments"}
         rows["experiments"] = sorted(c.execute("SELECT experiment_id, name, artifact_location, lifecycle_stage "
