@@ -185,7 +185,7 @@ def test_a_single_runs_worker_starts_before_its_session_and_a_sweeps_from_its_lo
     warm.ahead_of_session(single)
     try:
         started = warm._warm
-        assert started is not None and started.proc.poll() is None and warm.upcoming is None
+        assert started is not None and started.proc.poll() is None and warm.upcoming == []
         config = single.jobs[0]
         env = seeding.worker_env(config)
         assert warm.take(config.framework.python, env, None, config.framework.backend) is started
@@ -268,7 +268,7 @@ def test_a_first_jobs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_p
     sweep = plan(swept)
 
     def loop_starts(warm: WarmStart):  # what loop/sweep.py does before its first round
-        warm.upcoming = sweep.jobs[0]
+        warm.upcoming = [sweep.jobs[0]]
         warm.start_next()
         return warm._warm
 
@@ -286,7 +286,7 @@ def test_a_first_jobs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_p
     again.ahead_of_session(sweep)
     assert ahead.proc.poll() is None and again._warm is None  # it waits for the loop
     assert loop_starts(again) is ahead and again._early is None
-    again.upcoming = sweep.jobs[1]
+    again.upcoming = [sweep.jobs[1]]
     again.start_next()  # the second job: one is running ahead already, none other starts
     assert again._warm is ahead
     again.discard()
@@ -300,6 +300,51 @@ def test_a_first_jobs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_p
     sixth.discard()
     hints = list((tmp_path / "cache" / "repro" / warm_module.HINTS).iterdir())
     assert len(hints) == 2 and not any("s3cret" in p.read_text() for p in hints)  # TINY's and the sweep's, whole
+
+
+@pytest.mark.slow  # starts workers
+def test_the_next_jobs_workers_start_two_at_a_time():
+    """job/warm.py `start_next`: where no worker is waiting for the next job, the next job's and the
+    one's after it start together (their imports share the cores while the running job builds); at
+    the next job's start none starts, and the one started beside it is the next job's. A job whose
+    worker is not the one started for it starts its own; the rest stay."""
+    from repro.job.warm import WarmStart
+
+    jobs = plan(["-m", *TINY, "run.seed=0,1,2,3"]).jobs  # four workers: each its own hash seed
+
+    def key(config):
+        return config.framework.python, seeding.worker_env(config), None, config.framework.backend
+
+    warm = WarmStart()
+    first = second = third = fourth = warm  # what the end below ends, whatever was started
+    try:
+        warm.upcoming = jobs[:2]
+        warm.start_next()  # the sweep's start: the first job's worker and the second's
+        first, second = warm._warm, warm._later
+        assert first is not None and second is not None and first.key != second.key
+        assert warm.take(*key(jobs[0])) is first
+        warm.upcoming = jobs[1:3]
+        warm.start_next()  # the first job starts: the second's worker is there, none starts
+        assert warm._warm is second and warm._later is None
+        warm.settle()
+        assert second.wait_ready(0) and warm.take(*key(jobs[1])) is second
+        warm.upcoming = jobs[2:4]
+        warm.start_next()  # the second job starts: the third's and the fourth's
+        third, fourth = warm._warm, warm._later
+        assert third is not None and fourth is not None and len({first.key, second.key, third.key, fourth.key}) == 4
+        assert warm.take(*key(jobs[0])) is None and third.proc.poll() is not None  # not the third job: ended
+        warm.upcoming = jobs[3:]
+        warm.start_next()
+        assert warm._warm is fourth and warm._later is None  # the fourth job's, kept
+        warm.upcoming = []
+        assert warm.take(*key(jobs[3])) is fourth
+        warm.start_next()  # the last job starts: nothing after it
+        assert warm._warm is None and warm._later is None
+    finally:
+        warm.discard()
+        for started in {id(w): w for w in (first, second, third, fourth) if w is not warm}.values():
+            if started.proc.returncode is None:  # taken, or still waiting: not ended yet
+                started.discard()
 
 
 @pytest.mark.slow  # starts a worker
@@ -326,7 +371,7 @@ def test_the_next_jobs_worker_imports_while_a_projector_at_work_is_waited_for(tm
             order.append("waited")
 
     host = Host()
-    host.warm.upcoming = config
+    host.warm.upcoming = [config]
     with open(handoff.machine_lock(), "a") as projector:
         fcntl.flock(projector, fcntl.LOCK_SH)
 

@@ -1,12 +1,14 @@
-"""The next job's worker interpreter, started ahead (job/launch.py `warm_start`) and handed to
-the next job if that job runs the same interpreter, environment, code and backend.
+"""The next jobs' worker interpreters, started ahead (job/launch.py `warm_start`) and each handed
+to its job if that job runs the same interpreter, environment, code and backend.
 
-It starts while the running job's worker starts, imports and builds, none of which is measured,
-and the running job's measured steps wait until it has imported what it imports ahead
-(`settle`, before the gate: worker/events.py); from then on it blocks on a read of its stdin, so
+They start while the running job's worker starts, imports and builds, none of which is measured,
+and the running job's measured steps wait until they have imported what they import ahead
+(`settle`, before the gate: worker/events.py); from then on each blocks on a read of its stdin, so
 it runs beside no measured step. The next job then starts from its build: the Python start,
-repro's and the framework's imports are off the sweep's path. Where it is not ready within
-READY_WAIT_S (an import that hangs), it is ended and the next job starts its own worker.
+repro's and the framework's imports are off the sweep's path. Two start at a time (AHEAD): the
+next job's and the one's after it, whose imports share the machine's cores while the running job
+builds, and the next job's start then waits for no import. Where one is not ready within
+READY_WAIT_S (an import that hangs), it is ended and its job starts its own worker.
 
 The first job's worker (a single run's, or a sweep's in this process) starts earlier still, before
 the command line is planned (`before_plan`), where the same command line was planned before in this
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Sequence
 
 READY_WAIT_S = 20.0
+AHEAD = 2  # workers started together in one job's start: the next job's and the one's after it
 HINT_FORMAT = 1  # bump when a hint's fields change
 HINTS = "warm"  # repro.kept's kind: under <cache>/repro/warm/
 KEEP_HINTS = 64  # command lines (and folders) whose workers are kept: the newest
@@ -56,8 +59,9 @@ def environ_digest() -> str:
 
 class WarmStart:
     def __init__(self) -> None:
-        self.upcoming = None  # the Config of the job after the one running (api.run_jobs sets it)
-        self._warm = None
+        self.upcoming: list = []  # the Configs of the jobs after the one running, next first (the loop sets it)
+        self._warm = None  # the next job's worker
+        self._later = None  # the worker of the job after it, started beside the next one's
         self._early = None  # (the worker started before the plan or None, its hint's stamp, the hint read)
 
     @staticmethod
@@ -93,12 +97,22 @@ class WarmStart:
             return None
 
     def start_next(self, src: Path | None = None) -> None:
-        """Start the upcoming job's worker (none for a job `_spawn_args` leaves to start as usual). A
-        sweep's first call keeps the worker started before its plan, where it is that job's (`_adopt`)."""
-        config, self.upcoming = self.upcoming, None
+        """Start the upcoming jobs' workers two at a time: where the next job's worker was started
+        beside the one before it, nothing starts now; otherwise the next job's worker and the one's
+        after it start together, so that two imports share this machine's cores while the running
+        job builds, and the job after needs none (none for a job `_spawn_args` leaves to start as
+        usual). A sweep's first call keeps the worker started before its plan, where it is that job's
+        (`_adopt`)."""
+        upcoming, self.upcoming = (list(self.upcoming or []) + [None] * AHEAD)[:AHEAD], []
         early, self._early = self._early or (None, None, None), None
-        args = self._spawn_args(config, src) if self._warm is None and config is not None else None
+        if self._warm is None and self._later is not None:  # started beside the last one: the next job's
+            self._warm, self._later = self._later, None
+        args = self._spawn_args(upcoming[0], src) if self._warm is None and upcoming[0] is not None else None
+        started = args is not None
         self._adopt(*early, args)
+        if started and self._warm is not None and upcoming[1] is not None:
+            if (later := self._spawn_args(upcoming[1], src)) is not None:
+                self._later = self._start(later)
 
     def before_plan(self, argv: Sequence[str]) -> None:
         """Start the worker the same command line's first job was started with last time, where
@@ -154,10 +168,12 @@ class WarmStart:
                 kept.keep(HINTS, stamp, made, newest=KEEP_HINTS)
 
     def settle(self) -> None:
-        """Before the running job's measured steps: wait until the worker started ahead is ready
-        (its imports done), or end it."""
-        if self._warm is not None and not self._warm.wait_ready(READY_WAIT_S):
-            self.discard()
+        """Before the running job's measured steps: wait until the workers started ahead are ready
+        (their imports done), or end them."""
+        for warm in (self._warm, self._later):
+            if warm is not None and not warm.wait_ready(READY_WAIT_S):
+                self.discard()
+                return
 
     def take(self, python: str | None, env: dict[str, str], src, backend: str, fork: bool = False):
         """The worker started ahead, if it was started for this job's interpreter, env, code, backend
@@ -175,8 +191,8 @@ class WarmStart:
     def discard(self) -> None:
         """A job that will not run (interrupted, failed, resumed, a plan refused): its early worker ends."""
         early, self._early = (self._early or (None,))[0], None
-        for warm in (early, self._warm):
+        for warm in (early, self._warm, self._later):
             if warm is not None:
                 warm.discard()
-        self._warm = None
+        self._warm = self._later = None
 

@@ -86,13 +86,14 @@ def taken(host: JobHost) -> list[str]:
 class Hooks:
     """What the loop does around each job where the launcher runs it in the loop's own process:
     `before(job)` the job as it will run (a replay's code, the step count its config resolved),
-    `after(job, record)` once it ended, `upcoming(i)` the config after job i (its worker starts early).
+    `after(job, record)` once it ended, `upcoming(i)` the configs of the jobs after job i, next first
+    (their workers start early).
     A launcher that runs the round elsewhere calls `before` on every job before it submits the round
     and `after` on every record it adopts."""
 
     before: Callable = field(default=lambda job: job)
     after: Callable = field(default=lambda job, record: None)
-    upcoming: Callable = field(default=lambda i: None)
+    upcoming: Callable = field(default=lambda i: [])
 
 
 NO_HOOKS = Hooks()
@@ -189,6 +190,7 @@ def run_elsewhere(attach: Callable, jobs: Sequence, first_job_no: int, taken: Se
     and passes over `nth` more of each config (the rounds handed over at once before it: job/resume.py).
     `stop`: the folder of a `Stop`: this process hears Ctrl-C from its launcher, once."""
     from repro.console import guard_streams
+    from repro.job.warm import AHEAD
     from repro.loop.step_counts import StepCounts
 
     guard_streams()  # prints as the command does: redacted
@@ -201,13 +203,13 @@ def run_elsewhere(attach: Callable, jobs: Sequence, first_job_no: int, taken: Se
             listening.check()  # asked to stop before it listened
         host = attach(jobs[0].config)
         host.resume_taken, host.resume_nth = set(taken), nth
-        following = [j.config for j in jobs[1:]] + [None]
+        following = [j.config for j in jobs[1:]]
 
         def before(job):
             return job if "steps_resolved" in (job.fields or {}) else counts.take(job)
 
         records = InProcess().run_round(host, jobs, first_job_no,
-                                        Hooks(before=before, after=counts.resolve, upcoming=lambda i: following[i]))
+                                        Hooks(before=before, after=counts.resolve, upcoming=lambda i: following[i:i + AHEAD]))
     except KeyboardInterrupt:  # the job that was running recorded how it ended; the rest did not run
         records, interrupted = list(host.records) if host is not None else [], True
     finally:

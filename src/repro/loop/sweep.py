@@ -187,7 +187,7 @@ def run(host: JobHost, policy: Policy, seed: int | None, max_reruns: int = 0, la
     try:
         first = _ordered(policy, 0, seed)  # its worker starts now, while the sweep's display and first record are made
         if launcher.in_process:
-            host.warm.upcoming = first[0].config if first else None
+            host.warm.upcoming = _upcoming(policy, first, -1, 0, seed)
             host.warm.start_next()
         host.expect(state.planned)
         while True:
@@ -198,7 +198,7 @@ def run(host: JobHost, policy: Policy, seed: int | None, max_reruns: int = 0, la
             if not policy.more(rounds - 1, host):
                 break
     except BaseException as e:  # what was recorded stays recorded; the sweep is closed once
-        host.warm.upcoming = None
+        host.warm.upcoming = []
         policy.ended(host, rounds, e)
         launcher.close()
         host.close(interrupted=isinstance(e, KeyboardInterrupt))
@@ -276,11 +276,17 @@ class _Loop:
                                       self.launcher.run_round(self.host, placed, no, self.hooks(jobs, k)))
 
 
-def _upcoming(policy: Policy, jobs: list[Job], i: int, k: int, seed: int | None):
-    """The config of the job after job i of round k, if one may run (its worker starts early)."""
-    if i + 1 < len(jobs):
-        return jobs[i + 1].config
-    if k + 1 < policy.max_rounds:
-        following = _ordered(policy, k + 1, seed)
-        return following[0].config if following else None
-    return None
+def _upcoming(policy: Policy, jobs: list[Job], i: int, k: int, seed: int | None) -> list:
+    """The configs of the jobs after job i of round k that may run, next first, as many as the
+    warm start starts at once (job/warm.py AHEAD): their workers start early."""
+    from repro.job.warm import AHEAD
+
+    configs, rest = [], [job.config for job in jobs[i + 1:]]
+    while len(configs) < AHEAD:
+        if not rest:
+            k += 1
+            rest = [job.config for job in _ordered(policy, k, seed)] if k < policy.max_rounds else []
+            if not rest:
+                break
+        configs.append(rest.pop(0))
+    return configs
