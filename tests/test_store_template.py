@@ -47,9 +47,12 @@ def test_a_new_store_is_the_template_copied_and_holds_what_mlflow_makes(tmp_path
     monkeypatch.chdir(tmp_path)  # a store made from scratch puts the Default experiment's artifacts under ./mlruns
     template = store_template.template_path(mlflow.__version__)
     assert not template.exists()
+    template.parent.mkdir(parents=True)
+    killed = template.with_name(f".{template.name}.999999.tmp")  # what a maker killed midway left
+    killed.write_bytes(b"half a store")
 
     first = _new_store(tmp_path / "first")
-    assert template.exists()
+    assert template.exists() and not killed.exists()
     with closing(sqlite3.connect(template)) as c:
         assert c.execute("SELECT COUNT(*) FROM experiments").fetchone() == (0,)  # no Default: each store's own
     made_at = template.stat().st_mtime_ns

@@ -108,9 +108,8 @@ class WarmStart:
         if self._warm is None and self._later is not None:  # started beside the last one: the next job's
             self._warm, self._later = self._later, None
         args = self._spawn_args(upcoming[0], src) if self._warm is None and upcoming[0] is not None else None
-        started = args is not None
         self._adopt(*early, args)
-        if started and self._warm is not None and upcoming[1] is not None:
+        if args is not None and self._warm is not None and upcoming[1] is not None:
             if (later := self._spawn_args(upcoming[1], src)) is not None:
                 self._later = self._start(later)
 

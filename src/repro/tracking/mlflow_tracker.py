@@ -123,8 +123,9 @@ def _create_aside(db: Path) -> bool:
 
     aside = copied = beside()
     try:
-        if not (store_template.copy_to(copied, mlflow.__version__, _make_store) and _opens_as_made(copied)):
-            if copied.exists():  # a template this MLflow does not open as its own: made anew next time
+        from_template = store_template.copy_to(copied, mlflow.__version__, _make_store)
+        if not (from_template and _opens_as_made(copied)):
+            if from_template:  # a template this MLflow does not open as its own: made anew next time
                 store_template.forget(mlflow.__version__)
             aside = beside()
             _make_store(aside)

@@ -7,7 +7,7 @@ suite. Opening a store that has its tables takes ~0.06 s.
 
 The template is such a store as MLflow made it, less its Default experiment (experiment 0), kept in
 repro's cache (`TEMPLATES`) under the MLflow version that made it, written whole (a temp file renamed)
-under a file lock. A new store starts as a copy of it (`copy_to`), and MLflow's own first open of the
+under a file lock (a temp file a killed maker left is removed by the next). A new store starts as a copy of it (`copy_to`), and MLflow's own first open of the
 copy makes the Default experiment, as it does for any store that lacks one (`SqlAlchemyStore`), with
 that store's own artifact location and times: what a store made from scratch holds. The caller
 (mlflow_tracker `_create_aside`) checks that it did; otherwise it lets MLflow make the store as before
@@ -20,6 +20,7 @@ The template has no other experiment, and nothing else in it names its path or i
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import sqlite3
@@ -66,8 +67,9 @@ def _kept(path: Path, make: Callable[[Path], None]) -> Path:
     with FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_S):
         if path.exists():  # made by another process meanwhile
             return path
+        for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # a killed maker's
+            stale.unlink(missing_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.unlink(missing_ok=True)
         try:
             make(tmp)
             with closing(sqlite3.connect(tmp)) as db:
