@@ -168,7 +168,7 @@ def test_a_cancelled_round_is_killed_naming_the_schedulers_state(request, sandbo
             subprocess.run(["scancel", blocker], env=slurm.env())
     heads = sorted(sandbox.heads(), key=lambda h: h["sweep"]["job"])
     print(f"\nparity cancel {choice} ({when}, scancel while {state}): "
-          f"{[(h['status'], h['error']['reason']) for h in heads]}")
+          f"{[(h['status'], h.get('error', {}).get('reason'), h['config']['run']['steps']) for h in heads]}")
     assert [h["status"] for h in heads] == ["killed", "killed"], out[-3000:]
     assert all(h["error"]["reason"].startswith("cancelled by SLURM (scancel)") for h in heads), heads
     assert all(f"SLURM job {job['id']}" in h["error"]["reason"] for h in heads)

@@ -174,7 +174,10 @@ def run_job(config: Config, host: JobHost, job: int, overrides: list[str], extra
     finally:
         if run.run_dir:
             shutil.rmtree(run.run_dir, ignore_errors=True)
-    if interrupted:  # Ctrl-C or SIGTERM (SLURM's too): the sweep ends as interrupted, its record kept
+    # Ctrl-C or SIGTERM (SLURM's too): the sweep ends as interrupted, its record kept. So does a job SLURM
+    # ended while its worker ran (its SIGTERM killed the worker; a submitit job process ignores it): no
+    # later job of the allocation starts, to be killed after KillWait or measured while it is torn down.
+    if interrupted or ended:
         raise KeyboardInterrupt
     return final
 
