@@ -120,6 +120,52 @@ def test_launcher_adapter_gets_every_round_and_rerun_and_lost_jobs_are_settled_f
     assert any("round 1 runs again" in line for line in host.said)
 
 
+def test_workers_start_ahead_into_a_round_its_records_decide_one_config_at_most():
+    """The configs whose workers start early (`_upcoming`, job/warm.py AHEAD): across into rounds that
+    run whatever their records say as freely as within one; into a round the records decide (an auto
+    sweep's round after a look), its first config alone, so a sweep that stops there leaves one
+    worker unused, not two."""
+
+    class Looks(sweep.Policy):  # a look after round 2 (k = 1): rounds 0 and 1 run whatever they show
+        shuffled, max_rounds = False, 4
+
+        def ahead(self, k):
+            return 2 - k if k < 2 else 1
+
+        def round(self, k):
+            return [sweep.Job(f"{k}{c}", (), f"{k}{c}") for c in "abc"]
+
+    policy = Looks()
+    def names(jobs):
+        return [job.name for job in jobs]
+
+    upcoming = [names(sweep._upcoming(policy, policy.round(k), i, k, None)) for k in range(4) for i in range(3)]
+    assert upcoming == [["0b", "0c"], ["0c", "1a"], ["1a", "1b"],  # round 1 is certain from round 0
+                        ["1b", "1c"], ["1c", "2a"], ["2a"],  # round 2 follows a look: its first config only
+                        ["2b", "2c"], ["2c", "3a"], ["3a"],
+                        ["3b", "3c"], ["3c"], []]  # none past the last round
+    assert names(sweep._upcoming(policy, policy.round(0), -1, 0, None)) == ["0a", "0b"]  # the sweep's first two
+    fixed = sweep.Fixed([("a", ()), ("b", ())], 3, "S", lambda config, overrides: config)  # every round certain
+    assert [len(sweep._upcoming(fixed, fixed.round(k), 1, k, 7)) for k in range(3)] == [2, 2, 0]
+    policy.places_known = False  # `before` decides each job's code (a replay as recorded): none starts ahead
+    assert sweep._upcoming(policy, policy.round(0), 0, 0, None) == []
+
+
+def test_a_worker_started_ahead_starts_in_its_jobs_place():
+    """A job that runs in another interpreter or code (a bisection's commit: its Job's `place`) gets
+    its worker started ahead there, so that the job's own `take` keeps it."""
+    from repro.job import launch
+    from repro.job.warm import WarmStart
+    from repro.preflight import plan
+
+    config = plan(["framework=torch", "model=mlp", "model.preset=tiny"]).jobs[0]
+    here, there = WarmStart._spawn_args(config), WarmStart._spawn_args(config, {"python": sys.executable, "src": "/t/src"})
+    assert here["src"] is None and here["python"] == config.framework.python
+    assert there["src"] == "/t/src" and there["python"] == sys.executable
+    assert launch.warm_key(**there) == launch.warm_key(sys.executable, there["env"], "/t/src", "torch")  # as `take` asks
+    assert launch.warm_key(**here) != launch.warm_key(**there)
+
+
 def test_an_adapter_that_runs_rounds_at_once_gets_the_rounds_no_record_decides_after_the_counts_resolve(tmp_path, monkeypatch):
     """A launcher with `at_once` = 2 (submitit_slurm with hydra.launcher.array_parallelism=2) gets two
     rounds at a time, each with its own job numbers and order, once the first round resolved run.steps=auto;

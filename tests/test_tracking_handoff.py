@@ -19,6 +19,14 @@ from repro.config.workerspec import WorkerSpec
 from repro.job import cluster, launch
 from repro.worker import seeding
 
+
+def as_jobs(configs) -> list:
+    """The jobs the loop hands the warm start (job/warm.py `upcoming`): these configs, each in this environment."""
+    from repro.loop.sweep import Job
+
+    return [Job(config, (), f"job {i}") for i, config in enumerate(configs)]
+
+
 pytestmark = pytest.mark.slow  # every test here starts a process
 
 TINY = ("framework=jax", "model=mlp", "model.preset=tiny", "run.steps=6", "run.warmup=2")
@@ -268,7 +276,7 @@ def test_a_first_jobs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_p
     sweep = plan(swept)
 
     def loop_starts(warm: WarmStart):  # what loop/sweep.py does before its first round
-        warm.upcoming = [sweep.jobs[0]]
+        warm.upcoming = as_jobs(sweep.jobs[:1])
         warm.start_next()
         return warm._warm
 
@@ -286,7 +294,7 @@ def test_a_first_jobs_worker_starts_before_its_plan_only_as_that_plan_asks(tmp_p
     again.ahead_of_session(sweep)
     assert ahead.proc.poll() is None and again._warm is None  # it waits for the loop
     assert loop_starts(again) is ahead and again._early is None
-    again.upcoming = [sweep.jobs[1]]
+    again.upcoming = as_jobs(sweep.jobs[1:2])
     again.start_next()  # the second job: one is running ahead already, none other starts
     assert again._warm is ahead
     again.discard()
@@ -318,22 +326,22 @@ def test_the_next_jobs_workers_start_two_at_a_time():
     warm = WarmStart()
     first = second = third = fourth = warm  # what the end below ends, whatever was started
     try:
-        warm.upcoming = jobs[:2]
+        warm.upcoming = as_jobs(jobs[:2])
         warm.start_next()  # the sweep's start: the first job's worker and the second's
         first, second = warm._warm, warm._later
         assert first is not None and second is not None and first.key != second.key
         assert warm.take(*key(jobs[0])) is first
-        warm.upcoming = jobs[1:3]
+        warm.upcoming = as_jobs(jobs[1:3])
         warm.start_next()  # the first job starts: the second's worker is there, none starts
         assert warm._warm is second and warm._later is None
         warm.settle()
         assert second.wait_ready(0) and warm.take(*key(jobs[1])) is second
-        warm.upcoming = jobs[2:4]
+        warm.upcoming = as_jobs(jobs[2:4])
         warm.start_next()  # the second job starts: the third's and the fourth's
         third, fourth = warm._warm, warm._later
         assert third is not None and fourth is not None and len({first.key, second.key, third.key, fourth.key}) == 4
         assert warm.take(*key(jobs[0])) is None and third.proc.poll() is not None  # not the third job: ended
-        warm.upcoming = jobs[3:]
+        warm.upcoming = as_jobs(jobs[3:])
         warm.start_next()
         assert warm._warm is fourth and warm._later is None  # the fourth job's, kept
         warm.upcoming = []
@@ -371,7 +379,7 @@ def test_the_next_jobs_worker_imports_while_a_projector_at_work_is_waited_for(tm
             order.append("waited")
 
     host = Host()
-    host.warm.upcoming = [config]
+    host.warm.upcoming = as_jobs([config])
     with open(handoff.machine_lock(), "a") as projector:
         fcntl.flock(projector, fcntl.LOCK_SH)
 

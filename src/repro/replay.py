@@ -266,6 +266,7 @@ class Replays(Policy):
     def __init__(self, ledger: Ledger, originals: list[dict], replayed, session, as_recorded: bool,
                  allow_substitutes: bool, wheelhouse: str | None = None):
         self.ledger, self.originals, self.as_recorded, self.allow_substitutes = ledger, originals, as_recorded, allow_substitutes
+        self.places_known = not as_recorded  # as recorded: `before` restores each job's code and packages
         self.wheelhouse = wheelhouse
         self.console, self.verdicts, self.state = report.console(), [], {}
         self.by_id = {view(r).id: r for r in originals}

@@ -59,20 +59,23 @@ def environ_digest() -> str:
 
 class WarmStart:
     def __init__(self) -> None:
-        self.upcoming: list = []  # the Configs of the jobs after the one running, next first (the loop sets it)
+        self.upcoming: list = []  # the jobs after the one running, next first (loop/sweep.py Job: config, place)
         self._warm = None  # the next job's worker
         self._later = None  # the worker of the job after it, started beside the next one's
         self._early = None  # (the worker started before the plan or None, its hint's stamp, the hint read)
 
     @staticmethod
-    def _spawn_args(config, src: Path | None = None) -> dict | None:
+    def _spawn_args(config, place: dict | None = None) -> dict | None:
         """What a worker started ahead for `config` is started with (`launch.warm_start`'s arguments
-        but its folder), or None for a job that starts its worker as usual: with its own venv
+        but its folder), in its job's `place` where it runs in another interpreter or code (a
+        bisection's commit), or None for a job that starts its worker as usual: with its own venv
         (env.packages) or on several nodes, or where they cannot be worked out (the job's own start
         then says why)."""
         from repro.backends.layouts import process_count
         from repro.job import cluster
         from repro.worker import seeding
+
+        place = place or {}
 
         if config.env.packages or config.env.wheelhouse or config.cluster.name != "local":
             return None
@@ -81,8 +84,8 @@ class WarmStart:
             env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
         except Exception:  # noqa: BLE001 - an early start is an optimisation: the job starts its own
             return None
-        return dict(python=config.framework.python, src=src, backend=config.framework.backend,
-                    fork=config.run.start == "fork", env=env)
+        return dict(python=place.get("python") or config.framework.python, src=place.get("src"),
+                    backend=config.framework.backend, fork=config.run.start == "fork", env=env)
 
     @staticmethod
     def _start(args: dict):
@@ -96,7 +99,7 @@ class WarmStart:
         except Exception:  # noqa: BLE001 - an early start is an optimisation: the job starts its own
             return None
 
-    def start_next(self, src: Path | None = None) -> None:
+    def start_next(self) -> None:
         """Start the upcoming jobs' workers two at a time: where the next job's worker was started
         beside the one before it, nothing starts now; otherwise the next job's worker and the one's
         after it start together, so that two imports share this machine's cores while the running
@@ -107,10 +110,11 @@ class WarmStart:
         early, self._early = self._early or (None, None, None), None
         if self._warm is None and self._later is not None:  # started beside the last one: the next job's
             self._warm, self._later = self._later, None
-        args = self._spawn_args(upcoming[0], src) if self._warm is None and upcoming[0] is not None else None
+        following, after = upcoming
+        args = self._spawn_args(following.config, following.place) if self._warm is None and following is not None else None
         self._adopt(*early, args)
-        if args is not None and self._warm is not None and upcoming[1] is not None:
-            if (later := self._spawn_args(upcoming[1], src)) is not None:
+        if args is not None and self._warm is not None and after is not None:
+            if (later := self._spawn_args(after.config, after.place)) is not None:
                 self._later = self._start(later)
 
     def before_plan(self, argv: Sequence[str]) -> None:
@@ -161,7 +165,7 @@ class WarmStart:
                 early.discard()
         if args is not None and self._warm is None:  # none kept from before the plan: its own starts now
             self._warm = self._start(args)
-        if stamp is not None and args is not None and self._warm is not None:
+        if stamp is not None and args is not None and self._warm is not None and args["src"] is None:
             made = {"environ": environ_digest(), "spawn": {k: v for k, v in args.items() if k != "src"}}
             if made != hint:
                 kept.keep(HINTS, stamp, made, newest=KEEP_HINTS)

@@ -86,8 +86,8 @@ def taken(host: JobHost) -> list[str]:
 class Hooks:
     """What the loop does around each job where the launcher runs it in the loop's own process:
     `before(job)` the job as it will run (a replay's code, the step count its config resolved),
-    `after(job, record)` once it ended, `upcoming(i)` the configs of the jobs after job i, next first
-    (their workers start early).
+    `after(job, record)` once it ended, `upcoming(i)` the jobs after job i, next first (their workers
+    start early, each with its config and place).
     A launcher that runs the round elsewhere calls `before` on every job before it submits the round
     and `after` on every record it adopts."""
 
@@ -203,7 +203,7 @@ def run_elsewhere(attach: Callable, jobs: Sequence, first_job_no: int, taken: Se
             listening.check()  # asked to stop before it listened
         host = attach(jobs[0].config)
         host.resume_taken, host.resume_nth = set(taken), nth
-        following = [j.config for j in jobs[1:]]
+        following = list(jobs[1:])
 
         def before(job):
             return job if "steps_resolved" in (job.fields or {}) else counts.take(job)

@@ -57,6 +57,7 @@ class Policy:
     crossover = True  # rounds in AB/BA pairs (`order`); False: each round drawn on its own
     max_rounds = 1
     reruns = True  # a round telemetry flags runs again (where a verdict reads the rounds)
+    places_known = True  # each job's place (interpreter, code) is in its Job as listed; False: `before` decides it
 
     def round(self, k: int) -> Sequence[Job]:
         raise NotImplementedError
@@ -277,16 +278,24 @@ class _Loop:
 
 
 def _upcoming(policy: Policy, jobs: list[Job], i: int, k: int, seed: int | None) -> list:
-    """The configs of the jobs after job i of round k that may run, next first, as many as the
-    warm start starts at once (job/warm.py AHEAD): their workers start early."""
+    """The jobs after job i of round k that may run, next first, as many as the warm start starts
+    at once (job/warm.py AHEAD): their workers start early, each in its job's place. One job at most
+    from a round that runs only if the records say so (past `policy.ahead(k)`: an auto sweep's next
+    round after a look): a sweep that stops there leaves one worker unused, not AHEAD (each a
+    framework's import: ~2 s of CPU for torch, ~5 s for JAX on the 2-core reference machine)."""
     from repro.job.warm import AHEAD
 
-    configs, rest = [], [job.config for job in jobs[i + 1:]]
-    while len(configs) < AHEAD:
+    if not policy.places_known:  # a worker started ahead would run other code than its job: none starts
+        return []
+    certain = k + max(1, policy.ahead(k))  # rounds before it run whatever their records say
+    upcoming, rest = [], list(jobs[i + 1:])
+    while len(upcoming) < AHEAD:
         if not rest:
             k += 1
-            rest = [job.config for job in _ordered(policy, k, seed)] if k < policy.max_rounds else []
+            rest = list(_ordered(policy, k, seed)) if k < policy.max_rounds else []
             if not rest:
                 break
-        configs.append(rest.pop(0))
-    return configs
+        upcoming.append(rest.pop(0))
+        if k >= certain:
+            break
+    return upcoming
