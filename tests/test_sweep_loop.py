@@ -120,11 +120,11 @@ def test_launcher_adapter_gets_every_round_and_rerun_and_lost_jobs_are_settled_f
     assert any("round 1 runs again" in line for line in host.said)
 
 
-def test_workers_start_ahead_into_a_round_its_records_decide_one_config_at_most():
-    """The configs whose workers start early (`_upcoming`, job/warm.py AHEAD): across into rounds that
+def test_workers_start_ahead_into_a_round_its_records_decide_one_job_at_most():
+    """The jobs whose workers start early (`_upcoming`, job/warm.py AHEAD): across into rounds that
     run whatever their records say as freely as within one; into a round the records decide (an auto
-    sweep's round after a look), its first config alone, so a sweep that stops there leaves one
-    worker unused, not two."""
+    sweep's round after a look), its first job alone, so a sweep that stops there leaves one worker
+    unused, not two."""
 
     class Looks(sweep.Policy):  # a look after round 2 (k = 1): rounds 0 and 1 run whatever they show
         shuffled, max_rounds = False, 4
@@ -136,12 +136,13 @@ def test_workers_start_ahead_into_a_round_its_records_decide_one_config_at_most(
             return [sweep.Job(f"{k}{c}", (), f"{k}{c}") for c in "abc"]
 
     policy = Looks()
+
     def names(jobs):
         return [job.name for job in jobs]
 
     upcoming = [names(sweep._upcoming(policy, policy.round(k), i, k, None)) for k in range(4) for i in range(3)]
     assert upcoming == [["0b", "0c"], ["0c", "1a"], ["1a", "1b"],  # round 1 is certain from round 0
-                        ["1b", "1c"], ["1c", "2a"], ["2a"],  # round 2 follows a look: its first config only
+                        ["1b", "1c"], ["1c", "2a"], ["2a"],  # round 2 follows a look: its first job only
                         ["2b", "2c"], ["2c", "3a"], ["3a"],
                         ["3b", "3c"], ["3c"], []]  # none past the last round
     assert names(sweep._upcoming(policy, policy.round(0), -1, 0, None)) == ["0a", "0b"]  # the sweep's first two

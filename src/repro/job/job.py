@@ -59,8 +59,8 @@ def _run_worker(config: Config, chash: str, rdzv: cluster.Rendezvous, run_dir: P
                 steps: int | None = None, sweep_id: str | None = None) -> launch.WorkerOutcome:
     spec_path = WorkerSpec(config, chash, str(run_dir), _cache_dir(config, run_dir, chash, sweep_id), rdzv,
                            injected_gap=gap, steps=steps).write(launch.spec_path_of(run_dir))
-    where = typed(_Place, place) or _Place()
-    return launch.run_worker(spec_path, run_dir / "worker.log", where.python or config.framework.python,
+    where = launch.Place.of(place)
+    return launch.run_worker(spec_path, run_dir / "worker.log", where.interpreter(config),
                              env, config.run.timeout_s, on_event, where.src, beside_start, warm,
                              config.tracking.projector_wait_s,
                              fork=config.framework.backend if config.run.start == "fork" else None)
@@ -82,14 +82,6 @@ def run_follower(config: Config, rdzv: cluster.Rendezvous, name: str) -> dict:
                            f"\n" + "\n".join(envcapture.redact(line) for line in outcome.log_tail[-15:]))
     console.print(f"node {rdzv.node_rank} of {rdzv.nodes}: done ({outcome.wall_s:.1f} s)")
     return {"status": "ok", "follower": True, "node_rank": rdzv.node_rank}
-
-
-@dataclass(frozen=True)
-class _Place:
-    """Where a worker runs when not in this environment (run_job's `place`): an interpreter, repro's code."""
-
-    python: str | None = None
-    src: str | None = None
 
 
 @dataclass(frozen=True)
@@ -247,8 +239,8 @@ def _run(run: _Run, held: lifeline.HeldInterrupts, place: dict | None, gap: floa
             host.warm.discard()
         reserved = spool.reserve(run.ledger.root, view(run.started).id, config.run.steps)
         place = place or envs_runs.pinned(config, log=terminal().print)  # env.packages: its own venv
-        where = typed(_Place, place) or _Place()
-        python = where.python or config.framework.python
+        where = launch.Place.of(place)
+        python = where.interpreter(config)
         run.env_hash = envs_runs.record_hash(run.ledger.root, python, host.say)
         warm = host.warm.take(python, run.env, where.src, config.framework.backend,  # started while the last job started
                               config.run.start == "fork")

@@ -24,9 +24,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from repro import paths
+from repro.blocks import typed
 from repro.worker.events import EVENTS_FD_ENV, EXIT, GATE_FD_ENV, Events, open_gate, read_events, read_ready
 from repro.worker import pinning
 from repro.worker.lifeline import PARENT_PID_ENV, interrupt_came
@@ -181,6 +182,24 @@ class Warm:
         for fd in (self.read_fd, self.gate_write):
             os.close(fd)
         shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a job's worker runs when not in this environment (a job's `place`: a replay as recorded, a
+    bisection's commit): an interpreter, repro's code. Read here once for the job's own start and for
+    its worker started ahead (job/warm.py), so that the two agree on the worker's key."""
+
+    python: str | None = None
+    src: str | None = None
+
+    @classmethod
+    def of(cls, place: Mapping | None) -> "Place":
+        return typed(cls, place) or cls()
+
+    def interpreter(self, config) -> str | None:
+        """The job's interpreter: the place's, else its config's (None: this one)."""
+        return self.python or config.framework.python
 
 
 def warm_key(python: str | None, env: dict[str, str], src: Path | None, backend: str | None = None,

@@ -72,10 +72,8 @@ class WarmStart:
         (env.packages) or on several nodes, or where they cannot be worked out (the job's own start
         then says why)."""
         from repro.backends.layouts import process_count
-        from repro.job import cluster
+        from repro.job import cluster, launch
         from repro.worker import seeding
-
-        place = place or {}
 
         if config.env.packages or config.env.wheelhouse or config.cluster.name != "local":
             return None
@@ -84,8 +82,9 @@ class WarmStart:
             env = seeding.worker_env(config, process_count(config, rdzv.nodes, rdzv.jax_processes))
         except Exception:  # noqa: BLE001 - an early start is an optimisation: the job starts its own
             return None
-        return dict(python=place.get("python") or config.framework.python, src=place.get("src"),
-                    backend=config.framework.backend, fork=config.run.start == "fork", env=env)
+        where = launch.Place.of(place)
+        return dict(python=where.interpreter(config), src=where.src, backend=config.framework.backend,
+                    fork=config.run.start == "fork", env=env)
 
     @staticmethod
     def _start(args: dict):
@@ -111,7 +110,9 @@ class WarmStart:
         if self._warm is None and self._later is not None:  # started beside the last one: the next job's
             self._warm, self._later = self._later, None
         following, after = upcoming
-        args = self._spawn_args(following.config, following.place) if self._warm is None and following is not None else None
+        args = None
+        if self._warm is None and following is not None:
+            args = self._spawn_args(following.config, following.place)
         self._adopt(*early, args)
         if args is not None and self._warm is not None and after is not None:
             if (later := self._spawn_args(after.config, after.place)) is not None:

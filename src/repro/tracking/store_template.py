@@ -7,9 +7,10 @@ suite. Opening a store that has its tables takes ~0.06 s.
 
 The template is such a store as MLflow made it, less its Default experiment (experiment 0), kept in
 repro's cache (`TEMPLATES`) under the MLflow version that made it, written whole (a temp file renamed)
-under a file lock (a temp file a killed maker left is removed by the next). A new store starts as a copy of it (`copy_to`), and MLflow's own first open of the
-copy makes the Default experiment, as it does for any store that lacks one (`SqlAlchemyStore`), with
-that store's own artifact location and times: what a store made from scratch holds. The caller
+under a file lock (a temp file a killed maker left is removed by the next). A new store starts as a
+copy of it (`copy_to`), and MLflow's own first open of the copy makes the Default experiment, as it
+does for any store that lacks one (`SqlAlchemyStore`), with that store's own artifact location and
+times: what a store made from scratch holds. The caller
 (mlflow_tracker `_create_aside`) checks that it did; otherwise it lets MLflow make the store as before
 and removes the template (`forget`), which the next new store makes anew.
 
