@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -213,10 +212,12 @@ def test_deleting_the_snapshot_mid_sweep_changes_nothing_it_runs(checkout, tmp_p
             break
     snaps = cache / "repro" / "snapshots"
     (root,) = [p for p in snaps.iterdir() if not p.name.startswith(".")]
-    deadline = time.monotonic() + 60
-    while root.exists() and time.monotonic() < deadline:  # a cache clean, done again where a process of the
-        shutil.rmtree(root, ignore_errors=True)  # sweep wrote into the folder meanwhile (a bytecode file, a rebuild)
-    assert not root.exists(), f"{root} could not be removed in 60 s"
+    files = sum(1 for p in root.rglob("*") if p.is_file())
+    # a cache clean, once: where a process of the sweep writes into the folder meanwhile (a worker started
+    # ahead, a rebuild), what it wrote stays, as after `rm -rf`; cleaning again would tear down that rebuild
+    refused = []
+    shutil.rmtree(root, onerror=lambda *failed: refused.append(failed))
+    assert files > 100 and len(refused) < 10, refused  # the folder went, but for what was written meanwhile
     (checkout / "src/repro/report/table.py").write_text("raise ImportError('the checkout, not the snapshot')\n")
     out, err = sweep.communicate(timeout=600)
     out = line + out
