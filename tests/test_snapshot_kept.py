@@ -61,6 +61,68 @@ def test_a_changed_file_is_put_back(taken):
     assert snapshot.ensure_active() is True and target.read_bytes() == before and _whole(taken)
 
 
+@pytest.fixture
+def pauses(monkeypatch) -> list[float]:
+    """The pauses ensure_active takes between rebuilds (recorded, not slept)."""
+    seen: list[float] = []
+    monkeypatch.setattr(snapshot.time, "sleep", seen.append)
+    return seen
+
+
+def test_a_rebuild_a_clean_still_walking_undoes_is_rebuilt_again(taken, monkeypatch, pauses):
+    """`rm -rf` of the cache still at work while the job rebuilds: the folder goes under the file being
+    written (ENOENT), then files the rebuild put back go again; each check after a rebuild sees it."""
+    put, calls = snapshot._put, []
+    target = taken.src / "repro/models/mlp/torch_model.py"
+
+    def clean_meanwhile(path, data):
+        calls.append(path.name)
+        if len(calls) == 1:
+            shutil.rmtree(taken.root)  # the folder, as the file is written into it
+        put(path, data)
+
+    monkeypatch.setattr(snapshot, "_put", clean_meanwhile)
+    target.unlink()
+    write_whole, wholes = snapshot._write_whole, []
+
+    def and_after(*args):
+        write_whole(*args)
+        wholes.append(1)
+        if len(wholes) == 1:
+            (taken.root / "conf/model/mlp.yaml").unlink()  # the clean, still walking, takes one more
+
+    monkeypatch.setattr(snapshot, "_write_whole", and_after)
+    assert snapshot.ensure_active() is True and _whole(taken)
+    # a file put back (ENOENT), the folder written whole, its one lost file put back, then whole
+    assert calls == ["torch_model.py", "mlp.yaml"] and len(wholes) == 1 and pauses == [0.05, 0.1]
+    assert snapshot.ensure_active() is False and len(pauses) == 2
+
+
+def test_a_snapshot_that_cannot_be_rebuilt_names_the_last_failure(taken, monkeypatch, pauses):
+    def unwritable(path, data):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(snapshot, "_put", unwritable)
+    (taken.src / "repro/models/mlp/torch_model.py").unlink()
+    with pytest.raises(snapshot.SnapshotError, match=r"cannot write the sweep's code snapshot at .*Permission denied"):
+        snapshot.ensure_active()
+    assert len(pauses) == snapshot.REPAIRS - 1 and pauses == sorted(pauses)
+
+
+def test_a_snapshot_changed_after_every_rebuild_names_what_changes_it(taken, monkeypatch, pauses):
+    put, target = snapshot._put, taken.src / "repro/models/mlp/torch_model.py"
+
+    def undone(path, data):
+        put(path, data)
+        path.write_text("# another process again\n")
+
+    monkeypatch.setattr(snapshot, "_put", undone)
+    target.unlink()
+    with pytest.raises(snapshot.SnapshotError, match=rf"snapshot {taken.id[:12]} .* was changed again each of the "
+                                                     rf"{snapshot.REPAIRS} times .*src/repro/models/mlp/torch_model.py"):
+        snapshot.ensure_active()
+
+
 def test_without_the_bytes_the_checkout_rebuilds_it_while_it_hashes_the_same(taken, checkout, monkeypatch):
     monkeypatch.setattr(snapshot, "_HELD", {})  # another process of the sweep: it copied nothing
     shutil.rmtree(taken.root / "src/repro/report")
@@ -104,7 +166,7 @@ def test_a_file_whose_stat_did_not_move_is_not_read_again(taken, checkout, reads
     edited.write_text(edited.read_text() + "# edited\n")
     assert snapshot.ensure_active() is True and target.read_bytes() == before
     assert snapshot.changed(taken) == ["conf/model/mlp.yaml"]
-    assert sorted(reads) == sorted([str(target), str(edited)])
+    assert sorted(reads) == sorted([str(target), str(target), str(edited)])  # put back: read by the check after it
 
 
 def test_a_later_process_starts_from_the_signatures_kept_in_the_snapshot(taken, reads, monkeypatch):
@@ -130,8 +192,9 @@ def test_a_later_process_starts_from_the_signatures_kept_in_the_snapshot(taken, 
     os.utime(tmp, ns=(target.stat().st_atime_ns, target.stat().st_mtime_ns))
     os.replace(tmp, target)
     new_process()
-    assert snapshot.ensure_active() is True and target.read_bytes() == before and reads == [str(target)]
-    assert snapshot.ensure_active() is False and reads == [str(target)] * 2  # put back: a new signature, read once
+    # put back, and read once by the check after the rebuild (a new signature): the next check reads nothing
+    assert snapshot.ensure_active() is True and target.read_bytes() == before and reads == [str(target)] * 2
+    assert snapshot.ensure_active() is False and reads == [str(target)] * 2
     new_process()
     assert snapshot.ensure_active() is False and reads == []  # ... and kept for the next process
     (taken.root / snapshot.CHECKED).write_text("{not json")

@@ -45,6 +45,7 @@ ENV = "REPRO_SNAPSHOT"
 MANIFEST = "manifest.json"
 KEEP, KEEP_DAYS = 20, 7
 HELD = 4  # snapshots whose bytes a process keeps (~1.5 MB each), to rebuild them
+REPAIRS, REPAIR_PAUSE_S = 6, 0.05  # rebuilds of a snapshot a job tries, the pause before the second (doubling)
 PARTS = (("src/repro", "src"), ("src/hydra_plugins", "src"), ("conf", ""))  # (in the snapshot, from the root of)
 
 
@@ -272,7 +273,12 @@ def _compile(src: Path) -> None:
 def ensure_active() -> bool:
     """The running sweep's snapshot (REPRO_SNAPSHOT) whole, as its manifest names it, before a job
     runs from it; True if it had to be rebuilt (a worker started ahead of this moment may have run
-    without it). Raises SnapshotError naming it when it cannot be rebuilt."""
+    without it). Raises SnapshotError naming it when it cannot be rebuilt.
+
+    A rebuild is checked again, as the first check was: a cache clean (`rm -rf`) still walking the
+    folder removes what the rebuild wrote, or the folder a file was being written into (ENOENT), so
+    the snapshot is rebuilt again, after a pause that lets the clean end, until a check finds it
+    whole (REPAIRS times at most; then the last failure is named)."""
     root = os.environ.get(ENV)
     if not root:
         return False
@@ -281,37 +287,66 @@ def ensure_active() -> bool:
     if snap_id is None:
         raise SnapshotError(f"the sweep's code snapshot {root} is gone, and this process does not know its "
                             "content: its jobs cannot run the code their records name; run the sweep again")
+    failed: OSError | None = None
+    for attempt in range(REPAIRS + 1):
+        whole, bad = _damage(root, files)
+        if not bad:
+            _keep_checked(root, files)
+            _touch(root)
+            return attempt > 0
+        if attempt == REPAIRS:
+            break
+        if attempt:
+            time.sleep(REPAIR_PAUSE_S * 2 ** (attempt - 1))
+        blobs = {name: data for name in bad if (data := _recorded_bytes(snap_id, name, files[name])) is not None}
+        lost = sorted(set(bad) - set(blobs))
+        if lost:
+            raise SnapshotError(
+                f"the sweep's code snapshot {snap_id[:12]} ({root}) lost {', '.join(lost[:5])}"
+                f"{f' and {len(lost) - 5} more' if len(lost) > 5 else ''} while the sweep ran, and neither this "
+                "process nor the checkout holds that content any more: the job does not run other code under "
+                "its name; run the sweep again")
+        try:
+            _repair(root, snap_id, blobs, files, whole)
+            failed = None
+        except OSError as e:
+            failed = e
+    if failed is not None:
+        raise SnapshotError(_unwritable(root, failed))
+    raise SnapshotError(
+        f"the sweep's code snapshot {snap_id[:12]} ({root}) was changed again each of the {REPAIRS} times it was "
+        f"rebuilt ({', '.join(bad[:3])}{' …' if len(bad) > 3 else ''} last): another process keeps removing or "
+        "writing it; stop what cleans $XDG_CACHE_HOME/repro/snapshots while sweeps run, then run the sweep again")
+
+
+def _damage(root: Path, files: dict[str, str]) -> tuple[bool, list[str]]:
+    """Whether the snapshot's manifest is gone (it is rebuilt whole), and the files that are not as
+    the manifest names them."""
     whole = not (root / MANIFEST).exists()
-    if not whole:
-        _trust_checked(root, files)
+    if whole:
+        return True, sorted(files)
+    _trust_checked(root, files)
     base = f"{root}{os.sep}"  # names joined as strings: a Path per file was a third of a check's time
-    bad = sorted(files) if whole else sorted(name for name, sha in files.items() if _known_sha(base + name) != sha)
-    if not bad:
-        _keep_checked(root, files)
-        _touch(root)
-        return False
-    blobs = {name: data for name in bad if (data := _recorded_bytes(snap_id, name, files[name])) is not None}
-    lost = sorted(set(bad) - set(blobs))
-    if lost:
-        raise SnapshotError(
-            f"the sweep's code snapshot {snap_id[:12]} ({root}) lost {', '.join(lost[:5])}"
-            f"{f' and {len(lost) - 5} more' if len(lost) > 5 else ''} while the sweep ran, and neither this "
-            "process nor the checkout holds that content any more: the job does not run other code under "
-            "its name; run the sweep again")
-    try:
-        _CHECKED.pop(str(root), None)  # its index goes with the folder or names what was replaced
-        if whole:
-            shutil.rmtree(root, ignore_errors=True)
-            _write_whole(root, snap_id, blobs, files)
-        else:
-            for name, data in blobs.items():
-                tmp = (root / name).with_name(f".{Path(name).name}.{os.getpid()}.tmp")
-                tmp.parent.mkdir(parents=True, exist_ok=True)
-                tmp.write_bytes(data)
-                os.replace(tmp, root / name)
-    except OSError as e:
-        raise SnapshotError(_unwritable(root, e)) from None
-    return True
+    return False, sorted(name for name, sha in files.items() if _known_sha(base + name) != sha)
+
+
+def _repair(root: Path, snap_id: str, blobs: dict[str, bytes], files: dict[str, str], whole: bool) -> None:
+    """What `_damage` named written back: the folder whole (renamed into place), or file by file."""
+    _CHECKED.pop(str(root), None)  # its index goes with the folder or names what was replaced
+    if whole:
+        shutil.rmtree(root, ignore_errors=True)
+        _write_whole(root, snap_id, blobs, files)
+        return
+    for name, data in blobs.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        _put(root / name, data)
+
+
+def _put(path: Path, data: bytes) -> None:
+    """One file replaced atomically (written beside it, then renamed over it)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 def _recorded(root: Path) -> tuple[str | None, dict[str, str]]:
