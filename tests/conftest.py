@@ -298,73 +298,82 @@ def sandbox(tmp_path: Path) -> Sandbox:
     return Sandbox(tmp_path)
 
 
-# pytest-xdist (`make test`: -n 2) sends each scope below to one worker. A module- or session-
-# scoped fixture runs once per worker that needs it, so each test file is a scope of its own (its
-# module fixtures run once), and the files that read one of these session fixtures form one scope
-# (the sweep runs once, the cluster starts once). xdist's own `--dist loadgroup` cannot do this
-# under pytest 9.2: it renames items through `item._nodeid`, which pytest 9.2 no longer reads (the
-# marks are set and silently ignored), so the scheduler below groups by file, by name.
-# A new session fixture shared across files goes in SHARED_FIXTURES; collection fails, naming the
-# file, if a test uses one from a file that SHARED_FILES does not put in its scope.
-SHARED_FIXTURES = {"report_sweep": "report_sweep", "recorded": "report_sweep", "slurm": "slurm"}
+# pytest-xdist (`make test`: 4 workers on 2 cores) sends each scope below to one worker. A module-
+# or session-scoped fixture runs once per worker that needs it, so each test file is a scope of its
+# own (its module fixtures run once), and the files that read one of SHARED_FIXTURES form one scope
+# (the sweep runs once). xdist's own `--dist loadgroup` cannot do this under pytest 9.2: it renames
+# items through `item._nodeid`, which pytest 9.2 no longer reads (the marks are set and silently
+# ignored), so the scheduler below groups by name. A new session fixture shared across files goes in
+# SHARED_FIXTURES; collection fails, naming the file, if a test uses one from a file that
+# SHARED_FILES does not put in its scope.
+# The SLURM cluster is not shared: it starts in 0.8 s and its idle daemons use ~0.01 s of CPU a
+# minute (measured 2026-12-01), so each worker that takes a SLURM test starts its own (the `slurm`
+# fixture, once per worker). Shared, its four files were one scope of ~890 s on one worker, the
+# suite's longest path (its wall was 1,220 s; CI's run of stop 74 spent 1,308 s in pytest).
+SHARED_FIXTURES = {"report_sweep": "report_sweep", "recorded": "report_sweep"}
 SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "report_sweep",
-                "test_data_replay.py": "report_sweep", "test_slurm.py": "slurm",
-                "test_tracking_drain.py": "slurm", "test_slurm_waiting.py": "slurm", "test_launcher_parity.py": "slurm"}
+                "test_data_replay.py": "report_sweep"}
+# Scopes smaller than a file (no module fixture may serve them: it would run once per worker they
+# reach; collection fails naming one): a single test of minutes handed out alone, and files whose
+# test functions are each a scope (launcher parity: every function runs under every launcher).
+ALONE_TESTS = {"test_slurm.py::test_a_bisection_runs_its_rounds_as_slurm_jobs_and_resumes_in_this_process"}
+BY_FUNCTION = {"test_launcher_parity.py"}
 
 
-# The scopes that take longest, longest first. Order as measured 2026-11-28 03:27-03:50 (`--durations=0`,
-# 4 workers, load 8-9, seconds summed per scope, after that night's cuts: the Sandbox store template,
-# torch's dp/fsdp on 2 ranks in the sharding sweep, the Stack Wars sweep without ResNet-50): slurm 400,
-# sharding 290, report_sweep 260, sweep_loop 214, own_model 207, faults 202, profile 158,
-# tracking_handoff 158, scaleout 157, env_replay 152, env_pack 135, verdicts 134, jax_init_build 125,
-# zoo_runs 102, launchers 98, handoff_faults 97, report_views 94, hf_shared_init 90, torch_xla 82,
-# tracking_server 82, same_start 80, run_path 79, models_parity 79, snapshot 78, secrets_sweep 74;
-# the rest under 65 (determinism_condition 60, precision 57, readme_quickstart 52).
-# Earlier, each alone (`-n 0`, the shared 2-core
-# machine at load 1.3-3, 2026-11-25): slurm 218, sharding ~170, report_sweep 129, scaleout 126,
-# loose_ends (now split; its heaviest, the README quick start, keeps the slot) 118, own_model 103, zoo_runs ~100, faults 95, verdicts 94, env_replay 85, torch_xla 83,
-# handoff_faults 80, run_path 79, tracking_server 55, launchers 55, tracking_handoff (was time_to_result) 54, report_views (was one_comparison)
-# 50, same_start 50, precision 50, profile 47, hf 40, snapshot 37, models_parity 35; the other files
-# 5-27 s. Under xdist they are handed out first and the short scopes fill in at the end (longest
-# processing time first), so that no worker is left with a long scope while the other has nothing
-# more to take. xdist's own order (most tests first) put files of a minute with one to four tests
-# (tracking_server, handoff_faults, launchers) and the Stack Wars sweep near the end; a worker also
-# takes its next scope while its last two tests still run, so a late long scope held a short one
-# back. Scopes not named here follow, most tests first (xdist's order).
-# Then CI's run of 2026-11-28 (4 workers on its 2 cores, 3,381 s): the single tests of the new scopes ran longest
-# (test_bisect_packages 933 s, test_docs's tutorial 793 s, test_device_pass 408 s, test_bisect 388 s) and, listed
-# nowhere here, were handed out last: they go first.
-SLOWEST_SCOPES = ("test_bisect_packages.py", "test_docs.py", "slurm", "test_device_pass.py", "test_bisect.py",
-                  "test_sharding.py", "report_sweep", "test_sweep_loop.py", "test_own_model.py",
-                  "test_faults.py", "test_profile.py", "test_tracking_handoff.py", "test_scaleout.py",
-                  "test_env_replay.py", "test_env_pack.py", "test_verdicts.py", "test_jax_init_build.py",
-                  "test_zoo_runs.py", "test_launchers.py", "test_handoff_faults.py", "test_report_views.py",
-                  "test_hf_shared_init.py", "test_torch_xla.py", "test_tracking_server.py", "test_same_start.py",
-                  "test_run_path.py", "test_models_parity.py", "test_snapshot.py", "test_secrets_sweep.py",
-                  "test_determinism_condition.py", "test_precision.py", "test_readme_quickstart.py")
+# The scopes that take longest, longest first, as `--durations=0` measured them (seconds summed per
+# scope): handed out first, the short scopes fill in at the end (longest processing time first), so
+# that no worker is left with a long scope while the others have nothing more to take. Scopes not
+# named here follow, most tests first (xdist's order). History: 2026-11-25/28, the files each alone and
+# then under 4 workers, and CI's run of 2026-11-28 (its single long tests, listed nowhere, were handed
+# out last); 2026-12-01, this order, from the suite of 0e5eb89 on this 2-core host (CI's run of stop
+# 74 in parentheses where it ran longer): the SLURM bisection 221 (310), the rest of test_slurm.py
+# 283, test_bisect_packages 257, test_device_pass 229, launcher parity's resume 194 (ray alone 188 on
+# CI), sharding 179, docs 170, own_model 162, bisect 152, env_pack 132, sweep_loop 118, report_sweep
+# 114, faults 102, tracking_handoff 96, handoff_faults 90, jax_init_build 87, launchers 85, scaleout
+# 83, torch_xla 82, parity's Ctrl-C 81, verdicts 74, secrets_sweep 71; the rest under 70.
+SLOWEST_SCOPES = ("test_slurm.py::test_a_bisection_runs_its_rounds_as_slurm_jobs_and_resumes_in_this_process",
+                  "test_slurm.py", "test_bisect_packages.py", "test_device_pass.py",
+                  "test_launcher_parity.py::test_resume_counts_each_record_once_under_every_launcher",
+                  "test_sharding.py", "test_docs.py", "test_own_model.py", "test_bisect.py", "test_env_pack.py",
+                  "test_sweep_loop.py", "report_sweep", "test_faults.py", "test_tracking_handoff.py",
+                  "test_handoff_faults.py", "test_jax_init_build.py", "test_launchers.py", "test_scaleout.py",
+                  "test_torch_xla.py",
+                  "test_launcher_parity.py::test_ctrl_c_records_interrupted_and_ends_in_one_line_under_every_launcher",
+                  "test_verdicts.py", "test_secrets_sweep.py")
 
 
-def _scope(path: Path) -> str:
-    """The scope of a test file: its shared fixture's group, else the file."""
-    return SHARED_FILES.get(path.name, str(path))
+def _scope(nodeid: str) -> str:
+    """The scope of a test, by its node id (the workers' collection and xdist's scheduler both read it):
+    the test function where it is handed out alone, else its shared fixture's group, else its file."""
+    path, _, name = nodeid.partition("::")
+    here = f"{Path(path).name}::{name.split('[', 1)[0]}"
+    if here in ALONE_TESTS or Path(path).name in BY_FUNCTION:
+        return here
+    return SHARED_FILES.get(Path(path).name, path)
+
+
+def _named(scope: str) -> str:
+    """A scope as SLOWEST_SCOPES names it: a group, a file's name, or file::function."""
+    return scope if scope in SHARED_FILES.values() or "::" in scope else Path(scope).name
 
 
 def _longest_scopes_first(items) -> None:
     """Items ordered by scope (SLOWEST_SCOPES first, then most tests first), each scope's items in
     their collected order: the xdist scheduler below hands scopes out in this order."""
     here = Path(__file__).parent
-    if stale := [n for n in SLOWEST_SCOPES if n not in SHARED_FILES.values() and not (here / n).is_file()]:
+    if stale := [n for n in SLOWEST_SCOPES if n not in SHARED_FILES.values()
+                 and not (here / n.split("::")[0]).is_file()]:
         raise pytest.UsageError(f"SLOWEST_SCOPES in tests/conftest.py names {stale}: neither a test file "
                                 "nor a SHARED_FILES group; rename or remove it")
     counts: dict[str, int] = {}
     for item in items:
-        counts[_scope(item.path)] = counts.get(_scope(item.path), 0) + 1
+        counts[_scope(item.nodeid)] = counts.get(_scope(item.nodeid), 0) + 1
     first = {scope: i for i, scope in enumerate(counts)}
+    slowest = {name: i for i, name in enumerate(SLOWEST_SCOPES)}
 
     def rank(item) -> tuple:
-        scope = _scope(item.path)
-        slow = [i for i, name in enumerate(SLOWEST_SCOPES) if name in (scope, item.path.name)]
-        return (slow[0] if slow else len(SLOWEST_SCOPES), -counts[scope], first[scope])
+        scope = _scope(item.nodeid)
+        return (slowest.get(_named(scope), len(SLOWEST_SCOPES)), -counts[scope], first[scope])
 
     items.sort(key=rank)  # stable: a scope's own items keep their order
 
@@ -374,8 +383,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class SharedFixtureScopes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return SHARED_FILES.get(Path(path).name, path)
+            return _scope(nodeid)
 
     config.option.loadscopereorder = False  # the workers' collection is already in order
     return SharedFixtureScopes(config, log)
@@ -387,6 +395,14 @@ def _check_scopes(items) -> None:
             if fixture in item.fixturenames and SHARED_FILES.get(item.path.name) != group:
                 raise pytest.UsageError(f"{item.nodeid} uses the session fixture {fixture!r}: add "
                                         f"{item.path.name!r}: {group!r} to SHARED_FILES in tests/conftest.py")
+        if "::" not in _scope(item.nodeid):
+            continue
+        module = [name for name, defs in item._fixtureinfo.name2fixturedefs.items() if defs[-1].scope == "module"]
+        if module:  # private to pytest, read for this guard only: a module fixture per worker a split file reaches
+            raise pytest.UsageError(f"{item.nodeid} is handed out apart from its file (ALONE_TESTS, BY_FUNCTION in "
+                                    f"tests/conftest.py) but uses the module fixture {module[0]!r}, which would "
+                                    "run again on each worker the file's tests reach: make it a function fixture, "
+                                    "or hand the file out whole")
 
 
 # The fast tier (`make test-fast`: -m "not slow") starts no process: a test that starts one
@@ -580,8 +596,10 @@ def ray_head():
 
 @pytest.fixture(scope="session")
 def slurm():
-    """A real SLURM (munged, slurmctld, slurmd n1 and n2) for the session, SLURM_CONF exported;
-    every job cancelled and exactly its daemons stopped at the end (tests/slurm_cluster.py)."""
+    """A real SLURM (munged, slurmctld, slurmd n1 and n2) for the session of each xdist worker that
+    takes a SLURM test (its own folder and free ports: clusters of two workers do not meet),
+    SLURM_CONF exported; every job cancelled and exactly its daemons stopped at the end
+    (tests/slurm_cluster.py)."""
     from slurm_cluster import SlurmCluster
 
     try:
