@@ -248,8 +248,12 @@ def mlflow_server(backend_uri: str, artifacts: Path | None = None, port: int | N
     port = port or free_port()
     mlflow = str(Path(sys.executable).parent / "mlflow")
     root = ["--default-artifact-root", artifacts.as_uri()] if artifacts else []
+    # MLflow's job runner off (MLFLOW_SERVER_ENABLE_JOB_EXECUTION): its huey consumers, six Python
+    # processes that each import MLflow (2.4 s of CPU apiece, ~75 s of the suite's), serve MLflow's
+    # GenAI jobs, which nothing of repro's asks for
     proc = subprocess.Popen([mlflow, "server", "--backend-store-uri", backend_uri, *root,
                              "--host", "127.0.0.1", "--port", str(port), "--workers", "1"], cwd=cwd,
+                            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
