@@ -29,7 +29,7 @@ quickstart: $(STAMP)
 	$(PY) -m repro +exp=quickstart
 
 # The suite runs PyTorch/XLA in its own env, a real mlflow server on PostgreSQL and headless Chromium:
-# all installed first. One pytest-xdist worker per core plus two, 4 to 6 (TEST_WORKERS=0: one process);
+# all installed first (test-deps). One pytest-xdist worker per core plus two, 4 to 6 (TEST_WORKERS=0: one process);
 # each test file is one group, kept on one worker, and files that read one session fixture share a group
 # (tests/conftest.py: SHARED_FIXTURES), the longest groups handed out first (SLOWEST_SCOPES). The 15
 # slowest tests are listed at the end.
@@ -37,8 +37,15 @@ quickstart: $(STAMP)
 # reference machine 3 workers took 1,001 s where 2 took 1,130-1,166 s (2026-11-27, all passing); with the
 # suite grown to 855 tests, 4 workers took 1,238 s where 3 took 1,275 s (one run each, 1.2 cores busy on average).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 2)); [ $$n -lt 4 ] && n=4; [ $$n -gt 6 ] && n=6; echo $$n)
-test: $(STAMP) xla-env system-deps
+test: test-deps
 	$(PY) -m pytest -n $(TEST_WORKERS)
+
+# make test's three installs side by side: the main venv, the XLA venv and the system packages touch
+# nothing of each other's (a fresh clone, pip's cache warm, the 2-core machine: 171 s one after
+# another, 97 s together; 2026-12-01).
+.PHONY: test-deps
+test-deps:
+	$(MAKE) --no-print-directory -j3 $(STAMP) xla-env system-deps
 
 # The tests marked neither slow nor for other hardware: in this process, no worker, server or
 # `python -m repro` (tests/conftest.py fails an unmarked test that starts one). Needs the venv only.
