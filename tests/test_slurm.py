@@ -349,11 +349,12 @@ def test_a_bisection_runs_its_rounds_as_slurm_jobs_and_resumes_in_this_process(s
     The launcher is not part of which bisection it is: cut short, the same command without it resumes here."""
     from test_bisect import Planted
 
-    # positions 0..3; commit 2 (position 1) is ~6x slower: a noiseless search calls position 1 twice (2 probes;
-    # commit 3 as the culprit took 4: positions 1, 2, 1, 2), each probe 3 to 5 rounds, each round a SLURM job
-    # (at 3, a suite's load once left the ~5x gap undecided: BAD/GOOD 4.55, 95 % CI 0.81-25.45, 2026-11-30)
-    p = Planted(tmp_path, commits=4, culprit=2, start="fresh")  # each round its own SLURM job: no server would serve two runs
-    p.good, p.bad = p.sweep_at(1), p.sweep_at(4)
+    # positions 0..2; commit 2 (position 1) is ~6x slower: the search's one probe is position 1, 3 to 5 rounds
+    # (at 3, a suite's load once left the ~5x gap undecided: BAD/GOOD 4.55, 95 % CI 0.81-25.45, 2026-11-30), each
+    # round a SLURM job. One probe is what this test needs of the search (test_bisect.py walks longer ones); with
+    # four commits (two probes) it cost the suite 165 s of CPU, its longest single test (2026-12-01)
+    p = Planted(tmp_path, commits=3, culprit=2, start="fresh")  # each round its own SLURM job: no server would serve two runs
+    p.good, p.bad = p.sweep_at(1), p.sweep_at(3)
     args = ("bisect", p.good["id"][:10], p.bad["id"][:10], "verdict.max_reruns=0", "bisect.max_rounds=5",
             "--progress", "none", "--ledger", str(p.ledger))
     on_slurm = ("hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=10", "hydra.launcher.partition=both",
