@@ -478,6 +478,19 @@ def _writers_end_with_the_session(tmp_path_factory):
     _end_writers_under(str(tmp_path_factory.getbasetemp()))
 
 
+@pytest.fixture(autouse=True)
+def _sigint_heard(request):
+    """A test that leaves SIGINT ignored in this process errs naming itself, and SIGINT is heard again:
+    every process the worker's later tests start would inherit SIG_IGN (exec keeps it) and ignore a
+    Ctrl-C, so a later Ctrl-C test would hang instead, blaming itself (CI-like run of 2026-12-01:
+    `repro env pack` did not end within 60 s of its SIGINT, once in eight suites, not reproduced alone)."""
+    yield
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        pytest.fail(f"{request.node.nodeid} left SIGINT ignored in the test process (a signal handler set and "
+                    "not put back): the processes later tests start would ignore Ctrl-C")
+
+
 def pytest_configure(config):
     import multiprocessing.util
 
