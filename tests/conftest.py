@@ -310,10 +310,11 @@ def sandbox(tmp_path: Path) -> Sandbox:
 # ignored), so the scheduler below groups by name. A new session fixture shared across files goes in
 # SHARED_FIXTURES; collection fails, naming the file, if a test uses one from a file that
 # SHARED_FILES does not put in its scope.
-# The SLURM cluster is not shared: it starts in 0.8 s and its idle daemons use ~0.01 s of CPU a
-# minute (measured 2026-12-01), so each worker that takes a SLURM test starts its own (the `slurm`
-# fixture, once per worker). Shared, its four files were one scope of ~890 s on one worker, the
-# suite's longest path (its wall was 1,220 s; CI's run of stop 74 spent 1,308 s in pytest).
+# The SLURM cluster is not shared: it starts in 0.8 s and its idle daemons used 0.01 s of CPU in
+# 30 s (measured 2026-12-01), so each worker that takes a SLURM test starts its own (the `slurm`
+# fixture, once per worker). Shared, its four files were one scope of ~890 s on one worker: on 2
+# cores the suite is CPU-bound and its waits overlapped other tests' work, but on more cores the
+# suite would wait for that one chain.
 SHARED_FIXTURES = {"report_sweep": "report_sweep", "recorded": "report_sweep"}
 SHARED_FILES = {"test_report.py": "report_sweep", "test_report_browser.py": "report_sweep",
                 "test_data_replay.py": "report_sweep"}
