@@ -483,8 +483,8 @@ def _writers_end_with_the_session(tmp_path_factory):
 def _sigint_heard(request):
     """A test that leaves SIGINT ignored in this process errs naming itself, and SIGINT is heard again:
     every process the worker's later tests start would inherit SIG_IGN (exec keeps it) and ignore a
-    Ctrl-C, so a later Ctrl-C test would hang instead, blaming itself (CI-like run of 2026-12-01:
-    `repro env pack` did not end within 60 s of its SIGINT, once in eight suites, not reproduced alone)."""
+    Ctrl-C, so a later Ctrl-C test would hang instead, blaming itself (pytest_configure puts back
+    what a suite started in the background inherits)."""
     yield
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -499,6 +499,12 @@ def pytest_configure(config):
     # are not measurements of each other, so one worker's measured windows never hold up the
     # other's projectors (nor its windows wait for them), and a user's own sweep on this machine
     # never waits for the tests'. A test of the machine-wide waits gives its commands one folder.
+    # A suite started in the background (`make test &`, nohup, a non-interactive shell's `&`) inherits
+    # SIGINT ignored, and exec passes that on: the commands the tests interrupt as a terminal's Ctrl-C
+    # would then ignore it (2026-12-01: `repro env pack` went on for 60 s after its SIGINT; every xdist
+    # worker began with SIG_IGN). The tests' processes get SIGINT as a terminal's foreground job has it.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     machine = tempfile.mkdtemp(prefix="repro-machine-")
     os.environ["REPRO_MACHINE_DIR"] = machine
     atexit.register(shutil.rmtree, machine, True)
