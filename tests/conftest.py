@@ -248,7 +248,7 @@ def mlflow_server(backend_uri: str, artifacts: Path | None = None, port: int | N
     port = port or free_port()
     mlflow = str(Path(sys.executable).parent / "mlflow")
     root = ["--default-artifact-root", artifacts.as_uri()] if artifacts else []
-    # MLflow's job runner off (MLFLOW_SERVER_ENABLE_JOB_EXECUTION): its huey consumers, six Python
+    # MLflow's job runner off (MLFLOW_SERVER_ENABLE_JOB_EXECUTION): its huey consumers, seven Python
     # processes that each import MLflow (2.4 s of CPU apiece, ~75 s of the suite's), serve MLflow's
     # GenAI jobs, which nothing of repro's asks for
     proc = subprocess.Popen([mlflow, "server", "--backend-store-uri", backend_uri, *root,

@@ -185,15 +185,9 @@ def _keep_checked(root: Path, files: dict[str, str]) -> None:
             sigs[name] = list(known[0])
     if not sigs or sigs == _CHECKED.get(str(root)):
         return
-    tmp = root / f"{CHECKED}.{os.getpid()}.tmp"
     try:
-        tmp.write_text(json.dumps(sigs))
-        os.replace(tmp, root / CHECKED)
+        _put(root / CHECKED, json.dumps(sigs).encode())
     except OSError:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         return
     _CHECKED[str(root)] = sigs
 
@@ -343,10 +337,18 @@ def _repair(root: Path, snap_id: str, blobs: dict[str, bytes], files: dict[str, 
 
 
 def _put(path: Path, data: bytes) -> None:
-    """One file replaced atomically (written beside it, then renamed over it)."""
+    """One file replaced atomically (written beside it, then renamed over it); a write that fails
+    leaves no partial file behind, and raises."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise
 
 
 def _recorded(root: Path) -> tuple[str | None, dict[str, str]]:
