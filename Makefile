@@ -7,19 +7,29 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# torch first: on this machine kind `torch==2.13.0` is a CPU build that lies on disk; a bare
-# `torch` would pull a multi-GB CUDA build. Override TORCH on a GPU box (TORCH="torch").
+# torch pinned: on this machine kind `torch==2.13.0` is a CPU build that lies on disk (a wheel folder in
+# pip's config); a bare `torch` would pull a multi-GB CUDA build. Override TORCH on a GPU box (TORCH="torch").
 TORCH ?= torch==2.13.0
 # CI passes CONSTRAINTS="-c .ci/constraints.txt" (exact pins) on the command line, in a clean shell (.ci/run);
 # a user's install uses pyproject ranges.
 CONSTRAINTS ?=
 STAMP := $(VENV)/.installed
+UV_STAMP := $(VENV)/.uv
+# The venvs are installed by uv, handed pip's settings (its indexes, wheel folders, certificate, proxy:
+# src/repro/envs/pipconf.py, which needs only the standard library, so it runs from src/ before repro is
+# installed). uv installs from its cache by hard links: a fresh clone's .venv took 2.5 s where pip took
+# 94 s, and .venv-xla 23 s where pip took 102 s (the 2-core machine, warm caches, 2026-12-01; the same
+# 217 distributions at the same versions, `pip freeze` compared).
+UV_INSTALL := PYTHONPATH=src $(PY) -m repro.envs.pipconf
 
-$(STAMP): pyproject.toml
+$(UV_STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(CONSTRAINTS) "$(TORCH)"
-	$(PY) -m pip install -q $(CONSTRAINTS) -e ".[all]"
+	$(PY) -m pip install -q $(CONSTRAINTS) "uv>=0.13"
+	touch $(UV_STAMP)
+
+$(STAMP): pyproject.toml $(UV_STAMP)
+	$(UV_INSTALL) -q --python $(PY) $(CONSTRAINTS) "$(TORCH)" -e ".[all]"
 	touch $(STAMP)
 
 .PHONY: install quickstart test test-fast bench
@@ -41,8 +51,8 @@ test: test-deps
 	$(PY) -m pytest -n $(TEST_WORKERS)
 
 # make test's three installs side by side: the main venv, the XLA venv and the system packages touch
-# nothing of each other's (a fresh clone, pip's cache warm, the 2-core machine: 171 s one after
-# another, 97 s together; 2026-12-01).
+# nothing of each other's (a fresh clone, the 2-core machine, 2026-12-01: with pip, 171 s one after
+# another and 97 s together; with uv from its cache, 22 s together).
 .PHONY: test-deps
 test-deps:
 	$(MAKE) --no-print-directory -j3 $(STAMP) xla-env system-deps
@@ -71,8 +81,8 @@ docs-serve: docs
 # not touch $(VENV); the script does nothing when XLA_VENV already imports torch_xla.
 XLA_VENV ?= .venv-xla
 .PHONY: xla-env
-xla-env:
-	PYTHON=$(PYTHON) bash scripts/make_xla_env.sh $(XLA_VENV)
+xla-env: $(UV_STAMP)
+	PYTHON=$(PYTHON) UV_PYTHON=$(abspath $(PY)) bash scripts/make_xla_env.sh $(XLA_VENV)
 
 # Debian's postgresql for tests/test_tracking_server.py, chromium for tests/test_report_browser.py and
 # SLURM (slurmctld, slurmd, slurm-client, munge) for tests/test_slurm.py (installed when missing and root).

@@ -203,6 +203,26 @@ def test_pip_settings_are_handed_to_uv_in_its_own_terms():
     assert pipconf.describe(s)["from"]["cert"] == "PIP_CERT"
 
 
+def test_the_makefiles_uv_install_takes_pips_settings_and_names_a_missing_argument(monkeypatch, capsys):
+    """`python -m repro.envs.pipconf ARGS` (the Makefile's installs): `uv pip install`, pip's sources first, then
+    the caller's arguments, in an environment with pip's certificate; no argument is refused with the usage."""
+    from repro.envs import pipconf
+
+    settings = pipconf.parse("global.find-links='/nowhere/wheels'\nglobal.index-url='https://mirror.example/simple'\n"
+                             "global.cert='/etc/ssl/company.pem'\n")
+    monkeypatch.setattr(pipconf, "read", lambda: settings)
+    calls = []
+    monkeypatch.setattr(pipconf.subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 0)
+    assert pipconf.main(["-q", "--python", "/v/bin/python", "torch==2.13.0", "-e", ".[all]"]) == 0
+    (cmd, env), = calls
+    assert cmd[:5] == [sys.executable, "-m", "uv", "pip", "install"]
+    assert cmd[5:] == ["--index-url", "https://mirror.example/simple", "--index-strategy", "unsafe-best-match",
+                       "-q", "--python", "/v/bin/python", "torch==2.13.0", "-e", ".[all]"]  # a missing folder: skipped
+    assert env["SSL_CERT_FILE"] == "/etc/ssl/company.pem"
+    assert pipconf.main([]) == 2 and len(calls) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("repro.envs.pipconf: nothing to install") and "index https://mirror.example/simple" in err
+
 @pytest.mark.slow
 def test_an_index_uv_cannot_reach_is_named_in_one_line_with_what_pip_would_use(tmp_path):
     """pip's certificate set to a bundle that trusts nothing: uv's TLS handshake with the index fails,

@@ -146,3 +146,23 @@ def unreachable(stderr: str, s: PipSettings) -> str | None:
     return (f"uv could not reach {m.group(1)} ({causes[-1].strip() if causes else 'no answer'}); pip here would use "
             f"{pip_uses} (uv was given the same): check that `pip download --no-deps` reaches it from this shell, "
             "else set pip's cert/proxy (`pip config set global.cert FILE`)")
+
+
+def main(argv: list[str]) -> int:
+    """`python -m repro.envs.pipconf [uv pip install ARGS]`: uv's install with pip's settings here (the Makefile's
+    venvs: `make install` and `make xla-env`). It imports nothing but the standard library, so it runs from the
+    checkout (PYTHONPATH=src) before repro is installed; uv comes from this interpreter (`python -m uv`)."""
+    usage = ("usage: python -m repro.envs.pipconf ARGS...  (runs `uv pip install ARGS` with pip's indexes, wheel "
+             "folders, certificate, proxy and timeout: " + one_line(describe(read())) + ")")
+    if not argv:
+        print("repro.envs.pipconf: nothing to install: give uv pip install's arguments\n" + usage, file=sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help"):
+        print(usage)
+        return 0
+    s = read()
+    return subprocess.call([sys.executable, "-m", "uv", "pip", "install", *uv_args(s), *argv], env=uv_env(s))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
