@@ -19,8 +19,10 @@ UV_STAMP := $(VENV)/.uv
 # src/repro/envs/pipconf.py, which needs only the standard library, so it runs from src/ before repro is
 # installed). uv installs from its cache by hard links: a fresh clone's .venv took 2.5 s where pip took
 # 94 s, and .venv-xla 23 s where pip took 102 s (the 2-core machine, warm caches, 2026-12-01; the same
-# 217 distributions at the same versions, `pip freeze` compared).
-UV_INSTALL := PYTHONPATH=src $(PY) -m repro.envs.pipconf
+# 217 distributions at the same versions, `pip freeze` compared). --compile-bytecode, as pip does: else
+# a first run's `setup.import_s` would include compiling its framework's modules (and the suite's
+# first minute compiles them in four processes at once); .venv's 23,320 files take 27 s of it.
+UV_INSTALL := PYTHONPATH=src $(PY) -m repro.envs.pipconf --compile-bytecode
 
 $(UV_STAMP):
 	$(PYTHON) -m venv $(VENV)

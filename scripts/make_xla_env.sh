@@ -52,7 +52,8 @@ echo "make_xla_env: creating or updating $DIR (torch==$TORCH_VERSION torch-xla==
 WANT=("torch==$TORCH_VERSION" "torch-xla==$TORCH_XLA_VERSION" "${CORE[@]}")
 if [ -n "${UV_PYTHON:-}" ]; then
     # uv, from the interpreter that has it, with pip's settings (src/repro/envs/pipconf.py): from uv's cache
-    # by hard links, 23 s where pip took 102 s (the Makefile's figures)
+    # by hard links, 16-23 s where pip took 102 s (the Makefile's figures). No --compile-bytecode (it made
+    # this 37 s): the check below imports what a worker imports, which writes their bytecode.
     PYTHONPATH="$ROOT/src" "$UV_PYTHON" -m repro.envs.pipconf -q --python "$DIR/bin/python" "${WANT[@]}"
 else
     # (Lines about pip's configured local indexes that lack a package are dropped: noise.)
