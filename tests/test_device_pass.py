@@ -25,9 +25,10 @@ from repro.envs import lock
 ROOT = Path(__file__).resolve().parent.parent
 PACKED = ("hydra-core", "omegaconf")
 # the rehearsal's knobs (device_pass.sh's header): smaller work, the same lines; budgets x3 on a shared CI host,
-# but the A/As': 60 s each, which cuts them on a busy host (the path a cut part takes, rehearsed too)
+# but the A/As': 10 s each (30 s at x3), which cuts them on a busy host (the path a cut part takes, rehearsed too; quiet,
+# aa_torch took 11 s and aa_jax 27 s; at 60 s each, a busy host spent 2 x 60 s of CPU on them)
 REHEARSAL = {"DEVICE_PASS_HW": "cpu", "DEVICE_PASS_PRESET": "tiny", "DEVICE_PASS_PRECISION": "fp32",
-             "DEVICE_PASS_ROUNDS": "2", "DEVICE_PASS_TRIALS": "2", "DEVICE_PASS_BUDGET_X": "300", "DEVICE_PASS_AA_S": "20",
+             "DEVICE_PASS_ROUNDS": "2", "DEVICE_PASS_TRIALS": "2", "DEVICE_PASS_BUDGET_X": "300", "DEVICE_PASS_AA_S": "10",
              "DEVICE_PASS_LIMIT_S": "1500", "DEVICE_PASS_VIT_L4": "framework=jax,torch model.impl=native",
              "DEVICE_PASS_EXTRA": "run.steps=12 run.warmup=2 verdict.max_reruns=0"}
 
