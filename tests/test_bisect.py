@@ -235,6 +235,9 @@ def test_the_budget_and_the_cap_are_config_keys_too(records, capsys, monkeypatch
     assert stopped.value.code == 2 and "unrecognized arguments: stray" in capsys.readouterr().err
     assert key_of("g", "b", ["bisect.budget_s=60", "run.steps=9"]) == key_of("g", "b", ["run.steps=9"]) \
         != key_of("g", "b", [])
+    # where MLflow has it and how progress shows are not what it measures: resumed with other ones, it resumes
+    assert key_of("g", "b", ["tracking.inline_drain_s=0", "run.steps=9", "progress.mode=plain"]) \
+        == key_of("g", "b", ["run.steps=9"]) != key_of("g", "b", ["run.steps=9", "verdict.band=0.05"])
 
 
 def test_dry_run_prints_the_candidates_and_writes_nothing(records, capsys):

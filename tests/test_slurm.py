@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from conftest import Sandbox, free_port
 from repro.job import scheduler
 from repro.ledger import render
 
@@ -296,7 +296,7 @@ def test_auto_repeats_on_slurm_run_each_round_on_one_node_and_rerun_a_flagged_on
     undecided at verdict.max_repeats, never refused."""
     proc = subprocess.Popen(sandbox.repro_cmd("-m", "framework=jax,torch", "model=mlp", "run.steps=6", "run.warmup=2",
                                               "run.repeats=auto", "verdict.max_repeats=2", "verdict.max_reruns=1",
-                                              "verdict.canary=false", "tracking.inline_drain_s=1",  # MLflow: repro sync's
+                                              "verdict.canary=false", "tracking.inline_drain_s=0",  # MLflow: the close's
                                               *SLURM_SWEEP, "hydra.launcher.partition=both",
                                               "hydra.launcher.array_parallelism=2", _sweep_dir(sandbox),
                                               "tracking.experiment=slurm_auto"),
@@ -357,8 +357,10 @@ def test_a_bisection_runs_its_rounds_as_slurm_jobs_and_resumes_in_this_process(s
     p.good, p.bad = p.sweep_at(1), p.sweep_at(3)
     args = ("bisect", p.good["id"][:10], p.bad["id"][:10], "verdict.max_reruns=0", "bisect.max_rounds=5",
             "--progress", "none", "--ledger", str(p.ledger))
+    # tracking.inline_drain_s=0: no round's job imports MLflow to project its two runs (3.3 s of CPU each, 11
+    # rounds: 36 s of the suite's CPU, 2026-12-01); each probe's close hands them over, as shown at the end
     on_slurm = ("hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=10", "hydra.launcher.partition=both",
-                f"hydra.sweep.dir={tmp_path / 'sweep'}")
+                f"hydra.sweep.dir={tmp_path / 'sweep'}", "tracking.inline_drain_s=0")
     out = p.repro_(*args, *on_slurm, timeout=1500)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-3000:]
     (done,) = [r for r in p.records("bisect") if r["status"] != "running"]
@@ -372,6 +374,7 @@ def test_a_bisection_runs_its_rounds_as_slurm_jobs_and_resumes_in_this_process(s
     for r in measured:
         at = b["positions"][r["bisect_probe"]["position"]]["commits"]["model"]
         assert r["workload_source"]["git"]["commit"] == at
+    Sandbox(p.work).projected()  # each round left its runs to its probe's close, which handed them to MLflow
     # cut back to before the last probe ended; the same command without the launcher resumes it here
     chain = p.records("bisect")
     for record in chain[-2:]:

@@ -244,6 +244,25 @@ def test_a_round_run_elsewhere_gives_a_configs_later_runs_its_first_runs_step_co
     assert ran == [("A", 55)]
 
 
+
+@pytest.mark.parametrize("drain_s", [120.0, 0.0])
+def test_a_rounds_runs_drain_inline_once_or_are_left_to_the_sweeps_close_at_0(monkeypatch, capsys, drain_s):
+    """tracking.inline_drain_s: a launcher's round drains its runs into MLflow once, bounded by it; 0: no
+    projector on the round's node, one line says the sweep's close hands them over (and repro sync else)."""
+    from repro import session as session_mod
+
+    drains = []
+    monkeypatch.setattr(session_mod.handoff, "drain_inline", lambda ledger, s, say: drains.append((ledger, s)) or True)
+    host = session_mod.Session.__new__(session_mod.Session)
+    host.ledger_dir, host.drain_s, host.undrained, host.pending = "/l", drain_s, 3, 0
+    host.round_ended()
+    host.round_ended()  # nothing new: nothing drained, nothing said
+    assert drains == ([("/l", 120.0)] if drain_s else []) and host.undrained == 0 and host.pending == 0
+    out = capsys.readouterr()
+    said = (out.out + out.err).strip().splitlines()
+    assert said == ([] if drain_s else ["repro: 3 run(s) of this round left for the sweep's close to hand to MLflow "
+                                        "(tracking.inline_drain_s=0); if it does not: repro sync --ledger /l"])
+
 def test_auto_is_refused_only_for_an_adapter_that_cannot_report_back_between_rounds(tmp_path):
     from types import SimpleNamespace
 

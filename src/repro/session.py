@@ -140,8 +140,14 @@ class Session:
     def round_ended(self, drain: bool = True) -> None:
         """A launcher's round ended in this process: its runs drained into MLflow at once, bounded by
         tracking.inline_drain_s (one projector for the round, not one per job); what it cannot is
-        left for `repro sync`, and said."""
+        left for `repro sync`, and said. tracking.inline_drain_s=0: none here (no MLflow import on the
+        round's node); the sweep's close hands the ledger's entries over, as for its own runs."""
         if not self.undrained:
+            return
+        if drain and not self.drain_s:
+            _say(f"{self.undrained} run(s) of this round left for the sweep's close to hand to MLflow "
+                 f"(tracking.inline_drain_s=0); if it does not: repro sync --ledger {self.ledger_dir}")
+            self.undrained = 0
             return
         if not (drain and handoff.drain_inline(self.ledger_dir, self.drain_s, _say)):
             self.pending += self.undrained

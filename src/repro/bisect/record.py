@@ -28,11 +28,17 @@ RUNNING = "running"
 FINAL = ("decided", "undecided", "non-monotone", "not reproduced", "failed")  # "interrupted" resumes
 
 
+# Overrides that change what a bisection may spend, where it is recorded or how it is shown, not what it
+# measures: no part of which bisection it is.
+NOT_MEASURED = ("bisect.", "tracking.", "progress.")
+
+
 def key_of(good: str, bad: str, overrides: list[str]) -> str:
-    """What names one bisection across its runs: its endpoints and its config overrides, but for `bisect.*`
-    (what it may spend, as --budget-s and --max-rounds: run again with a larger budget, it resumes). Where
-    its rounds run (`hydra/launcher=...`) is no config override (cli.run keeps it apart), so no part of it."""
-    measured = sorted(o for o in overrides if not o.lstrip("+~").startswith("bisect."))
+    """What names one bisection across its runs: its endpoints and its config overrides, but for NOT_MEASURED
+    (`bisect.*`: what it may spend, as --budget-s and --max-rounds: run again with a larger budget, it resumes;
+    `tracking.*`, `progress.*`: where MLflow has it, how its progress is shown). Where its rounds run
+    (`hydra/launcher=...`) is no config override (cli.run keeps it apart), so no part of it either."""
+    measured = sorted(o for o in overrides if not o.lstrip("+~").startswith(NOT_MEASURED))
     return hashlib.sha256(json.dumps([good, bad, measured]).encode()).hexdigest()[:16]
 
 

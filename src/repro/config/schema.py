@@ -211,7 +211,7 @@ class TrackingConfig:
     # (for it to finish, then again for its current write's turn: job/launch.py open_window)
     projector_wait_s: float = positive(30.0)
     # a job run in a launcher's own process (submitit, SLURM) projects its run for at most this long
-    inline_drain_s: float = positive(120.0)
+    inline_drain_s: float = non_negative(120.0)
     # how long this machine's MLflow writer (tracking/writer.py) stays up with nothing to write, keeping
     # MLflow imported for the next command; 0: a projector process per command (each imports MLflow).
     # Ten minutes: a working session's next command, after its table is read, finds it up. At 60 s, one
