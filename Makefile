@@ -54,7 +54,7 @@ test: test-deps
 
 # make test's three installs side by side: the main venv, the XLA venv and the system packages touch
 # nothing of each other's (a fresh clone, the 2-core machine, 2026-12-01: with pip, 171 s one after
-# another and 97 s together; with uv from its cache, 22 s together).
+# another and 97 s together; with uv from its cache, 30-33 s together, .venv's bytecode compiled).
 .PHONY: test-deps
 test-deps:
 	$(MAKE) --no-print-directory -j3 $(STAMP) xla-env system-deps
