@@ -209,6 +209,7 @@ def test_the_makefiles_uv_install_takes_pips_settings_and_names_a_missing_argume
     from repro.envs import pipconf
 
     settings = pipconf.parse("global.find-links='/nowhere/wheels'\nglobal.index-url='https://mirror.example/simple'\n"
+                             "global.extra-index-url='https://bob:S3cr3tPW@private.example/simple'\n"
                              "global.cert='/etc/ssl/company.pem'\n")
     monkeypatch.setattr(pipconf, "read", lambda: settings)
     calls = []
@@ -216,12 +217,15 @@ def test_the_makefiles_uv_install_takes_pips_settings_and_names_a_missing_argume
     assert pipconf.main(["-q", "--python", "/v/bin/python", "torch==2.13.0", "-e", ".[all]"]) == 0
     (cmd, env), = calls
     assert cmd[:5] == [sys.executable, "-m", "uv", "pip", "install"]
-    assert cmd[5:] == ["--index-url", "https://mirror.example/simple", "--index-strategy", "unsafe-best-match",
+    assert cmd[5:] == ["--index-url", "https://mirror.example/simple",
+                       "--extra-index-url", "https://bob:S3cr3tPW@private.example/simple",  # uv gets the real one
+                       "--index-strategy", "unsafe-best-match",
                        "-q", "--python", "/v/bin/python", "torch==2.13.0", "-e", ".[all]"]  # a missing folder: skipped
     assert env["SSL_CERT_FILE"] == "/etc/ssl/company.pem"
     assert pipconf.main([]) == 2 and len(calls) == 1
     err = capsys.readouterr().err
     assert err.startswith("repro.envs.pipconf: nothing to install") and "index https://mirror.example/simple" in err
+    assert "S3cr3tPW" not in err and "extra index https://***@private.example/simple" in err  # shown redacted
 
 @pytest.mark.slow
 def test_an_index_uv_cannot_reach_is_named_in_one_line_with_what_pip_would_use(tmp_path):

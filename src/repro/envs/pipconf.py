@@ -150,17 +150,20 @@ def unreachable(stderr: str, s: PipSettings) -> str | None:
 
 def main(argv: list[str]) -> int:
     """`python -m repro.envs.pipconf [uv pip install ARGS]`: uv's install with pip's settings here (the Makefile's
-    venvs: `make install` and `make xla-env`). It imports nothing but the standard library, so it runs from the
-    checkout (PYTHONPATH=src) before repro is installed; uv comes from this interpreter (`python -m uv`)."""
-    usage = ("usage: python -m repro.envs.pipconf ARGS...  (runs `uv pip install ARGS` with pip's indexes, wheel "
-             "folders, certificate, proxy and timeout: " + one_line(describe(read())) + ")")
-    if not argv:
+    venvs: `make install` and `make xla-env`). It imports only the standard library (and repro.redaction, which
+    does too), so it runs from the checkout (PYTHONPATH=src) before repro is installed; uv comes from this
+    interpreter (`python -m uv`). What it shows of pip's settings is redacted; uv is given the real ones."""
+    s = read()
+    if not argv or argv[0] in ("-h", "--help"):
+        from repro.redaction import redact  # standard library only, as this module: a mirror's password is data
+
+        usage = redact("usage: python -m repro.envs.pipconf ARGS...  (runs `uv pip install ARGS` with pip's indexes, "
+                       "wheel folders, certificate, proxy and timeout: " + one_line(describe(s)) + ")")
+        if argv:
+            print(usage)
+            return 0
         print("repro.envs.pipconf: nothing to install: give uv pip install's arguments\n" + usage, file=sys.stderr)
         return 2
-    if argv[0] in ("-h", "--help"):
-        print(usage)
-        return 0
-    s = read()
     return subprocess.call([sys.executable, "-m", "uv", "pip", "install", *uv_args(s), *argv], env=uv_env(s))
 
 
