@@ -227,6 +227,7 @@ def test_the_makefiles_uv_install_takes_pips_settings_and_names_a_missing_argume
     assert err.startswith("repro.envs.pipconf: nothing to install") and "index https://mirror.example/simple" in err
     assert "S3cr3tPW" not in err and "extra index https://***@private.example/simple" in err  # shown redacted
 
+
 @pytest.mark.slow
 def test_an_index_uv_cannot_reach_is_named_in_one_line_with_what_pip_would_use(tmp_path):
     """pip's certificate set to a bundle that trusts nothing: uv's TLS handshake with the index fails,
